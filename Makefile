@@ -1,0 +1,21 @@
+# roomlog — see README.md.
+GO      ?= go
+export PATH := /usr/local/go/bin:$(PATH)
+
+.PHONY: test zookeeper fmt-check vet unit
+
+## test: everything CI runs: ZooKeeper install check, gofmt, go vet, race tests.
+test: zookeeper fmt-check vet unit
+
+zookeeper:
+	@bash scripts/install-zookeeper.sh
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
