@@ -1,0 +1,178 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Apply applies entries in one Pebble batch together with the new applied
+// index and epoch (those of the last entry), committed under the store's
+// SyncPolicy. entries[0].Index must be AppliedIndex()+1 and the indexes
+// contiguous, else ErrIndexGap and nothing is applied. responses[i] is the
+// Applier's response to entries[i].
+//
+// An Applier error (or panic) aborts the call: nothing of it is written, and
+// the error wraps ErrApply and the Applier's error. An empty entries is a
+// no-op.
+func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
+	if !s.gate.enter() {
+		return nil, ErrClosed
+	}
+	defer s.gate.leave()
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+
+	applied := s.applied.Load()
+	for i, e := range entries {
+		if want := applied + 1 + uint64(i); e.Index != want {
+			return nil, fmt.Errorf("%w: entry %d of %d has index %d, want %d (applied %d)",
+				ErrIndexGap, i, len(entries), e.Index, want, applied)
+		}
+	}
+
+	pb := s.db.NewIndexedBatch()
+	defer pb.Close()
+	ub := &batch{b: pb}
+	responses = make([][]byte, len(entries))
+	for i, e := range entries {
+		resp, err := s.applyOne(ub, e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: index %d: %w", ErrApply, e.Index, err)
+		}
+		responses[i] = resp
+	}
+	ub.done = true
+	last := entries[len(entries)-1]
+	if err := pb.Set(keyApplied, encodeApplied(last.Index, last.Epoch), nil); err != nil {
+		return nil, fmt.Errorf("store: apply: %w", err)
+	}
+	if err := pb.Commit(s.writeOpts); err != nil {
+		return nil, fmt.Errorf("store: apply: commit indexes %d..%d: %w", entries[0].Index, last.Index, err)
+	}
+	s.applied.Store(last.Index)
+	s.epoch.Store(last.Epoch)
+	return responses, nil
+}
+
+// applyOne runs the Applier on one entry, turning a panic into an error.
+func (s *Store) applyOne(b *batch, e Entry) (resp []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("applier panicked: %v", r)
+		}
+	}()
+	return s.opts.Applier.Apply(b, e)
+}
+
+// batch is the Batch handed to an Applier: an indexed Pebble batch over the
+// user keyspace.
+type batch struct {
+	b    *pebble.Batch
+	done bool   // set once the Applier returned: further use is ErrClosed
+	key  []byte // scratch for mapped keys (Pebble copies what it is given)
+}
+
+var _ Batch = (*batch)(nil)
+
+func (b *batch) check(key []byte, what string) error {
+	if b.done {
+		return fmt.Errorf("%w: batch used after its Apply call", ErrClosed)
+	}
+	if len(key) == 0 {
+		return fmt.Errorf("%w: %s with an empty key", ErrInvalid, what)
+	}
+	return nil
+}
+
+func (b *batch) Get(key []byte) ([]byte, error) {
+	if err := b.check(key, "get"); err != nil {
+		return nil, err
+	}
+	b.key = appendUserKey(b.key[:0], key)
+	v, closer, err := b.b.Get(b.key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get: %w", err)
+	}
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	closer.Close()
+	return out, nil
+}
+
+func (b *batch) Set(key, value []byte) error {
+	if err := b.check(key, "set"); err != nil {
+		return err
+	}
+	b.key = appendUserKey(b.key[:0], key)
+	return b.b.Set(b.key, value, nil)
+}
+
+func (b *batch) Delete(key []byte) error {
+	if err := b.check(key, "delete"); err != nil {
+		return err
+	}
+	b.key = appendUserKey(b.key[:0], key)
+	return b.b.Delete(b.key, nil)
+}
+
+func (b *batch) DeleteRange(start, end []byte) error {
+	if err := b.check(start, "delete-range"); err != nil {
+		return err
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return fmt.Errorf("%w: delete-range start %q >= end %q", ErrInvalid, start, end)
+	}
+	return b.b.DeleteRange(appendUserKey(nil, start), appendUserKey(nil, end), nil)
+}
+
+func (b *batch) Scan(lower, upper []byte, fn func(key, value []byte) error) error {
+	if b.done {
+		return fmt.Errorf("%w: batch used after its Apply call", ErrClosed)
+	}
+	if lower != nil && upper != nil && bytes.Compare(lower, upper) > 0 {
+		return fmt.Errorf("%w: scan lower %q > upper %q", ErrInvalid, lower, upper)
+	}
+	lo, hi := userBounds(lower, upper)
+	it, err := b.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return fmt.Errorf("store: scan: %w", err)
+	}
+	return iterate(it, fn)
+}
+
+// iterate calls fn for every key of it (storage keys, prefix stripped) and
+// closes it. fn's arguments are valid only until fn returns.
+func iterate(it *pebble.Iterator, fn func(k, v []byte) error) (err error) {
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("store: iterator: %w", cerr)
+		}
+	}()
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("store: read value: %w", err)
+		}
+		if err := fn(it.Key()[1:], v); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("store: iterate: %w", err)
+	}
+	return nil
+}

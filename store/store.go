@@ -1,0 +1,512 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Sentinel errors. Check them with errors.Is.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrIndexGap: Apply was given entries that do not start at
+	// AppliedIndex()+1 or are not contiguous. Nothing was applied.
+	ErrIndexGap = errors.New("store: entries are not contiguous with the applied index")
+	// ErrClosed: the Store (or View) is closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrCorrupt: the directory holds something that is not a valid store
+	// (missing or malformed internal keys, unknown format, foreign keys).
+	ErrCorrupt = errors.New("store: corrupt")
+	// ErrInvalid: a caller's argument is invalid (empty key, start >= end,
+	// bad options, malformed ops entry).
+	ErrInvalid = errors.New("store: invalid argument")
+	// ErrApply: the Applier returned an error (or panicked); the whole Apply
+	// call was aborted and nothing of it was written. The Applier's error is
+	// wrapped too.
+	ErrApply = errors.New("store: applier failed")
+	// ErrRejected: OpsResult's error for an entry OpsApplier rejected.
+	ErrRejected = errors.New("store: entry rejected")
+	// ErrReadOnly: a write on a store opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("store: read-only")
+)
+
+// Entry is one log entry to apply: the same shape as logroom.Entry.
+type Entry struct {
+	Index, Epoch uint64
+	Data         []byte
+}
+
+// Batch is what an Applier writes through. It addresses the user keyspace
+// only (internal keys are out of its reach), and its reads (Get, Scan) see
+// the writes made earlier in the same Apply call, including those of earlier
+// entries of the run. Methods validate their input and return ErrInvalid; a
+// Batch must not be used after the Applier returns (ErrClosed), nor from
+// several goroutines at once.
+type Batch interface {
+	Get(key []byte) ([]byte, error) // ErrNotFound
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	DeleteRange(start, end []byte) error                              // [start, end)
+	Scan(lower, upper []byte, fn func(key, value []byte) error) error // sees the batch's own writes
+}
+
+// Applier turns one entry into operations on a Batch.
+//
+// Apply must be deterministic: the same state and the same entry must give
+// the same writes and the same response on every replica, every time. It
+// must not read clocks, random numbers, map iteration order, the environment
+// or local configuration, nor depend on anything outside the Batch and the
+// Entry. A deterministic rejection of a command is a response, not an error;
+// a returned error aborts the whole Apply call (nothing of it is written) and
+// stops a replica, because every replica would fail the same way or, worse,
+// not. Apply is called from one goroutine at a time, in index order.
+type Applier interface {
+	Apply(b Batch, e Entry) (response []byte, err error)
+}
+
+// SyncPolicy says when applied batches reach the disk.
+type SyncPolicy int
+
+const (
+	// SyncEveryBatch (the default): every Apply call is fsynced (pebble.Sync)
+	// before it returns. A crash loses nothing that Apply returned for.
+	SyncEveryBatch SyncPolicy = iota
+	// SyncGroup: Apply writes without waiting for fsync; a background
+	// goroutine fsyncs the WAL every GroupSyncInterval. A machine crash may
+	// lose the batches committed during the last GroupSyncInterval (plus one
+	// fsync's duration) — always whole, most recent batches, never part of
+	// one: Pebble's WAL records are checksummed and replay stops at the first
+	// torn record. A process crash (kill -9) loses at most what Pebble had not
+	// yet written to the WAL file. Replicas recover by re-applying from the
+	// log, which still holds those entries.
+	SyncGroup
+)
+
+// String names the policy.
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncEveryBatch:
+		return "sync-every-batch"
+	case SyncGroup:
+		return "sync-group"
+	default:
+		return fmt.Sprintf("SyncPolicy(%d)", int(p))
+	}
+}
+
+// Options configure Open. The zero value (or nil) is valid.
+type Options struct {
+	// Applier turns entries into writes. Default OpsApplier{}.
+	Applier Applier
+	// Sync is the durability policy. Default SyncEveryBatch.
+	Sync SyncPolicy
+	// GroupSyncInterval is the background fsync period under SyncGroup.
+	// Default 10ms. Must be 0 or between 1ms and 10s.
+	GroupSyncInterval time.Duration
+	// Logger receives the store's and Pebble's logs. Default: discard.
+	Logger *slog.Logger
+	// ReadOnly opens the store without writing anything to dir (no format
+	// initialisation, Apply returns ErrReadOnly). The directory must hold a
+	// store already.
+	ReadOnly bool
+
+	// Pebble tunables.
+
+	// CacheSize is Pebble's block cache in bytes. Default 32 MiB.
+	CacheSize int64
+	// MemTableSize is Pebble's memtable size in bytes. Default 32 MiB.
+	MemTableSize uint64
+}
+
+// Defaults.
+const (
+	DefaultGroupSyncInterval = 10 * time.Millisecond
+	DefaultCacheSize         = 32 << 20
+	DefaultMemTableSize      = 32 << 20
+)
+
+// Validate reports every bad field at once (ErrInvalid), or nil.
+func (o *Options) Validate() error {
+	if o == nil {
+		return nil
+	}
+	var errs []error
+	if o.Sync != SyncEveryBatch && o.Sync != SyncGroup {
+		errs = append(errs, fmt.Errorf("Sync: unknown policy %d", int(o.Sync)))
+	}
+	if o.GroupSyncInterval != 0 && (o.GroupSyncInterval < time.Millisecond || o.GroupSyncInterval > 10*time.Second) {
+		errs = append(errs, fmt.Errorf("GroupSyncInterval %v: must be 0 (default) or in [1ms, 10s]", o.GroupSyncInterval))
+	}
+	if o.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("CacheSize %d: negative", o.CacheSize))
+	}
+	if o.MemTableSize != 0 && (o.MemTableSize < 1<<20 || o.MemTableSize > 1<<30) {
+		errs = append(errs, fmt.Errorf("MemTableSize %d: must be 0 (default) or in [1 MiB, 1 GiB]", o.MemTableSize))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: store options: %w", ErrInvalid, errors.Join(errs...))
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Applier == nil {
+		c.Applier = OpsApplier{}
+	}
+	if c.GroupSyncInterval == 0 {
+		c.GroupSyncInterval = DefaultGroupSyncInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = DefaultCacheSize
+	}
+	if c.MemTableSize == 0 {
+		c.MemTableSize = DefaultMemTableSize
+	}
+	return c
+}
+
+// Key layout (see doc.go). internalPrefix and userPrefix never overlap:
+// every internal key starts with 0x00, every user key with 0x01.
+const (
+	internalPrefix = "\x00roomlog/"
+	userPrefixByte = 0x01
+	formatVersion  = 1
+)
+
+var (
+	keyFormat  = []byte(internalPrefix + "format")  // value: uvarint format version
+	keyApplied = []byte(internalPrefix + "applied") // value: 8-byte BE index, 8-byte BE epoch
+	userLower  = []byte{userPrefixByte}             // first possible user key (inclusive)
+	userUpper  = []byte{userPrefixByte + 1}         // end of the user range (exclusive)
+)
+
+func encodeApplied(index, epoch uint64) []byte {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], index)
+	binary.BigEndian.PutUint64(b[8:], epoch)
+	return b[:]
+}
+
+func decodeApplied(v []byte) (index, epoch uint64, err error) {
+	if len(v) != 16 {
+		return 0, 0, fmt.Errorf("%w: applied position is %d bytes, want 16", ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:]), nil
+}
+
+// appendUserKey appends the storage form of a user key to dst.
+func appendUserKey(dst, key []byte) []byte {
+	dst = append(dst, userPrefixByte)
+	return append(dst, key...)
+}
+
+// userBounds maps user bounds (nil = unbounded) to storage bounds.
+func userBounds(lower, upper []byte) (lo, hi []byte) {
+	lo, hi = userLower, userUpper
+	if lower != nil {
+		lo = appendUserKey(nil, lower)
+	}
+	if upper != nil {
+		hi = appendUserKey(nil, upper)
+	}
+	return lo, hi
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p,
+// or nil when there is none (p empty or all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Store is a replica's state: a Pebble database plus the applied position.
+// All methods are safe for concurrent use. Apply calls are serialised.
+type Store struct {
+	db        *pebble.DB
+	dir       string
+	opts      Options
+	log       *slog.Logger
+	writeOpts *pebble.WriteOptions
+
+	// applyMu serialises Apply and Checkpoint, so that a checkpoint sees
+	// exactly the state of the position it reports.
+	applyMu sync.Mutex
+	// applied and epoch mirror the stored applied key. Written only with
+	// applyMu held, after the batch holding them committed.
+	// Invariant: applied == stored applied index whenever applyMu is free.
+	applied atomic.Uint64
+	epoch   atomic.Uint64
+
+	gate gate // every operation that touches db holds a reference
+
+	viewsMu sync.Mutex
+	views   map[*View]struct{} // open views; guarded by viewsMu
+
+	stopSync chan struct{} // closed by Close to stop the group-sync goroutine
+	syncDone chan struct{} // closed by the group-sync goroutine when it exits
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts *Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref()
+	popts := &pebble.Options{
+		Cache:        cache,
+		MemTableSize: o.MemTableSize,
+		ReadOnly:     o.ReadOnly,
+		Logger:       pebbleLogger{o.Logger},
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{
+		db:        db,
+		dir:       dir,
+		opts:      o,
+		log:       o.Logger.With("store", dir),
+		writeOpts: pebble.Sync,
+		views:     make(map[*View]struct{}),
+	}
+	s.gate.init()
+	if o.Sync == SyncGroup {
+		s.writeOpts = pebble.NoSync
+	}
+	if err := s.loadPosition(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	if o.Sync == SyncGroup && !o.ReadOnly {
+		s.stopSync = make(chan struct{})
+		s.syncDone = make(chan struct{})
+		go s.groupSync(o.GroupSyncInterval)
+	}
+	s.log.Debug("store opened", "applied", s.applied.Load(), "epoch", s.epoch.Load(), "sync", o.Sync)
+	return s, nil
+}
+
+// loadPosition reads (or, for a new store, writes) the internal keys.
+func (s *Store) loadPosition() error {
+	v, closer, err := s.db.Get(keyFormat)
+	if errors.Is(err, pebble.ErrNotFound) {
+		// A new store is empty; anything else is not ours.
+		it, err := s.db.NewIter(nil)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		empty := !it.First()
+		err = errors.Join(it.Error(), it.Close())
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if !empty {
+			return fmt.Errorf("%w: %s holds keys but no roomlog format marker (not a roomlog store)", ErrCorrupt, s.dir)
+		}
+		if s.opts.ReadOnly {
+			return fmt.Errorf("%w: %s is empty and the store is read-only", ErrCorrupt, s.dir)
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		err = errors.Join(
+			b.Set(keyFormat, binary.AppendUvarint(nil, formatVersion), nil),
+			b.Set(keyApplied, encodeApplied(0, 0), nil))
+		if err == nil {
+			err = b.Commit(pebble.Sync)
+		}
+		if err != nil {
+			return fmt.Errorf("store: initialise %s: %w", s.dir, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read format: %w", err)
+	}
+	ver, n := binary.Uvarint(v)
+	bad := n != len(v) || n <= 0
+	closer.Close()
+	if bad {
+		return fmt.Errorf("%w: %s: malformed format marker", ErrCorrupt, s.dir)
+	}
+	if ver != formatVersion {
+		return fmt.Errorf("%w: %s: unknown format version %d", ErrCorrupt, s.dir, ver)
+	}
+	v, closer, err = s.db.Get(keyApplied)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("%w: %s: applied position missing", ErrCorrupt, s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("store: read applied position: %w", err)
+	}
+	index, epoch, err := decodeApplied(v)
+	closer.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.dir, err)
+	}
+	s.applied.Store(index)
+	s.epoch.Store(epoch)
+	return nil
+}
+
+// groupSync fsyncs the WAL every interval until stopSync is closed.
+func (s *Store) groupSync(interval time.Duration) {
+	defer close(s.syncDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSync:
+			return
+		case <-t.C:
+			if err := s.db.LogData(nil, pebble.Sync); err != nil {
+				s.log.Error("group sync failed", "err", err)
+			}
+		}
+	}
+}
+
+// Dir returns the directory the store was opened on.
+func (s *Store) Dir() string { return s.dir }
+
+// AppliedIndex returns the index of the last applied entry (0: none).
+func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
+
+// AppliedEpoch returns the epoch of the last applied entry (0: none).
+func (s *Store) AppliedEpoch() uint64 { return s.epoch.Load() }
+
+// Sync makes every applied batch durable now (a WAL fsync). Under
+// SyncEveryBatch it has nothing to do but is harmless.
+func (s *Store) Sync() error {
+	if !s.gate.enter() {
+		return ErrClosed
+	}
+	defer s.gate.leave()
+	if s.opts.ReadOnly {
+		return nil
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	return nil
+}
+
+// Close waits for operations in progress, closes every open View, syncs the
+// WAL and closes the database. It is idempotent. It must not be called from
+// inside a Scan callback or an Applier (it would wait for itself).
+func (s *Store) Close() error {
+	if !s.gate.close() {
+		return nil
+	}
+	if s.stopSync != nil {
+		close(s.stopSync)
+		<-s.syncDone
+	}
+	var errs []error
+	s.viewsMu.Lock()
+	for v := range s.views {
+		v.gate.close()
+		errs = append(errs, v.snap.Close())
+		delete(s.views, v)
+	}
+	s.viewsMu.Unlock()
+	if !s.opts.ReadOnly {
+		errs = append(errs, s.db.LogData(nil, pebble.Sync))
+	}
+	errs = append(errs, s.db.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close %s: %w", s.dir, err)
+	}
+	s.log.Debug("store closed", "applied", s.applied.Load())
+	return nil
+}
+
+// gate counts operations in progress on a closable object. close marks it
+// closed (new enters fail) and waits until every entered operation left.
+type gate struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	refs   int  // operations in progress; guarded by mu
+	closed bool // guarded by mu
+}
+
+func (g *gate) init() { g.cond.L = &g.mu }
+
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.refs++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.refs--
+	if g.refs < 0 {
+		panic(fmt.Sprintf("store: gate refs %d < 0", g.refs))
+	}
+	if g.refs == 0 && g.closed {
+		g.cond.Broadcast()
+	}
+	g.mu.Unlock()
+}
+
+// close returns false if the gate was already closed.
+func (g *gate) close() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.closed = true
+	for g.refs > 0 {
+		g.cond.Wait()
+	}
+	return true
+}
+
+// pebbleLogger sends Pebble's logs to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...interface{}) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...interface{}) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf is called by Pebble on unrecoverable internal errors; Pebble
+// expects it not to return.
+func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble", "fatal", true)
+	panic("pebble: " + msg)
+}
+
+var _ io.Closer = (*Store)(nil)
