@@ -112,7 +112,7 @@ func encodeRaw(t testing.TB, c Command) []byte {
 }
 
 func cmdMkdir(p string, parents bool) Command { return Command{Op: OpMkdir, Path: p, Parents: parents} }
-func cmdCreate(p string, repl int) Command  { return Command{Op: OpCreate, Path: p, Replication: repl} }
+func cmdCreate(p string, repl int) Command    { return Command{Op: OpCreate, Path: p, Replication: repl} }
 func cmdAddBlock(p string, size int64) Command {
 	return Command{Op: OpAddBlock, Path: p, Size: size}
 }
