@@ -171,11 +171,11 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 // (a Pebble snapshot). Close it when done; Store.Close closes the views left
 // open. Safe for concurrent use.
 type View struct {
-	s      *Store
-	snap   *pebble.Snapshot
-	index  uint64
-	epoch  uint64
-	gate   gate
+	s     *Store
+	snap  *pebble.Snapshot
+	index uint64
+	epoch uint64
+	gate  gate
 }
 
 // View returns a consistent read view of the current state.

@@ -1,0 +1,524 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/roomlog/roomlog/store"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// copyBufSize is the buffer used to read, checksum and write files.
+const copyBufSize = 1 << 20
+
+// Info is a checkpoint directory and what its manifest says.
+type Info struct {
+	Path     string
+	Manifest Manifest
+	Bytes    int64 // total size of the files (Manifest.Bytes())
+}
+
+func newInfo(path string, m Manifest) Info {
+	return Info{Path: path, Manifest: m, Bytes: m.Bytes()}
+}
+
+// Create checkpoints s at its current applied index into
+// root/ckpt-%020d (see doc.go for the protocol). If a valid checkpoint of
+// that index already exists it is returned as is; an invalid one is moved
+// aside to root/.corrupt-ckpt-… and replaced.
+func Create(ctx context.Context, s *store.Store, root, room string) (info Info, err error) {
+	if err := ctx.Err(); err != nil {
+		return Info{}, err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, tmpPrefix+"ckpt-")
+	if err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
+	index, epoch, err := s.Checkpoint(filepath.Join(tmp, DBDir))
+	if err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	final := filepath.Join(root, dirName(index))
+	if info, ok, err := existing(final); ok || err != nil {
+		return info, err
+	}
+	m := Manifest{
+		FormatVersion: FormatVersion,
+		Room:          room,
+		Epoch:         epoch,
+		Index:         index,
+		Created:       time.Now().UTC().Round(time.Millisecond),
+		Files:         []File{},
+	}
+	dbDir := filepath.Join(tmp, DBDir)
+	ents, err := os.ReadDir(dbDir)
+	if err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	buf := make([]byte, copyBufSize)
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return Info{}, err
+		}
+		if !e.Type().IsRegular() {
+			return Info{}, fmt.Errorf("checkpoint: create: pebble checkpoint holds %q, not a regular file", e.Name())
+		}
+		if err := validFileName(e.Name()); err != nil {
+			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+		}
+		size, crc, err := checksumFile(filepath.Join(dbDir, e.Name()), buf, true)
+		if err != nil {
+			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+		}
+		m.Files = append(m.Files, File{Name: e.Name(), Size: size, CRC32C: crc})
+	}
+	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
+	mb, err := m.Marshal()
+	if err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	if err := writeFileSync(filepath.Join(tmp, ManifestName), mb); err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	if err := errors.Join(syncDir(dbDir), syncDir(tmp)); err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		// Lost a race with another Create of the same index?
+		if info, ok, err2 := existing(final); ok || err2 != nil {
+			return info, err2
+		}
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	tmp = ""
+	if err := syncDir(root); err != nil {
+		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	}
+	return newInfo(final, m), nil
+}
+
+// existing returns the valid checkpoint at path (ok), nothing if there is
+// none, or moves an invalid one aside and returns nothing.
+func existing(path string) (Info, bool, error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return Info{}, false, nil
+	} else if err != nil {
+		return Info{}, false, fmt.Errorf("checkpoint: %w", err)
+	}
+	m, err := Verify(path)
+	if err == nil {
+		return newInfo(path, m), true, nil
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		return Info{}, false, err
+	}
+	aside := filepath.Join(filepath.Dir(path), fmt.Sprintf(".corrupt-%s-%d", filepath.Base(path), time.Now().UnixNano()))
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return Info{}, false, fmt.Errorf("checkpoint: move corrupt %s aside (%v): %w", path, err, rerr)
+	}
+	return Info{}, false, nil
+}
+
+// Verify checks the checkpoint directory at path: a valid manifest (self
+// checksum), a directory name that matches its index (when it has the
+// ckpt- form), exactly the manifest's files in db/, each with the right size
+// and CRC32C. Failures wrap ErrCorrupt and name the file.
+func Verify(path string) (Manifest, error) {
+	m, err := readManifest(path)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if err := checkLayout(path, m); err != nil {
+		return Manifest{}, err
+	}
+	buf := make([]byte, copyBufSize)
+	for _, f := range m.Files {
+		p := filepath.Join(path, DBDir, f.Name)
+		size, crc, err := checksumFile(p, buf, false)
+		if err != nil {
+			return Manifest{}, fmt.Errorf("checkpoint: verify: %w", err)
+		}
+		if err := f.check(p, size, crc); err != nil {
+			return Manifest{}, err
+		}
+	}
+	return m, nil
+}
+
+func (f File) check(path string, size int64, crc uint32) error {
+	if size != f.Size {
+		return fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, path, size, f.Size)
+	}
+	if crc != f.CRC32C {
+		return fmt.Errorf("%w: %s: crc32c %08x, manifest says %08x", ErrCorrupt, path, crc, f.CRC32C)
+	}
+	return nil
+}
+
+// readManifest reads and parses path/ManifestName and checks the directory
+// name against the index.
+func readManifest(path string) (Manifest, error) {
+	p := filepath.Join(path, ManifestName)
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Manifest{}, fmt.Errorf("%w: %s: no manifest", ErrCorrupt, path)
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint: read %s: %w", p, err)
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", p, err)
+	}
+	if idx, ok := parseDirName(filepath.Base(path)); ok && idx != m.Index {
+		return Manifest{}, fmt.Errorf("%w: %s: directory is for index %d, manifest says %d", ErrCorrupt, path, idx, m.Index)
+	}
+	return m, nil
+}
+
+// checkLayout checks that path/db holds exactly the manifest's files, as
+// regular files of the right sizes.
+func checkLayout(path string, m Manifest) error {
+	dbDir := filepath.Join(path, DBDir)
+	ents, err := os.ReadDir(dbDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %s missing", ErrCorrupt, dbDir)
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	want := make(map[string]int64, len(m.Files))
+	for _, f := range m.Files {
+		want[f.Name] = f.Size
+	}
+	for _, e := range ents {
+		size, ok := want[e.Name()]
+		if !ok {
+			return fmt.Errorf("%w: %s: file not in the manifest", ErrCorrupt, filepath.Join(dbDir, e.Name()))
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s: not a regular file", ErrCorrupt, filepath.Join(dbDir, e.Name()))
+		}
+		if fi.Size() != size {
+			return fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, filepath.Join(dbDir, e.Name()), fi.Size(), size)
+		}
+		delete(want, e.Name())
+	}
+	for name := range want {
+		return fmt.Errorf("%w: %s: missing", ErrCorrupt, filepath.Join(dbDir, name))
+	}
+	return nil
+}
+
+// Restore turns the checkpoint at ckptPath into a store directory at
+// storeDir, which must not exist or be an empty directory (else
+// ErrNotEmpty). It checks the manifest and the file list first, then copies
+// every file into a temp directory next to storeDir while checking its
+// CRC32C, fsyncs, opens the copy read-only to check its applied index and
+// epoch against the manifest, and renames it into place. On any failure
+// nothing is left at storeDir.
+func Restore(ctx context.Context, ckptPath, storeDir string) (err error) {
+	m, err := readManifest(ckptPath)
+	if err != nil {
+		return err
+	}
+	if err := checkLayout(ckptPath, m); err != nil {
+		return err
+	}
+	if err := checkEmpty(storeDir); err != nil {
+		return err
+	}
+	parent := filepath.Dir(storeDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, tmpPrefix+"restore-")
+	if err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	defer func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}()
+	buf := make([]byte, copyBufSize)
+	for _, f := range m.Files {
+		if err := copyChecked(ctx, filepath.Join(ckptPath, DBDir, f.Name), filepath.Join(tmp, f.Name), f, buf); err != nil {
+			return err
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	if err := checkStore(tmp, m); err != nil {
+		return err
+	}
+	if err := checkEmpty(storeDir); err != nil {
+		return err
+	}
+	// An empty storeDir is replaced.
+	if err := os.Remove(storeDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	if err := os.Rename(tmp, storeDir); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	tmp = ""
+	if err := syncDir(parent); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	return nil
+}
+
+// checkStore opens dir read-only and compares its position with m.
+func checkStore(dir string, m Manifest) error {
+	s, err := store.Open(dir, &store.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("%w: checkpoint does not open as a store: %w", ErrCorrupt, err)
+	}
+	idx, ep := s.AppliedIndex(), s.AppliedEpoch()
+	if err := s.Close(); err != nil {
+		return fmt.Errorf("checkpoint: restore: %w", err)
+	}
+	if idx != m.Index || ep != m.Epoch {
+		return fmt.Errorf("%w: store holds index %d epoch %d, manifest says index %d epoch %d", ErrCorrupt, idx, ep, m.Index, m.Epoch)
+	}
+	return nil
+}
+
+// checkEmpty returns nil if dir does not exist or is an empty directory.
+func checkEmpty(dir string) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotEmpty, dir)
+	}
+	if err != nil && err != io.EOF {
+		return fmt.Errorf("%w: %s: %w", ErrNotEmpty, dir, err)
+	}
+	return nil
+}
+
+// copyChecked copies src to dst, checking size and CRC32C against f while
+// copying, and fsyncs dst.
+func copyChecked(ctx context.Context, src, dst string, f File, buf []byte) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer out.Close()
+	var size int64
+	var crc uint32
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := in.Read(buf)
+		if n > 0 {
+			size += int64(n)
+			if size > f.Size {
+				return fmt.Errorf("%w: %s: longer than the manifest's %d bytes", ErrCorrupt, src, f.Size)
+			}
+			crc = crc32.Update(crc, castagnoli, buf[:n])
+			if _, err := out.Write(buf[:n]); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("checkpoint: read %s: %w", src, rerr)
+		}
+	}
+	if err := f.check(src, size, crc); err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return out.Close()
+}
+
+// checksumFile returns the size and CRC32C of the file at path, fsyncing it
+// too when sync is set.
+func checksumFile(path string, buf []byte, sync bool) (int64, uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	var size int64
+	var crc uint32
+	for {
+		n, err := f.Read(buf)
+		size += int64(n)
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return 0, 0, fmt.Errorf("fsync %s: %w", path, err)
+		}
+	}
+	return size, crc, nil
+}
+
+// writeFileSync writes a new file and fsyncs it.
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// syncDir fsyncs a directory, making renames and creations in it durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// List returns the checkpoints under root, newest (highest index) first.
+// It ignores temp dirs, anything not named ckpt-%020d, and directories
+// whose manifest is missing, invalid or for another index. It reads
+// manifests only: use Verify to check the files. A missing root is empty.
+func List(root string) ([]Info, error) {
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list: %w", err)
+	}
+	var out []Info
+	for _, e := range ents {
+		if _, ok := parseDirName(e.Name()); !ok || !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(root, e.Name())
+		m, err := readManifest(p)
+		if err != nil {
+			continue
+		}
+		out = append(out, newInfo(p, m))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Manifest.Index > out[j].Manifest.Index })
+	return out, nil
+}
+
+// Newest returns the checkpoint with the highest index under root, or
+// ErrNoCheckpoint.
+func Newest(root string) (Info, error) {
+	l, err := List(root)
+	if err != nil {
+		return Info{}, err
+	}
+	if len(l) == 0 {
+		return Info{}, fmt.Errorf("%w under %s", ErrNoCheckpoint, root)
+	}
+	return l[0], nil
+}
+
+// Retain deletes every checkpoint under root but the newest keep (keep >= 1).
+// A checkpoint being served by Handler keeps streaming: the handler holds
+// its files open.
+func Retain(root string, keep int) error {
+	if keep < 1 {
+		return fmt.Errorf("checkpoint: retain: keep = %d, must be >= 1", keep)
+	}
+	l, err := List(root)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, info := range l[min(keep, len(l)):] {
+		if err := os.RemoveAll(info.Path); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("checkpoint: retain: %w", err)
+	}
+	return syncDir(root)
+}
+
+// CleanTemp removes the temp directories (".tmp-*") under root older than
+// olderThan: leftovers of a Create or Fetch interrupted by a crash. Only
+// call it with an age no Create or Fetch in progress can reach.
+func CleanTemp(root string, olderThan time.Duration) error {
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: clean: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if len(e.Name()) <= len(tmpPrefix) || e.Name()[:len(tmpPrefix)] != tmpPrefix {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < olderThan {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("checkpoint: clean: %w", err)
+	}
+	return nil
+}
