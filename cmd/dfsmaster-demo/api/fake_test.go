@@ -1,0 +1,169 @@
+package api_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/store"
+)
+
+// fakeMaster is an in-process Master over a real store running the
+// namespace applier. A primary applies proposals directly and keeps them in
+// its log; a standby applies what catchUp copies from a primary's log.
+type fakeMaster struct {
+	st *store.Store
+
+	mu sync.Mutex // guards every field below
+	// Invariant: len(log) == st.AppliedIndex() (the log is what was applied).
+	log         [][]byte
+	status      api.Status    // ID, Role, Addr, PrimaryID, PrimaryAddr; AppliedIndex filled in by Status
+	proposeErr  error         // when set, Propose fails with it without applying
+	blockUntil  bool          // when set, Propose waits for its context to end
+	changed     chan struct{} // closed (and replaced) after every apply
+	waiters     int           // WaitApplied calls in progress
+}
+
+func newFakeMaster(t *testing.T, id, role string) *fakeMaster {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), &store.Options{Applier: namespace.Applier{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return &fakeMaster{st: st, changed: make(chan struct{}),
+		status: api.Status{ID: id, Room: "test", Role: role, Epoch: 1}}
+}
+
+func (f *fakeMaster) applyLocked(entries ...[]byte) ([][]byte, error) {
+	first := f.st.AppliedIndex() + 1
+	batch := make([]store.Entry, len(entries))
+	for i, e := range entries {
+		batch[i] = store.Entry{Index: first + uint64(i), Epoch: 1, Data: e}
+	}
+	resp, err := f.st.Apply(batch)
+	if err != nil {
+		return nil, err
+	}
+	f.log = append(f.log, entries...)
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return resp, nil
+}
+
+func (f *fakeMaster) Propose(ctx context.Context, entry []byte) (api.Result, error) {
+	f.mu.Lock()
+	block, perr := f.blockUntil, f.proposeErr
+	f.mu.Unlock()
+	if block {
+		<-ctx.Done()
+		return api.Result{}, ctx.Err()
+	}
+	if perr != nil {
+		return api.Result{}, perr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.status.Role != api.RolePrimary {
+		return api.Result{}, &api.NotPrimaryError{PrimaryID: f.status.PrimaryID, PrimaryAddr: f.status.PrimaryAddr}
+	}
+	resp, err := f.applyLocked(entry)
+	if err != nil {
+		return api.Result{}, err
+	}
+	return api.Result{Index: f.st.AppliedIndex(), Response: resp[0]}, nil
+}
+
+func (f *fakeMaster) WaitApplied(ctx context.Context, index uint64) error {
+	f.set(func(f *fakeMaster) { f.waiters++ })
+	defer f.set(func(f *fakeMaster) { f.waiters-- })
+	for {
+		f.mu.Lock()
+		ch, applied := f.changed, f.st.AppliedIndex()
+		f.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+func (f *fakeMaster) Store() *store.Store { return f.st }
+
+func (f *fakeMaster) Status() api.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.status
+	s.AppliedIndex = f.st.AppliedIndex()
+	s.CommittedIndex = s.AppliedIndex
+	return s
+}
+
+func (f *fakeMaster) waiting() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waiters
+}
+
+func (f *fakeMaster) set(fn func(f *fakeMaster)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+// catchUp applies the entries of primary's log this standby lacks.
+func (f *fakeMaster) catchUp(t *testing.T, primary *fakeMaster) {
+	t.Helper()
+	primary.mu.Lock()
+	log := append([][]byte(nil), primary.log...)
+	primary.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.log); n < len(log) {
+		_, err := f.applyLocked(log[n:]...)
+		require.NoError(t, err)
+	}
+}
+
+// pair is a primary and a standby, each behind its own API server.
+type pair struct {
+	primary, standby       *fakeMaster
+	primarySrv, standbySrv *httptest.Server
+}
+
+func newPair(t *testing.T, cfg api.Config) *pair {
+	t.Helper()
+	p := &pair{primary: newFakeMaster(t, "m1", api.RolePrimary), standby: newFakeMaster(t, "m2", api.RoleStandby)}
+	p.primarySrv = serve(t, p.primary, cfg)
+	p.standbySrv = serve(t, p.standby, cfg)
+	paddr, saddr := hostPort(p.primarySrv), hostPort(p.standbySrv)
+	members := []api.Member{{ID: "m1", Addr: paddr, Role: api.RolePrimary}, {ID: "m2", Addr: saddr, Role: api.RoleStandby}}
+	p.primary.set(func(f *fakeMaster) {
+		f.status.Addr, f.status.PrimaryID, f.status.PrimaryAddr, f.status.Members = paddr, "m1", paddr, members
+		f.status.Channels = []api.Channel{{Num: 1, FirstIndex: 1, LastIndex: 0, Epoch: 1, Batches: 3, Bytes: 1234}}
+	})
+	p.standby.set(func(f *fakeMaster) {
+		f.status.Addr, f.status.PrimaryID, f.status.PrimaryAddr, f.status.Members = saddr, "m1", paddr, members
+	})
+	return p
+}
+
+func serve(t *testing.T, m api.Master, cfg api.Config) *httptest.Server {
+	t.Helper()
+	cfg.Master = m
+	s, err := api.New(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func hostPort(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }

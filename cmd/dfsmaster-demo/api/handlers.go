@@ -1,0 +1,380 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/store"
+)
+
+// Request bodies of the mutations. Unknown fields are rejected.
+type (
+	MkdirRequest struct {
+		Path    string `json:"path"`
+		Parents bool   `json:"parents,omitempty"`
+	}
+	CreateRequest struct {
+		Path        string `json:"path"`
+		Replication *int   `json:"replication,omitempty"` // default DefaultReplication
+	}
+	AddBlockRequest struct {
+		Path string `json:"path"`
+		Size *int64 `json:"size"` // required, >= 0
+	}
+	RenameRequest struct {
+		Src string `json:"src"`
+		Dst string `json:"dst"`
+	}
+	DeleteRequest struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive,omitempty"`
+	}
+)
+
+// MutationResponse is the body of a successful mutation.
+type MutationResponse struct {
+	Index   uint64 `json:"index"`
+	BlockID uint64 `json:"block_id,omitempty"` // addblock only (block ids start at 1)
+}
+
+// LsResponse is the body of a successful ls.
+type LsResponse struct {
+	Index   uint64            `json:"index"`
+	Entries []namespace.Entry `json:"entries"`
+}
+
+// StatResponse is the body of a successful stat.
+type StatResponse struct {
+	Index uint64 `json:"index"`
+	namespace.Info
+}
+
+// HashResponse is the body of a successful hash.
+type HashResponse struct {
+	AppliedIndex uint64 `json:"applied_index"`
+	Hash         string `json:"hash"`
+}
+
+func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
+	req, herr := decodeBody[MkdirRequest](s, w, r)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	s.mutate(w, r, namespace.Command{Op: namespace.OpMkdir, Path: req.Path, Parents: req.Parents})
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	req, herr := decodeBody[CreateRequest](s, w, r)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	repl := DefaultReplication
+	if req.Replication != nil {
+		repl = *req.Replication
+	}
+	s.mutate(w, r, namespace.Command{Op: namespace.OpCreate, Path: req.Path, Replication: repl})
+}
+
+func (s *Server) handleAddBlock(w http.ResponseWriter, r *http.Request) {
+	req, herr := decodeBody[AddBlockRequest](s, w, r)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	if req.Size == nil {
+		s.fail(w, r, badRequest("addblock: size is required"))
+		return
+	}
+	s.mutate(w, r, namespace.Command{Op: namespace.OpAddBlock, Path: req.Path, Size: *req.Size})
+}
+
+func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) {
+	req, herr := decodeBody[RenameRequest](s, w, r)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	s.mutate(w, r, namespace.Command{Op: namespace.OpRename, Path: req.Src, Dst: req.Dst})
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	req, herr := decodeBody[DeleteRequest](s, w, r)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	s.mutate(w, r, namespace.Command{Op: namespace.OpDelete, Path: req.Path, Recursive: req.Recursive})
+}
+
+// decodeBody decodes exactly one JSON object of type T: no unknown fields, no
+// trailing data, at most MaxBodyBytes, and no query parameters.
+func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request) (*T, *httpError) {
+	if r.URL.RawQuery != "" {
+		return nil, badRequest("%s takes a JSON body, not query parameters", r.URL.Path)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	var v *T
+	err := dec.Decode(&v)
+	if err == nil && v == nil {
+		return nil, badRequest("body must be a JSON object")
+	}
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = terr
+			if err == nil {
+				err = errors.New("trailing data after the JSON object")
+			}
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return v, nil
+	case errors.As(err, &tooBig):
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: codeBadRequest,
+			msg: fmt.Sprintf("body larger than %d bytes", tooBig.Limit)}
+	case errors.Is(err, io.EOF):
+		return nil, badRequest("empty body: want a JSON object")
+	}
+	return nil, badRequest("malformed JSON body: %v", err)
+}
+
+// mutate proposes c and answers with its outcome.
+func (s *Server) mutate(w http.ResponseWriter, r *http.Request, c namespace.Command) {
+	entry, err := namespace.EncodeCommand(c)
+	if err != nil {
+		s.fail(w, r, namespaceError(err, 0))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProposeTimeout)
+	defer cancel()
+	res, err := s.m.Propose(ctx, entry)
+	if err != nil {
+		s.fail(w, r, s.proposeError(r, err))
+		return
+	}
+	resp, err := namespace.DecodeResponse(res.Response)
+	if err != nil {
+		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: codeInternal,
+			msg: fmt.Sprintf("entry %d committed but its response is unreadable: %v", res.Index, err), index: res.Index})
+		return
+	}
+	if err := resp.Err(); err != nil {
+		s.fail(w, r, namespaceError(err, res.Index))
+		return
+	}
+	writeJSON(w, http.StatusOK, MutationResponse{Index: res.Index, BlockID: resp.BlockID})
+}
+
+// namespaceError maps a namespace rejection (or read error) to its response.
+func namespaceError(err error, index uint64) *httpError {
+	code, ok := namespace.CodeOf(err)
+	if !ok {
+		return storeError(err)
+	}
+	status := http.StatusConflict
+	switch code {
+	case namespace.CodeInvalidPath, namespace.CodeBadRequest:
+		status = http.StatusBadRequest
+	case namespace.CodeNotFound:
+		status = http.StatusNotFound
+	}
+	return &httpError{status: status, code: string(code), msg: err.Error(), index: index}
+}
+
+func storeError(err error) *httpError {
+	if errors.Is(err, store.ErrClosed) {
+		return &httpError{status: http.StatusServiceUnavailable, code: codeUnavailable, msg: err.Error()}
+	}
+	return &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+}
+
+// proposeError maps a Propose failure to its response.
+func (s *Server) proposeError(r *http.Request, err error) *httpError {
+	unavailable := func(code, msg string) *httpError {
+		return &httpError{status: http.StatusServiceUnavailable, code: code, msg: msg}
+	}
+	var np *NotPrimaryError
+	switch {
+	case errors.As(err, &np):
+		if np.PrimaryAddr == "" || np.PrimaryAddr == s.m.Status().Addr {
+			return unavailable(codeNoPrimary, "no primary is elected right now; retry shortly")
+		}
+		return &httpError{status: http.StatusTemporaryRedirect, code: codeNotPrimary,
+			msg:     fmt.Sprintf("this master is a standby; the primary is %s", np.PrimaryAddr),
+			primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
+	case errors.Is(err, ErrNotPrimary):
+		return unavailable(codeNoPrimary, "no primary is elected right now; retry shortly")
+	case errors.Is(err, ErrOutcomeUnknown):
+		return unavailable(codeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; read before retrying (%v)", err))
+	case errors.Is(err, ErrOverloaded):
+		e := unavailable(codeOverloaded, fmt.Sprintf("nothing was applied; retry later (%v)", err))
+		e.header = map[string]string{"Retry-After": "1"}
+		return e
+	case errors.Is(err, ErrUnavailable):
+		return unavailable(codeUnavailable, fmt.Sprintf("nothing was applied (%v)", err))
+	case errors.Is(err, context.DeadlineExceeded):
+		return &httpError{status: http.StatusGatewayTimeout, code: codeTimeout,
+			msg: fmt.Sprintf("the proposal did not finish within %v; the command may or may not have been applied", s.cfg.ProposeTimeout)}
+	case errors.Is(err, context.Canceled):
+		return unavailable(codeOutcomeUnknown, "request canceled; the command may or may not have been applied")
+	}
+	return &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+}
+
+// redirectURL is the primary's URL for the same path and query.
+func redirectURL(primary string, u *url.URL) string {
+	base := primary
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return strings.TrimSuffix(base, "/") + u.RequestURI()
+}
+
+// readQuery checks that the query holds only the allowed parameters, each at
+// most once, and parses min_index (0 when absent or not allowed).
+func readQuery(r *http.Request, allowed ...string) (url.Values, uint64, *httpError) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, 0, badRequest("malformed query: %v", err)
+	}
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !contains(allowed, k) {
+			return nil, 0, badRequest("unknown query parameter %q", k)
+		}
+		if len(q[k]) > 1 {
+			return nil, 0, badRequest("query parameter %q given %d times", k, len(q[k]))
+		}
+	}
+	var minIndex uint64
+	if v := q.Get("min_index"); v != "" || q.Has("min_index") {
+		minIndex, err = strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, 0, badRequest("min_index %q: not an unsigned integer", v)
+		}
+	}
+	return q, minIndex, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// view waits (bounded) until minIndex is applied and returns a consistent
+// view at or past it.
+func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError) {
+	st := s.m.Store()
+	if minIndex > st.AppliedIndex() {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadWait)
+		err := s.m.WaitApplied(ctx, minIndex)
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return nil, &httpError{status: http.StatusGatewayTimeout, code: codeTimeout,
+					msg: fmt.Sprintf("index %d not applied within %v (applied %d)", minIndex, s.cfg.ReadWait, st.AppliedIndex())}
+			}
+			return nil, &httpError{status: http.StatusServiceUnavailable, code: codeUnavailable,
+				msg: fmt.Sprintf("waiting for index %d: %v", minIndex, err)}
+		}
+	}
+	v, err := st.View()
+	if err != nil {
+		return nil, storeError(err)
+	}
+	if v.Index() < minIndex {
+		v.Close()
+		return nil, &httpError{status: http.StatusInternalServerError, code: codeInternal,
+			msg: fmt.Sprintf("master bug: view at index %d after WaitApplied(%d) returned", v.Index(), minIndex)}
+	}
+	return v, nil
+}
+
+func (s *Server) handleLs(w http.ResponseWriter, r *http.Request) {
+	q, minIndex, herr := readQuery(r, "path", "min_index")
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	v, herr := s.view(r, minIndex)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	defer v.Close()
+	entries, err := namespace.Ls(v, q.Get("path"))
+	if err != nil {
+		s.fail(w, r, namespaceError(err, 0))
+		return
+	}
+	writeJSON(w, http.StatusOK, LsResponse{Index: v.Index(), Entries: entries})
+}
+
+func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
+	q, minIndex, herr := readQuery(r, "path", "min_index")
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	v, herr := s.view(r, minIndex)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	defer v.Close()
+	info, err := namespace.Stat(v, q.Get("path"))
+	if err != nil {
+		s.fail(w, r, namespaceError(err, 0))
+		return
+	}
+	writeJSON(w, http.StatusOK, StatResponse{Index: v.Index(), Info: info})
+}
+
+func (s *Server) handleHash(w http.ResponseWriter, r *http.Request) {
+	_, minIndex, herr := readQuery(r, "min_index")
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	v, herr := s.view(r, minIndex)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	defer v.Close()
+	h, err := v.StateHash()
+	if err != nil {
+		s.fail(w, r, storeError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, HashResponse{AppliedIndex: v.Index(), Hash: h})
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if _, _, herr := readQuery(r); herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.m.Status())
+}

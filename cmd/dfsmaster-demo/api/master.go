@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/roomlog/roomlog/store"
+)
+
+// Master is what the API needs from the replicated master it fronts.
+//
+// Propose and WaitApplied may be called from many goroutines at once; Status
+// and Store must be cheap and never block on ZooKeeper.
+type Master interface {
+	// Propose appends entry to the log and returns once it is durable and
+	// applied to the local store, with the applier's response. Errors wrap
+	// ErrNotPrimary (as a *NotPrimaryError), ErrOutcomeUnknown,
+	// ErrOverloaded or ErrUnavailable, or are the context's error.
+	Propose(ctx context.Context, entry []byte) (Result, error)
+	// WaitApplied returns once the local store has applied index, or the
+	// context's error.
+	WaitApplied(ctx context.Context, index uint64) error
+	// Store is the local state the log produced.
+	Store() *store.Store
+	// Status describes the master and its room.
+	Status() Status
+}
+
+// Result is the outcome of a committed proposal.
+type Result struct {
+	Index    uint64 // the entry's log index
+	Response []byte // what the applier returned for it
+}
+
+// Errors a Master returns (wrapped). The adapter in front of the real
+// replica translates the replica's sentinels into these.
+var (
+	// ErrNotPrimary: this master does not accept writes. The error is a
+	// *NotPrimaryError naming the primary, if one is known.
+	ErrNotPrimary = errors.New("api: not the primary")
+	// ErrOutcomeUnknown: the proposal may or may not have been committed.
+	ErrOutcomeUnknown = errors.New("api: outcome unknown")
+	// ErrOverloaded: nothing was sent (too many proposals in flight, room
+	// full); retry later.
+	ErrOverloaded = errors.New("api: overloaded")
+	// ErrUnavailable: the master cannot serve (closed, failed, deposed while
+	// proposing); nothing was committed by this call.
+	ErrUnavailable = errors.New("api: unavailable")
+	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
+	ErrInvalidConfig = errors.New("api: invalid config")
+)
+
+// NotPrimaryError names the primary a standby believes in. PrimaryAddr is
+// the primary's advertised HTTP address ("host:port" or a base URL); both
+// fields are empty when no primary is known.
+type NotPrimaryError struct {
+	PrimaryID   string
+	PrimaryAddr string
+}
+
+func (e *NotPrimaryError) Error() string {
+	if e.PrimaryAddr == "" {
+		return "api: not the primary (no primary known)"
+	}
+	return fmt.Sprintf("api: not the primary (primary is %q at %s)", e.PrimaryID, e.PrimaryAddr)
+}
+
+// Unwrap makes errors.Is(err, ErrNotPrimary) true.
+func (e *NotPrimaryError) Unwrap() error { return ErrNotPrimary }
+
+// Roles as reported in Status.
+const (
+	RolePrimary = "primary"
+	RoleStandby = "standby"
+)
+
+// Status is what /v1/status and the HTML page show.
+type Status struct {
+	ID             string    `json:"id"`
+	Room           string    `json:"room"`
+	Role           string    `json:"role"` // RolePrimary, RoleStandby, or a transitional role of the replica
+	Addr           string    `json:"addr"` // this master's advertised HTTP address
+	Epoch          uint64    `json:"epoch"`
+	AppliedIndex   uint64    `json:"applied_index"`
+	CommittedIndex uint64    `json:"committed_index"` // last committed index this master has seen
+	Lag            uint64    `json:"lag"`             // CommittedIndex - AppliedIndex
+	PrimaryID      string    `json:"primary_id"`
+	PrimaryAddr    string    `json:"primary_addr"`
+	Members        []Member  `json:"members"`
+	Channels       []Channel `json:"channels"`
+	Error          string    `json:"failure,omitempty"` // why the master stopped, if it did
+}
+
+// Member is one master of the room.
+type Member struct {
+	ID           string `json:"id"`
+	Addr         string `json:"addr"`
+	Role         string `json:"role"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Lag          uint64 `json:"lag"`
+}
+
+// Channel is one channel (log segment) of the room.
+type Channel struct {
+	Num        uint64 `json:"num"`
+	FirstIndex uint64 `json:"first_index"`
+	LastIndex  uint64 `json:"last_index"` // meaningful when Sealed
+	Epoch      uint64 `json:"epoch"`
+	Sealed     bool   `json:"sealed"`
+	Bytes      int64  `json:"bytes"`
+	Batches    int    `json:"batches"`
+}

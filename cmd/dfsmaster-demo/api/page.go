@@ -1,0 +1,75 @@
+package api
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// statusPage is the HTML status page; it reloads itself every PageRefresh.
+const statusPage = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="refresh" content="{{.RefreshSeconds}}">
+<title>dfsmaster {{.S.ID}} · {{.S.Role}} · room {{.S.Room}}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.75em; text-align: right; }
+th { background: #f4f4f4; }
+td.l, th.l { text-align: left; }
+.primary { font-weight: bold; color: #0a6b0a; }
+.failure { color: #b00; font-weight: bold; }
+</style>
+</head>
+<body>
+<h1>dfsmaster <code>{{.S.ID}}</code> <span class="{{.S.Role}}">{{.S.Role}}</span></h1>
+{{if .S.Error}}<p class="failure">stopped: {{.S.Error}}</p>{{end}}
+<table>
+<tr><th class="l">room</th><td class="l">{{.S.Room}}</td></tr>
+<tr><th class="l">epoch</th><td>{{.S.Epoch}}</td></tr>
+<tr><th class="l">applied index</th><td>{{.S.AppliedIndex}}</td></tr>
+<tr><th class="l">committed index</th><td>{{.S.CommittedIndex}}</td></tr>
+<tr><th class="l">lag</th><td>{{.S.Lag}}</td></tr>
+<tr><th class="l">primary</th><td class="l">{{if .S.PrimaryAddr}}<a href="{{href .S.PrimaryAddr}}">{{.S.PrimaryID}} ({{.S.PrimaryAddr}})</a>{{else}}none known{{end}}</td></tr>
+</table>
+<h2>Members</h2>
+<table>
+<tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>lag</th></tr>
+{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td></tr>
+{{else}}<tr><td colspan="5" class="l">none</td></tr>
+{{end}}</table>
+<h2>Channels</h2>
+<table>
+<tr><th>channel</th><th>epoch</th><th>first index</th><th>last index</th><th class="l">state</th><th>batches</th><th>bytes</th></tr>
+{{range .S.Channels}}<tr><td>{{.Num}}</td><td>{{.Epoch}}</td><td>{{.FirstIndex}}</td><td>{{if .Sealed}}{{.LastIndex}}{{else}}…{{end}}</td><td class="l">{{if .Sealed}}sealed{{else}}open{{end}}</td><td>{{.Batches}}</td><td>{{.Bytes}}</td></tr>
+{{else}}<tr><td colspan="7" class="l">none</td></tr>
+{{end}}</table>
+<p>JSON: <a href="/v1/status">/v1/status</a> · <a href="/v1/hash">/v1/hash</a> · <a href="/v1/ls?path=/">/v1/ls?path=/</a></p>
+</body>
+</html>
+`
+
+type pageData struct {
+	S              Status
+	RefreshSeconds int
+}
+
+func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawQuery != "" {
+		s.fail(w, r, badRequest("the status page takes no query parameters"))
+		return
+	}
+	refresh := int(s.cfg.PageRefresh.Seconds())
+	if refresh < 1 {
+		refresh = 1
+	}
+	var buf bytes.Buffer
+	if err := s.page.Execute(&buf, pageData{S: s.m.Status(), RefreshSeconds: refresh}); err != nil {
+		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: "status page: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(buf.Bytes())
+}
