@@ -141,9 +141,9 @@ func TestErrors(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, method, path, body string
-		status                    int
-		code                      string
-		logged                    bool // the request reached the log (and was rejected there)
+		status                   int
+		code                     string
+		logged                   bool // the request reached the log (and was rejected there)
 	}{
 		// Rejections by the namespace state.
 		{"mkdir exists", "POST", "/v1/mkdir", `{"path":"/d"}`, 409, "already_exists", true},

@@ -22,12 +22,12 @@ type fakeMaster struct {
 
 	mu sync.Mutex // guards every field below
 	// Invariant: len(log) == st.AppliedIndex() (the log is what was applied).
-	log         [][]byte
-	status      api.Status    // ID, Role, Addr, PrimaryID, PrimaryAddr; AppliedIndex filled in by Status
-	proposeErr  error         // when set, Propose fails with it without applying
-	blockUntil  bool          // when set, Propose waits for its context to end
-	changed     chan struct{} // closed (and replaced) after every apply
-	waiters     int           // WaitApplied calls in progress
+	log        [][]byte
+	status     api.Status    // ID, Role, Addr, PrimaryID, PrimaryAddr; AppliedIndex filled in by Status
+	proposeErr error         // when set, Propose fails with it without applying
+	blockUntil bool          // when set, Propose waits for its context to end
+	changed    chan struct{} // closed (and replaced) after every apply
+	waiters    int           // WaitApplied calls in progress
 }
 
 func newFakeMaster(t *testing.T, id, role string) *fakeMaster {
