@@ -143,7 +143,7 @@ func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request) (*T, *
 	case err == nil:
 		return v, nil
 	case errors.As(err, &tooBig):
-		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: codeBadRequest,
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: CodeBadRequest,
 			msg: fmt.Sprintf("body larger than %d bytes", tooBig.Limit)}
 	case errors.Is(err, io.EOF):
 		return nil, badRequest("empty body: want a JSON object")
@@ -167,7 +167,7 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, c namespace.Comm
 	}
 	resp, err := namespace.DecodeResponse(res.Response)
 	if err != nil {
-		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: codeInternal,
+		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: CodeInternal,
 			msg: fmt.Sprintf("entry %d committed but its response is unreadable: %v", res.Index, err), index: res.Index})
 		return
 	}
@@ -196,9 +196,9 @@ func namespaceError(err error, index uint64) *httpError {
 
 func storeError(err error) *httpError {
 	if errors.Is(err, store.ErrClosed) {
-		return &httpError{status: http.StatusServiceUnavailable, code: codeUnavailable, msg: err.Error()}
+		return &httpError{status: http.StatusServiceUnavailable, code: CodeUnavailable, msg: err.Error()}
 	}
-	return &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+	return &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: err.Error()}
 }
 
 // proposeError maps a Propose failure to its response.
@@ -210,28 +210,28 @@ func (s *Server) proposeError(r *http.Request, err error) *httpError {
 	switch {
 	case errors.As(err, &np):
 		if np.PrimaryAddr == "" || np.PrimaryAddr == s.m.Status().Addr {
-			return unavailable(codeNoPrimary, "no primary is elected right now; retry shortly")
+			return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 		}
-		return &httpError{status: http.StatusTemporaryRedirect, code: codeNotPrimary,
+		return &httpError{status: http.StatusTemporaryRedirect, code: CodeNotPrimary,
 			msg:     fmt.Sprintf("this master is a standby; the primary is %s", np.PrimaryAddr),
 			primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
 	case errors.Is(err, ErrNotPrimary):
-		return unavailable(codeNoPrimary, "no primary is elected right now; retry shortly")
+		return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 	case errors.Is(err, ErrOutcomeUnknown):
-		return unavailable(codeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; read before retrying (%v)", err))
+		return unavailable(CodeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; read before retrying (%v)", err))
 	case errors.Is(err, ErrOverloaded):
-		e := unavailable(codeOverloaded, fmt.Sprintf("nothing was applied; retry later (%v)", err))
+		e := unavailable(CodeOverloaded, fmt.Sprintf("nothing was applied; retry later (%v)", err))
 		e.header = map[string]string{"Retry-After": "1"}
 		return e
 	case errors.Is(err, ErrUnavailable):
-		return unavailable(codeUnavailable, fmt.Sprintf("nothing was applied (%v)", err))
+		return unavailable(CodeUnavailable, fmt.Sprintf("nothing was applied (%v)", err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return &httpError{status: http.StatusGatewayTimeout, code: codeTimeout,
+		return &httpError{status: http.StatusGatewayTimeout, code: CodeTimeout,
 			msg: fmt.Sprintf("the proposal did not finish within %v; the command may or may not have been applied", s.cfg.ProposeTimeout)}
 	case errors.Is(err, context.Canceled):
-		return unavailable(codeOutcomeUnknown, "request canceled; the command may or may not have been applied")
+		return unavailable(CodeOutcomeUnknown, "request canceled; the command may or may not have been applied")
 	}
-	return &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()}
+	return &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: err.Error()}
 }
 
 // redirectURL is the primary's URL for the same path and query.
@@ -292,10 +292,10 @@ func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError
 		cancel()
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return nil, &httpError{status: http.StatusGatewayTimeout, code: codeTimeout,
+				return nil, &httpError{status: http.StatusGatewayTimeout, code: CodeTimeout,
 					msg: fmt.Sprintf("index %d not applied within %v (applied %d)", minIndex, s.cfg.ReadWait, st.AppliedIndex())}
 			}
-			return nil, &httpError{status: http.StatusServiceUnavailable, code: codeUnavailable,
+			return nil, &httpError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
 				msg: fmt.Sprintf("waiting for index %d: %v", minIndex, err)}
 		}
 	}
@@ -305,7 +305,7 @@ func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError
 	}
 	if v.Index() < minIndex {
 		v.Close()
-		return nil, &httpError{status: http.StatusInternalServerError, code: codeInternal,
+		return nil, &httpError{status: http.StatusInternalServerError, code: CodeInternal,
 			msg: fmt.Sprintf("master bug: view at index %d after WaitApplied(%d) returned", v.Index(), minIndex)}
 	}
 	return v, nil

@@ -66,7 +66,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf bytes.Buffer
 	if err := s.page.Execute(&buf, pageData{S: s.m.Status(), RefreshSeconds: refresh}); err != nil {
-		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: codeInternal, msg: "status page: " + err.Error()})
+		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: "status page: " + err.Error()})
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

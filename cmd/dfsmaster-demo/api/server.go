@@ -124,29 +124,29 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, ok := s.routes[r.URL.Path]
 	if !ok {
-		s.fail(w, r, &httpError{status: http.StatusNotFound, code: codeBadRequest,
+		s.fail(w, r, &httpError{status: http.StatusNotFound, code: CodeBadRequest,
 			msg: fmt.Sprintf("no endpoint %s (see /v1/...)", r.URL.Path)})
 		return
 	}
 	if r.Method != rt.method && !(rt.method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", rt.method)
-		s.fail(w, r, &httpError{status: http.StatusMethodNotAllowed, code: codeBadRequest,
+		s.fail(w, r, &httpError{status: http.StatusMethodNotAllowed, code: CodeBadRequest,
 			msg: fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, rt.method)})
 		return
 	}
 	rt.handler(w, r)
 }
 
-// Error codes of the API beyond the namespace's own.
+// Error codes of the API beyond the namespace's own (namespace.Code).
 const (
-	codeBadRequest     = "bad_request"
-	codeNoPrimary      = "no_primary"
-	codeNotPrimary     = "not_primary" // on a 307 redirect
-	codeOutcomeUnknown = "outcome_unknown"
-	codeOverloaded     = "overloaded"
-	codeUnavailable    = "unavailable"
-	codeTimeout        = "timeout"
-	codeInternal       = "internal"
+	CodeBadRequest     = "bad_request"
+	CodeNoPrimary      = "no_primary"
+	CodeNotPrimary     = "not_primary" // on a 307 redirect
+	CodeOutcomeUnknown = "outcome_unknown"
+	CodeOverloaded     = "overloaded"
+	CodeUnavailable    = "unavailable"
+	CodeTimeout        = "timeout"
+	CodeInternal       = "internal"
 )
 
 // ErrorBody is the JSON of every failed request.
@@ -171,7 +171,7 @@ type httpError struct {
 func (e *httpError) Error() string { return e.code + ": " + e.msg }
 
 func badRequest(format string, args ...any) *httpError {
-	return &httpError{status: http.StatusBadRequest, code: codeBadRequest, msg: fmt.Sprintf(format, args...)}
+	return &httpError{status: http.StatusBadRequest, code: CodeBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, e *httpError) {

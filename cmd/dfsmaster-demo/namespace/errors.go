@@ -61,13 +61,22 @@ func CodeOf(err error) (Code, bool) {
 	return codeOK, false
 }
 
-// sentinelOf maps a code back to its sentinel; unknown codes map to
-// ErrBadRequest so a response from a newer version still reads as a rejection.
-func sentinelOf(code Code) error {
+// Sentinel returns the sentinel error of code, or nil for a code this
+// version does not know.
+func Sentinel(code Code) error {
 	for _, c := range codes {
 		if c.code == code {
 			return c.err
 		}
+	}
+	return nil
+}
+
+// sentinelOf is Sentinel with unknown codes mapped to ErrBadRequest, so a
+// response from a newer version still reads as a rejection.
+func sentinelOf(code Code) error {
+	if err := Sentinel(code); err != nil {
+		return err
 	}
 	return ErrBadRequest
 }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
+)
+
+// defaultAddr is where ctl looks for a master when neither --addr nor
+// DFSMASTER_ADDR says.
+const defaultAddr = "127.0.0.1:8080"
+
+const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port] [--timeout d] <command> [flags] [args]
+
+commands (flags go before the arguments):
+  mkdir [-p] PATH               create a directory (-p: with its parents, no error if it exists)
+  create [-r N] PATH            create an empty file with replication N (default: the server's, 3)
+  addblock PATH SIZE            append a block of SIZE bytes to a file; prints its block id
+  rename SRC DST                move a file or a directory
+  delete [-r] PATH              remove a file or an empty directory (-r: a directory and its subtree)
+  ls [--min-index N] PATH       list a directory (waiting until index N is applied)
+  stat [--min-index N] PATH     describe a path
+  status                        the master's role, indexes, members and channels
+  hash [--min-index N]          the state hash and the index it reflects
+
+Mutations sent to a standby follow its redirect to the primary. The answer is
+printed as JSON; on failure the error goes to stderr and the exit status is 1.
+`
+
+// errUsage marks a bad command line.
+var errUsage = errors.New("usage")
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL (env DFSMASTER_ADDR)")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, ctlUsage)
+			return exitOK
+		}
+		return ctlUsageError(stderr, err.Error())
+	}
+	if fs.NArg() == 0 {
+		return ctlUsageError(stderr, "missing command")
+	}
+	if *timeout <= 0 {
+		return ctlUsageError(stderr, "--timeout must be positive")
+	}
+	c, err := client.New(*addr, nil)
+	if err != nil {
+		return ctlUsageError(stderr, err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	name := fs.Arg(0)
+	out, err := ctlCommand(ctx, c, name, fs.Args()[1:])
+	if errors.Is(err, errUsage) {
+		return ctlUsageError(stderr, err.Error())
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo ctl %s: %v\n", name, err)
+		return exitError
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo ctl %s: %v\n", name, err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "%s\n", b)
+	return exitOK
+}
+
+func ctlUsageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "dfsmaster-demo ctl: %s\n\n%s", msg, ctlUsage)
+	return exitUsage
+}
+
+// ctlCommand parses one command's flags and arguments and runs it.
+func ctlCommand(ctx context.Context, c *client.Client, name string, args []string) (any, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		parents, recursive bool
+		replication        int
+		minIndex           uint64
+		nargs              int
+	)
+	switch name {
+	case "mkdir":
+		fs.BoolVar(&parents, "p", false, "create missing parents")
+		nargs = 1
+	case "create":
+		fs.IntVar(&replication, "r", 0, "replication factor")
+		nargs = 1
+	case "addblock", "rename":
+		nargs = 2
+	case "delete":
+		fs.BoolVar(&recursive, "r", false, "recursive")
+		nargs = 1
+	case "ls", "stat":
+		fs.Uint64Var(&minIndex, "min-index", 0, "wait until this index is applied")
+		nargs = 1
+	case "hash":
+		fs.Uint64Var(&minIndex, "min-index", 0, "wait until this index is applied")
+	case "status":
+	default:
+		return nil, fmt.Errorf("%w: unknown command %q", errUsage, name)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", errUsage, name, err)
+	}
+	if fs.NArg() != nargs {
+		return nil, fmt.Errorf("%w: %s takes %d argument(s), got %d %q", errUsage, name, nargs, fs.NArg(), fs.Args())
+	}
+	a := fs.Args()
+	switch name {
+	case "mkdir":
+		return c.Mkdir(ctx, a[0], parents)
+	case "create":
+		return c.Create(ctx, a[0], replication)
+	case "addblock":
+		size, err := strconv.ParseInt(a[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: addblock: size %q is not an integer", errUsage, a[1])
+		}
+		return c.AddBlock(ctx, a[0], size)
+	case "rename":
+		return c.Rename(ctx, a[0], a[1])
+	case "delete":
+		return c.Delete(ctx, a[0], recursive)
+	case "ls":
+		return c.Ls(ctx, a[0], minIndex)
+	case "stat":
+		return c.Stat(ctx, a[0], minIndex)
+	case "hash":
+		return c.Hash(ctx, minIndex)
+	default: // "status"
+		return c.Status(ctx)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

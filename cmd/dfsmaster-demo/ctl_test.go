@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/store"
+)
+
+// testMaster is a minimal api.Master over a real store: as primary it
+// applies proposals directly; as standby it names primaryAddr.
+type testMaster struct {
+	st          *store.Store
+	mu          sync.Mutex // serialises Propose; guards primaryAddr, primary
+	primary     bool
+	primaryAddr string
+}
+
+func (m *testMaster) Propose(_ context.Context, entry []byte) (api.Result, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.primary {
+		return api.Result{}, &api.NotPrimaryError{PrimaryID: "p", PrimaryAddr: m.primaryAddr}
+	}
+	idx := m.st.AppliedIndex() + 1
+	resp, err := m.st.Apply([]store.Entry{{Index: idx, Epoch: 1, Data: entry}})
+	if err != nil {
+		return api.Result{}, err
+	}
+	return api.Result{Index: idx, Response: resp[0]}, nil
+}
+
+// WaitApplied: nothing replicates into a testMaster, so an index it has not
+// applied never comes; wait for the context.
+func (m *testMaster) WaitApplied(ctx context.Context, index uint64) error {
+	if m.st.AppliedIndex() >= index {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (m *testMaster) Store() *store.Store { return m.st }
+
+func (m *testMaster) Status() api.Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	role := api.RoleStandby
+	if m.primary {
+		role = api.RolePrimary
+	}
+	return api.Status{ID: "m", Room: "ctl", Role: role, AppliedIndex: m.st.AppliedIndex(), PrimaryAddr: m.primaryAddr}
+}
+
+func startMaster(t *testing.T, primary bool, primaryAddr string) (*testMaster, string) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), &store.Options{Applier: namespace.Applier{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	m := &testMaster{st: st, primary: primary, primaryAddr: primaryAddr}
+	s, err := api.New(api.Config{Master: m})
+	require.NoError(t, err)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return m, strings.TrimPrefix(srv.URL, "http://")
+}
+
+// ctl runs "dfsmaster-demo ctl args..." and returns exit code, stdout, stderr.
+func ctl(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"ctl"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// ctlOK runs ctl, requires success and decodes the printed JSON.
+func ctlOK(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	code, stdout, stderr := ctl(t, args...)
+	require.Equal(t, exitOK, code, "stderr: %s", stderr)
+	require.Empty(t, stderr)
+	var m map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&m), stdout)
+	return m
+}
+
+func TestCtlCommands(t *testing.T) {
+	_, addr := startMaster(t, true, "")
+	a := []string{"--addr", addr}
+	at := func(args ...string) []string { return append(append([]string(nil), a...), args...) }
+
+	require.Equal(t, map[string]any{"index": json.Number("1")}, ctlOK(t, at("mkdir", "-p", "/a/b")...))
+	require.Equal(t, json.Number("2"), ctlOK(t, at("create", "-r", "2", "/a/f")...)["index"])
+	require.Equal(t, map[string]any{"index": json.Number("3"), "block_id": json.Number("1")}, ctlOK(t, at("addblock", "/a/f", "1024")...))
+	require.Equal(t, json.Number("4"), ctlOK(t, at("create", "/a/g")...)["index"])
+
+	stat := ctlOK(t, at("stat", "/a/f")...)
+	require.Equal(t, "file", stat["type"])
+	require.Equal(t, json.Number("2"), stat["replication"])
+	require.Equal(t, json.Number("1024"), stat["size"])
+	require.Equal(t, json.Number("3"), ctlOK(t, at("stat", "/a/g")...)["replication"])
+
+	ls := ctlOK(t, at("ls", "--min-index", "4", "/a")...)
+	require.Equal(t, json.Number("4"), ls["index"])
+	require.Len(t, ls["entries"], 3)
+
+	require.Equal(t, json.Number("5"), ctlOK(t, at("rename", "/a", "/z")...)["index"])
+	require.Equal(t, json.Number("6"), ctlOK(t, at("delete", "/z/g")...)["index"])
+	require.Equal(t, json.Number("7"), ctlOK(t, at("delete", "-r", "/z")...)["index"])
+	require.Equal(t, []any{}, ctlOK(t, at("ls", "/")...)["entries"])
+
+	st := ctlOK(t, at("status")...)
+	require.Equal(t, "primary", st["role"])
+	require.Equal(t, json.Number("7"), st["applied_index"])
+	h := ctlOK(t, at("hash", "--min-index", "7")...)
+	require.Equal(t, json.Number("7"), h["applied_index"])
+	require.Len(t, h["hash"], 64)
+
+	// The address can come from the environment, and be a URL.
+	t.Setenv("DFSMASTER_ADDR", "http://"+addr+"/")
+	require.Equal(t, "primary", ctlOK(t, "status")["role"])
+}
+
+func TestCtlFailures(t *testing.T) {
+	_, addr := startMaster(t, true, "")
+	ctlOK(t, "--addr", addr, "mkdir", "/d")
+	ctlOK(t, "--addr", addr, "create", "/d/f")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mkdir", "/d"}, "already_exists"},
+		{[]string{"stat", "/nope"}, "not_found"},
+		{[]string{"delete", "/d"}, "not_empty"},
+		{[]string{"addblock", "/d", "1"}, "is_a_directory"},
+		{[]string{"ls", "/d/f/x"}, "not_a_directory"},
+		{[]string{"mkdir", "d"}, "invalid_path"},
+		{[]string{"addblock", "/d/f", "-5"}, "bad_request"},
+		{[]string{"create", "-r", "1000", "/d/g"}, "bad_request"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := ctl(t, append([]string{"--addr", addr}, tc.args...)...)
+			require.Equal(t, exitError, code)
+			require.Empty(t, stdout)
+			require.Contains(t, stderr, tc.want)
+			require.Contains(t, stderr, "dfsmaster-demo ctl "+tc.args[0]+": ")
+		})
+	}
+
+	// Nothing listening.
+	code, _, stderr := ctl(t, "--addr", "127.0.0.1:1", "status")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "connection refused")
+
+	// A min_index the master never reaches: the server's 504 after its ReadWait
+	// would take 5s; the client's own timeout ends it first.
+	code, _, stderr = ctl(t, "--addr", addr, "--timeout", "200ms", "hash", "--min-index", "1000")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "deadline exceeded")
+}
+
+func TestCtlUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"mkdir"},
+		{"mkdir", "/a", "/b"},
+		{"mkdir", "-x", "/a"},
+		{"rename", "/a"},
+		{"addblock", "/f", "big"},
+		{"status", "extra"},
+		{"ls", "--min-index", "-1", "/"},
+		{"--timeout", "0s", "status"},
+		{"--addr", "ftp://x", "status"},
+		{"--bogus"},
+	} {
+		code, stdout, stderr := ctl(t, args...)
+		require.Equal(t, exitUsage, code, "%q", args)
+		require.Empty(t, stdout)
+		require.Contains(t, stderr, "usage: dfsmaster-demo ctl", "%q", args)
+	}
+	code, stdout, _ := ctl(t, "-h")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, "mkdir [-p] PATH")
+
+	var stdout2, stderr bytes.Buffer
+	require.Equal(t, exitUsage, run(context.Background(), nil, &stdout2, &stderr))
+	require.Contains(t, stderr.String(), "ctl")
+	stderr.Reset()
+	require.Equal(t, exitUsage, run(context.Background(), []string{"nope"}, &stdout2, &stderr))
+	require.Contains(t, stderr.String(), `unknown command "nope"`)
+}
+
+// TestCtlFollowsRedirect: a mutation sent to a standby is redirected (307)
+// and re-sent, body included, to the primary.
+func TestCtlFollowsRedirect(t *testing.T) {
+	primary, paddr := startMaster(t, true, "")
+	_, saddr := startMaster(t, false, paddr)
+	require.Equal(t, json.Number("1"), ctlOK(t, "--addr", saddr, "mkdir", "-p", "/via/standby")["index"])
+	r := ctlOK(t, "--addr", saddr, "create", "-r", "2", "/via/standby/f")
+	require.Equal(t, json.Number("2"), r["index"])
+	require.Equal(t, uint64(2), primary.st.AppliedIndex())
+	require.Equal(t, json.Number("2"), ctlOK(t, "--addr", paddr, "stat", "/via/standby/f")["replication"])
+
+	// With no primary known, the standby answers 503 no_primary.
+	_, lone := startMaster(t, false, "")
+	code, _, stderr := ctl(t, "--addr", lone, "mkdir", "/x")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "no_primary")
+}

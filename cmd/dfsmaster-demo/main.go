@@ -1,0 +1,72 @@
+// Command dfsmaster-demo is a small DFS metadata master built on roomlog: a
+// namespace of directories and files with blocks (package namespace), served
+// over an HTTP JSON API (package api), and a command-line client for it.
+//
+// Usage:
+//
+//	dfsmaster-demo ctl [--addr host:port] [--timeout d] <command> [args]
+//
+// Run "dfsmaster-demo ctl -h" for the client's commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// subcommand is one verb of the binary.
+type subcommand struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func subcommands() []subcommand {
+	return []subcommand{
+		{"ctl", "command-line client for a master's HTTP API", runCtl},
+	}
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the request failed (the message says why)
+	exitUsage = 2 // bad command line
+)
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, sc := range subcommands() {
+		if sc.name == args[0] {
+			return sc.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "dfsmaster-demo: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: dfsmaster-demo <command> [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, sc := range subcommands() {
+		fmt.Fprintf(w, "  %-8s %s\n", sc.name, sc.summary)
+	}
+}
