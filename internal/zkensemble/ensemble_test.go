@@ -26,7 +26,7 @@ func testLogger() *slog.Logger {
 func connect(t *testing.T, addrs []string) *zk.Conn {
 	t.Helper()
 	has := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(addrs, 4*time.Second,
+	conn, _, err := zk.Connect(addrs, 10*time.Second,
 		zk.WithLogger(zkLogger{slog.New(slog.DiscardHandler)}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.State == zk.StateHasSession {
@@ -79,6 +79,48 @@ func TestOneServer(t *testing.T) {
 	tail := e.LogTail(0, 1000)
 	require.NotContains(t, tail, "SLF4J: Failed to load class")
 	require.Contains(t, tail, "binding to port")
+
+	// Bad indexes are errors or zero values, never panics.
+	for _, i := range []int{-1, 1, 7} {
+		require.ErrorIs(t, e.Kill(i), ErrBadIndex)
+		require.ErrorIs(t, e.Stop(i), ErrBadIndex)
+		require.ErrorIs(t, e.Start(ctx, i), ErrBadIndex)
+		require.ErrorIs(t, e.Pause(i), ErrBadIndex)
+		require.ErrorIs(t, e.Resume(i), ErrBadIndex)
+		_, err := e.Mode(ctx, i)
+		require.ErrorIs(t, err, ErrBadIndex)
+		require.Zero(t, e.PID(i))
+		require.Empty(t, e.LogPath(i))
+	}
+
+	// Kill then Start: same port, the data survived.
+	pid := e.PID(0)
+	require.NoError(t, e.Kill(0))
+	require.True(t, processGone(pid))
+	require.NoError(t, e.Kill(0), "killing a dead server is a no-op")
+	require.ErrorIs(t, e.Pause(0), ErrNotRunning)
+	require.NoError(t, e.Start(ctx, 0))
+	conn2 := connect(t, e.Addrs())
+	data, _, err = conn2.Get("/hello")
+	require.NoError(t, err)
+	require.Equal(t, "world", string(data))
+	require.Contains(t, e.LogTail(0, 1000), "==== zkensemble: launching server 0")
+}
+
+func TestStartReportsServerExit(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Start(ctx, Options{Dir: dir, JVMFlags: []string{"-XX:+NoSuchOptionForZkensemble"}})
+	require.ErrorIs(t, err, ErrExited)
+	require.NotErrorIs(t, err, ErrPortInUse)
+	require.Contains(t, err.Error(), "NoSuchOptionForZkensemble", "the error carries the log tail")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a failed Start leaves nothing behind")
 }
 
 // createRetry creates path until it exists, riding out an election:

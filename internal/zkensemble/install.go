@@ -35,13 +35,27 @@ func Available() error {
 	return err
 }
 
+// env is where locate looks; a parameter so tests can point it elsewhere.
+type env struct {
+	getenv    func(string) string
+	lookPath  func(string) (string, error)
+	debianJar string
+	javaPaths []string // fallbacks after PATH and $JAVA_HOME/bin/java
+}
+
+func systemEnv() env {
+	return env{getenv: os.Getenv, lookPath: exec.LookPath, debianJar: debianJar, javaPaths: []string{"/usr/bin/java"}}
+}
+
 // locate finds java and the server classpath. ZOOKEEPER_HOME (a tarball
 // install: $ZOOKEEPER_HOME/lib/*.jar, plus any top-level zookeeper*.jar of
 // older layouts) wins when it holds a zookeeper jar; otherwise the Debian
 // package is used.
-func locate() (install, error) {
-	java, jerr := findJava()
-	cp, source, zerr := findZooKeeper()
+func locate() (install, error) { return locateIn(systemEnv()) }
+
+func locateIn(en env) (install, error) {
+	java, jerr := en.findJava()
+	cp, source, zerr := en.findZooKeeper()
 	var problems []string
 	if jerr != nil {
 		problems = append(problems, jerr.Error())
@@ -56,24 +70,24 @@ func locate() (install, error) {
 	return install{java: java, classpath: cp, source: source}, nil
 }
 
-func findJava() (string, error) {
-	if p, err := exec.LookPath("java"); err == nil {
+func (en env) findJava() (string, error) {
+	if p, err := en.lookPath("java"); err == nil {
 		return p, nil
 	}
-	if home := os.Getenv("JAVA_HOME"); home != "" {
-		p := filepath.Join(home, "bin", "java")
+	candidates := en.javaPaths
+	if home := en.getenv("JAVA_HOME"); home != "" {
+		candidates = append([]string{filepath.Join(home, "bin", "java")}, candidates...)
+	}
+	for _, p := range candidates {
 		if isExecutable(p) {
 			return p, nil
 		}
 	}
-	if isExecutable("/usr/bin/java") {
-		return "/usr/bin/java", nil
-	}
-	return "", fmt.Errorf("no java on PATH, in $JAVA_HOME/bin or at /usr/bin/java")
+	return "", fmt.Errorf("no java on PATH, in $JAVA_HOME/bin or at %s", strings.Join(en.javaPaths, ", "))
 }
 
-func findZooKeeper() (classpath []string, source string, err error) {
-	if home := os.Getenv("ZOOKEEPER_HOME"); home != "" {
+func (en env) findZooKeeper() (classpath []string, source string, err error) {
+	if home := en.getenv("ZOOKEEPER_HOME"); home != "" {
 		var jars []string
 		for _, pattern := range []string{filepath.Join(home, "*.jar"), filepath.Join(home, "lib", "*.jar")} {
 			m, _ := filepath.Glob(pattern) // the patterns are well-formed
@@ -88,16 +102,16 @@ func findZooKeeper() (classpath []string, source string, err error) {
 		}
 		// Fall through to the Debian package, like scripts/install-zookeeper.sh.
 	}
-	if fileExists(debianJar) {
-		cp := []string{debianJar}
+	if fileExists(en.debianJar) {
+		cp := []string{en.debianJar}
 		for _, j := range debianBinding {
 			if fileExists(j) {
 				cp = append(cp, j)
 			}
 		}
-		return cp, debianJar, nil
+		return cp, en.debianJar, nil
 	}
-	return nil, "", fmt.Errorf("no ZooKeeper server jar ($ZOOKEEPER_HOME/lib/zookeeper-*.jar or %s)", debianJar)
+	return nil, "", fmt.Errorf("no ZooKeeper server jar ($ZOOKEEPER_HOME/lib/zookeeper-*.jar or %s)", en.debianJar)
 }
 
 func fileExists(p string) bool {

@@ -188,15 +188,33 @@ func (e *Ensemble) pauseResume(i int, sig syscall.Signal) error {
 		return err
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	p := e.procs[i]
 	if p == nil || p.exited() {
+		e.mu.Unlock()
 		return fmt.Errorf("%w: server %d", ErrNotRunning, i)
 	}
 	p.signal(sig)
 	p.paused = sig == syscall.SIGSTOP
+	e.mu.Unlock()
 	e.log.Info("zkensemble: signalled", "server", i, "pid", p.pid, "signal", sig.String())
-	return nil
+	return waitSignalled(p, sig == syscall.SIGSTOP)
+}
+
+// waitSignalled waits until every thread of p is stopped (or none is), as
+// far as /proc tells; it gives up quietly where /proc is missing.
+func waitSignalled(p *proc, stop bool) error {
+	deadline := time.Now().Add(exitTimeout)
+	for {
+		all, any, ok := allThreadsStopped(p.pid)
+		if !ok || p.exited() || (stop && all) || (!stop && !any) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zkensemble: pid %d: threads still %s after %v",
+				p.pid, map[bool]string{true: "running", false: "stopped"}[stop], exitTimeout)
+		}
+		time.Sleep(time.Millisecond) // polling /proc: there is no event for a stop
+	}
 }
 
 // Paused reports whether server i is running and SIGSTOPped by Pause.
@@ -268,14 +286,15 @@ func (e *Ensemble) exitError(i int, p *proc) error {
 // with session, a client session is established. It fails fast when one of
 // them exits.
 func (e *Ensemble) waitServing(ctx context.Context, idx []int, session bool) error {
+	// The session probe connects only once every server has a Mode:
+	// go-zookeeper sleeps a second after failing every address, which
+	// would otherwise dominate the start time.
 	var sess *sessionProbe
-	if session {
-		var err error
-		if sess, err = newSessionProbe(e.Addrs(), e.log); err != nil {
-			return err
+	defer func() {
+		if sess != nil {
+			sess.close()
 		}
-		defer sess.close()
-	}
+	}()
 	modes := make(map[int]string)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -293,8 +312,19 @@ func (e *Ensemble) waitServing(ctx context.Context, idx []int, session bool) err
 				}
 			}
 		}
-		if len(modes) == len(idx) && (sess == nil || sess.ok()) {
-			return nil
+		if len(modes) == len(idx) {
+			if !session {
+				return nil
+			}
+			if sess == nil {
+				var err error
+				if sess, err = newSessionProbe(e.Addrs(), e.log); err != nil {
+					return err
+				}
+			}
+			if sess.ok() {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -310,7 +340,7 @@ func (e *Ensemble) notServingError(cause error, idx []int, modes map[int]string,
 	var b strings.Builder
 	fmt.Fprintf(&b, "zkensemble: servers %v not serving: %v", idx, cause)
 	if sess != nil {
-		fmt.Fprintf(&b, " (client session established: %v)", sess.ok())
+		fmt.Fprintf(&b, " (every server has a Mode; client session established: %v)", sess.ok())
 	}
 	for _, i := range idx {
 		m := modes[i]

@@ -1,0 +1,107 @@
+// Package zkensemble runs real Apache ZooKeeper servers (one or three) for
+// roomlog's tests, demo and benchmarks, and lets a test fail them on purpose:
+// SIGKILL, SIGTERM, restart with the same data, SIGSTOP/SIGCONT.
+//
+// It is internal test infrastructure, but it runs real JVMs: nothing is
+// mocked, so what passes here passes against the ZooKeeper roomlog is
+// deployed on (3.8, the Debian package, or a tarball in ZOOKEEPER_HOME).
+//
+// # Using it
+//
+//  1. In a test: e := zkensemble.ForTest(t, zkensemble.Options{Servers: 3}).
+//     Elsewhere: e, err := zkensemble.Start(ctx, opts) and defer e.Close().
+//  2. Connect clients to e.Addrs() (or e.ConnString()). Start has already
+//     seen a client session, and every server has joined the quorum.
+//  3. Break things: e.Kill(i), e.Stop(i), e.Pause(i)/e.Resume(i);
+//     e.Leader(ctx) says which index leads; e.Start(ctx, i) restarts server i
+//     on the same ports and data dir and waits until it is back in the quorum.
+//     A 3-server ensemble with every server down cannot regain a quorum one
+//     server at a time: use StartAll (or concurrent Starts).
+//  4. e.Close() kills every process it started, paused ones included, waits
+//     for each to be reaped and removes the temp dir. It is idempotent.
+//
+// Server i is the API index (0-based); its ZooKeeper myid is i+1.
+//
+// # Temp dir layout
+//
+//	<Options.Dir or os.TempDir()>/zkensemble-<random>/
+//	    server-0/
+//	        zoo.cfg            the server's configuration (below)
+//	        log4j.properties   logging for the Debian classpath and <= 3.7 tarballs
+//	        logback.xml        logging for 3.8+ tarballs (logback is their binding)
+//	        server.log         stdout+stderr of every launch of this server, appended;
+//	                           each launch begins with a "==== zkensemble: launching" line
+//	        data/myid          "1"
+//	        data/version-2/    snapshots and transaction logs (dataDir = dataLogDir)
+//	    server-1/ ...          (3-server ensembles)
+//	    server-2/ ...
+//
+// Both logging configurations send ZooKeeper's log to stdout, which goes to
+// server.log together with stderr, so SLF4J warnings and JVM errors (a bad
+// flag, OutOfMemoryError) land in the same file. On the Debian package the
+// classpath is /usr/share/java/zookeeper.jar (its manifest Class-Path pulls
+// its dependencies) plus slf4j-log4j12.jar and log4j-1.2.jar, a working SLF4J
+// binding: without one ZooKeeper logs nothing at all and a server that dies
+// dies silently. ForTest prints the last 40 lines of every server.log when
+// the test failed; errors from Start carry them too.
+//
+// # Server configuration
+//
+// Every port is on 127.0.0.1 and picked free by listening on port 0 and
+// closing (client, quorum and election port per server). Someone can take
+// one in between: a server that exits with a bind error makes Start begin
+// again with new ports, up to 3 times. Each server runs
+// org.apache.zookeeper.server.quorum.QuorumPeerMain with -Xms and -Xmx set to
+// HeapMB (default and minimum 1024: a 512 MiB server died under 16 x 256 KiB
+// writes in flight), -XX:+ExitOnOutOfMemoryError, no remote JMX and no admin
+// server. zoo.cfg: tickTime (default 200ms), initLimit about 10 s and
+// syncLimit about 4 s in ticks (a SIGSTOPped server is dropped from the
+// quorum after about 4 s), minSessionTimeout 2*tickTime, maxSessionTimeout
+// 60s, maxClientCnxns=0, autopurge.snapRetainCount=3 with
+// autopurge.purgeInterval=1, 4lw.commands.whitelist=*, jute.maxbuffer left
+// at its 1 MiB default (roomlog must respect the production limit). A
+// 1-server ensemble has no server.N lines and runs standalone.
+//
+// # Readiness: a session, not ruok
+//
+// "ruok" answers "imok" as soon as the process listens, before any quorum
+// exists, and a server that lost its quorum keeps answering it. A client
+// session proves what a test needs: creating a session is a transaction the
+// quorum commits. So Start returns only when a go-zookeeper client
+// (state delivered through zk.WithEventCallback, never the 6-event channel)
+// reaches StateHasSession, and, because a test may kill a server right
+// away, when every server also answers the "srvr" four-letter word with a
+// Mode line (leader, follower or standalone; a server outside a quorum
+// answers "not currently serving requests"). Start(ctx, i) waits for that
+// Mode line from server i. A server process that exits during either wait
+// fails it at once with its log tail (ErrExited).
+//
+// # Processes
+//
+// Kill is SIGKILL, Stop is SIGTERM (plus SIGCONT, so a paused server gets
+// it; SIGKILL after 20 s), Pause is SIGSTOP (the kernel still accepts TCP
+// connections, nothing answers), Resume is SIGCONT. Each waits until the
+// signal took effect (Kill and Stop until the process is reaped). Signals go
+// through os.Process, which uses a pidfd on Linux: a recycled pid is never
+// hit. Each server runs in its own process group. Every JVM is forked from
+// one goroutine locked to its own OS thread for the ensemble's life, with
+// Pdeathsig=SIGKILL: when the test binary dies without cleanup (SIGKILL, a
+// go test timeout) its servers die with it instead of leaking 1 GiB JVMs.
+//
+// # When ZooKeeper is missing
+//
+// Available returns nil when java (PATH, $JAVA_HOME/bin, /usr/bin/java) and
+// a ZooKeeper server jar ($ZOOKEEPER_HOME/lib, else the Debian package) are
+// found, else an error wrapping ErrUnavailable that says to run
+// scripts/install-zookeeper.sh. ForTest then fails the test when CI=true (a
+// skip would make CI green while testing nothing) and skips it otherwise,
+// so a developer without ZooKeeper can still run the rest of the suite.
+//
+// # Invariants
+//
+//   - After Start returns, every server is running and in the quorum.
+//   - Close leaves no process it started and no file it wrote; after Close
+//     nothing is launched again (ErrClosed).
+//   - Ports and data dirs of server i never change over restarts.
+//   - Bad caller input (an index, Options) is an error, never a panic.
+package zkensemble
