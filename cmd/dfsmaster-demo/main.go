@@ -1,12 +1,3 @@
-// Command dfsmaster-demo is a small DFS metadata master built on roomlog: a
-// namespace of directories and files with blocks (package namespace), served
-// over an HTTP JSON API (package api), and a command-line client for it.
-//
-// Usage:
-//
-//	dfsmaster-demo ctl [--addr host:port] [--timeout d] <command> [args]
-//
-// Run "dfsmaster-demo ctl -h" for the client's commands.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package client is a Go client for the dfsmaster demo's HTTP JSON API (see
-// package api). It follows a standby's 307 redirect to the primary, body
-// included, and turns every failed request into an *Error.
 package client
 
 import (
