@@ -27,18 +27,19 @@ type Client struct {
 // New returns a client for addr ("host:port" or a base URL). hc nil means
 // http.DefaultClient.
 func New(addr string, hc *http.Client) (*Client, error) {
-	base := strings.TrimSuffix(addr, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+	raw := addr
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("client: address %q: want host:port or http(s)://host:port", addr)
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: base, hc: hc}, nil
+	return &Client{base: u.Scheme + "://" + u.Host, hc: hc}, nil
 }
 
 // Base returns the base URL the client talks to.
