@@ -1,0 +1,388 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+)
+
+// proposalOutcome is what the applier hands a waiting Propose.
+type proposalOutcome struct {
+	resp []byte
+	err  error
+}
+
+// respRing keeps the responses of the last n applied entries by index, so a
+// Propose whose entry was applied before it registered still gets its
+// response. Guarded by Replica.propMu.
+type respRing struct {
+	idx  []uint64
+	resp [][]byte
+}
+
+func newRespRing(n int) *respRing {
+	return &respRing{idx: make([]uint64, n), resp: make([][]byte, n)}
+}
+
+func (g *respRing) put(index uint64, resp []byte) {
+	i := index % uint64(len(g.idx))
+	g.idx[i], g.resp[i] = index, resp
+}
+
+func (g *respRing) get(index uint64) ([]byte, bool) {
+	i := index % uint64(len(g.idx))
+	if g.idx[i] != index {
+		return nil, false
+	}
+	return g.resp[i], true
+}
+
+// applyEntries applies one contiguous run to the store and publishes the
+// progress: responses to waiting proposals, the applied index, the
+// checkpoint policy. Only the apply goroutine of the moment calls it.
+func (r *Replica) applyEntries(es []logroom.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	ses := make([]store.Entry, len(es))
+	var n int64
+	for i, e := range es {
+		ses[i] = store.Entry{Index: e.Index, Epoch: e.Epoch, Data: e.Data}
+		n += int64(len(e.Data))
+	}
+	r.storeMu.RLock()
+	resps, err := r.st.Apply(ses)
+	r.storeMu.RUnlock()
+	if err != nil {
+		return fmt.Errorf("apply entries %d..%d: %w", es[0].Index, es[len(es)-1].Index, err)
+	}
+	last := es[len(es)-1].Index
+	r.propMu.Lock()
+	for i, e := range es {
+		r.resps.put(e.Index, resps[i])
+		if ch, ok := r.waiters[e.Index]; ok {
+			ch <- proposalOutcome{resp: resps[i]}
+			delete(r.waiters, e.Index)
+		}
+	}
+	r.applied.Store(last)
+	r.propMu.Unlock()
+	r.noteCommitted(last)
+	r.signalApplied()
+	r.countForCheckpoint(int64(len(es)), n)
+	return nil
+}
+
+// jumpApplied publishes a new applied index reached by restoring a
+// checkpoint: waiters at or below it get ErrNoResponse (their entries are
+// in the restored state, their responses are not).
+func (r *Replica) jumpApplied(index uint64) {
+	r.propMu.Lock()
+	for i, ch := range r.waiters {
+		if i <= index {
+			ch <- proposalOutcome{err: fmt.Errorf("%w: entry %d applied through a checkpoint", ErrNoResponse, i)}
+			delete(r.waiters, i)
+		}
+	}
+	r.applied.Store(index)
+	r.propMu.Unlock()
+	r.noteCommitted(index)
+	r.signalApplied()
+}
+
+// failWaiters fails every waiting proposal with err (Close).
+func (r *Replica) failWaiters(err error) {
+	r.propMu.Lock()
+	defer r.propMu.Unlock()
+	for i, ch := range r.waiters {
+		ch <- proposalOutcome{err: err}
+		delete(r.waiters, i)
+	}
+}
+
+func (r *Replica) noteCommitted(index uint64) {
+	for {
+		cur := r.committedHi.Load()
+		if index <= cur || r.committedHi.CompareAndSwap(cur, index) {
+			return
+		}
+	}
+}
+
+func (r *Replica) signalApplied() {
+	r.appliedMu.Lock()
+	close(r.appliedCh)
+	r.appliedCh = make(chan struct{})
+	r.appliedMu.Unlock()
+}
+
+func (r *Replica) appliedChanged() <-chan struct{} {
+	r.appliedMu.Lock()
+	defer r.appliedMu.Unlock()
+	return r.appliedCh
+}
+
+// countForCheckpoint advances the checkpoint policy counters and pokes the
+// checkpointer when a threshold is crossed.
+func (r *Replica) countForCheckpoint(entries, bytes int64) {
+	e := r.sinceEntries.Add(entries)
+	b := r.sinceBytes.Add(bytes)
+	if (r.cfg.CheckpointEveryEntries > 0 && e >= int64(r.cfg.CheckpointEveryEntries)) ||
+		(r.cfg.CheckpointEveryBytes > 0 && b >= r.cfg.CheckpointEveryBytes) {
+		select {
+		case r.ckptTrig <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// WaitApplied returns once the local applied index is at least index (the
+// state of a read after it includes that entry), or ctx ends, or the
+// replica closes or fails.
+func (r *Replica) WaitApplied(ctx context.Context, index uint64) error {
+	return r.waitApplied(ctx, index, nil)
+}
+
+func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan struct{}) error {
+	for {
+		ch := r.appliedChanged()
+		if r.applied.Load() >= index {
+			return nil
+		}
+		if err := r.usable(); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-abort:
+			return errTermEnded
+		case <-r.stopc:
+			return ErrClosed
+		}
+	}
+}
+
+// Barrier returns a linearizable read point: once it returns idx, every
+// proposal acknowledged (by any primary) before Barrier was called is
+// applied locally, so reads from Store see it. It works on standbys (a zk
+// sync, then the log's committed end) and on the primary.
+func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
+	if err := r.usable(); err != nil {
+		return 0, err
+	}
+	idx, err := r.room.CommittedIndex(ctx, r.applied.Load())
+	if err != nil {
+		return 0, fmt.Errorf("replica: barrier: %w", err)
+	}
+	r.noteCommitted(idx)
+	if err := r.WaitApplied(ctx, idx); err != nil {
+		return 0, fmt.Errorf("replica: barrier at %d: %w", idx, err)
+	}
+	return idx, nil
+}
+
+// applierRun is one apply goroutine: a standby tail or a primary's commit
+// feed. At most one runs at a time; the loop starts and stops them.
+type applierRun struct {
+	primary bool
+	cancel  context.CancelFunc
+	drain   chan struct{} // primary: apply what is queued, then return
+	done    chan struct{}
+	err     error // set before done is closed: non-nil = unrecoverable
+}
+
+func (a *applierRun) stop(drain bool) {
+	if drain && a.drain != nil {
+		close(a.drain)
+	} else {
+		a.cancel()
+	}
+	<-a.done
+	a.cancel()
+}
+
+// startStandbyApplier tails the room from applied+1 and applies.
+func (r *Replica) startStandbyApplier() *applierRun {
+	ctx, cancel := context.WithCancel(r.bgCtx)
+	a := &applierRun{cancel: cancel, done: make(chan struct{})}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(a.done)
+		a.err = r.runStandby(ctx)
+	}()
+	return a
+}
+
+// errFatal marks errors that stop the replica.
+type errFatal struct{ err error }
+
+func (e errFatal) Error() string { return e.err.Error() }
+func (e errFatal) Unwrap() error { return e.err }
+
+func fatal(err error) error { return errFatal{err} }
+
+func isFatal(err error) bool {
+	var f errFatal
+	return errors.As(err, &f)
+}
+
+// runStandby is the standby apply goroutine: Tail → Next → Apply, and a
+// bootstrap from a peer's checkpoint when the log it needs was deleted.
+// It returns nil when ctx ends, or an unrecoverable error.
+func (r *Replica) runStandby(ctx context.Context) error {
+	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
+	for ctx.Err() == nil {
+		err := r.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return err
+		}
+		if errors.Is(err, logroom.ErrCompacted) {
+			r.log.Info("standby: log position compacted; bootstrapping from a checkpoint", "applied", r.applied.Load())
+			err = r.bootstrap(ctx)
+			if err == nil {
+				backoff.reset()
+				continue
+			}
+			if isFatal(err) {
+				return err
+			}
+		}
+		r.log.Warn("standby: tail interrupted; retrying", "applied", r.applied.Load(), "err", err)
+		if !backoff.wait(ctx) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// follow tails from applied+1 until an error.
+func (r *Replica) follow(ctx context.Context) error {
+	from := r.applied.Load() + 1
+	rd, err := r.room.Tail(ctx, from)
+	if err != nil {
+		return r.classifyReadErr(err)
+	}
+	defer rd.Close()
+	for {
+		es, err := rd.Next(ctx)
+		if err != nil {
+			return r.classifyReadErr(err)
+		}
+		if err := r.applyEntries(es); err != nil {
+			return fatal(err)
+		}
+	}
+}
+
+func (r *Replica) classifyReadErr(err error) error {
+	if errors.Is(err, logroom.ErrCorrupt) {
+		return fatal(err)
+	}
+	return err
+}
+
+// commitQueue carries the primary's committed entries from the writer's
+// OnCommit hook to the apply goroutine without blocking the writer. Its
+// size is bounded by the proposals in flight (MaxPendingProposals).
+type commitQueue struct {
+	mu      sync.Mutex // guards entries
+	entries []logroom.Entry
+	notify  chan struct{} // cap 1
+}
+
+func newCommitQueue() *commitQueue { return &commitQueue{notify: make(chan struct{}, 1)} }
+
+func (q *commitQueue) push(es []logroom.Entry) {
+	q.mu.Lock()
+	q.entries = append(q.entries, es...)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *commitQueue) take() []logroom.Entry {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	es := q.entries
+	q.entries = nil
+	return es
+}
+
+// startPrimaryApplier applies the term's committed entries.
+func (r *Replica) startPrimaryApplier(q *commitQueue) *applierRun {
+	ctx, cancel := context.WithCancel(r.bgCtx)
+	a := &applierRun{primary: true, cancel: cancel, drain: make(chan struct{}), done: make(chan struct{})}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(a.done)
+		for {
+			select {
+			case <-q.notify:
+			case <-a.drain:
+				a.err = r.applyQueued(q)
+				return
+			case <-ctx.Done():
+				return
+			}
+			if err := r.applyQueued(q); err != nil {
+				a.err = err
+				return
+			}
+		}
+	}()
+	return a
+}
+
+func (r *Replica) applyQueued(q *commitQueue) error {
+	es := q.take()
+	if len(es) == 0 {
+		return nil
+	}
+	// Entries at or below applied were applied already (cannot happen
+	// with one writer per term, but never apply twice).
+	a := r.applied.Load()
+	i := 0
+	for i < len(es) && es[i].Index <= a {
+		i++
+	}
+	if err := r.applyEntries(es[i:]); err != nil {
+		return fatal(err)
+	}
+	return nil
+}
+
+// backoff is a capped exponential delay.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, cur: min} }
+
+func (b *backoff) reset() { b.cur = b.min }
+
+// wait sleeps the current delay (doubling it); false when ctx ended.
+func (b *backoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	b.cur = min(2*b.cur, b.max)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

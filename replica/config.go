@@ -1,0 +1,277 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultSessionTimeout         = 4 * time.Second
+	DefaultBase                   = "/roomlog"
+	DefaultCheckpointEveryEntries = 100_000
+	DefaultCheckpointEveryBytes   = 64 << 20
+	DefaultKeepCheckpoints        = 2
+	DefaultMaxPendingProposals    = 4096
+	DefaultTransferTimeout        = 5 * time.Second
+	DefaultMemberUpdateInterval   = 100 * time.Millisecond
+	DefaultMaxRoomBytes           = 256 << 20 // logroom's default WriterConfig.MaxRoomBytes
+
+	// MaxIDLen bounds Config.ID (it is a znode name under /members).
+	MaxIDLen = 128
+)
+
+// Config configures a Replica. Zero values take the documented defaults;
+// Validate names every bad field at once.
+type Config struct {
+	// Servers are the ZooKeeper client addresses ("host:port"). Required.
+	Servers []string
+	// SessionTimeout is the ZooKeeper session timeout asked for. It bounds
+	// failover: a killed primary's candidate node disappears when its session
+	// expires. Default 4s; 0 or between 100ms and 60s (the server clamps it to
+	// its own min/max, by default 2 to 20 ticks).
+	SessionTimeout time.Duration
+	// Base is the room parent path. Default "/roomlog".
+	Base string
+	// Room is the room's name (logroom.ValidateName). Required.
+	Room string
+	// ID names this member in the room: unique among live members, stable
+	// across restarts of the same master (it names /<room>/members/<id>).
+	// Required; at most MaxIDLen bytes of printable UTF-8 without '/',
+	// not "." or "..".
+	ID string
+	// DataDir holds this member's state: DataDir/store (Pebble) and
+	// DataDir/checkpoints. Required; created if missing.
+	DataDir string
+	// AdvertiseAddr is where other members reach this member's checkpoint
+	// handler: "host:port" or an http(s) URL ("http://host:port"). The
+	// checkpoint URL is AdvertiseAddr + CheckpointPath(Room). It is also the
+	// address NotPrimaryError reports. Optional: a member without one never
+	// serves bootstrap checkpoints.
+	AdvertiseAddr string
+	// ListenAddr, when set, makes the replica serve CheckpointHandler itself
+	// on this address ("host:port"; ":0" picks a port, see
+	// Replica.ListenAddr). Leave empty when the embedder mounts the handler.
+	ListenAddr string
+
+	// Applier turns entries into state. Default store.OpsApplier{} (or
+	// StoreOptions.Applier when that is set). Must be deterministic.
+	Applier store.Applier
+	// StoreOptions tunes the local Pebble store (sync policy, cache).
+	// Optional; its Logger is replaced by Logger.
+	StoreOptions *store.Options
+
+	// CheckpointEveryEntries: every member checkpoints its store after this
+	// many entries applied since its last checkpoint. Default 100000; <0
+	// disables this trigger.
+	CheckpointEveryEntries int
+	// CheckpointEveryBytes: ... or after this many entry bytes. Default
+	// 64 MiB; <0 disables this trigger. Together with the retention below it
+	// bounds the room's ZooKeeper bytes to roughly twice this value plus the
+	// lag of the slowest live member.
+	CheckpointEveryBytes int64
+	// KeepCheckpoints is how many local checkpoints to keep. Default 2.
+	KeepCheckpoints int
+	// RetainRoomBytes is the retention limit: when the room holds more than
+	// this many bytes, the primary deletes sealed channels its durable
+	// checkpoint covers even if a live member has not applied them yet (that
+	// member then bootstraps from a checkpoint). Default half of
+	// Writer.MaxRoomBytes; <0 disables (lagging members then hold channels
+	// until Writer.MaxRoomBytes pushes back on Propose).
+	RetainRoomBytes int64
+
+	// MaxPendingProposals bounds the proposals in flight on the primary;
+	// beyond it Propose returns ErrQueueFull. Default 4096.
+	MaxPendingProposals int
+	// TransferTimeout is how long a leadership-transfer record stays
+	// binding for other candidates. Default 5s.
+	TransferTimeout time.Duration
+	// MemberUpdateInterval is the minimum interval between membership-data
+	// updates caused by a changed applied index (role changes publish at
+	// once). Default 100ms.
+	MemberUpdateInterval time.Duration
+
+	// Auth, when set, authenticates with ZooKeeper digest credentials and
+	// creates every znode with a digest ACL.
+	Auth *logroom.Digest
+	// Logger receives structured logs. nil discards.
+	Logger *slog.Logger
+	// Writer tunes the primary's logroom writer (batching, channel rotation,
+	// MaxRoomBytes backpressure). Owner and OnCommit are set by the replica
+	// and must be left zero.
+	Writer logroom.WriterConfig
+}
+
+// Validate reports every bad field at once (joined errors, each wrapping
+// ErrInvalidConfig and naming its field), or nil.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Servers) == 0 {
+		bad("Servers", "at least one ZooKeeper address is required")
+	}
+	for i, s := range c.Servers {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			bad(fmt.Sprintf("Servers[%d]", i), "%q is not host:port: %v", s, err)
+		}
+	}
+	if c.SessionTimeout != 0 && (c.SessionTimeout < 100*time.Millisecond || c.SessionTimeout > 60*time.Second) {
+		bad("SessionTimeout", "%v is outside [100ms, 60s]", c.SessionTimeout)
+	}
+	if c.Base != "" {
+		if !strings.HasPrefix(c.Base, "/") || (len(c.Base) > 1 && strings.HasSuffix(c.Base, "/")) || strings.Contains(c.Base, "//") {
+			bad("Base", "%q must be an absolute ZooKeeper path without a trailing '/'", c.Base)
+		}
+	}
+	if c.Room == "" {
+		bad("Room", "required")
+	} else if err := logroom.ValidateName(c.Room); err != nil {
+		bad("Room", "%v", err)
+	}
+	if err := validateID(c.ID); err != nil {
+		bad("ID", "%v", err)
+	}
+	if c.DataDir == "" {
+		bad("DataDir", "required")
+	}
+	if c.AdvertiseAddr != "" {
+		if _, err := checkpointBaseURL(c.AdvertiseAddr); err != nil {
+			bad("AdvertiseAddr", "%v", err)
+		}
+	}
+	if c.ListenAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+			bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)
+		}
+	}
+	if c.StoreOptions != nil {
+		if err := c.StoreOptions.Validate(); err != nil {
+			bad("StoreOptions", "%v", err)
+		}
+	}
+	if c.KeepCheckpoints < 0 {
+		bad("KeepCheckpoints", "%d is negative", c.KeepCheckpoints)
+	}
+	if c.MaxPendingProposals < 0 {
+		bad("MaxPendingProposals", "%d is negative", c.MaxPendingProposals)
+	}
+	if c.TransferTimeout < 0 {
+		bad("TransferTimeout", "%v is negative", c.TransferTimeout)
+	}
+	if c.MemberUpdateInterval < 0 || c.MemberUpdateInterval > time.Minute {
+		bad("MemberUpdateInterval", "%v is outside [0, 1m]", c.MemberUpdateInterval)
+	}
+	if c.Writer.Owner != "" {
+		bad("Writer.Owner", "set by the replica (its ID); leave empty")
+	}
+	if c.Writer.OnCommit != nil {
+		bad("Writer.OnCommit", "set by the replica; leave nil")
+	}
+	if err := c.Writer.Validate(); err != nil {
+		bad("Writer", "%v", err)
+	}
+	return errors.Join(errs...)
+}
+
+// validateID checks a member id: it becomes a znode name.
+func validateID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("required")
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("%d bytes, longer than %d", len(id), MaxIDLen)
+	case id == "." || id == "..":
+		return fmt.Errorf("%q is not a valid znode name", id)
+	case !utf8.ValidString(id):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsRune(id, '/'):
+		return fmt.Errorf("%q contains '/'", id)
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("%q contains a control or space character", id)
+		}
+	}
+	return nil
+}
+
+// checkpointBaseURL turns an advertised address into the base URL
+// ("http://host:port", no trailing slash).
+func checkpointBaseURL(addr string) (string, error) {
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
+		if err != nil {
+			return "", fmt.Errorf("%q: %v", addr, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return "", fmt.Errorf("%q: scheme must be http or https", addr)
+		}
+		if u.Host == "" {
+			return "", fmt.Errorf("%q: no host", addr)
+		}
+		return strings.TrimSuffix(u.Scheme+"://"+u.Host+u.Path, "/"), nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("%q is neither host:port nor an http(s) URL: %v", addr, err)
+	}
+	return "http://" + addr, nil
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.Base == "" {
+		c.Base = DefaultBase
+	}
+	if c.CheckpointEveryEntries == 0 {
+		c.CheckpointEveryEntries = DefaultCheckpointEveryEntries
+	}
+	if c.CheckpointEveryBytes == 0 {
+		c.CheckpointEveryBytes = DefaultCheckpointEveryBytes
+	}
+	if c.KeepCheckpoints == 0 {
+		c.KeepCheckpoints = DefaultKeepCheckpoints
+	}
+	if c.RetainRoomBytes == 0 {
+		max := c.Writer.MaxRoomBytes
+		if max <= 0 {
+			max = DefaultMaxRoomBytes
+		}
+		c.RetainRoomBytes = max / 2
+	}
+	if c.MaxPendingProposals == 0 {
+		c.MaxPendingProposals = DefaultMaxPendingProposals
+	}
+	if c.TransferTimeout == 0 {
+		c.TransferTimeout = DefaultTransferTimeout
+	}
+	if c.MemberUpdateInterval == 0 {
+		c.MemberUpdateInterval = DefaultMemberUpdateInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// CheckpointPath is the URL path under which a replica of room serves its
+// newest checkpoint: GET CheckpointPath(room) streams it, GET
+// CheckpointPath(room)+"manifest" returns its JSON manifest. Mount
+// Replica.CheckpointHandler() at this path.
+func CheckpointPath(room string) string {
+	return "/roomlog/checkpoint/" + url.PathEscape(room) + "/"
+}

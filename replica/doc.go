@@ -1,0 +1,207 @@
+// Package replica is the embeddable master of roomlog: it ties a logroom
+// room (the replicated log on ZooKeeper), a store (local Pebble state) and
+// package checkpoint into primary and standby roles that survive the
+// failures listed in DESIGN.md.
+//
+// A DFS metadata master embeds one Replica per room:
+//
+//	r, err := replica.Open(ctx, replica.Config{
+//	    Servers: []string{"zk1:2181", "zk2:2181", "zk3:2181"},
+//	    Room: "ns1", ID: "master-a", DataDir: "/var/lib/master",
+//	    AdvertiseAddr: "10.0.0.5:8080", Applier: myNamespace,
+//	})
+//	mux.Handle(replica.CheckpointPath("ns1"), r.CheckpointHandler())
+//	res, err := r.Propose(ctx, edit)      // primary: durable + applied
+//	idx, err := r.Barrier(ctx)            // any member: linearizable read point
+//	v, err := r.Get(key)                  // read local state
+//
+// # Roles
+//
+// Exactly one member at a time is the accepting primary (it holds the
+// room's newest epoch and its writer is the only one whose writes land: the
+// fence is inside every write, a Multi with a version check on the epoch
+// znode, never a matter of timing). The others are standbys that tail the log
+// and apply it. Role state is owned by one run-loop goroutine that selects
+// over session events, watch events, takeover results, API requests and a
+// tick (etcd's node.go style); everything else it shares is guarded by a
+// mutex that names its fields, or is atomic.
+//
+//	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
+//	   ▲                                │                                   │
+//	   └──── session expired / fenced / step down / transfer / lost lowest ─┘
+//
+// # Znodes (owned by this package, under the room /<base>/<room>)
+//
+//	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
+//	                     "takeover", "primary"), epoch, applied, ckpt}: a live
+//	                     member, its advertised address, role, the epoch it
+//	                     leads (primary) or last applied, its applied index
+//	                     (published on role change at once, else at most every
+//	                     MemberUpdateInterval when it changed) and the index of
+//	                     its newest local checkpoint (0: none).
+//	election/c-<guid>-<seq>
+//	                     EPHEMERAL_SEQUENTIAL. msgpack {v:1, id, addr}. guid:
+//	                     32 hex chars, one per Replica; seq: ZooKeeper's
+//	                     10-digit suffix, parsed as an integer. Lowest wins.
+//	transfer             EPHEMERAL (of the handing-over primary). msgpack
+//	                     {v:1, from, to, epoch, deadline (unix ms)}.
+//	checkpoints          PERSISTENT. msgpack {v:1, index, epoch, id, addr,
+//	                     created (unix ms)}: the newest checkpoint the primary
+//	                     made after rotating (informational: bootstrap picks
+//	                     its source from member data).
+//
+// On disk: DataDir/store (Pebble, package store), DataDir/store.old (the
+// store a bootstrap replaced, deleted once the new one opens) and
+// DataDir/checkpoints (package checkpoint's root). Checkpoints are served at
+// URL path CheckpointPath(room) = "/roomlog/checkpoint/<room>/" (GET: tar
+// stream of the newest; GET …/manifest: its manifest), fetched from
+// "http://" + AdvertiseAddr + that path.
+//
+// # Invariants
+//
+//  1. At most one accepting primary per epoch; a write of an older epoch
+//     never lands (logroom fences every Multi).
+//  2. A primary accepts proposals only after applying everything before
+//     its writer's StartIndex, and only while its session is connected.
+//  3. One goroutine at a time writes the store: the standby tail, or the
+//     primary's commit feed (Writer OnCommit), never both; the loop stops
+//     one (and waits) before it starts the other. Every entry is applied
+//     once, in index order (store.Apply rejects gaps).
+//  4. Propose returns success only for an entry that is committed in a
+//     ZooKeeper quorum AND applied locally.
+//  5. A sealed channel is deleted only if its last index is <= the
+//     primary's durable local checkpoint AND <= the applied index of every
+//     live member — or, past the retention limit (room bytes above
+//     RetainRoomBytes), if the checkpoint covers it. Deletion goes from the
+//     oldest channel on, never leaving a hole.
+//  6. A member never skips entries: if the log it needs was deleted it
+//     restores a peer's checkpoint that covers the gap, then tails.
+//
+// # Protocols
+//
+// Open:
+//
+//  1. Validate the Config (every bad field named at once).
+//  2. Open DataDir/store; clean checkpoint temp dirs.
+//  3. logroom.Dial (one Client, one session); Subscribe to session events;
+//     OpenRoom; create members/ and election/ if absent.
+//  4. Serve the checkpoint handler if ListenAddr is set.
+//  5. Join membership: create members/<id>. If it exists and belongs to
+//     another session, wait up to 1.5 session timeouts + 1s for it to go
+//     (our own killed previous incarnation); still there → ErrDuplicateID.
+//  6. Create the election candidate (protected, see Election).
+//  7. Start the checkpointer and the run loop (which starts the standby
+//     tail from applied+1 and evaluates the election).
+//
+// Election (run loop):
+//
+//  1. Create election/c-<guid>-<seq> (EPHEMERAL_SEQUENTIAL). If the create
+//     fails with a connection loss, its fate is unknown: before creating
+//     again, list the children and adopt a node carrying our guid. Any other
+//     node with our guid (a create that ran later in a new session) is
+//     deleted: we hold exactly one.
+//  2. List the children, sort by the parsed sequence number.
+//  3. Not lowest: ExistsW on the predecessor only (no herd). If it is gone
+//     already, go to 2. When the watch fires, go to 2.
+//  4. Lowest: read transfer. If it is fresh (deadline not passed, its epoch
+//     is the room's current epoch) and names another live candidate,
+//     re-queue (delete our node, create a new one: back of the line) and go
+//     to 2. Otherwise take over.
+//
+// Takeover (a goroutine owned by the loop, role "takeover"):
+//
+//  1. room.NewWriter: CAS epoch N+1 (fences every older writer), find the
+//     log end, seal the last channel there, open the next.
+//  2. Wait until the standby tail has applied StartIndex-1.
+//  3. Loop: stop the standby tail; check applied == StartIndex-1 (ahead of
+//     the log → the replica fails: wrong data dir or room); start the
+//     primary applier on the writer's OnCommit feed; accept proposals;
+//     publish role "primary"; delete a transfer record naming us.
+//
+// Propose (caller's goroutine, primary):
+//
+//  1. Take one of MaxPendingProposals slots (else ErrQueueFull) and enter
+//     the term (else ErrNotPrimary naming the primary).
+//  2. Wait while disconnected (bounded by ctx).
+//  3. Writer.Append → index. OnCommit hands the committed entries, in
+//     order, to the primary applier, which applies them and hands each
+//     response to the waiting Propose (or keeps it in a bounded ring if the
+//     Propose has not registered yet).
+//  4. Wait until applied >= index; wait until connected; return
+//     Result{Index, Response}.
+//
+// Session events (run loop):
+//
+//   - Disconnected (SUSPENDED): proposals neither sent nor acknowledged;
+//     watches survive. After a whole SessionTimeout disconnected, the
+//     primary ends its term (its session is gone on the servers' side).
+//   - Expired (LOST) — seen as StateExpired or as a new session id: end the
+//     term (close the writer: in-flight appends get their outcome,
+//     ErrOutcomeUnknown where it cannot be learned; queued ones were never
+//     sent), drain committed entries into the store, restart the standby
+//     tail from applied+1, recreate the member node and the candidate (at
+//     the back), re-arm every watch. Events of watches armed in the old
+//     session are ignored.
+//   - A writer error ErrFenced (another member took a newer epoch, e.g.
+//     after we were SIGSTOPped past our session): end the term, re-queue.
+//
+// StepDown: stop accepting, wait for in-flight proposals and their apply,
+// then (loop) close the writer, delete our candidate and create a new one.
+//
+// TransferLeadership(to):
+//
+//  1. to must be a live member. Stop accepting; drain as in StepDown.
+//  2. Wait until to's member data shows role standby and applied >= the
+//     last committed index.
+//  3. Loop: write transfer {from, to, epoch, deadline = now +
+//     TransferTimeout} (ephemeral), step down (re-queue).
+//  4. Candidates that become lowest re-queue behind to (Election 4); to
+//     takes over and deletes the record.
+//  5. Wait until to's member data shows role primary with a newer epoch.
+//
+// Checkpoints and deletion (checkpointer goroutine):
+//
+//  1. Trigger: CheckpointEveryEntries entries or CheckpointEveryBytes
+//     bytes applied since the last checkpoint, or Checkpoint(ctx). Every
+//     member checkpoints locally on the same policy, so any live member can
+//     serve a bootstrap.
+//  2. Primary only: Writer.Rotate (seal the open channel), wait until its
+//     last index is applied.
+//  3. checkpoint.Create; checkpoint.Retain(KeepCheckpoints); publish the
+//     index in member data.
+//  4. Primary only: record it in checkpoints; delete channels (invariant
+//     5) using a fresh read of every member's applied index. The same
+//     deletion is retried every 2s, as lagging members catch up.
+//
+// Bootstrap (standby tail, which owns store writes):
+//
+//  1. Trigger: Tail/Next returns logroom.ErrCompacted (the position lies in
+//     a deleted channel — also an empty disk when channel 1 is gone).
+//  2. need = oldest channel's FirstIndex - 1. Pick the live member (not
+//     us) advertising the highest checkpoint >= need with an address
+//     (ErrNoCheckpointSource → retry with backoff).
+//  3. checkpoint.Fetch (verified) into our checkpoint root.
+//  4. Under the store lock: close the store, move DataDir/store to
+//     store.old, checkpoint.Restore, store.Open; on failure put the old
+//     store back. Proposals waiting on skipped indexes get ErrNoResponse.
+//  5. Tail from applied+1.
+//
+// Close: stop the loop (end the term, close the writer, stop the applier,
+// delete our candidate and member nodes), stop every goroutine and wait for
+// it, close the client and the store. Idempotent.
+//
+// # Errors
+//
+// ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
+// ErrFenced, ErrQueueFull, ErrClosed, ErrFailed, ErrTransfer,
+// ErrDuplicateID, ErrInvalidConfig, ErrNoCheckpointSource; logroom's
+// ErrEntryTooLarge and ErrRoomFull pass through (wrapped).
+//
+// # Observability
+//
+// Status() reports everything without touching ZooKeeper: role, epoch,
+// applied, committed seen, lag, members (id, addr, role, applied,
+// checkpoint), primary id/addr, connection state, open channel, room bytes,
+// local checkpoint, bootstraps. RoleChanges() delivers role changes on a
+// buffered channel that drops the oldest when the consumer lags.
+package replica

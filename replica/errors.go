@@ -1,0 +1,68 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Check them with errors.Is; the errors the replica returns
+// wrap them with %w (and, where the cause came from logroom, wrap logroom's
+// sentinel too, so errors.Is(err, logroom.ErrRoomFull) works as well).
+var (
+	// ErrNotPrimary: a write (Propose, StepDown, TransferLeadership) reached
+	// a replica that is not the accepting primary. The error is a
+	// *NotPrimaryError naming the primary this replica believes in, if any.
+	ErrNotPrimary = errors.New("replica: not the primary")
+	// ErrOutcomeUnknown: the proposal may or may not have been committed
+	// (connection lost mid-append, session expired, context ended while the
+	// append was in flight). Read the log (Barrier + your own state) to find
+	// out; never blindly retry a non-idempotent command.
+	ErrOutcomeUnknown = errors.New("replica: outcome unknown")
+	// ErrClosed: the replica is closed (or closing).
+	ErrClosed = errors.New("replica: closed")
+	// ErrFenced: a newer epoch fenced this replica's writer; the proposal was
+	// NOT committed. The replica continues as a standby.
+	ErrFenced = errors.New("replica: fenced by a newer epoch")
+	// ErrNoResponse: the proposal IS committed (Result.Index is valid) but
+	// its response is not available: the context ended before the entry was
+	// applied locally, the replica closed, or the replica skipped the entry
+	// by restoring a checkpoint.
+	ErrNoResponse = errors.New("replica: committed, response unavailable")
+	// ErrQueueFull: Config.MaxPendingProposals proposals are already in
+	// flight; nothing was sent. Back off and retry.
+	ErrQueueFull = errors.New("replica: too many proposals in flight")
+	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
+	ErrInvalidConfig = errors.New("replica: invalid config")
+	// ErrDuplicateID: another live process holds this member id in the room.
+	ErrDuplicateID = errors.New("replica: member id already live in the room")
+	// ErrFailed: the replica stopped because of an unrecoverable error (an
+	// Applier error, corruption in the log, local state ahead of the log).
+	// Status().Err holds the cause; only Close remains useful.
+	ErrFailed = errors.New("replica: failed")
+	// ErrTransfer: TransferLeadership could not hand over (target not a live,
+	// caught-up standby, or it did not take over in time).
+	ErrTransfer = errors.New("replica: leadership transfer failed")
+	// ErrNoCheckpointSource: bootstrap found no live member advertising a
+	// checkpoint that covers the deleted part of the log (it keeps retrying).
+	ErrNoCheckpointSource = errors.New("replica: no live member serves a usable checkpoint")
+)
+
+// NotPrimaryError is returned (wrapping ErrNotPrimary) by calls that need the
+// primary. PrimaryID and PrimaryAddr name the current primary as this replica
+// last saw it (from membership data, else the lowest election candidate);
+// both are empty when it knows none. PrimaryAddr is the primary's
+// Config.AdvertiseAddr.
+type NotPrimaryError struct {
+	PrimaryID   string
+	PrimaryAddr string
+}
+
+func (e *NotPrimaryError) Error() string {
+	if e.PrimaryID == "" {
+		return "replica: not the primary (primary unknown)"
+	}
+	return fmt.Sprintf("replica: not the primary (primary is %q at %q)", e.PrimaryID, e.PrimaryAddr)
+}
+
+// Unwrap makes errors.Is(err, ErrNotPrimary) true.
+func (e *NotPrimaryError) Unwrap() error { return ErrNotPrimary }

@@ -1,0 +1,783 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// loopState is the run loop's private state. Only the loop goroutine (and
+// Open, before the loop starts) touches it.
+type loopState struct {
+	el  *election
+	mem *membership
+
+	// sessionID is the session our ephemeral nodes belong to.
+	sessionID int64
+	connected bool
+	discSince time.Time // zero while connected
+
+	// Invariant: role == RolePrimary  <=> term != nil;
+	//            role == RoleTakingOver <=> takeover != nil.
+	role     Role
+	term     *term
+	takeover *takeoverRun
+	applier  *applierRun // the one apply goroutine (standby tail or primary feed), nil while none
+
+	// Dirty flags: work to (re)do when connected.
+	electionDirty bool
+	childrenDirty bool
+	memberDirty   map[string]bool
+	lastPublish   time.Time
+	lastChannels  time.Time
+	notBefore     time.Time // takeover attempts wait until then (after a failure)
+	view          electionView
+	primaryID     string
+	primaryAddr   string
+}
+
+func newLoopState(r *Replica) *loopState {
+	cd := candidateData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr}
+	return &loopState{
+		el:            newElection(r.conn, r.acl, r.room.Path(electionDir), r.guid, cd, r.log),
+		mem:           newMembership(r.conn, r.acl, r.room.Path(membersDir), r.cfg.ID, r.log),
+		connected:     true,
+		role:          RoleStandby,
+		electionDirty: true,
+		childrenDirty: true,
+		memberDirty:   map[string]bool{},
+	}
+}
+
+// Requests from API calls to the loop.
+type reqKind int
+
+const (
+	reqStepDown reqKind = iota
+	reqTransfer
+)
+
+type loopRequest struct {
+	kind  reqKind
+	term  *term
+	to    string
+	reply chan error
+}
+
+// request hands req to the loop and waits for its answer.
+func (r *Replica) request(ctx context.Context, req loopRequest) error {
+	req.reply = make(chan error, 1)
+	select {
+	case r.reqc <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.stopc:
+		return ErrClosed
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-r.loopDone:
+		return ErrClosed
+	}
+}
+
+// Watch plumbing: every ZooKeeper watch channel is handed to a forwarder
+// goroutine that delivers its one event to the loop.
+type watchKind int
+
+const (
+	watchElection watchKind = iota
+	watchMembers
+	watchMember
+)
+
+type watchEvent struct {
+	kind watchKind
+	name string
+	sid  int64 // the session the watch was armed in
+	ev   zk.Event
+}
+
+// forward delivers ch's one event to the loop (called by the loop only).
+func (r *Replica) forward(kind watchKind, name string, ch <-chan zk.Event) {
+	if ch == nil {
+		return
+	}
+	sid := r.lp.sessionID
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		select {
+		case ev := <-ch:
+			select {
+			case r.watchc <- watchEvent{kind: kind, name: name, sid: sid, ev: ev}:
+			case <-r.bgCtx.Done():
+			}
+		case <-r.bgCtx.Done():
+		}
+	}()
+}
+
+// run is the loop: the one goroutine that owns role state.
+func (r *Replica) run() {
+	defer close(r.loopDone)
+	lp := r.lp
+	tick := time.NewTicker(min(r.cfg.MemberUpdateInterval, 100*time.Millisecond))
+	defer tick.Stop()
+	lp.applier = r.startStandbyApplier()
+	r.publishStatus()
+	r.onSession()
+	r.reconcile()
+	events := r.events
+	for {
+		var applierDone, takeoverDone <-chan struct{}
+		if lp.applier != nil {
+			applierDone = lp.applier.done
+		}
+		if lp.takeover != nil {
+			takeoverDone = lp.takeover.done
+		}
+		select {
+		case <-r.stopc:
+			r.shutdown()
+			return
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+			}
+			r.onSession()
+		case we := <-r.watchc:
+			r.onWatch(we)
+		case <-applierDone:
+			r.onApplierExit()
+		case <-takeoverDone:
+			r.onTakeoverDone()
+		case req := <-r.reqc:
+			req.reply <- r.onRequest(req)
+		case t := <-r.fencedc:
+			if t == lp.term {
+				r.log.Warn("primary fenced by a newer epoch; stepping down to standby", "epoch", t.epoch)
+				r.endTerm("fenced")
+				r.requeue()
+			}
+		case err := <-r.failc:
+			r.fail(err)
+		case <-r.ckptReady:
+		case <-tick.C:
+			r.onTick()
+		}
+		r.reconcile()
+	}
+}
+
+// onSession reconciles with the client's current session state (events may
+// have been coalesced; the state and session id are the truth).
+func (r *Replica) onSession() {
+	lp := r.lp
+	state := r.client.State()
+	sid := r.client.SessionID()
+	ok := state == zk.StateHasSession
+	wasConnected := lp.connected
+	lp.connected = ok
+	if state == zk.StateExpired && (lp.role == RolePrimary || lp.role == RoleTakingOver) {
+		r.sessionLost("session expired")
+	}
+	if ok && sid != lp.sessionID {
+		r.log.Warn("zookeeper session replaced (expired); rebuilding membership and election",
+			"old", fmt.Sprintf("0x%x", lp.sessionID), "new", fmt.Sprintf("0x%x", sid))
+		r.sessionLost("session expired")
+		lp.sessionID = sid
+	}
+	if ok != wasConnected {
+		if ok {
+			lp.discSince = time.Time{}
+			r.log.Info("zookeeper connected", "session", fmt.Sprintf("0x%x", sid))
+		} else {
+			lp.discSince = time.Now()
+			r.log.Warn("zookeeper connection lost; suspended", "state", state.String())
+		}
+	}
+	r.setConnected(ok)
+	r.publishStatus()
+}
+
+// sessionLost: our ephemerals and watches are gone. Leave any primary role
+// and rebuild membership and election from scratch.
+func (r *Replica) sessionLost(reason string) {
+	lp := r.lp
+	if lp.term != nil {
+		r.endTerm(reason)
+	}
+	if lp.takeover != nil {
+		r.abortTakeover(reason)
+	}
+	lp.el.sessionReset()
+	lp.mem.sessionReset()
+	lp.electionDirty = true
+	lp.childrenDirty = true
+	for n := range lp.mem.listed {
+		lp.memberDirty[n] = true
+	}
+}
+
+func (r *Replica) onWatch(we watchEvent) {
+	lp := r.lp
+	if we.sid != lp.sessionID {
+		// Armed in an expired session (its NotWatching event): sessionLost
+		// already marked everything dirty, and the flags now describe
+		// watches of the new session.
+		return
+	}
+	switch we.kind {
+	case watchElection:
+		lp.electionDirty = true
+	case watchMembers:
+		lp.mem.childWatched = false
+		lp.childrenDirty = true
+	case watchMember:
+		delete(lp.mem.dataWatched, we.name)
+		lp.memberDirty[we.name] = true
+	}
+}
+
+func (r *Replica) onTick() {
+	lp := r.lp
+	if !lp.connected && !lp.discSince.IsZero() && time.Since(lp.discSince) >= r.cfg.SessionTimeout {
+		// Cut off for a whole session timeout: our session has expired on
+		// the servers' side, so another member may lead. Stop leading now
+		// rather than when we reconnect (Curator's LOST after SUSPENDED).
+		if lp.term != nil {
+			r.endTerm("disconnected past the session timeout")
+		}
+		if lp.takeover != nil {
+			r.abortTakeover("disconnected past the session timeout")
+		}
+	}
+}
+
+// reconcile does the pending ZooKeeper work. Failures leave the dirty flags
+// set; the tick retries.
+func (r *Replica) reconcile() {
+	lp := r.lp
+	if r.fatalErr.Load() != nil || !lp.connected {
+		return
+	}
+	// Our member node (role changes at once, applied at most every
+	// MemberUpdateInterval).
+	if !lp.mem.own || time.Since(lp.lastPublish) >= r.cfg.MemberUpdateInterval || r.roleChangedSincePublish() {
+		if err := lp.mem.publish(r.ownMemberData()); err != nil {
+			var stale errStaleOwner
+			if errors.As(err, &stale) {
+				r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
+				return
+			}
+			r.log.Debug("membership publish failed; will retry", "err", err)
+		} else {
+			lp.lastPublish = time.Now()
+		}
+	}
+	r.refreshMembers()
+	if lp.electionDirty {
+		r.evaluateElection()
+	}
+	if time.Since(lp.lastChannels) >= time.Second {
+		r.refreshChannels()
+	}
+	r.publishStatus()
+}
+
+func (r *Replica) roleChangedSincePublish() bool {
+	var d memberData
+	if decode(r.lp.mem.published, &d) != nil {
+		return true
+	}
+	return d.Role != r.lp.role.String() || d.Checkpoint != r.localCkpt.Load()
+}
+
+func (r *Replica) ownMemberData() memberData {
+	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
+		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load()}
+	if r.lp != nil {
+		d.Role = r.lp.role.String()
+		if r.lp.term != nil {
+			d.Epoch = r.lp.term.epoch
+		}
+	}
+	if d.Epoch == 0 {
+		r.storeMu.RLock()
+		d.Epoch = r.st.AppliedEpoch()
+		r.storeMu.RUnlock()
+	}
+	return d
+}
+
+func (r *Replica) refreshMembers() {
+	lp := r.lp
+	if lp.childrenDirty || !lp.mem.childWatched {
+		ch, need, err := lp.mem.refreshChildren()
+		if err != nil {
+			r.log.Debug("membership listing failed; will retry", "err", err)
+			return
+		}
+		lp.childrenDirty = false
+		r.forward(watchMembers, "", ch)
+		for _, n := range need {
+			lp.memberDirty[n] = true
+		}
+	}
+	for n := range lp.memberDirty {
+		ch, err := lp.mem.refreshMember(n)
+		if err != nil {
+			r.log.Debug("member read failed; will retry", "member", n, "err", err)
+			continue
+		}
+		delete(lp.memberDirty, n)
+		r.forward(watchMember, n, ch)
+	}
+	// The primary's published applied index is the best "committed" hint a
+	// standby has.
+	for _, d := range lp.mem.known {
+		if d.Role == roleStrPrimary {
+			r.noteCommitted(d.Applied)
+		}
+	}
+}
+
+// evaluateElection re-reads the election and acts on our position.
+func (r *Replica) evaluateElection() {
+	lp := r.lp
+	v, err := lp.el.evaluate()
+	if err != nil {
+		r.log.Debug("election evaluation failed; will retry", "err", err)
+		return
+	}
+	lp.electionDirty = false
+	lp.view = v
+	lp.el.prune(v.cands)
+	r.forward(watchElection, "", v.watch)
+	if low, ok := v.lowest(); ok {
+		if d, ok, err := lp.el.dataOf(low.Name); err == nil && ok {
+			lp.primaryID, lp.primaryAddr = d.ID, d.Addr
+		}
+	}
+	switch {
+	case !v.leader && lp.term != nil:
+		// Our node is no longer the lowest (it was deleted and re-created).
+		r.endTerm("lost the lowest election position")
+	case !v.leader && lp.takeover != nil:
+		r.abortTakeover("lost the lowest election position")
+	case v.leader && lp.role == RoleStandby:
+		r.maybeTakeOver()
+	}
+}
+
+// maybeTakeOver starts a takeover unless a fresh transfer record names
+// another live candidate (then we re-queue behind it).
+func (r *Replica) maybeTakeOver() {
+	lp := r.lp
+	if r.fatalErr.Load() != nil {
+		return
+	}
+	if lp.applier == nil || lp.applier.primary {
+		lp.electionDirty = true // retried once the standby tail runs
+		return
+	}
+	if time.Now().Before(lp.notBefore) {
+		lp.electionDirty = true // the tick retries
+		return
+	}
+	rec, ok, err := r.readTransfer()
+	if err != nil {
+		lp.electionDirty = true
+		return
+	}
+	if ok && rec.To != r.cfg.ID && time.Now().UnixMilli() < rec.Deadline {
+		live, err := r.isLiveCandidate(rec.To)
+		if err != nil {
+			lp.electionDirty = true
+			return
+		}
+		epoch, err := r.room.Epoch(r.bgCtx)
+		if err != nil {
+			lp.electionDirty = true
+			return
+		}
+		if live && epoch == rec.Epoch {
+			r.log.Info("election: lowest, but leadership is being transferred; re-queueing", "to", rec.To)
+			r.requeue()
+			return
+		}
+	}
+	r.log.Info("election: lowest candidate; taking over")
+	lp.takeover = r.startTakeover()
+	r.setRole(RoleTakingOver, "elected")
+}
+
+func (r *Replica) isLiveCandidate(id string) (bool, error) {
+	for _, c := range r.lp.view.cands {
+		d, ok, err := r.lp.el.dataOf(c.Name)
+		if err != nil {
+			return false, err
+		}
+		if ok && d.ID == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (r *Replica) readTransfer() (transferRecord, bool, error) {
+	b, _, err := r.conn.Get(r.room.Path(transferZ))
+	if errors.Is(err, zk.ErrNoNode) {
+		return transferRecord{}, false, nil
+	}
+	if err != nil {
+		return transferRecord{}, false, err
+	}
+	var rec transferRecord
+	if err := decode(b, &rec); err != nil {
+		r.log.Warn("ignoring malformed transfer record", "err", err)
+		return transferRecord{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// requeue moves our candidate to the back of the line.
+func (r *Replica) requeue() {
+	if err := r.lp.el.requeue(); err != nil {
+		r.log.Debug("election re-queue incomplete; will retry", "err", err)
+	}
+	r.lp.electionDirty = true
+}
+
+// onTakeoverDone finishes (or abandons) a takeover.
+func (r *Replica) onTakeoverDone() {
+	lp := r.lp
+	tr := lp.takeover
+	lp.takeover = nil
+	if tr.err != nil {
+		if tr.w != nil {
+			tr.w.Close()
+		}
+		r.setRole(RoleStandby, "takeover failed")
+		if errors.Is(tr.err, logroom.ErrFenced) {
+			r.log.Warn("takeover fenced by a concurrent writer; re-queueing", "err", tr.err)
+			r.requeue()
+		} else if !errors.Is(tr.err, context.Canceled) {
+			r.log.Warn("takeover failed; will retry", "err", tr.err)
+			lp.notBefore = time.Now().Add(200 * time.Millisecond)
+			lp.electionDirty = true
+		}
+		return
+	}
+	w := tr.w
+	// Stop the standby tail: it applied exactly up to StartIndex-1 and
+	// nothing beyond exists yet (we have not appended).
+	if lp.applier != nil {
+		lp.applier.stop(false)
+		err := lp.applier.err
+		lp.applier = nil
+		if err != nil {
+			w.Close()
+			r.fail(err)
+			return
+		}
+	}
+	if a := r.applied.Load(); a != w.StartIndex()-1 {
+		w.Close()
+		r.fail(fmt.Errorf("local state at index %d but the log ends at %d: local state ahead of the log (wrong data dir or room?)", a, w.StartIndex()-1))
+		return
+	}
+	t := &term{w: w, epoch: w.Epoch(), start: w.StartIndex(), q: tr.q, done: make(chan struct{}), accepting: true}
+	lp.applier = r.startPrimaryApplier(tr.q)
+	lp.term = t
+	r.setTerm(t)
+	r.noteCommitted(w.StartIndex() - 1)
+	r.setRole(RolePrimary, "elected")
+	r.log.Info("primary", "epoch", t.epoch, "start", t.start, "takeover", time.Since(tr.at))
+	// Clear a transfer record that named us (best effort).
+	if rec, ok, err := r.readTransfer(); err == nil && ok && rec.To == r.cfg.ID {
+		_ = r.conn.Delete(r.room.Path(transferZ), -1)
+	}
+}
+
+// abortTakeover cancels a takeover in progress and waits for it.
+func (r *Replica) abortTakeover(reason string) {
+	lp := r.lp
+	tr := lp.takeover
+	lp.takeover = nil
+	tr.cancel()
+	<-tr.done
+	if tr.w != nil {
+		tr.w.Close()
+	}
+	r.log.Info("takeover aborted", "reason", reason)
+	r.setRole(RoleStandby, reason)
+}
+
+// endTerm leaves the primary role: no new proposals, writer closed (its
+// pending appends get their outcome), committed entries drained into the
+// store, then the standby tail resumes from applied+1.
+func (r *Replica) endTerm(reason string) {
+	lp := r.lp
+	t := lp.term
+	lp.term = nil
+	r.setTerm(nil)
+	t.stopAccepting()
+	if err := t.w.Close(); err != nil {
+		r.log.Debug("writer close", "err", err)
+	}
+	close(t.done)
+	if lp.applier != nil {
+		lp.applier.stop(true)
+		err := lp.applier.err
+		lp.applier = nil
+		if err != nil {
+			r.fail(err)
+			return
+		}
+	}
+	r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
+	r.setRole(RoleStandby, reason)
+	lp.applier = r.startStandbyApplier()
+}
+
+// onApplierExit: the apply goroutine returned on its own (error).
+func (r *Replica) onApplierExit() {
+	lp := r.lp
+	a := lp.applier
+	lp.applier = nil
+	a.cancel()
+	if a.err != nil {
+		r.fail(a.err)
+		return
+	}
+	if lp.role == RoleStandby || lp.role == RoleTakingOver {
+		lp.applier = r.startStandbyApplier()
+	}
+}
+
+func (r *Replica) onRequest(req loopRequest) error {
+	lp := r.lp
+	if lp.term == nil || lp.term != req.term {
+		return r.notPrimary()
+	}
+	switch req.kind {
+	case reqStepDown:
+		r.endTerm("step down")
+		r.requeue()
+		return nil
+	case reqTransfer:
+		rec := transferRecord{V: formatVersion1, From: r.cfg.ID, To: req.to, Epoch: req.term.epoch,
+			Deadline: time.Now().Add(r.cfg.TransferTimeout).UnixMilli()}
+		if err := r.writeTransfer(rec); err != nil {
+			return fmt.Errorf("%w: write transfer record: %w", ErrTransfer, err)
+		}
+		r.endTerm("leadership transfer to " + req.to)
+		r.requeue()
+		return nil
+	}
+	return fmt.Errorf("replica: unknown request %d", req.kind)
+}
+
+// writeTransfer (re)creates the ephemeral transfer record.
+func (r *Replica) writeTransfer(rec transferRecord) error {
+	p := r.room.Path(transferZ)
+	data := encode(rec)
+	for i := 0; i < 3; i++ {
+		_, err := r.conn.Create(p, data, zk.FlagEphemeral, r.acl)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		if err := r.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
+	return errors.New("transfer record kept reappearing")
+}
+
+// fail stops the replica's participation after an unrecoverable error:
+// leave any primary role, stop applying, resign election and membership.
+func (r *Replica) fail(err error) {
+	if err == nil || r.fatalErr.Load() != nil {
+		return
+	}
+	r.log.Error("replica failed; it no longer participates (Close it)", "err", err)
+	r.fatalErr.Store(&err)
+	lp := r.lp
+	if lp.term != nil {
+		t := lp.term
+		lp.term = nil
+		r.setTerm(nil)
+		t.stopAccepting()
+		t.w.Close()
+		close(t.done)
+	}
+	if lp.takeover != nil {
+		tr := lp.takeover
+		lp.takeover = nil
+		tr.cancel()
+		<-tr.done
+		if tr.w != nil {
+			tr.w.Close()
+		}
+	}
+	if lp.applier != nil {
+		lp.applier.stop(false)
+		lp.applier = nil
+	}
+	if lp.connected {
+		_ = lp.el.resign()
+		_ = lp.mem.resign()
+	}
+	r.setRole(RoleFailed, err.Error())
+}
+
+// shutdown is the loop's part of Close.
+func (r *Replica) shutdown() {
+	lp := r.lp
+	if lp.term != nil {
+		t := lp.term
+		lp.term = nil
+		r.setTerm(nil)
+		t.stopAccepting()
+		t.w.Close()
+		close(t.done)
+	}
+	if lp.takeover != nil {
+		tr := lp.takeover
+		lp.takeover = nil
+		tr.cancel()
+		<-tr.done
+		if tr.w != nil {
+			tr.w.Close()
+		}
+	}
+	if lp.applier != nil {
+		lp.applier.stop(lp.applier.primary)
+		lp.applier = nil
+	}
+	if lp.connected {
+		if err := lp.el.resign(); err != nil {
+			r.log.Debug("resign election", "err", err)
+		}
+		if err := lp.mem.resign(); err != nil {
+			r.log.Debug("resign membership", "err", err)
+		}
+	}
+	r.setRole(RoleClosed, "closed")
+}
+
+// setRole records a role change, publishes it and notifies RoleChanges.
+func (r *Replica) setRole(role Role, reason string) {
+	lp := r.lp
+	if lp.role == role {
+		return
+	}
+	lp.role = role
+	r.publishStatus()
+	if lp.connected && role != RoleClosed && role != RoleFailed {
+		if err := lp.mem.publish(r.ownMemberData()); err == nil {
+			lp.lastPublish = time.Now()
+		}
+	}
+	var epoch uint64
+	if lp.term != nil {
+		epoch = lp.term.epoch
+	} else {
+		r.storeMu.RLock()
+		epoch = r.st.AppliedEpoch()
+		r.storeMu.RUnlock()
+	}
+	rc := RoleChange{Role: role, Epoch: epoch, Reason: reason, At: time.Now()}
+	for {
+		select {
+		case r.roleCh <- rc:
+			return
+		default:
+		}
+		select {
+		case <-r.roleCh: // drop the oldest
+		default:
+		}
+	}
+}
+
+// refreshChannels updates the channel figures in Status.
+func (r *Replica) refreshChannels() {
+	lp := r.lp
+	lp.lastChannels = time.Now()
+	ctx, cancel := context.WithTimeout(r.bgCtx, r.cfg.SessionTimeout)
+	defer cancel()
+	chans, err := r.room.Channels(ctx)
+	if err != nil {
+		return
+	}
+	var open uint64
+	var bytes int64
+	for _, c := range chans {
+		bytes += c.Bytes
+		if !c.Sealed {
+			open = c.Num
+		}
+	}
+	r.statusMu.Lock()
+	r.snap.openChannel, r.snap.channels, r.snap.roomBytes = open, len(chans), bytes
+	r.statusMu.Unlock()
+}
+
+// publishStatus copies the loop's view into the Status snapshot.
+func (r *Replica) publishStatus() {
+	lp := r.lp
+	var epoch uint64
+	if lp.term != nil {
+		epoch = lp.term.epoch
+	} else {
+		r.storeMu.RLock()
+		epoch = r.st.AppliedEpoch()
+		r.storeMu.RUnlock()
+	}
+	members := lp.mem.snapshot()
+	pid, paddr := lp.primaryID, lp.primaryAddr
+	var best uint64
+	for _, m := range members {
+		if m.Role == RolePrimary && m.Epoch >= best {
+			best, pid, paddr = m.Epoch, m.ID, m.Addr
+		}
+	}
+	if lp.role == RolePrimary {
+		pid, paddr = r.cfg.ID, r.cfg.AdvertiseAddr
+	}
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	r.snap.role = lp.role
+	r.snap.epoch = epoch
+	r.snap.primaryID, r.snap.primaryAddr = pid, paddr
+	r.snap.members = members
+	r.snap.connState = r.client.State()
+	r.snap.sessionID = r.client.SessionID()
+	r.snap.suspended = lp.discSince
+	if r.statusCh != nil {
+		close(r.statusCh)
+	}
+	r.statusCh = make(chan struct{})
+}
+
+// statusChanged returns a channel closed at the next publishStatus.
+func (r *Replica) statusChanged() <-chan struct{} {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if r.statusCh == nil {
+		r.statusCh = make(chan struct{})
+	}
+	return r.statusCh
+}

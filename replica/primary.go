@@ -1,0 +1,365 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// term is one primary term: a writer of one epoch. Created by the loop when
+// a takeover completes; ended by the loop (endTerm).
+type term struct {
+	w     *logroom.Writer
+	epoch uint64
+	start uint64 // first index of the term
+	q     *commitQueue
+	done  chan struct{} // closed when the term has ended (writer closed)
+
+	mu sync.Mutex // guards accepting, inflight, idle
+	// accepting: new proposals may enter. Invariant: once false, never
+	// true again for this term.
+	accepting bool
+	inflight  int           // proposals inside Writer.Append
+	idle      chan struct{} // closed when inflight drops to 0 (nil when nobody waits)
+}
+
+func (t *term) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.accepting {
+		return false
+	}
+	t.inflight++
+	return true
+}
+
+func (t *term) leave() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.inflight--
+	if t.inflight == 0 && t.idle != nil {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// stopAccepting closes the door; the returned channel is closed when no
+// proposal is inside Append any more.
+func (t *term) stopAccepting() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.accepting = false
+	if t.inflight == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	if t.idle == nil {
+		t.idle = make(chan struct{})
+	}
+	return t.idle
+}
+
+// resume reopens the door after an aborted hand-over (only while the term
+// is still current).
+func (t *term) resume() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.done:
+	default:
+		t.accepting = true
+	}
+}
+
+func (r *Replica) currentTerm() *term {
+	r.termMu.Lock()
+	defer r.termMu.Unlock()
+	return r.term
+}
+
+func (r *Replica) setTerm(t *term) {
+	r.termMu.Lock()
+	defer r.termMu.Unlock()
+	r.term = t
+}
+
+// notPrimary builds the NotPrimaryError from the current view.
+func (r *Replica) notPrimary() error {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	id, addr := r.snap.primaryID, r.snap.primaryAddr
+	if id == r.cfg.ID && r.snap.role != RolePrimary {
+		// We won the election but are still taking over (or handing over):
+		// tell the caller we are the one to retry with.
+		addr = r.cfg.AdvertiseAddr
+	}
+	return &NotPrimaryError{PrimaryID: id, PrimaryAddr: addr}
+}
+
+// Propose appends entry to the log and waits until it is committed in
+// ZooKeeper and applied to the local store; a read of Store right after
+// sees it. Only the primary accepts proposals; elsewhere it returns a
+// *NotPrimaryError (errors.Is ErrNotPrimary) naming the primary.
+//
+// Errors: ErrNotPrimary (nothing sent); ErrQueueFull (nothing sent);
+// ErrFenced (not committed; this replica was deposed); ErrOutcomeUnknown
+// (may or may not be committed); ErrNoResponse (committed at Result.Index,
+// response unavailable); logroom.ErrEntryTooLarge / logroom.ErrRoomFull
+// (nothing sent); ErrClosed; ctx's error while waiting to send (nothing
+// sent). While the ZooKeeper connection is down, Propose neither sends nor
+// acknowledges: it waits for the reconnect, bounded by ctx.
+func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
+	if err := r.usable(); err != nil {
+		return Result{}, err
+	}
+	select {
+	case r.sem <- struct{}{}:
+	default:
+		return Result{}, ErrQueueFull
+	}
+	defer func() { <-r.sem }()
+	t := r.currentTerm()
+	if t == nil || !t.enter() {
+		return Result{}, r.notPrimary()
+	}
+	if err := r.waitConnected(ctx, t.done); err != nil {
+		t.leave()
+		if errors.Is(err, errTermEnded) {
+			return Result{}, r.notPrimary()
+		}
+		return Result{}, err
+	}
+	idx, err := t.w.Append(ctx, entry)
+	t.leave()
+	if err != nil {
+		return Result{}, r.appendError(t, err)
+	}
+	r.noteCommitted(idx)
+	res, err := r.awaitResponse(ctx, idx)
+	if err != nil {
+		return res, err
+	}
+	// Acknowledge only while connected (a primary that is cut off does not
+	// know whether it still leads). The entry is committed either way.
+	if err := r.waitConnected(ctx, nil); err != nil {
+		return res, fmt.Errorf("%w: committed at %d but the connection is down: %w", ErrOutcomeUnknown, idx, err)
+	}
+	return res, nil
+}
+
+// appendError maps a Writer.Append error.
+func (r *Replica) appendError(t *term, err error) error {
+	switch {
+	case errors.Is(err, logroom.ErrFenced):
+		select {
+		case r.fencedc <- t:
+		default:
+		}
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	case errors.Is(err, logroom.ErrEntryTooLarge), errors.Is(err, logroom.ErrRoomFull):
+		return fmt.Errorf("replica: propose: %w", err)
+	case errors.Is(err, logroom.ErrOutcomeUnknown):
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	case errors.Is(err, logroom.ErrClosed):
+		// Still queued when the writer closed: never sent, not committed.
+		if r.closing.Load() {
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return r.notPrimary()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// Ended before anything was handed to the pipeline: not sent.
+		return err
+	default:
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+}
+
+// awaitResponse waits until index is applied and returns its response.
+func (r *Replica) awaitResponse(ctx context.Context, index uint64) (Result, error) {
+	res := Result{Index: index}
+	r.propMu.Lock()
+	if r.applied.Load() >= index {
+		resp, ok := r.resps.get(index)
+		r.propMu.Unlock()
+		if !ok {
+			return res, fmt.Errorf("%w: entry %d applied long ago", ErrNoResponse, index)
+		}
+		res.Response = resp
+		return res, nil
+	}
+	ch := make(chan proposalOutcome, 1)
+	r.waiters[index] = ch
+	r.propMu.Unlock()
+	select {
+	case out := <-ch:
+		res.Response = out.resp
+		return res, out.err
+	case <-ctx.Done():
+	case <-r.stopc:
+	}
+	r.propMu.Lock()
+	delete(r.waiters, index)
+	r.propMu.Unlock()
+	select {
+	case out := <-ch: // delivered meanwhile
+		res.Response = out.resp
+		return res, out.err
+	default:
+	}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ctx.Err())
+	}
+	return res, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ErrClosed)
+}
+
+// StepDown gives up the primary role: it stops accepting proposals, waits
+// for those in flight to finish (bounded by ctx), closes the writer and
+// re-enters the election at the back of the line. Returns ErrNotPrimary on
+// a standby.
+func (r *Replica) StepDown(ctx context.Context) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	t := r.currentTerm()
+	if t == nil {
+		return r.notPrimary()
+	}
+	if err := r.drain(ctx, t); err != nil {
+		t.resume()
+		return fmt.Errorf("replica: step down: %w", err)
+	}
+	return r.request(ctx, loopRequest{kind: reqStepDown, term: t})
+}
+
+// drain stops accepting and waits until every proposal of t that entered
+// Append has its outcome and everything t committed is applied.
+func (r *Replica) drain(ctx context.Context, t *term) error {
+	select {
+	case <-t.stopAccepting():
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.done:
+		return r.notPrimary()
+	}
+	return r.waitApplied(ctx, t.w.LastCommitted(), t.done)
+}
+
+// TransferLeadership hands the primary role to the live standby toID: it
+// stops accepting proposals, drains those in flight, waits until toID has
+// applied everything committed, records the transfer in the room, steps
+// down, and waits until toID is primary (all bounded by ctx). Proposals
+// that arrive meanwhile get ErrNotPrimary naming the old primary; retry
+// them with the new one.
+func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	if toID == r.cfg.ID {
+		return fmt.Errorf("%w: %q is this replica", ErrTransfer, toID)
+	}
+	t := r.currentTerm()
+	if t == nil {
+		return r.notPrimary()
+	}
+	if _, ok := r.member(toID); !ok {
+		return fmt.Errorf("%w: %q is not a live member", ErrTransfer, toID)
+	}
+	if err := r.drain(ctx, t); err != nil {
+		t.resume()
+		return fmt.Errorf("%w: drain: %w", ErrTransfer, err)
+	}
+	last := t.w.LastCommitted()
+	// Wait for the target to catch up (its member data, published at most
+	// every MemberUpdateInterval).
+	if err := r.waitMember(ctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby }); err != nil {
+		t.resume()
+		return fmt.Errorf("%w: %q did not catch up to %d: %w", ErrTransfer, toID, last, err)
+	}
+	if err := r.request(ctx, loopRequest{kind: reqTransfer, term: t, to: toID}); err != nil {
+		t.resume()
+		return err
+	}
+	// We stepped down. Wait until the target leads.
+	if err := r.waitMember(ctx, toID, func(m MemberStatus) bool { return m.Role == RolePrimary && m.Epoch > t.epoch }); err != nil {
+		return fmt.Errorf("%w: %q did not take over: %w", ErrTransfer, toID, err)
+	}
+	return nil
+}
+
+// member returns the cached membership data of id.
+func (r *Replica) member(id string) (MemberStatus, bool) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	for _, m := range r.snap.members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return MemberStatus{}, false
+}
+
+// waitMember waits until member id's cached data satisfies ok.
+func (r *Replica) waitMember(ctx context.Context, id string, ok func(MemberStatus) bool) error {
+	for {
+		ch := r.statusChanged()
+		if m, live := r.member(id); live && ok(m) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if _, live := r.member(id); !live {
+				return fmt.Errorf("%q left: %w", id, ctx.Err())
+			}
+			return ctx.Err()
+		case <-r.stopc:
+			return ErrClosed
+		}
+	}
+}
+
+// takeoverRun is the asynchronous part of becoming primary: NewWriter
+// (fences older epochs, seals the log end, opens a channel) and catching
+// up to the log end. The loop owns it.
+type takeoverRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// Set before done is closed:
+	w   *logroom.Writer
+	q   *commitQueue
+	err error
+	at  time.Time
+}
+
+func (r *Replica) startTakeover() *takeoverRun {
+	ctx, cancel := context.WithCancel(r.bgCtx)
+	tr := &takeoverRun{cancel: cancel, done: make(chan struct{}), q: newCommitQueue(), at: time.Now()}
+	wcfg := r.cfg.Writer
+	wcfg.Owner = r.cfg.ID
+	wcfg.OnCommit = tr.q.push
+	if wcfg.Logger == nil {
+		wcfg.Logger = r.cfg.Logger
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(tr.done)
+		w, err := r.room.NewWriter(ctx, wcfg)
+		if err != nil {
+			tr.err = err
+			return
+		}
+		tr.w = w
+		// Apply everything before our first index (the standby applier
+		// keeps running until then).
+		if need := w.StartIndex() - 1; need > 0 {
+			tr.err = r.waitApplied(ctx, need, nil)
+		}
+	}()
+	return tr
+}

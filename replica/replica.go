@@ -1,0 +1,411 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/checkpoint"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+)
+
+// Replica is one member of a room: primary or standby. All methods are safe
+// for concurrent use. See the package doc for the protocol.
+type Replica struct {
+	cfg      Config // with defaults applied; read-only after Open
+	log      *slog.Logger
+	client   *logroom.Client
+	room     *logroom.Room
+	conn     *zk.Conn
+	acl      []zk.ACL
+	storeDir string
+	ckptRoot string
+	baseURL  string // checkpoint base URL of AdvertiseAddr ("" when none)
+	guid     string // election guid of this Replica
+
+	// bgCtx ends when Close starts (after the loop stopped): it bounds every
+	// background goroutine; cancelBG ends it.
+	bgCtx    context.Context
+	cancelBG context.CancelFunc
+	wg       sync.WaitGroup // every goroutine but the loop
+	stopc    chan struct{}  // closed by Close: the loop shuts down
+	loopDone chan struct{}  // closed when the loop has returned
+	closing  atomic.Bool
+	closeMu  sync.Mutex // serialises Close; guards closeErr
+	closeErr error
+	closed   bool
+
+	// storeMu guards st: bootstrap swaps the store under the write lock;
+	// applying, checkpointing and reading hold the read lock.
+	storeMu sync.RWMutex
+	st      *store.Store
+
+	// Apply progress. applied is the local applied index (== the store's
+	// after every Apply); it only grows. propMu guards waiters and resps and
+	// orders applied updates with waiter registration.
+	applied   atomic.Uint64
+	propMu    sync.Mutex
+	waiters   map[uint64]chan proposalOutcome // index -> a Propose waiting for its response
+	resps     *respRing                       // recent responses by index
+	appliedMu sync.Mutex                      // guards appliedCh
+	appliedCh chan struct{}                   // closed and replaced when applied advances
+
+	// Checkpoint policy counters, written by the (single) apply goroutine
+	// and reset by the checkpointer.
+	sinceEntries atomic.Int64
+	sinceBytes   atomic.Int64
+	localCkpt    atomic.Uint64 // index of the newest local checkpoint
+	bootstraps   atomic.Int64
+	ckptTrig     chan struct{}     // cap 1: the policy asks for a checkpoint
+	ckptReq      chan ckptRequest  // on-demand checkpoints
+	ckptReady    chan struct{}     // cap 1: tells the loop to publish member data
+	committedHi  atomic.Uint64     // highest committed index seen
+	fatalErr     atomic.Pointer[error]
+	sem          chan struct{}     // proposal slots (MaxPendingProposals)
+	roleCh       chan RoleChange   // buffered; the loop drops the oldest when full
+	reqc         chan loopRequest  // API -> loop
+	watchc       chan watchEvent   // watch forwarders -> loop
+	fencedc      chan *term        // Propose/checkpointer -> loop: this term's writer was fenced
+	failc        chan error        // any goroutine -> loop: unrecoverable error
+	events       <-chan zk.Event   // session events (Client.Subscribe)
+	unsubscribe  func()
+
+	// termMu guards term: the current primary term (nil unless primary and
+	// past takeover). The loop sets it; Propose reads it.
+	termMu sync.Mutex
+	term   *term
+
+	// connMu guards connected and connCh (the loop writes them).
+	connMu    sync.Mutex
+	connected bool
+	connCh    chan struct{} // closed when connected becomes true, then replaced
+
+	// statusMu guards snap and statusCh, which the loop publishes for
+	// Status; statusCh is closed and replaced at every publish.
+	statusMu sync.Mutex
+	snap     statusSnap
+	statusCh chan struct{}
+
+	// lp is the run loop's private state: only the loop goroutine (and Open,
+	// before the loop starts) touches it.
+	lp *loopState
+
+	httpSrv  *http.Server
+	listener net.Listener
+}
+
+// statusSnap is what the loop publishes for Status (guarded by statusMu).
+type statusSnap struct {
+	role        Role
+	epoch       uint64
+	primaryID   string
+	primaryAddr string
+	members     []MemberStatus
+	connState   zk.State
+	sessionID   int64
+	suspended   time.Time
+	openChannel uint64
+	channels    int
+	roomBytes   int64
+}
+
+// Result is the outcome of a committed and applied proposal.
+type Result struct {
+	Index    uint64 // the entry's index in the log
+	Response []byte // what the Applier returned for it
+}
+
+// Open validates cfg, opens the local store, connects to ZooKeeper, joins
+// the room's membership and election, and starts the replica as a standby
+// (it becomes primary if it wins the election). It returns once the
+// membership node and the election candidate exist.
+func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	r := &Replica{
+		cfg:       cfg,
+		log:       cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
+		storeDir:  filepath.Join(cfg.DataDir, "store"),
+		ckptRoot:  filepath.Join(cfg.DataDir, "checkpoints"),
+		guid:      newGUID(),
+		stopc:     make(chan struct{}),
+		loopDone:  make(chan struct{}),
+		waiters:   map[uint64]chan proposalOutcome{},
+		resps:     newRespRing(2*cfg.MaxPendingProposals + 1024),
+		appliedCh: make(chan struct{}),
+		ckptTrig:  make(chan struct{}, 1),
+		ckptReq:   make(chan ckptRequest),
+		ckptReady: make(chan struct{}, 1),
+		sem:       make(chan struct{}, cfg.MaxPendingProposals),
+		roleCh:    make(chan RoleChange, 16),
+		reqc:      make(chan loopRequest),
+		watchc:    make(chan watchEvent, 64),
+		fencedc:   make(chan *term, 1),
+		failc:     make(chan error, 1),
+		connCh:    make(chan struct{}),
+	}
+	if cfg.AdvertiseAddr != "" {
+		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
+	}
+	r.bgCtx, r.cancelBG = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			r.cancelBG()
+			if r.httpSrv != nil {
+				r.httpSrv.Close()
+			}
+			r.wg.Wait()
+			r.closeResources()
+		}
+	}()
+
+	if err := os.MkdirAll(r.ckptRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("replica: data dir: %w", err)
+	}
+	if err := checkpoint.CleanTemp(r.ckptRoot, 0); err != nil {
+		r.log.Warn("checkpoint temp cleanup failed", "err", err)
+	}
+	st, err := store.Open(r.storeDir, r.storeOptions())
+	if err != nil {
+		return nil, fmt.Errorf("replica: open store: %w", err)
+	}
+	r.st = st
+	r.applied.Store(st.AppliedIndex())
+	r.committedHi.Store(st.AppliedIndex())
+	if n, err := checkpoint.Newest(r.ckptRoot); err == nil {
+		r.localCkpt.Store(n.Manifest.Index)
+		if a := st.AppliedIndex(); a > n.Manifest.Index {
+			r.sinceEntries.Store(int64(a - n.Manifest.Index))
+		}
+	} else {
+		r.sinceEntries.Store(int64(st.AppliedIndex()))
+	}
+
+	r.client, err = logroom.Dial(ctx, logroom.DialConfig{
+		Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	r.events, r.unsubscribe = r.client.Subscribe()
+	r.conn, r.acl = r.client.Conn(), r.client.ACL()
+	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	for _, dir := range []string{r.room.Path(membersDir), r.room.Path(electionDir)} {
+		if err := ensurePersistent(r.conn, r.acl, dir); err != nil {
+			return nil, fmt.Errorf("replica: create %s: %w", dir, err)
+		}
+	}
+
+	if cfg.ListenAddr != "" {
+		if err := r.serveHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	r.lp = newLoopState(r)
+	r.lp.sessionID = r.client.SessionID()
+	// A node of our id may still be held by our own previous incarnation
+	// (killed less than a session timeout ago): wait that long before
+	// calling it a duplicate.
+	wait := cfg.SessionTimeout*3/2 + time.Second
+	if err := r.lp.mem.join(ctx, r.ownMemberData(), wait); err != nil {
+		return nil, fmt.Errorf("replica: join membership: %w", err)
+	}
+	if err := r.lp.el.ensure(); err != nil {
+		r.lp.mem.resign()
+		return nil, fmt.Errorf("replica: enter election: %w", err)
+	}
+	r.setConnected(r.client.State() == zk.StateHasSession)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.runCheckpointer(r.bgCtx)
+	}()
+	go r.run()
+	return r, nil
+}
+
+func (r *Replica) storeOptions() *store.Options {
+	var o store.Options
+	if r.cfg.StoreOptions != nil {
+		o = *r.cfg.StoreOptions
+	}
+	if r.cfg.Applier != nil {
+		o.Applier = r.cfg.Applier
+	}
+	o.Logger = r.cfg.Logger
+	return &o
+}
+
+// Close leaves the room: it stops the loops, closes the writer (pending
+// proposals get their outcome or ErrClosed/ErrOutcomeUnknown), deletes this
+// member's ephemeral nodes, closes the ZooKeeper client and the store, and
+// waits for every goroutine. Idempotent; later calls return the first
+// result.
+func (r *Replica) Close() error {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	if r.closed {
+		return r.closeErr
+	}
+	r.closed = true
+	r.closing.Store(true)
+	close(r.stopc)
+	<-r.loopDone
+	r.cancelBG()
+	if r.httpSrv != nil {
+		r.httpSrv.Close()
+	}
+	r.wg.Wait()
+	r.failWaiters(fmt.Errorf("%w: %w", ErrNoResponse, ErrClosed))
+	r.closeErr = r.closeResources()
+	return r.closeErr
+}
+
+// closeResources closes the client and the store (Open's failure path and
+// Close).
+func (r *Replica) closeResources() error {
+	if r.unsubscribe != nil {
+		r.unsubscribe()
+	}
+	if r.client != nil {
+		r.client.Close()
+	}
+	r.storeMu.Lock()
+	defer r.storeMu.Unlock()
+	if r.st != nil {
+		err := r.st.Close()
+		if errors.Is(err, store.ErrClosed) {
+			err = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// usable returns ErrClosed / the fatal error when the replica cannot serve.
+func (r *Replica) usable() error {
+	if r.closing.Load() {
+		return ErrClosed
+	}
+	if p := r.fatalErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, *p)
+	}
+	return nil
+}
+
+// Store returns the local store for reads (Get, Scan, View, StateHash).
+// Never write to it. The pointer changes when the replica bootstraps from a
+// peer's checkpoint (Status().Bootstraps grows); a store obtained before
+// then returns store.ErrClosed — call Store again.
+func (r *Replica) Store() *store.Store {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	return r.st
+}
+
+// StateHash is the local store's StateHash, safe across bootstraps.
+func (r *Replica) StateHash() (hash string, index uint64, err error) {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	return r.st.StateHash()
+}
+
+// Get reads key from the local store, safe across bootstraps.
+func (r *Replica) Get(key []byte) ([]byte, error) {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	return r.st.Get(key)
+}
+
+// Room returns the logroom room (read-only use: Channels, Bytes, CommittedIndex).
+func (r *Replica) Room() *logroom.Room { return r.room }
+
+// ID returns Config.ID.
+func (r *Replica) ID() string { return r.cfg.ID }
+
+// RoleChanges returns a channel that receives every role change of this
+// replica. It is buffered; when the consumer falls behind, the oldest
+// undelivered change is dropped (Status always has the current role), so a
+// slow consumer never stalls the replica. It is never closed.
+func (r *Replica) RoleChanges() <-chan RoleChange { return r.roleCh }
+
+// Status returns a snapshot of this replica's view. It never blocks on
+// ZooKeeper.
+func (r *Replica) Status() Status {
+	r.statusMu.Lock()
+	s := r.snap
+	members := append([]MemberStatus(nil), s.members...)
+	r.statusMu.Unlock()
+	applied := r.applied.Load()
+	committed := max(r.committedHi.Load(), applied)
+	st := Status{
+		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
+		Applied: applied, Committed: committed, Lag: committed - applied,
+		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members,
+		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
+		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
+		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
+		Pending: len(r.sem),
+	}
+	if !s.suspended.IsZero() {
+		st.Suspended = time.Since(s.suspended)
+	}
+	if p := r.fatalErr.Load(); p != nil {
+		st.Err = *p
+	}
+	return st
+}
+
+// setConnected publishes the connection state for Propose's gate.
+func (r *Replica) setConnected(ok bool) {
+	r.connMu.Lock()
+	defer r.connMu.Unlock()
+	if ok == r.connected {
+		return
+	}
+	r.connected = ok
+	if ok {
+		close(r.connCh)
+		r.connCh = make(chan struct{})
+	}
+}
+
+// waitConnected returns once the ZooKeeper session is usable (nil), ctx
+// ends, the replica closes, or done is closed (errTermEnded).
+func (r *Replica) waitConnected(ctx context.Context, done <-chan struct{}) error {
+	for {
+		r.connMu.Lock()
+		ok, ch := r.connected, r.connCh
+		r.connMu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-done:
+			return errTermEnded
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.stopc:
+			return ErrClosed
+		}
+	}
+}
+
+var errTermEnded = errors.New("replica: primary term ended")

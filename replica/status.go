@@ -1,0 +1,100 @@
+package replica
+
+import (
+	"fmt"
+	"time"
+)
+
+// Role is a replica's role in its room.
+type Role int
+
+const (
+	// RoleStandby: tails the log and applies it; Propose returns ErrNotPrimary.
+	RoleStandby Role = iota
+	// RoleTakingOver: won the election; establishing its epoch and applying
+	// the log to its end. Propose returns ErrNotPrimary until it is primary.
+	RoleTakingOver
+	// RolePrimary: appends; Propose works.
+	RolePrimary
+	// RoleFailed: stopped by an unrecoverable error (Status().Err).
+	RoleFailed
+	// RoleClosed: Close was called.
+	RoleClosed
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleStandby:
+		return roleStrStandby
+	case RoleTakingOver:
+		return roleStrTakeover
+	case RolePrimary:
+		return roleStrPrimary
+	case RoleFailed:
+		return "failed"
+	case RoleClosed:
+		return "closed"
+	default:
+		return fmt.Sprintf("Role(%d)", int(r))
+	}
+}
+
+func parseRole(s string) Role {
+	switch s {
+	case roleStrPrimary:
+		return RolePrimary
+	case roleStrTakeover:
+		return RoleTakingOver
+	default:
+		return RoleStandby
+	}
+}
+
+// RoleChange is delivered on RoleChanges() whenever this replica's role
+// changes.
+type RoleChange struct {
+	Role   Role
+	Epoch  uint64 // the epoch led (primary) or last applied (standby)
+	Reason string // why ("elected", "session expired", "fenced", "step down", …)
+	At     time.Time
+}
+
+// MemberStatus is one live member as seen through its membership node.
+type MemberStatus struct {
+	ID         string
+	Addr       string
+	Role       Role
+	Epoch      uint64
+	Applied    uint64 // its applied index (published at most every MemberUpdateInterval)
+	Checkpoint uint64 // index of its newest local checkpoint (0: none)
+}
+
+// Status is a point-in-time view of a replica. Everything a test or an
+// operator needs is here: Status never touches ZooKeeper.
+type Status struct {
+	ID    string
+	Room  string
+	Role  Role
+	Epoch uint64 // epoch led when primary, else the epoch of the last applied entry
+
+	Applied   uint64 // local applied index
+	Committed uint64 // highest committed index this replica has seen (own writer, primary's published applied index)
+	Lag       uint64 // Committed - Applied
+
+	PrimaryID   string // "" when unknown
+	PrimaryAddr string
+	Members     []MemberStatus // live members, sorted by ID (includes this one)
+
+	Connected   bool   // ZooKeeper session usable right now
+	ConnState   string // go-zookeeper state name
+	SessionID   int64
+	Suspended   time.Duration // how long the connection has been down (0 when connected)
+	OpenChannel uint64        // number of the room's open channel (refreshed about every second)
+	Channels    int           // channels in the room
+	RoomBytes   int64         // bytes the room's channels hold in ZooKeeper
+
+	CheckpointIndex uint64 // newest local checkpoint (0: none)
+	Bootstraps      int    // times this replica restored its store from a peer's checkpoint
+	Pending         int    // proposals in flight
+	Err             error  // the unrecoverable error when Role == RoleFailed
+}
