@@ -303,4 +303,3 @@ func TestManifestJSON(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, "case %d", i)
 	}
 }
-
