@@ -170,7 +170,7 @@
 //  3. checkpoint.Create; checkpoint.Retain(KeepCheckpoints); publish the
 //     index in member data.
 //  4. Primary only: record it in checkpoints; delete channels (invariant
-//     5) using a fresh read of every member's applied index. The same
+//  5. using a fresh read of every member's applied index. The same
 //     deletion is retried every 2s, as lagging members catch up.
 //
 // Bootstrap (standby tail, which owns store writes):

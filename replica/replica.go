@@ -67,18 +67,18 @@ type Replica struct {
 	sinceBytes   atomic.Int64
 	localCkpt    atomic.Uint64 // index of the newest local checkpoint
 	bootstraps   atomic.Int64
-	ckptTrig     chan struct{}     // cap 1: the policy asks for a checkpoint
-	ckptReq      chan ckptRequest  // on-demand checkpoints
-	ckptReady    chan struct{}     // cap 1: tells the loop to publish member data
-	committedHi  atomic.Uint64     // highest committed index seen
+	ckptTrig     chan struct{}    // cap 1: the policy asks for a checkpoint
+	ckptReq      chan ckptRequest // on-demand checkpoints
+	ckptReady    chan struct{}    // cap 1: tells the loop to publish member data
+	committedHi  atomic.Uint64    // highest committed index seen
 	fatalErr     atomic.Pointer[error]
-	sem          chan struct{}     // proposal slots (MaxPendingProposals)
-	roleCh       chan RoleChange   // buffered; the loop drops the oldest when full
-	reqc         chan loopRequest  // API -> loop
-	watchc       chan watchEvent   // watch forwarders -> loop
-	fencedc      chan *term        // Propose/checkpointer -> loop: this term's writer was fenced
-	failc        chan error        // any goroutine -> loop: unrecoverable error
-	events       <-chan zk.Event   // session events (Client.Subscribe)
+	sem          chan struct{}    // proposal slots (MaxPendingProposals)
+	roleCh       chan RoleChange  // buffered; the loop drops the oldest when full
+	reqc         chan loopRequest // API -> loop
+	watchc       chan watchEvent  // watch forwarders -> loop
+	fencedc      chan *term       // Propose/checkpointer -> loop: this term's writer was fenced
+	failc        chan error       // any goroutine -> loop: unrecoverable error
+	events       <-chan zk.Event  // session events (Client.Subscribe)
 	unsubscribe  func()
 
 	// termMu guards term: the current primary term (nil unless primary and
