@@ -1,0 +1,162 @@
+// Package logroom is a durable replicated log on Apache ZooKeeper: one
+// fenced writer per epoch appends batched entries, any number of readers
+// tail them in order, exactly once, across channels.
+//
+// # Vocabulary
+//
+// A room is one log. Its entries have dense indexes 1, 2, 3… Entries are
+// packed into batch znodes; batches live in channels (segments). Exactly one
+// channel is open; the others are sealed with their last index recorded. An
+// epoch grows with every writer takeover and fences all older writers.
+//
+// # Znode layout
+//
+//	<base>/R                        room meta: msgpack {v: 1, created: unix ms}
+//	<base>/R/epoch                  msgpack {v: 1, epoch, owner, nonce}; its znode
+//	                                VERSION is the fence
+//	<base>/R/channels/ch-%020d      channel N (N = 1, 2, 3…), data = msgpack
+//	                                {v: 1, first, epoch, sealed, last, bytes, batches}
+//	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
+//	<base>/R/members, /election, /checkpoints   reserved for package replica
+//
+// base defaults to "/roomlog". Every znode is PERSISTENT (never SEQUENTIAL)
+// and created with Client.ACL(). Channel N+1's first index equals channel
+// N's sealed last index + 1. A channel's batches form a chain: b-F holds
+// entries F..F+count-1, the next is b-(F+count). The log is the chain of
+// each channel up to its seal (for the open channel: up to the first
+// missing name). Batches past a sealed channel's last index are orphans of
+// a deposed writer, never acknowledged; readers ignore them and they are
+// removed with their channel.
+//
+// Deterministic batch names are what make the writer safe: a resent batch
+// cannot be duplicated (the second create fails NodeExists), pipelined
+// creates that reach the server out of order are harmless (a reader waits
+// for the exact next name), and a reader needs no listing to find its next
+// batch.
+//
+// # Batch format (version 1)
+//
+// A msgpack array of 6 elements: [version=1, epoch, first index, entry
+// count, crc, payload]. payload is one msgpack bin holding each entry as
+// uvarint(len) followed by its bytes. crc is CRC32C (Castagnoli) over
+// epoch, first and count as 8-byte big-endian integers followed by the
+// payload (covering the header fields too: a flipped bit anywhere but in
+// the version is a checksum error). An encoded batch is at most
+// WriterConfig.MaxBatchBytes (hard limit 900 KiB, below ZooKeeper's 1 MiB
+// jute.maxbuffer with the Multi's overhead). DecodeBatch never panics and
+// allocates O(len(input)).
+//
+// # Invariants
+//
+//  1. Fencing: every write of a Writer (batch create, seal, channel open)
+//     is a Multi whose first op is CheckVersion(epoch znode, the version its
+//     own CAS produced). Once a newer epoch exists, nothing of an older
+//     writer lands.
+//  2. Acknowledgement order: Append returns success only when its batches
+//     and every earlier batch are durable; acknowledged batches are always
+//     a contiguous prefix of the chain.
+//  3. No false outcome: an Append gets success only if its entries are in
+//     the log, ErrFenced/ErrEntryTooLarge/ErrRoomFull only if none is, and
+//     ErrOutcomeUnknown whenever the writer could not find out.
+//  4. Readers deliver each index once, in order, and nothing of a batch
+//     that fails validation (decode, version, CRC, first == expected
+//     position, count, epoch not below the previous batch's epoch, not past
+//     the channel's seal).
+//
+// # Protocol: takeover (NewWriter)
+//
+//  1. Read the epoch znode (data and version v); Set it to epoch+1 with
+//     version v (CAS). The writer's fence is version v+1. A lost reply is
+//     resolved by reading back the nonce. BadVersion → ErrFenced.
+//  2. List the channels. None: create ch-1 (first 1), fenced.
+//  3. Last channel sealed: create the next one at last+1, fenced.
+//  4. Last channel open without any child: reuse it (fenced Set of its
+//     meta's epoch with its version). No older writer can add a child any
+//     more, so it stays empty until we write.
+//  5. Otherwise list it once, read its named batches in index order
+//     (16 Gets in flight) and stop at the first hole: that is the end E.
+//     One fenced Multi seals it (sealed, last E, bytes, batches; version
+//     checked) and creates the next channel with first E+1. A corrupt batch
+//     in the chain fails NewWriter with ErrCorrupt (the log needs an
+//     operator, a reader would stop there too).
+//
+// Close does not seal: the next writer does it at takeover.
+//
+// # Protocol: append
+//
+//  1. Append checks sizes (ErrEntryTooLarge, nothing sent), copies the
+//     entries (the caller may reuse its buffers) and queues them; beyond
+//     MaxQueuedBytes it waits on its ctx.
+//  2. One loop goroutine owns the pipeline. While fewer than MaxInFlight
+//     batches are unacknowledged, it takes everything queued up to
+//     MaxBatchBytes (natural batching; Linger optionally waits for a fuller
+//     batch), assigns dense indexes, encodes and starts one goroutine per
+//     batch running Multi(check epoch version, create b-first). A request
+//     larger than a batch spans several. The room byte bound is applied
+//     when a request is taken: ErrRoomFull, nothing sent (the accounting,
+//     sealed channels' recorded bytes plus the open channel's, is refreshed
+//     after a rotation, when this Room deleted a channel, or at most once a
+//     second while full).
+//  3. Results are acknowledged strictly in index order: a landed batch is
+//     acknowledged once every earlier one is; its requests return.
+//  4. At MaxChannelBatches or MaxChannelBytes, or on Rotate, no new batch
+//     is formed; once the in-flight ones are acknowledged one fenced Multi
+//     seals the channel (last index, bytes, batches; version checked) and
+//     creates the next one. Appends wait about one round trip.
+//
+// # Protocol: connection loss and fencing
+//
+// In-flight Multis fail with zk.ErrConnectionClosed although many were
+// applied; queued ones fail with zk.ErrNoServer; a session expiry makes
+// go-zookeeper open a new session on the same connection (logged; the
+// fence is the epoch version, not the session, so nothing changes).
+//
+//  1. Any outcome other than success or a failed fence pauses the pipeline.
+//     When every in-flight goroutine has reported, the unacknowledged
+//     batches are resolved in index order:
+//  2. Wait for a session; Sync(channel); Get b-first. Our exact bytes →
+//     landed. Other bytes → another writer's: fenced. Absent → resend the
+//     same bytes, fenced: success → landed; NodeExists → compare again (a
+//     request sent before the drop may land late: harmless, same name and
+//     bytes); connection loss → repeat.
+//  3. A failed fence (here or in flight) switches to fenced resolution:
+//     Sync, then the unacknowledged batches present with our bytes as a
+//     contiguous prefix are committed (the new writer read to the first
+//     hole after its CAS, and nothing of ours can land after it) and are
+//     acknowledged; the rest fail with ErrFenced, and so does everything
+//     after.
+//  4. When it cannot decide (Close during resolution, channel gone) the
+//     unresolved appends get ErrOutcomeUnknown and the writer stops. An
+//     Append whose ctx ends after its entries were handed to the pipeline
+//     gets ErrOutcomeUnknown; before that, ctx's error.
+//
+// # Protocol: reading
+//
+//  1. Tail(from) finds the newest channel whose first index <= from (from
+//     below the oldest channel's first → ErrCompacted) and, for a from in
+//     the middle of a batch, the batch holding it (one listing).
+//  2. Next: Get b-<position>. Present → validate and deliver. Absent → arm
+//     (at most) one GetW on the channel znode, re-armed only after it
+//     fired; sealed and position past its last index → go to channel N+1,
+//     which must exist with first == last+1 (else ErrCorrupt; a missing
+//     N+1 with later channels present → ErrCompacted). Not sealed →
+//     ExistsW(b-<position>) (re-checking its result) and wait on the
+//     watches and ctx. Caught up, the reader arms the next name's watch
+//     first (two round trips per batch).
+//  3. Connection loss and session expiry are retried with backoff from
+//     the same position; watches lost with the session are re-armed.
+//  4. A channel deleted under the reader → ErrCompacted. ErrCorrupt and
+//     ErrCompacted are sticky.
+//
+// # CommittedIndex
+//
+// Sync, list the channels, and walk the last (open) channel's chain from
+// the hint with one Get per batch to the first hole. Every entry
+// acknowledged before the call is <= the result.
+//
+// # Deleting channels
+//
+// DeleteChannel refuses the open channel (ErrChannelOpen), deletes the
+// batch znodes (Multis of 200) and then the channel znode (version
+// checked). Callers delete only what a durable checkpoint covers.
+package logroom

@@ -1,0 +1,70 @@
+package logroom
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Sentinel errors. Every error this package returns that matches one of these
+// wraps it (check with errors.Is); ZooKeeper errors are translated at the
+// package edge (see zkError) and, where useful, remain visible in the chain.
+var (
+	// ErrFenced: a writer of a newer epoch has taken over the room. Nothing of
+	// the failed call was committed.
+	ErrFenced = errors.New("logroom: fenced by a newer epoch")
+	// ErrOutcomeUnknown: the entries may or may not be committed (the writer
+	// could not find out, e.g. it was closed or the caller's context ended
+	// while the outcome was being resolved). Read the log to learn it.
+	ErrOutcomeUnknown = errors.New("logroom: outcome unknown")
+	// ErrCorrupt: a batch or meta znode failed validation (format, version,
+	// checksum, position, epoch order). The message names room, channel and
+	// znode.
+	ErrCorrupt = errors.New("logroom: corrupt data")
+	// ErrCompacted: the requested position lies in a deleted channel; the
+	// caller must bootstrap from a checkpoint.
+	ErrCompacted = errors.New("logroom: position compacted")
+	// ErrEntryTooLarge: an entry can never fit in one batch. Nothing was sent.
+	ErrEntryTooLarge = errors.New("logroom: entry too large")
+	// ErrRoomFull: the room holds MaxRoomBytes already (backpressure).
+	// Nothing was sent; delete channels (after a checkpoint) and retry.
+	ErrRoomFull = errors.New("logroom: room full")
+	// ErrBadName: an invalid room name or base path.
+	ErrBadName = errors.New("logroom: bad name")
+	// ErrClosed: the Client, Writer or Reader is closed.
+	ErrClosed = errors.New("logroom: closed")
+	// ErrChannelOpen: the open channel cannot be deleted.
+	ErrChannelOpen = errors.New("logroom: channel is open")
+	// ErrNoRoom: the room (or the named channel) does not exist.
+	ErrNoRoom = errors.New("logroom: no such room")
+	// ErrUnavailable: ZooKeeper could not be reached (connection lost, no
+	// server, session expired) and the operation was not retried. It wraps
+	// the ZooKeeper error.
+	ErrUnavailable = errors.New("logroom: zookeeper unavailable")
+	// ErrBadConfig: a configuration field is invalid.
+	ErrBadConfig = errors.New("logroom: bad config")
+)
+
+// isConnErr reports whether err says the request's fate is unknown because
+// the connection or session went away.
+func isConnErr(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// zkError translates a ZooKeeper error at the package edge. Connection
+// trouble becomes ErrUnavailable, a closing connection ErrClosed; other
+// ZooKeeper errors are wrapped as they are. what names the operation.
+func zkError(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrClosing):
+		return fmt.Errorf("%s: %w (%w)", what, ErrClosed, err)
+	case isConnErr(err):
+		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}

@@ -1,0 +1,123 @@
+package logroom
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/stretchr/testify/require"
+)
+
+// shared is one 1-server ensemble for the tests that need no faults; each
+// test works under its own base path.
+var shared struct {
+	once sync.Once
+	e    *zkensemble.Ensemble
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.e != nil {
+		_ = shared.e.Close()
+	}
+	os.Exit(code)
+}
+
+// needZK fails under CI=true and skips otherwise when ZooKeeper is missing.
+func needZK(t testing.TB) {
+	t.Helper()
+	if err := zkensemble.Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v (CI=true: tests that need ZooKeeper fail instead of skipping)", err)
+		}
+		t.Skip(err)
+	}
+}
+
+func sharedZK(t testing.TB) *zkensemble.Ensemble {
+	t.Helper()
+	needZK(t)
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		shared.e, shared.err = zkensemble.Start(ctx, zkensemble.Options{Servers: 1})
+	})
+	require.NoError(t, shared.err)
+	return shared.e
+}
+
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func dial(t testing.TB, servers []string) *Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, DialConfig{Servers: servers, SessionTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// testBase is a base path unique to the test.
+func testBase(t testing.TB) string {
+	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
+	return "/t/" + r.Replace(t.Name())
+}
+
+func openRoom(t testing.TB, c *Client, name string) *Room {
+	t.Helper()
+	r, err := OpenRoom(testCtx(t, 30*time.Second), c, name, RoomOptions{Base: testBase(t)})
+	require.NoError(t, err)
+	return r
+}
+
+func newWriter(t testing.TB, r *Room, cfg WriterConfig) *Writer {
+	t.Helper()
+	w, err := r.NewWriter(testCtx(t, 30*time.Second), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+func payload(i int) []byte { return []byte(fmt.Sprintf("entry-%08d", i)) }
+
+// readN reads exactly n entries from rd and checks dense indexes.
+func readN(t testing.TB, ctx context.Context, rd *Reader, n int) []Entry {
+	t.Helper()
+	var out []Entry
+	for len(out) < n {
+		es, err := rd.Next(ctx)
+		require.NoError(t, err, "after %d of %d entries", len(out), n)
+		require.NotEmpty(t, es)
+		for _, e := range es {
+			if len(out) > 0 {
+				require.Equal(t, out[len(out)-1].Index+1, e.Index, "dense order")
+			}
+			out = append(out, e)
+		}
+	}
+	require.Len(t, out, n, "read past the expected end")
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,606 @@
+package logroom
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// batchState is what the writer knows about a batch it sent.
+type batchState int
+
+const (
+	batchSending batchState = iota // Multi in flight
+	batchLanded                    // the Multi succeeded or the exact bytes were read back
+	batchUnknown                   // reply lost or unexpected: resolve before going on
+	batchFenced                    // the fence check failed: a newer epoch exists
+)
+
+// batch is one batch znode of the writer's open channel.
+type batch struct {
+	first uint64
+	count int
+	path  string
+	data  []byte
+	// finish are the requests whose last entry is in this batch: they are
+	// answered when this batch and all earlier ones are acknowledged.
+	finish []*appendReq
+	// entries are kept only when OnCommit is set.
+	entries [][]byte
+	state   batchState
+}
+
+func (b *batch) last() uint64 { return b.first + uint64(b.count) - 1 }
+
+type batchResult struct {
+	b     *batch
+	state batchState
+	err   error
+}
+
+// loopState is owned by the loop goroutine (and by NewWriter before the
+// loop starts).
+type loopState struct {
+	ch        uint64 // open channel number
+	chPath    string
+	chFirst   uint64 // first index of the open channel
+	chVersion int32  // znode version of the open channel's meta
+	chBatches int    // batches created (or in flight) in the open channel
+	chBytes   int64  // their encoded bytes
+	// next is the next index to assign. Invariant: next-1 == last index of
+	// the newest batch formed (or the log end at takeover).
+	next uint64
+	// inflight holds the batches formed but not yet acknowledged, in index
+	// order; inflight[0].first == lastCommitted+1.
+	inflight []*batch
+	// sending counts send goroutines that have not reported yet.
+	sending int
+	// headOff is how many entries of queue[0] are already in batches.
+	headOff int
+	// reserved is the payload bytes of taken requests not yet in batches.
+	reserved int64
+	// sealedBytes is the batch bytes of the room's sealed channels, as of
+	// lastRefresh (plus channels this writer sealed since).
+	sealedBytes   int64
+	lastRefresh   time.Time
+	seenDeletions uint64
+
+	rotateWaiters []*rotateReq
+	autoRotate    bool
+	needResolve   bool
+	stopping      bool
+	lingerTimer   *time.Timer
+	lingerC       <-chan time.Time
+	lingerFired   bool
+	// dead, once set, is the terminal error: nothing more is sent.
+	dead error
+}
+
+// refreshInterval bounds how often a full room re-reads channel sizes.
+const refreshInterval = time.Second
+
+// run is the writer's loop: it forms batches, starts their Multis, orders
+// acknowledgements, rotates channels and resolves lost replies.
+func (w *Writer) run() {
+	defer close(w.done)
+	ls := &w.ls
+	for {
+		if ls.dead == nil {
+			if ls.needResolve {
+				if ls.sending == 0 {
+					w.resolve()
+					continue
+				}
+			} else {
+				w.fill()
+				// While stopping, only the partly sent head request may go on.
+				if len(ls.inflight) == 0 && (!ls.stopping || ls.headOff > 0) && w.rotationDue() {
+					w.rotate()
+					continue
+				}
+			}
+		}
+		if ls.stopping && ls.sending == 0 && (ls.dead != nil || (ls.headOff == 0 && !ls.needResolve)) {
+			w.shutdown()
+			return
+		}
+		select {
+		case res := <-w.results:
+			w.onResult(res)
+		case <-w.kick:
+		case req := <-w.rotateCh:
+			if ls.dead != nil {
+				req.done <- rotateResult{err: ls.dead}
+			} else {
+				ls.rotateWaiters = append(ls.rotateWaiters, req)
+			}
+		case <-ls.lingerC:
+			ls.lingerC, ls.lingerTimer = nil, nil
+			ls.lingerFired = true
+		case <-w.stop:
+			ls.stopping = true
+			// Queued requests fail; a partly sent head request is finished.
+			w.failQueued(fmt.Errorf("%w: writer", ErrClosed))
+		}
+	}
+}
+
+// rotationDue reports whether the open channel must be sealed before more
+// batches are formed.
+func (w *Writer) rotationDue() bool {
+	ls := &w.ls
+	if len(ls.rotateWaiters) > 0 || ls.autoRotate {
+		return true
+	}
+	if ls.chBatches >= w.cfg.MaxChannelBatches || ls.chBytes >= w.cfg.MaxChannelBytes {
+		ls.autoRotate = true
+		return true
+	}
+	return false
+}
+
+// fill forms and sends batches while in-flight slots are free.
+func (w *Writer) fill() {
+	ls := &w.ls
+	for len(ls.inflight) < w.cfg.MaxInFlight && !w.rotationDue() {
+		if w.cfg.Linger > 0 && !w.lingerDone() {
+			return
+		}
+		b := w.formBatch()
+		if b == nil {
+			return
+		}
+		ls.inflight = append(ls.inflight, b)
+		ls.chBatches++
+		ls.chBytes += int64(len(b.data))
+		ls.sending++
+		go w.send(b)
+	}
+}
+
+// lingerDone reports whether a batch may be formed now under Linger: a full
+// batch is queued, or the linger timer (started here) has fired.
+func (w *Writer) lingerDone() bool {
+	ls := &w.ls
+	w.mu.Lock()
+	queued, empty := w.queuedBytes, len(w.queue) == 0
+	w.mu.Unlock()
+	switch {
+	case empty:
+		return false
+	case queued+batchOverhead >= w.cfg.MaxBatchBytes || ls.lingerFired || ls.stopping:
+		w.stopLinger()
+		ls.lingerFired = false
+		return true
+	case ls.lingerTimer == nil:
+		ls.lingerTimer = time.NewTimer(w.cfg.Linger)
+		ls.lingerC = ls.lingerTimer.C
+	}
+	return false
+}
+
+func (w *Writer) stopLinger() {
+	ls := &w.ls
+	if ls.lingerTimer != nil {
+		ls.lingerTimer.Stop()
+		ls.lingerTimer, ls.lingerC = nil, nil
+	}
+}
+
+// formBatch takes queued entries up to MaxBatchBytes, assigns their
+// indexes and encodes the batch. It returns nil when nothing is queued.
+func (w *Writer) formBatch() *batch {
+	ls := &w.ls
+	limit := w.cfg.MaxBatchBytes - batchOverhead
+	var parts [][]byte
+	var entries [][]byte
+	size, count := 0, 0
+	b := &batch{first: ls.next}
+	w.mu.Lock()
+	for len(w.queue) > 0 {
+		r := w.queue[0]
+		if ls.headOff == 0 {
+			if r.state != reqQueued {
+				// Cancelled requests are removed by their caller under w.mu.
+				panic(fmt.Sprintf("logroom: queued request in state %d", r.state))
+			}
+			if !w.fitsLocked(r) && w.refreshDue() {
+				w.mu.Unlock()
+				w.refreshRoomBytes()
+				w.mu.Lock()
+				continue // the queue may have changed: look at its head again
+			}
+			if !w.fitsLocked(r) {
+				w.queue = w.queue[1:]
+				w.queuedBytes -= len(r.payload)
+				w.signalSpaceLocked()
+				r.state = reqTaken
+				r.done <- appendResult{err: fmt.Errorf("%w: room %q holds %d bytes, %d reserved, bound %d, append of %d bytes",
+					ErrRoomFull, w.room.name, ls.sealedBytes+ls.chBytes, ls.reserved, w.cfg.MaxRoomBytes, len(r.payload))}
+				continue
+			}
+			ls.reserved += int64(len(r.payload))
+			r.state = reqTaken
+		}
+		start := 0
+		if ls.headOff > 0 {
+			start = r.ends[ls.headOff-1]
+		}
+		j := ls.headOff
+		for j < len(r.ends) && size+(r.ends[j]-start) <= limit {
+			j++
+		}
+		// Entries [headOff, j) fit. At least one does in an empty batch:
+		// Append refused entries larger than maxEntry.
+		if j > ls.headOff {
+			end := r.ends[j-1]
+			parts = append(parts, r.payload[start:end])
+			size += end - start
+			ls.reserved -= int64(end - start)
+			if w.cfg.OnCommit != nil {
+				for k := ls.headOff; k < j; k++ {
+					s := 0
+					if k > 0 {
+						s = r.ends[k-1]
+					}
+					entries = append(entries, entryData(r.payload[s:r.ends[k]]))
+				}
+			}
+			count += j - ls.headOff
+		}
+		if j < len(r.ends) {
+			ls.headOff = j
+			break // batch full
+		}
+		// Request fully batched.
+		ls.headOff = 0
+		w.queue = w.queue[1:]
+		w.queuedBytes -= len(r.payload)
+		w.signalSpaceLocked()
+		r.last = ls.next + uint64(count) - 1
+		b.finish = append(b.finish, r)
+	}
+	w.mu.Unlock()
+	if count == 0 {
+		return nil
+	}
+	b.count = count
+	b.entries = entries
+	b.path = w.room.batchPath(ls.ch, b.first)
+	b.data = encodeBatchParts(w.epoch, b.first, count, size, parts...)
+	ls.next += uint64(count)
+	return b
+}
+
+// entryData strips the uvarint length prefix of one framed entry.
+func entryData(framed []byte) []byte {
+	for i, c := range framed {
+		if c < 0x80 {
+			return framed[i+1:]
+		}
+	}
+	return nil
+}
+
+// fitsLocked applies the room byte bound to a request about to be taken.
+func (w *Writer) fitsLocked(r *appendReq) bool {
+	ls := &w.ls
+	return ls.sealedBytes+ls.chBytes+ls.reserved+int64(len(r.payload)) <= w.cfg.MaxRoomBytes
+}
+
+// refreshDue reports whether a full room should re-read its accounting
+// (deleted channels free space): at most once per refreshInterval, or at
+// once when this Room deleted a channel since the last refresh.
+func (w *Writer) refreshDue() bool {
+	ls := &w.ls
+	return w.room.deletions.Load() != ls.seenDeletions || time.Since(ls.lastRefresh) >= refreshInterval
+}
+
+// refreshRoomBytes re-reads the sealed channels' byte counts.
+func (w *Writer) refreshRoomBytes() {
+	ls := &w.ls
+	ls.lastRefresh = time.Now()
+	seen := w.room.deletions.Load()
+	ctx, cancel := context.WithTimeout(w.lifeCtx, 10*time.Second)
+	defer cancel()
+	infos, err := w.room.Channels(ctx)
+	if err != nil {
+		w.log.Warn("refreshing room bytes failed", "err", err)
+		return
+	}
+	var sealed int64
+	for _, ci := range infos {
+		if ci.Sealed && ci.Num != ls.ch {
+			sealed += ci.Bytes
+		}
+	}
+	ls.sealedBytes, ls.seenDeletions = sealed, seen
+}
+
+// send runs one batch's fenced Multi and reports its outcome to the loop.
+func (w *Writer) send(b *batch) {
+	res, err := w.c.conn.Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.acl})
+	i, err := multiErr(res, err)
+	st := batchLanded
+	switch {
+	case err == nil:
+	case i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+		st = batchFenced
+	default:
+		// Connection loss (applied or not), NodeExists (an earlier attempt
+		// landed?) or anything unexpected: resolve by reading back.
+		st = batchUnknown
+	}
+	w.results <- batchResult{b: b, state: st, err: err}
+}
+
+// onResult records a Multi outcome and acknowledges what it can.
+func (w *Writer) onResult(res batchResult) {
+	ls := &w.ls
+	ls.sending--
+	res.b.state = res.state
+	switch res.state {
+	case batchFenced:
+		w.log.Warn("batch fenced: a newer epoch exists", "first", res.b.first)
+		ls.needResolve = true
+	case batchUnknown:
+		if !ls.needResolve {
+			w.log.Warn("batch outcome unknown; pausing to resolve", "first", res.b.first, "err", res.err)
+		}
+		ls.needResolve = true
+	}
+	w.ackLanded()
+}
+
+// ackLanded acknowledges the landed batches at the head of inflight.
+func (w *Writer) ackLanded() {
+	ls := &w.ls
+	for len(ls.inflight) > 0 && ls.inflight[0].state == batchLanded {
+		b := ls.inflight[0]
+		ls.inflight = ls.inflight[1:]
+		w.lastCommitted.Store(b.last())
+		for _, r := range b.finish {
+			r.done <- appendResult{last: r.last}
+		}
+		if w.cfg.OnCommit != nil {
+			es := make([]Entry, len(b.entries))
+			for i, d := range b.entries {
+				es[i] = Entry{Index: b.first + uint64(i), Epoch: w.epoch, Data: d}
+			}
+			w.cfg.OnCommit(es)
+		}
+	}
+}
+
+// failFrom fails every unacknowledged batch from inflight[i] on with err,
+// and the request partially batched (if any).
+func (w *Writer) failFrom(i int, err error) {
+	ls := &w.ls
+	for _, b := range ls.inflight[i:] {
+		for _, r := range b.finish {
+			r.done <- appendResult{err: err}
+		}
+	}
+	ls.inflight = ls.inflight[:i]
+	w.mu.Lock()
+	if ls.headOff > 0 && len(w.queue) > 0 {
+		// Part of it was in the failed batches; the rest was never sent.
+		r := w.queue[0]
+		w.queue = w.queue[1:]
+		w.queuedBytes -= len(r.payload)
+		w.signalSpaceLocked()
+		ls.headOff, ls.reserved = 0, 0
+		r.done <- appendResult{err: err}
+	}
+	w.mu.Unlock()
+}
+
+// failQueued answers every queued request with err (nothing of them was
+// sent) and makes err the answer to future appends.
+func (w *Writer) failQueued(err error) {
+	ls := &w.ls
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failErr == nil || errors.Is(err, ErrFenced) {
+		w.failErr = err
+	}
+	for i, r := range w.queue {
+		if i == 0 && ls.headOff > 0 {
+			continue // partially sent: answered with its batches' outcome
+		}
+		r.state = reqTaken
+		r.done <- appendResult{err: err}
+	}
+	if ls.headOff > 0 && len(w.queue) > 0 {
+		w.queue = w.queue[:1]
+		w.queuedBytes = len(w.queue[0].payload)
+	} else {
+		w.queue, w.queuedBytes = nil, 0
+	}
+	w.signalSpaceLocked()
+}
+
+// die makes err terminal: the unacknowledged batches from inflight[i] on
+// and every queued request fail with it, rotations too.
+func (w *Writer) die(i int, err error) {
+	ls := &w.ls
+	ls.dead = err
+	ls.needResolve = false
+	w.failFrom(i, err)
+	w.failQueued(err)
+	for _, rq := range ls.rotateWaiters {
+		rq.done <- rotateResult{err: err}
+	}
+	ls.rotateWaiters = nil
+	w.log.Warn("writer stopped", "err", err)
+}
+
+// shutdown ends the loop after Close once no Multi is in flight.
+func (w *Writer) shutdown() {
+	ls := &w.ls
+	w.stopLinger()
+	w.ackLanded()
+	if len(ls.inflight) > 0 || ls.headOff > 0 {
+		err := fmt.Errorf("%w: writer closed before the outcome was known", ErrOutcomeUnknown)
+		if ls.dead != nil {
+			err = ls.dead
+		}
+		w.failFrom(0, err)
+	}
+	for _, rq := range ls.rotateWaiters {
+		rq.done <- rotateResult{err: fmt.Errorf("%w: writer", ErrClosed)}
+	}
+	ls.rotateWaiters = nil
+}
+
+// resolve learns the fate of every unacknowledged batch after a lost reply
+// or a failed fence, in index order, before anything else is sent. See
+// doc.go, protocol "Connection loss".
+func (w *Writer) resolve() {
+	ls := &w.ls
+	ctx := w.lifeCtx
+	fenced := false
+	synced := false
+	for _, b := range ls.inflight {
+		if b.state == batchFenced {
+			fenced = true
+		}
+	}
+	i := 0
+	for ; i < len(ls.inflight); i++ {
+		b := ls.inflight[i]
+		if b.state == batchLanded {
+			continue
+		}
+		st, err := w.resolveBatch(ctx, b, fenced, &synced)
+		switch st {
+		case batchLanded:
+			b.state = batchLanded
+			continue
+		case batchFenced:
+			if !fenced {
+				// Fenced now: re-check this batch under the fenced rule.
+				fenced, synced = true, false
+				i--
+				continue
+			}
+			w.ackLanded()
+			w.die(0, fmt.Errorf("%w: room %q: epoch %d superseded (batch %d not committed)", ErrFenced, w.room.name, w.epoch, b.first))
+			return
+		default:
+			w.ackLanded()
+			w.die(0, fmt.Errorf("%w: room %q batch %s: %v", ErrOutcomeUnknown, w.room.name, b.path, err))
+			return
+		}
+	}
+	w.ackLanded()
+	if fenced {
+		w.die(0, fmt.Errorf("%w: room %q: epoch %d superseded", ErrFenced, w.room.name, w.epoch))
+		return
+	}
+	ls.needResolve = false
+	w.log.Info("resolved unacknowledged batches; resuming", "last_committed", w.LastCommitted())
+}
+
+// resolveBatch decides one batch. Not fenced: read it back after a sync;
+// present with our bytes → landed; absent → resend (fenced); another
+// writer's bytes → fenced. Fenced: only a read (a newer epoch exists, so
+// nothing of ours can land any more): present with our bytes → landed,
+// else fenced. It returns batchUnknown with a reason when it cannot decide.
+func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced *bool) (batchState, error) {
+	var bo backoff
+	for {
+		if err := w.c.waitSession(ctx); err != nil {
+			return batchUnknown, err
+		}
+		if !*synced {
+			if _, err := w.c.conn.Sync(w.ls.chPath); err != nil {
+				if isConnErr(err) {
+					if err := bo.wait(ctx); err != nil {
+						return batchUnknown, err
+					}
+					continue
+				}
+				return batchUnknown, err
+			}
+			*synced = true
+		}
+		data, _, err := w.c.conn.Get(b.path)
+		switch {
+		case err == nil:
+			if bytes.Equal(data, b.data) {
+				return batchLanded, nil
+			}
+			w.log.Warn("batch name holds another writer's data", "path", b.path)
+			return batchFenced, nil
+		case errors.Is(err, zk.ErrNoNode):
+			if fenced {
+				return batchFenced, nil
+			}
+		case isConnErr(err):
+			*synced = false
+			if err := bo.wait(ctx); err != nil {
+				return batchUnknown, err
+			}
+			continue
+		default:
+			return batchUnknown, err
+		}
+		// Absent: resend the same bytes, fenced.
+		res, err := w.c.conn.Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.acl})
+		i, err := multiErr(res, err)
+		switch {
+		case err == nil:
+			return batchLanded, nil
+		case i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+			return batchFenced, nil
+		case errors.Is(err, zk.ErrNodeExists):
+			continue // an earlier attempt landed meanwhile: compare bytes
+		case isConnErr(err):
+			*synced = false
+			if err := bo.wait(ctx); err != nil {
+				return batchUnknown, err
+			}
+		case errors.Is(err, zk.ErrNoNode):
+			return batchUnknown, fmt.Errorf("channel %s is gone", w.ls.chPath)
+		default:
+			return batchUnknown, err
+		}
+	}
+}
+
+// rotate seals the open channel at next-1 and opens the next one (one
+// fenced Multi); called with nothing in flight.
+func (w *Writer) rotate() {
+	ls := &w.ls
+	sealed := channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
+		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches}
+	next := channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch}
+	nextNum := ls.ch + 1
+	nextPath := w.room.channelPath(nextNum)
+	err := w.fencedWrite(w.lifeCtx, "rotate", w.hasData(nextPath, encodeMeta(next)),
+		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(sealed), Version: ls.chVersion},
+		&zk.CreateRequest{Path: nextPath, Data: encodeMeta(next), Acl: w.c.acl})
+	if err != nil {
+		if !errors.Is(err, ErrFenced) && !errors.Is(err, ErrOutcomeUnknown) {
+			err = fmt.Errorf("%w: rotate: %w", ErrOutcomeUnknown, err)
+		}
+		w.die(0, err)
+		return
+	}
+	info := sealed.info(ls.ch)
+	w.log.Info("channel rotated", "sealed", ls.ch, "first", sealed.First, "last", sealed.Last,
+		"batches", sealed.Batches, "bytes", sealed.Bytes, "next", nextNum)
+	ls.sealedBytes += ls.chBytes
+	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = nextNum, nextPath, next.First, 0
+	ls.chBatches, ls.chBytes = 0, 0
+	ls.autoRotate = false
+	for _, rq := range ls.rotateWaiters {
+		rq.done <- rotateResult{info: info}
+	}
+	ls.rotateWaiters = nil
+}

@@ -1,0 +1,403 @@
+package logroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Reader delivers a room's entries in index order, exactly once, across
+// channels. It waits on watches (an ExistsW on the next batch name and one
+// GetW on the current channel znode for the seal), never on a timer. A
+// Reader is not safe for concurrent use.
+type Reader struct {
+	room *Room
+	c    *Client
+	log  *slog.Logger
+
+	// bpos is the first index of the next batch to read (a batch name).
+	bpos uint64
+	// skipTo: entries below it are not delivered (Tail from mid-batch).
+	// Position() == max(bpos, skipTo).
+	skipTo uint64
+	// located is false until the current channel is known.
+	located bool
+	ch      uint64      // current channel number
+	chPath  string      // its znode path
+	meta    channelMeta // its meta as last read
+	// lastEpoch is the epoch of the last batch delivered.
+	lastEpoch uint64
+	// chWatch is the armed GetW watch on chPath (nil: none armed or fired).
+	chWatch <-chan zk.Event
+	// exWatch is the armed ExistsW watch on exPath (nil: none).
+	exWatch <-chan zk.Event
+	exPath  string
+	// arm: we are caught up, so the next step arms the ExistsW watch first
+	// instead of reading (two round trips per batch instead of three).
+	arm bool
+	// fired: a watch fired since the last read; read before waiting again.
+	fired bool
+	// err is sticky: ErrCorrupt or ErrCompacted.
+	err    error
+	closed bool
+}
+
+// Tail returns a Reader whose first entry delivered has Index == from
+// (from 0 means 1). from must not exceed the end of the log + 1 by more than
+// what the writer will write (a replica's applied index + 1 always works).
+// A from inside a deleted channel fails with ErrCompacted.
+func (r *Room) Tail(ctx context.Context, from uint64) (*Reader, error) {
+	if from == 0 {
+		from = 1
+	}
+	rd := &Reader{room: r, c: r.c, log: r.log, bpos: from, skipTo: from}
+	var bo backoff
+	for !rd.located {
+		err := rd.locate(ctx, false)
+		if err == nil || errors.Is(err, errNoChannel) {
+			break // with no channel yet, Next waits for the first one
+		}
+		if !isConnErr(err) {
+			return nil, err
+		}
+		if err := r.c.waitSession(ctx); err != nil {
+			return nil, err
+		}
+		if err := bo.wait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return rd, nil
+}
+
+// Position returns the next index the reader will deliver.
+func (rd *Reader) Position() uint64 { return max(rd.bpos, rd.skipTo) }
+
+// Close marks the reader closed. Watches it armed fire into buffered
+// channels nobody reads; go-zookeeper cannot cancel them.
+func (rd *Reader) Close() error {
+	rd.closed = true
+	return nil
+}
+
+// Next blocks until at least one entry is available and returns the
+// entries of the next batch (from Position()). Connection loss and session
+// expiry are retried with backoff from the same position. ErrCorrupt and
+// ErrCompacted are sticky; ctx's error is not.
+func (rd *Reader) Next(ctx context.Context) ([]Entry, error) {
+	if rd.closed {
+		return nil, fmt.Errorf("%w: reader", ErrClosed)
+	}
+	if rd.err != nil {
+		return nil, rd.err
+	}
+	var bo backoff
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		es, err := rd.step(ctx)
+		switch {
+		case err == nil && len(es) > 0:
+			return es, nil
+		case err == nil:
+			continue
+		case isConnErr(err):
+			rd.log.Debug("reader: zookeeper unavailable; retrying", "position", rd.Position(), "err", err)
+			if werr := rd.c.waitSession(ctx); werr != nil {
+				return nil, werr
+			}
+			if werr := bo.wait(ctx); werr != nil {
+				return nil, werr
+			}
+			continue
+		case errors.Is(err, zk.ErrClosing):
+			return nil, fmt.Errorf("%w: client", ErrClosed)
+		case ctx.Err() != nil:
+			return nil, err
+		case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrCompacted):
+			rd.err = err
+			rd.log.Error("reader stopped", "err", err)
+			return nil, err
+		default:
+			return nil, zkError("logroom: read", err)
+		}
+	}
+}
+
+// errNoChannel: the room has no channel yet (locate without waiting).
+var errNoChannel = errors.New("logroom: no channel yet")
+
+// locate finds the channel holding Position() and the batch boundary to
+// read from. With no channel yet it waits for channel 1 when wait is set,
+// else returns errNoChannel.
+func (rd *Reader) locate(ctx context.Context, wait bool) error {
+	r := rd.room
+	pos := rd.skipTo
+	nums, err := r.channelNums(ctx)
+	if err != nil {
+		return err
+	}
+	if len(nums) == 0 {
+		if !wait {
+			return errNoChannel
+		}
+		ok, _, ech, err := rd.c.conn.ExistsW(r.channelPath(1))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			select {
+			case <-ech:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	for i := len(nums) - 1; i >= 0; i-- {
+		m, _, err := r.readChannel(ctx, nums[i])
+		if errors.Is(err, zk.ErrNoNode) {
+			if i == 0 {
+				return fmt.Errorf("%w: room %q: index %d (channel %d deleted)", ErrCompacted, r.name, pos, nums[i])
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m.First > pos {
+			if i == 0 {
+				return fmt.Errorf("%w: room %q: index %d precedes the oldest channel %d (first index %d)",
+					ErrCompacted, r.name, pos, nums[i], m.First)
+			}
+			continue
+		}
+		rd.setChannel(nums[i], m)
+		rd.bpos = m.First
+		if pos > m.First {
+			if err := rd.seek(ctx, pos); err != nil {
+				return err
+			}
+		}
+		rd.located = true
+		return nil
+	}
+	return fmt.Errorf("%w: room %q: index %d", ErrCompacted, r.name, pos)
+}
+
+// seek sets bpos to the batch boundary at or before pos in the current
+// channel: pos itself when b-pos exists, else (listing the channel once) the
+// first of the batch holding pos, or the end of the batch before pos.
+func (rd *Reader) seek(ctx context.Context, pos uint64) error {
+	r := rd.room
+	ok, _, err := rd.c.conn.Exists(r.batchPath(rd.ch, pos))
+	if err != nil {
+		return err
+	}
+	if ok {
+		rd.bpos = pos
+		return nil
+	}
+	names, _, err := rd.c.conn.Children(rd.chPath)
+	if err != nil {
+		return err
+	}
+	best := uint64(0)
+	for _, n := range names {
+		if f, ok := parseNum(n, batchPrefix); ok && f < pos && f >= rd.meta.First && f > best {
+			best = f
+		}
+	}
+	if best == 0 {
+		return nil // nothing before pos: read from the channel's first batch
+	}
+	path := r.batchPath(rd.ch, best)
+	data, _, err := rd.c.conn.Get(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: room %q channel %d: batch %s vanished", ErrCompacted, r.name, rd.ch, path)
+	}
+	if err != nil {
+		return err
+	}
+	b, err := DecodeBatch(data)
+	if err == nil && (b.First != best || b.Count == 0) {
+		err = fmt.Errorf("%w: batch first %d count %d, expected first %d", ErrCorrupt, b.First, b.Count, best)
+	}
+	if err != nil {
+		return r.corrupt(rd.ch, path, err)
+	}
+	if b.Last() >= pos {
+		rd.bpos = best
+	} else {
+		rd.bpos = b.First + uint64(b.Count)
+	}
+	return nil
+}
+
+func (rd *Reader) setChannel(num uint64, m channelMeta) {
+	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
+	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
+}
+
+// step makes one unit of progress: it returns entries, or nil after moving
+// on (channel change, a watch fired), or an error.
+func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
+	if !rd.located {
+		return nil, rd.locate(ctx, true)
+	}
+	path := rd.room.batchPath(rd.ch, rd.bpos)
+	if !rd.arm || rd.fired {
+		viaWatch := rd.fired
+		rd.fired = false
+		data, _, err := rd.c.conn.Get(path)
+		if err == nil {
+			// Arrived through a watch: we are caught up, so the next batch
+			// is most likely absent too; arm its watch instead of reading.
+			rd.arm = viaWatch
+			return rd.deliver(path, data)
+		}
+		if !errors.Is(err, zk.ErrNoNode) {
+			return nil, err
+		}
+	}
+	rd.arm = true
+	// The next batch is absent (or we are caught up and have not armed its
+	// watch yet). First make sure the channel is not finished.
+	if rd.chWatch == nil {
+		data, _, ech, err := rd.c.conn.GetW(rd.chPath)
+		if errors.Is(err, zk.ErrNoNode) {
+			if rd.meta.Sealed && rd.bpos > rd.meta.Last {
+				return nil, rd.nextChannel(ctx)
+			}
+			return nil, fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
+				ErrCompacted, rd.room.name, rd.ch, rd.Position())
+		}
+		if err != nil {
+			return nil, err
+		}
+		m, err := decodeChannelMeta(data)
+		if err != nil {
+			return nil, rd.room.corrupt(rd.ch, rd.chPath, err)
+		}
+		rd.meta, rd.chWatch = m, ech
+	}
+	if rd.meta.Sealed {
+		if rd.bpos > rd.meta.Last {
+			return nil, rd.nextChannel(ctx)
+		}
+		// Sealed before our read ended: the batch must be there now.
+		data, _, err := rd.c.conn.Get(path)
+		if err == nil {
+			return rd.deliver(path, data)
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, rd.room.corrupt(rd.ch, path, fmt.Errorf("%w: batch missing in a channel sealed at index %d",
+				ErrCorrupt, rd.meta.Last))
+		}
+		return nil, err
+	}
+	if rd.exPath != path {
+		ok, _, ech, err := rd.c.conn.ExistsW(path)
+		if err != nil {
+			return nil, err
+		}
+		rd.exPath, rd.exWatch = path, ech
+		if ok {
+			// Created meanwhile (the writer is ahead): read it, and keep
+			// reading without watches while behind. This ExistsW left a data
+			// watch on an immutable node; it fires when the channel is deleted.
+			rd.arm = false
+			return nil, nil
+		}
+	}
+	select {
+	case <-rd.exWatch:
+		// Created (or, after session expiry, EventNotWatching): read, and
+		// re-arm if still absent.
+		rd.exWatch, rd.exPath, rd.fired = nil, "", true
+	case ev := <-rd.chWatch:
+		rd.chWatch, rd.fired = nil, true
+		if ev.Type == zk.EventNotWatching {
+			rd.exWatch, rd.exPath = nil, ""
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return nil, nil
+}
+
+// nextChannel moves from the sealed current channel to the next one, which
+// must exist and start right after the seal.
+func (rd *Reader) nextChannel(ctx context.Context) error {
+	r := rd.room
+	num := rd.ch + 1
+	path := r.channelPath(num)
+	data, _, err := rd.c.conn.Get(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		nums, lerr := r.channelNums(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		for _, n := range nums {
+			if n > num {
+				return fmt.Errorf("%w: room %q: channel %d deleted before the reader reached it", ErrCompacted, r.name, num)
+			}
+		}
+		return r.corrupt(rd.ch, rd.chPath, fmt.Errorf("%w: channel sealed at index %d has no successor channel %d",
+			ErrCorrupt, rd.meta.Last, num))
+	}
+	if err != nil {
+		return err
+	}
+	m, err := decodeChannelMeta(data)
+	if err != nil {
+		return r.corrupt(num, path, err)
+	}
+	if m.First != rd.meta.Last+1 {
+		return r.corrupt(num, path, fmt.Errorf("%w: channel first index %d, previous channel %d sealed at %d",
+			ErrCorrupt, m.First, rd.ch, rd.meta.Last))
+	}
+	prev := rd.ch
+	rd.setChannel(num, m)
+	if rd.bpos < m.First || rd.bpos > m.First {
+		// bpos past the seal only after a Tail beyond the log end.
+		rd.bpos = m.First
+	}
+	rd.arm = false
+	rd.log.Debug("reader crossed channels", "from", prev, "to", num, "first", m.First)
+	return nil
+}
+
+// deliver validates one batch read at path and returns its entries from
+// Position() on. Nothing of an invalid batch is delivered.
+func (rd *Reader) deliver(path string, data []byte) ([]Entry, error) {
+	b, err := DecodeBatch(data)
+	switch {
+	case err != nil:
+	case b.First != rd.bpos:
+		err = fmt.Errorf("%w: batch first index %d, expected %d", ErrCorrupt, b.First, rd.bpos)
+	case b.Count == 0:
+		err = fmt.Errorf("%w: empty batch", ErrCorrupt)
+	case b.Epoch < rd.lastEpoch:
+		err = fmt.Errorf("%w: batch epoch %d below the previous batch's epoch %d", ErrCorrupt, b.Epoch, rd.lastEpoch)
+	case rd.meta.Sealed && b.Last() > rd.meta.Last:
+		err = fmt.Errorf("%w: batch ends at %d, past the channel's seal at %d", ErrCorrupt, b.Last(), rd.meta.Last)
+	}
+	if err != nil {
+		return nil, rd.room.corrupt(rd.ch, path, err)
+	}
+	rd.lastEpoch = b.Epoch
+	rd.bpos = b.First + uint64(b.Count)
+	out := make([]Entry, 0, b.Count)
+	for i, d := range b.Entries {
+		idx := b.First + uint64(i)
+		if idx >= rd.skipTo {
+			out = append(out, Entry{Index: idx, Epoch: b.Epoch, Data: d})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,567 @@
+package logroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// DefaultBase is the parent znode of all rooms unless RoomOptions.Base says
+// otherwise.
+const DefaultBase = "/roomlog"
+
+// MaxNameBytes bounds a room name.
+const MaxNameBytes = 200
+
+const (
+	roomFormatVersion    = 1
+	channelFormatVersion = 1
+	epochFormatVersion   = 1
+
+	epochNode    = "epoch"
+	channelsNode = "channels"
+)
+
+// reservedNames may not be used as room names: "zookeeper" is reserved by
+// ZooKeeper itself, the others are the children of a room, reserved so that
+// a room can never be confused with a room's subtree when base paths nest.
+var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints"}
+
+// ValidateName checks a room name: non-empty, at most MaxNameBytes bytes,
+// valid UTF-8, no '/', not "." or "..", not reserved, and no control or
+// other characters ZooKeeper refuses in paths. The error wraps ErrBadName.
+func ValidateName(name string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: room name %q: %s", ErrBadName, name, why) }
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty room name", ErrBadName)
+	case len(name) > MaxNameBytes:
+		return bad(fmt.Sprintf("%d bytes, at most %d", len(name), MaxNameBytes))
+	case !utf8.ValidString(name):
+		return bad("not valid UTF-8")
+	case strings.ContainsRune(name, '/'):
+		return bad("contains '/'")
+	case name == "." || name == "..":
+		return bad("is a relative path element")
+	case slices.Contains(reservedNames, name):
+		return bad("reserved")
+	}
+	for _, r := range name {
+		// The ranges ZooKeeper's PathUtils rejects, plus unicode controls.
+		if unicode.IsControl(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return bad(fmt.Sprintf("contains character %U", r))
+		}
+	}
+	return nil
+}
+
+// validateBase checks a base path: absolute, at least one component, each a
+// valid name except that only "zookeeper" as the first component is refused.
+func validateBase(base string) error {
+	if !strings.HasPrefix(base, "/") || base == "/" || strings.HasSuffix(base, "/") {
+		return fmt.Errorf("%w: base path %q must be absolute with at least one component and no trailing '/'", ErrBadName, base)
+	}
+	for i, p := range strings.Split(base[1:], "/") {
+		err := ValidateName(p)
+		if err != nil && !(i > 0 && slices.Contains(reservedNames[1:], p)) {
+			return fmt.Errorf("%w: base path %q: component %q", ErrBadName, base, p)
+		}
+	}
+	return nil
+}
+
+// roomMeta is the data of the room znode.
+type roomMeta struct {
+	Version int   `msgpack:"v"`
+	Created int64 `msgpack:"created"` // unix milliseconds
+}
+
+// epochMeta is the data of the epoch znode. Its znode version is the fence.
+type epochMeta struct {
+	Version int    `msgpack:"v"`
+	Epoch   uint64 `msgpack:"epoch"`
+	Owner   string `msgpack:"owner"`
+	// Nonce identifies the writer that set it, so a writer can recognise its
+	// own CAS after a connection loss.
+	Nonce uint64 `msgpack:"nonce"`
+}
+
+// channelMeta is the data of a channel znode.
+type channelMeta struct {
+	Version int    `msgpack:"v"`
+	First   uint64 `msgpack:"first"` // index of the channel's first entry
+	Epoch   uint64 `msgpack:"epoch"` // epoch of the writer that opened (or reused) it
+	Sealed  bool   `msgpack:"sealed"`
+	Last    uint64 `msgpack:"last"`    // last index when sealed (First-1 if empty)
+	Bytes   int64  `msgpack:"bytes"`   // batch znode data bytes when sealed
+	Batches int    `msgpack:"batches"` // batch znodes in the chain when sealed
+}
+
+func encodeMeta(v any) []byte {
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		// The meta structs hold only integers, booleans and strings.
+		panic(fmt.Sprintf("logroom: encode meta %T: %v", v, err))
+	}
+	return b
+}
+
+func decodeChannelMeta(data []byte) (channelMeta, error) {
+	var m channelMeta
+	if err := msgpack.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: channel meta: %v", ErrCorrupt, err)
+	}
+	if m.Version != channelFormatVersion {
+		return m, fmt.Errorf("%w: channel meta: unknown format version %d", ErrCorrupt, m.Version)
+	}
+	if m.First == 0 || (m.Sealed && m.Last+1 < m.First) {
+		return m, fmt.Errorf("%w: channel meta: first %d last %d sealed %v", ErrCorrupt, m.First, m.Last, m.Sealed)
+	}
+	return m, nil
+}
+
+func decodeEpochMeta(data []byte) (epochMeta, error) {
+	var m epochMeta
+	if err := msgpack.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: epoch znode: %v", ErrCorrupt, err)
+	}
+	if m.Version != epochFormatVersion {
+		return m, fmt.Errorf("%w: epoch znode: unknown format version %d", ErrCorrupt, m.Version)
+	}
+	return m, nil
+}
+
+func (m channelMeta) info(num uint64) ChannelInfo {
+	ci := ChannelInfo{Num: num, FirstIndex: m.First, LastIndex: m.First - 1, Epoch: m.Epoch, Sealed: m.Sealed}
+	if m.Sealed {
+		ci.LastIndex, ci.Bytes, ci.Batches = m.Last, m.Bytes, m.Batches
+	}
+	return ci
+}
+
+// RoomOptions configures OpenRoom.
+type RoomOptions struct {
+	Base   string       // parent znode of rooms, default DefaultBase
+	Logger *slog.Logger // nil: discard
+}
+
+// Room is one replicated log: a znode subtree under base. It is safe for
+// concurrent use; it holds no state but paths and a deletion counter.
+type Room struct {
+	c    *Client
+	name string
+	root string
+	log  *slog.Logger
+	// deletions counts DeleteChannel calls through this Room, so a Writer on
+	// it refreshes its byte accounting promptly after space was freed.
+	deletions atomic.Uint64
+}
+
+// OpenRoom opens the room name under opts.Base, creating it when absent. The
+// room znode, its epoch znode and its channels znode are created in one
+// Multi, so concurrent openers agree and a room is never half-created.
+func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*Room, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if opts.Base == "" {
+		opts.Base = DefaultBase
+	}
+	if err := validateBase(opts.Base); err != nil {
+		return nil, err
+	}
+	r := &Room{c: c, name: name, root: opts.Base + "/" + name}
+	r.log = discardLogger(opts.Logger).With("room", name)
+	if err := c.ensurePath(ctx, opts.Base); err != nil {
+		return nil, err
+	}
+	meta := encodeMeta(roomMeta{Version: roomFormatVersion, Created: time.Now().UnixMilli()})
+	epoch := encodeMeta(epochMeta{Version: epochFormatVersion})
+	err := c.retry(ctx, func() error {
+		_, e := multiErr(c.conn.Multi(
+			&zk.CreateRequest{Path: r.root, Data: meta, Acl: c.acl},
+			&zk.CreateRequest{Path: r.Path(epochNode), Data: epoch, Acl: c.acl},
+			&zk.CreateRequest{Path: r.Path(channelsNode), Acl: c.acl},
+		))
+		return e
+	})
+	switch {
+	case err == nil:
+		r.log.Info("room created", "path", r.root)
+	case errors.Is(err, zk.ErrNodeExists):
+	default:
+		return nil, zkError("logroom: create room "+r.root, err)
+	}
+	data, _, err := c.get(ctx, r.root)
+	if err != nil {
+		return nil, zkError("logroom: open room "+r.root, err)
+	}
+	var rm roomMeta
+	if err := msgpack.Unmarshal(data, &rm); err != nil || rm.Version != roomFormatVersion {
+		return nil, fmt.Errorf("%w: room %q: znode %s is not a room (version %d, %v)", ErrCorrupt, name, r.root, rm.Version, err)
+	}
+	return r, nil
+}
+
+// Name returns the room name.
+func (r *Room) Name() string { return r.name }
+
+// Path joins sub to the room's znode path: r.Path("members").
+func (r *Room) Path(sub ...string) string {
+	if len(sub) == 0 {
+		return r.root
+	}
+	return r.root + "/" + strings.Join(sub, "/")
+}
+
+// Client returns the room's client.
+func (r *Room) Client() *Client { return r.c }
+
+func (r *Room) channelPath(num uint64) string { return r.Path(channelsNode, channelName(num)) }
+func (r *Room) batchPath(num, first uint64) string {
+	return r.Path(channelsNode, channelName(num), batchName(first))
+}
+
+// corrupt builds an ErrCorrupt naming room, channel and znode.
+func (r *Room) corrupt(num uint64, path string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
+	return fmt.Errorf("%w: room %q channel %d znode %s: %s", ErrCorrupt, r.name, num, path, msg)
+}
+
+// Epoch returns the current epoch (0 before the first writer).
+func (r *Room) Epoch(ctx context.Context) (uint64, error) {
+	m, _, err := r.readEpoch(ctx)
+	return m.Epoch, err
+}
+
+func (r *Room) readEpoch(ctx context.Context) (epochMeta, int32, error) {
+	data, stat, err := r.c.get(ctx, r.Path(epochNode))
+	if errors.Is(err, zk.ErrNoNode) {
+		return epochMeta{}, 0, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
+	}
+	if err != nil {
+		return epochMeta{}, 0, zkError("logroom: read epoch", err)
+	}
+	m, err := decodeEpochMeta(data)
+	if err != nil {
+		return m, 0, fmt.Errorf("%w: room %q znode %s", err, r.name, r.Path(epochNode))
+	}
+	return m, stat.Version, nil
+}
+
+// ChannelInfo describes one channel. LastIndex, Bytes and Batches are
+// meaningful once Sealed; for the open channel LastIndex is FirstIndex-1.
+type ChannelInfo struct {
+	Num, FirstIndex, LastIndex uint64
+	Epoch                      uint64
+	Sealed                     bool
+	Bytes                      int64
+	Batches                    int
+}
+
+// channelNums lists the channel numbers, ascending.
+func (r *Room) channelNums(ctx context.Context) ([]uint64, error) {
+	names, err := r.c.children(ctx, r.Path(channelsNode))
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
+	}
+	if err != nil {
+		return nil, zkError("logroom: list channels", err)
+	}
+	nums := make([]uint64, 0, len(names))
+	for _, n := range names {
+		if num, ok := parseNum(n, channelPrefix); ok {
+			nums = append(nums, num)
+		}
+	}
+	slices.Sort(nums)
+	return nums, nil
+}
+
+// readChannel reads a channel's meta and znode version. A missing channel
+// yields zk.ErrNoNode (wrapped).
+func (r *Room) readChannel(ctx context.Context, num uint64) (channelMeta, int32, error) {
+	path := r.channelPath(num)
+	data, stat, err := r.c.get(ctx, path)
+	if err != nil {
+		return channelMeta{}, 0, zkError("logroom: read channel "+path, err)
+	}
+	m, err := decodeChannelMeta(data)
+	if err != nil {
+		return m, 0, r.corrupt(num, path, err)
+	}
+	return m, stat.Version, nil
+}
+
+// Channels lists the room's channels in ascending order.
+func (r *Room) Channels(ctx context.Context) ([]ChannelInfo, error) {
+	nums, err := r.channelNums(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]ChannelInfo, len(nums))
+	found := make([]bool, len(nums))
+	err = parallel(len(nums), 16, func(i int) error {
+		m, _, err := r.readChannel(ctx, nums[i])
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil // deleted since the listing
+		}
+		if err != nil {
+			return err
+		}
+		infos[i], found[i] = m.info(nums[i]), true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := infos[:0]
+	for i := range infos {
+		if found[i] {
+			out = append(out, infos[i])
+		}
+	}
+	return out, nil
+}
+
+// deleteChunk bounds the deletes of one Multi.
+const deleteChunk = 200
+
+// DeleteChannel deletes a sealed channel: its batch znodes first (in Multis
+// of up to 200 deletes), then the channel znode. The open channel is
+// refused with ErrChannelOpen. Deleting a channel that does not exist is not
+// an error (the call is idempotent). Readers positioned inside the channel
+// get ErrCompacted.
+func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
+	m, version, err := r.readChannel(ctx, num)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !m.Sealed {
+		return fmt.Errorf("%w: room %q channel %d", ErrChannelOpen, r.name, num)
+	}
+	path := r.channelPath(num)
+	for attempt := 0; ; attempt++ {
+		names, err := r.c.children(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return zkError("logroom: list channel "+path, err)
+		}
+		for len(names) > 0 {
+			n := min(len(names), deleteChunk)
+			if err := r.deleteAll(ctx, path, names[:n]); err != nil {
+				return err
+			}
+			names = names[n:]
+		}
+		err = r.c.retry(ctx, func() error { return r.c.conn.Delete(path, version) })
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			r.deletions.Add(1)
+			r.log.Info("channel deleted", "channel", num, "first", m.First, "last", m.Last)
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNotEmpty) || attempt > 3 {
+			return zkError("logroom: delete channel "+path, err)
+		}
+	}
+}
+
+// deleteAll deletes the named children of parent in one Multi, falling back
+// to single deletes (ignoring already-deleted ones) if the Multi fails.
+func (r *Room) deleteAll(ctx context.Context, parent string, names []string) error {
+	ops := make([]interface{}, len(names))
+	for i, n := range names {
+		ops[i] = &zk.DeleteRequest{Path: parent + "/" + n, Version: -1}
+	}
+	err := r.c.retry(ctx, func() error {
+		_, e := multiErr(r.c.conn.Multi(ops...))
+		return e
+	})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, zk.ErrNoNode) {
+		return zkError("logroom: delete batches of "+parent, err)
+	}
+	return parallel(len(names), 16, func(i int) error {
+		p := parent + "/" + names[i]
+		e := r.c.retry(ctx, func() error { return r.c.conn.Delete(p, -1) })
+		if e != nil && !errors.Is(e, zk.ErrNoNode) {
+			return zkError("logroom: delete "+p, e)
+		}
+		return nil
+	})
+}
+
+// Bytes returns the data bytes the room's batch znodes hold in ZooKeeper:
+// sealed channels' recorded bytes plus the open channels' batch znode sizes.
+func (r *Room) Bytes(ctx context.Context) (int64, error) {
+	infos, err := r.Channels(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, ci := range infos {
+		if ci.Sealed {
+			total += ci.Bytes
+			continue
+		}
+		n, err := r.openChannelBytes(ctx, ci.Num)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// openChannelBytes sums the data lengths of a channel's children.
+func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, error) {
+	path := r.channelPath(num)
+	names, err := r.c.children(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, zkError("logroom: list channel "+path, err)
+	}
+	sizes := make([]int64, len(names))
+	err = parallel(len(names), 32, func(i int) error {
+		var st *zk.Stat
+		var ok bool
+		e := r.c.retry(ctx, func() error {
+			var e error
+			ok, st, e = r.c.conn.Exists(path + "/" + names[i])
+			return e
+		})
+		if e != nil {
+			return zkError("logroom: stat batch", e)
+		}
+		if ok {
+			sizes[i] = int64(st.DataLength)
+		}
+		return nil
+	})
+	var total int64
+	for _, s := range sizes {
+		total += s
+	}
+	return total, err
+}
+
+// CommittedIndex returns the last index of the contiguous committed log,
+// after a ZooKeeper sync: every entry acknowledged before the call is <= the
+// result. hint must be an index known to be committed (for example the
+// caller's applied index) or 0; the walk of the open channel starts there,
+// so the cost is about one read per batch written since hint.
+func (r *Room) CommittedIndex(ctx context.Context, hint uint64) (uint64, error) {
+	if err := r.c.sync(ctx, r.Path(channelsNode)); err != nil {
+		return 0, zkError("logroom: sync", err)
+	}
+	for {
+		nums, err := r.channelNums(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if len(nums) == 0 {
+			return 0, nil
+		}
+		num := nums[len(nums)-1]
+		m, _, err := r.readChannel(ctx, num)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // deleted or replaced since the listing
+		}
+		if err != nil {
+			return 0, err
+		}
+		if m.Sealed {
+			return m.Last, nil
+		}
+		start := m.First
+		if hint >= m.First {
+			start, err = r.batchAtOrBefore(ctx, num, m.First, hint+1)
+			if err != nil {
+				return 0, err
+			}
+		}
+		end, _, _, err := r.walkChain(ctx, num, start, 0)
+		return end, err
+	}
+}
+
+// batchAtOrBefore returns a batch boundary p with first <= p <= pos such
+// that every index in [p, pos) belongs to a committed batch, given that
+// pos-1 is committed: pos itself when b-pos exists, else the first of the
+// batch holding pos-1 (found by listing the channel once).
+func (r *Room) batchAtOrBefore(ctx context.Context, num, first, pos uint64) (uint64, error) {
+	path := r.batchPath(num, pos)
+	var ok bool
+	err := r.c.retry(ctx, func() error {
+		var e error
+		ok, _, e = r.c.conn.Exists(path)
+		return e
+	})
+	if err != nil {
+		return 0, zkError("logroom: exists "+path, err)
+	}
+	if ok {
+		return pos, nil
+	}
+	names, err := r.c.children(ctx, r.channelPath(num))
+	if err != nil {
+		return 0, zkError("logroom: list channel", err)
+	}
+	best := first
+	for _, n := range names {
+		if f, ok := parseNum(n, batchPrefix); ok && f < pos && f > best {
+			best = f
+		}
+	}
+	return best, nil
+}
+
+// walkChain follows the batch chain of channel num from pos (a batch
+// boundary) with one Get per batch until a name is missing or, when stop >
+// 0, the chain passes stop. It returns the last contiguous index and the
+// bytes and batches walked.
+func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64, bytes int64, batches int, err error) {
+	for stop == 0 || pos <= stop {
+		path := r.batchPath(num, pos)
+		data, _, err := r.c.get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			break
+		}
+		if err != nil {
+			return 0, 0, 0, zkError("logroom: read "+path, err)
+		}
+		b, err := DecodeBatch(data)
+		if err == nil && b.First != pos {
+			err = fmt.Errorf("%w: batch first index %d, expected %d", ErrCorrupt, b.First, pos)
+		}
+		if err == nil && b.Count == 0 {
+			err = fmt.Errorf("%w: empty batch", ErrCorrupt)
+		}
+		if err != nil {
+			return 0, 0, 0, r.corrupt(num, path, err)
+		}
+		pos += uint64(b.Count)
+		bytes += int64(len(data))
+		batches++
+	}
+	return pos - 1, bytes, batches, nil
+}

@@ -1,0 +1,638 @@
+package logroom
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Writer defaults and limits.
+const (
+	DefaultMaxBatchBytes     = 256 << 10
+	DefaultMaxInFlight       = 8
+	DefaultMaxQueuedBytes    = 64 << 20
+	DefaultMaxChannelBatches = 10000
+	DefaultMaxChannelBytes   = 64 << 20
+	DefaultMaxRoomBytes      = 256 << 20
+
+	// MaxChannelBatchesLimit keeps a channel's child list well inside a
+	// getChildren reply.
+	MaxChannelBatchesLimit = 50000
+	minBatchBytes          = 1 << 10
+	maxInFlightLimit       = 1024
+)
+
+// Entry is one committed log entry.
+type Entry struct {
+	Index, Epoch uint64
+	Data         []byte
+}
+
+// WriterConfig configures a Writer. Zero values take the documented defaults.
+type WriterConfig struct {
+	// Owner is recorded in the epoch znode (e.g. the member id).
+	Owner string
+	// MaxBatchBytes bounds an encoded batch znode (default 256 KiB, at most
+	// HardMaxBatchBytes = 900 KiB so one Multi stays below jute.maxbuffer).
+	MaxBatchBytes int
+	// Linger, when > 0, lets a batch that is not full wait up to Linger for
+	// more entries. Default 0: natural batching (a batch is sent as soon as
+	// an in-flight slot is free, with everything queued by then).
+	Linger time.Duration
+	// MaxInFlight bounds the batches sent but not yet acknowledged (default 8).
+	MaxInFlight int
+	// MaxQueuedBytes bounds entry bytes waiting to be batched; beyond it
+	// Append waits on its ctx (default 64 MiB).
+	MaxQueuedBytes int
+	// MaxChannelBatches / MaxChannelBytes trigger automatic rotation
+	// (defaults 10000 batches, 64 MiB).
+	MaxChannelBatches int
+	MaxChannelBytes   int64
+	// MaxRoomBytes bounds the batch bytes all channels of the room hold;
+	// beyond it Append fails with ErrRoomFull (default 256 MiB).
+	MaxRoomBytes int64
+	// OnCommit, if set, receives committed entries in index order, from one
+	// goroutine (the writer's loop): it must not block long. Entry.Data must
+	// not be modified.
+	OnCommit func([]Entry)
+	Logger   *slog.Logger
+}
+
+// Validate reports every invalid field at once (errors wrap ErrBadConfig).
+func (c WriterConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, args...)...))
+	}
+	if c.MaxBatchBytes != 0 && (c.MaxBatchBytes < minBatchBytes || c.MaxBatchBytes > HardMaxBatchBytes) {
+		bad("MaxBatchBytes %d not in [%d, %d]", c.MaxBatchBytes, minBatchBytes, HardMaxBatchBytes)
+	}
+	if c.Linger < 0 {
+		bad("Linger %v < 0", c.Linger)
+	}
+	if c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightLimit {
+		bad("MaxInFlight %d not in [0, %d]", c.MaxInFlight, maxInFlightLimit)
+	}
+	if c.MaxQueuedBytes < 0 {
+		bad("MaxQueuedBytes %d < 0", c.MaxQueuedBytes)
+	}
+	if c.MaxChannelBatches < 0 || c.MaxChannelBatches > MaxChannelBatchesLimit {
+		bad("MaxChannelBatches %d not in [0, %d]", c.MaxChannelBatches, MaxChannelBatchesLimit)
+	}
+	if c.MaxChannelBytes < 0 {
+		bad("MaxChannelBytes %d < 0", c.MaxChannelBytes)
+	}
+	if c.MaxRoomBytes < 0 {
+		bad("MaxRoomBytes %d < 0", c.MaxRoomBytes)
+	}
+	return errors.Join(errs...)
+}
+
+func (c WriterConfig) withDefaults() WriterConfig {
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
+	if c.MaxChannelBatches == 0 {
+		c.MaxChannelBatches = DefaultMaxChannelBatches
+	}
+	if c.MaxChannelBytes == 0 {
+		c.MaxChannelBytes = DefaultMaxChannelBytes
+	}
+	if c.MaxRoomBytes == 0 {
+		c.MaxRoomBytes = DefaultMaxRoomBytes
+	}
+	return c
+}
+
+// Writer is the single writer of a room for one epoch. Append is safe for
+// many concurrent callers. See doc.go for the protocol.
+type Writer struct {
+	room      *Room
+	c         *Client
+	cfg       WriterConfig
+	log       *slog.Logger
+	epoch     uint64
+	epochVer  int32 // the fence: the epoch znode version this writer set
+	epochPath string
+	start     uint64
+	maxEntry  int
+
+	lastCommitted atomic.Uint64
+
+	// lifeCtx ends when Close is called; it bounds every wait of the loop.
+	lifeCtx    context.Context
+	cancelLife context.CancelFunc
+
+	mu sync.Mutex // guards the fields below (the append queue)
+	// queue holds requests not yet fully batched, in arrival order.
+	queue []*appendReq
+	// queuedBytes is the payload bytes of queue. Invariant: it equals the sum
+	// of len(r.payload) over queue.
+	queuedBytes int
+	// spaceCh is closed and replaced whenever queuedBytes shrinks.
+	spaceCh chan struct{}
+	// failErr, once set, is returned to every new Append (fenced, closed).
+	failErr error
+
+	kick     chan struct{}     // 1-buffered: new work for the loop
+	rotateCh chan *rotateReq   // Rotate requests
+	results  chan batchResult  // in-flight Multi outcomes
+	stop     chan struct{}     // closed by Close
+	done     chan struct{}     // closed when the loop has exited
+	stopOnce sync.Once
+	ls       loopState // owned by the loop goroutine
+}
+
+// reqState is the lifecycle of an append request; guarded by Writer.mu.
+type reqState int
+
+const (
+	reqQueued reqState = iota
+	reqTaken
+	reqCancelled
+)
+
+type appendResult struct {
+	last uint64
+	err  error
+}
+
+// appendReq is one Append call. payload holds the entries uvarint-framed
+// (copied from the caller, so the caller may reuse its buffers at once);
+// ends[i] is the end offset of entry i in payload.
+type appendReq struct {
+	payload []byte
+	ends    []int
+	state   reqState // guarded by Writer.mu
+	done    chan appendResult
+	last    uint64 // loop-owned: index of the last entry once assigned
+}
+
+type rotateReq struct {
+	done chan rotateResult
+}
+
+type rotateResult struct {
+	info ChannelInfo
+	err  error
+}
+
+// NewWriter establishes epoch N+1 (a compare-and-set on the epoch znode's
+// version), finds the end of the log (the first missing batch of the last
+// channel), seals the last channel there and opens the next one in one
+// fenced Multi (an open channel without any child is reused instead).
+// From the CAS on, every writer of an older epoch is fenced.
+func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	w := &Writer{
+		room:      r,
+		c:         r.c,
+		cfg:       cfg,
+		epochPath: r.Path(epochNode),
+		maxEntry:  MaxEntryBytes(cfg.MaxBatchBytes),
+		spaceCh:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		rotateCh:  make(chan *rotateReq),
+		results:   make(chan batchResult, cfg.MaxInFlight+1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	if err := w.takeEpoch(ctx); err != nil {
+		return nil, err
+	}
+	w.log = discardLogger(cfg.Logger).With("room", r.name, "epoch", w.epoch)
+	if err := w.takeOver(ctx); err != nil {
+		return nil, err
+	}
+	w.lastCommitted.Store(w.start - 1)
+	w.lifeCtx, w.cancelLife = context.WithCancel(context.Background())
+	go w.run()
+	return w, nil
+}
+
+// takeEpoch sets the epoch znode to epoch+1 with a version check.
+func (w *Writer) takeEpoch(ctx context.Context) error {
+	r := w.room
+	nonce := rand.Uint64()
+	m, ver, err := r.readEpoch(ctx)
+	if err != nil {
+		return err
+	}
+	next := epochMeta{Version: epochFormatVersion, Epoch: m.Epoch + 1, Owner: w.cfg.Owner, Nonce: nonce}
+	data := encodeMeta(next)
+	var bo backoff
+	for {
+		st, err := r.c.conn.Set(w.epochPath, data, ver)
+		if err == nil {
+			w.epoch, w.epochVer = next.Epoch, st.Version
+			return nil
+		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			return fmt.Errorf("%w: room %q: another writer took epoch %d concurrently", ErrFenced, r.name, m.Epoch+1)
+		}
+		if !isConnErr(err) {
+			return zkError("logroom: set epoch", err)
+		}
+		// Unknown outcome: read back; our nonce tells whether it landed.
+		if err := r.c.waitSession(ctx); err != nil {
+			return fmt.Errorf("logroom: set epoch: %w", err)
+		}
+		if err := bo.wait(ctx); err != nil {
+			return fmt.Errorf("logroom: set epoch: %w", err)
+		}
+		cur, curVer, err := r.readEpoch(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == next && curVer == ver+1:
+			w.epoch, w.epochVer = next.Epoch, curVer
+			return nil
+		case curVer != ver:
+			return fmt.Errorf("%w: room %q: epoch znode changed to epoch %d", ErrFenced, r.name, cur.Epoch)
+		}
+	}
+}
+
+// fenceOp is the first op of every write of this writer.
+func (w *Writer) fenceOp() *zk.CheckVersionRequest {
+	return &zk.CheckVersionRequest{Path: w.epochPath, Version: w.epochVer}
+}
+
+// fencedWrite runs a Multi whose first op is the fence, resolving a lost
+// reply by reading back: verify reports whether the Multi's effect is in
+// place. It returns nil once applied, an ErrFenced error when the fence
+// failed, or another error.
+func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bool, error), ops ...interface{}) error {
+	ops = append([]interface{}{w.fenceOp()}, ops...)
+	var bo backoff
+	for {
+		i, err := multiErr(w.c.conn.Multi(ops...))
+		if err == nil {
+			return nil
+		}
+		if i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) {
+			return fmt.Errorf("%w: room %q: %s", ErrFenced, w.room.name, what)
+		}
+		if errors.Is(err, zk.ErrClosing) {
+			return fmt.Errorf("logroom: %s: %w", what, ErrClosed)
+		}
+		if isConnErr(err) {
+			if err := w.c.waitSession(ctx); err != nil {
+				return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
+			}
+			if err := w.c.sync(ctx, w.epochPath); err != nil {
+				return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
+			}
+		}
+		ok, verr := verify()
+		if verr != nil && !isConnErr(verr) {
+			return verr
+		}
+		if ok {
+			return nil
+		}
+		if !isConnErr(err) && verr == nil {
+			// A definite failure that left nothing of ours in place.
+			return zkError("logroom: "+what, err)
+		}
+		if err := bo.wait(ctx); err != nil {
+			return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
+		}
+	}
+}
+
+// hasData returns a verify func for fencedWrite: path holds exactly data.
+func (w *Writer) hasData(path string, data []byte) func() (bool, error) {
+	return func() (bool, error) {
+		got, _, err := w.c.conn.Get(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return bytes.Equal(got, data), nil
+	}
+}
+
+// takeOver finds the end of the log and opens this writer's channel.
+func (w *Writer) takeOver(ctx context.Context) error {
+	r := w.room
+	infos, err := r.Channels(ctx)
+	if err != nil {
+		return err
+	}
+	ls := &w.ls
+	for _, ci := range infos {
+		if ci.Sealed {
+			ls.sealedBytes += ci.Bytes
+		}
+	}
+	ls.seenDeletions = r.deletions.Load()
+	ls.lastRefresh = time.Now()
+	if len(infos) == 0 {
+		meta := channelMeta{Version: channelFormatVersion, First: 1, Epoch: w.epoch}
+		return w.openChannel(ctx, 1, meta, 0, "create first channel",
+			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.acl})
+	}
+	last := infos[len(infos)-1]
+	m, ver, err := r.readChannel(ctx, last.Num)
+	if err != nil {
+		return err
+	}
+	if m.Sealed {
+		return w.openNext(ctx, last.Num, m.Last)
+	}
+	path := r.channelPath(last.Num)
+	names, err := r.c.children(ctx, path)
+	if err != nil {
+		return zkError("logroom: list channel "+path, err)
+	}
+	if len(names) == 0 {
+		// Open and without any child: reuse it under our epoch. No older
+		// writer can add a child any more (fenced), so it stays empty.
+		reuse := m
+		reuse.Epoch = w.epoch
+		data := encodeMeta(reuse)
+		err := w.openChannel(ctx, last.Num, reuse, ver+1, "reuse channel",
+			&zk.SetDataRequest{Path: path, Data: data, Version: ver})
+		if err != nil && errors.Is(err, zk.ErrBadVersion) {
+			return fmt.Errorf("%w: room %q: channel %d changed during takeover", ErrFenced, r.name, last.Num)
+		}
+		return err
+	}
+	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m.First, names)
+	if err != nil {
+		return err
+	}
+	sealed := m
+	sealed.Sealed, sealed.Last, sealed.Bytes, sealed.Batches = true, end, nbytes, nbatches
+	ls.sealedBytes += nbytes
+	next := channelMeta{Version: channelFormatVersion, First: end + 1, Epoch: w.epoch}
+	w.log.Info("sealing previous writer's channel", "channel", last.Num, "first", m.First, "last", end,
+		"batches", nbatches, "orphans", len(names)-nbatches)
+	return w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
+		&zk.SetDataRequest{Path: path, Data: encodeMeta(sealed), Version: ver},
+		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.acl})
+}
+
+// openNext opens channel num+1 after the sealed channel num ending at last.
+func (w *Writer) openNext(ctx context.Context, num, last uint64) error {
+	next := channelMeta{Version: channelFormatVersion, First: last + 1, Epoch: w.epoch}
+	return w.openChannel(ctx, num+1, next, 0, "open channel",
+		&zk.CreateRequest{Path: w.room.channelPath(num + 1), Data: encodeMeta(next), Acl: w.c.acl})
+}
+
+// openChannel applies ops (fenced) that leave channel num with meta at
+// znode version ver, then makes it the writer's channel.
+func (w *Writer) openChannel(ctx context.Context, num uint64, meta channelMeta, ver int32, what string, ops ...interface{}) error {
+	path := w.room.channelPath(num)
+	if err := w.fencedWrite(ctx, what, w.hasData(path, encodeMeta(meta)), ops...); err != nil {
+		return err
+	}
+	ls := &w.ls
+	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = num, path, meta.First, ver
+	ls.chBatches, ls.chBytes = 0, 0
+	ls.next = meta.First
+	w.start = meta.First
+	w.log.Info("writer took over", "channel", num, "start", meta.First, "owner", w.cfg.Owner)
+	return nil
+}
+
+// scanWindow is how many batch Gets a takeover keeps in flight.
+const scanWindow = 16
+
+// scanChain finds the end of the chain of channel num from first, given its
+// child names: it reads the named batches in index order, scanWindow at a
+// time, and stops at the first hole. Batches past the hole are orphans of a
+// deposed writer (never acknowledged).
+func (w *Writer) scanChain(ctx context.Context, num, first uint64, names []string) (end uint64, nbytes int64, nbatches int, err error) {
+	r := w.room
+	firsts := make([]uint64, 0, len(names))
+	for _, n := range names {
+		if f, ok := parseNum(n, batchPrefix); ok && f >= first {
+			firsts = append(firsts, f)
+		}
+	}
+	slices.Sort(firsts)
+	pos := first
+	for len(firsts) > 0 && firsts[0] == pos {
+		n := min(len(firsts), scanWindow)
+		datas := make([][]byte, n)
+		err := parallel(n, n, func(i int) error {
+			d, _, e := r.c.get(ctx, r.batchPath(num, firsts[i]))
+			if e != nil && !errors.Is(e, zk.ErrNoNode) {
+				return zkError("logroom: read batch", e)
+			}
+			datas[i] = d
+			return nil
+		})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for i := 0; i < n; i++ {
+			if firsts[i] != pos || datas[i] == nil {
+				return pos - 1, nbytes, nbatches, nil
+			}
+			path := r.batchPath(num, pos)
+			b, err := DecodeBatch(datas[i])
+			if err == nil && (b.First != pos || b.Count == 0) {
+				err = fmt.Errorf("%w: batch first %d count %d, expected first %d", ErrCorrupt, b.First, b.Count, pos)
+			}
+			if err != nil {
+				return 0, 0, 0, r.corrupt(num, path, err)
+			}
+			pos += uint64(b.Count)
+			nbytes += int64(len(datas[i]))
+			nbatches++
+		}
+		firsts = firsts[n:]
+	}
+	return pos - 1, nbytes, nbatches, nil
+}
+
+// Epoch returns the writer's epoch.
+func (w *Writer) Epoch() uint64 { return w.epoch }
+
+// StartIndex returns the first index this writer assigns (log end at
+// takeover + 1).
+func (w *Writer) StartIndex() uint64 { return w.start }
+
+// LastCommitted returns the highest acknowledged index (StartIndex-1 before
+// the first acknowledgement).
+func (w *Writer) LastCommitted() uint64 { return w.lastCommitted.Load() }
+
+// Append appends entries and returns the index of the last one once it and
+// every earlier entry are durable in ZooKeeper. Concurrent callers share
+// batches. Errors: ErrEntryTooLarge / ErrRoomFull (nothing sent), ErrFenced
+// (nothing of this call committed), ErrOutcomeUnknown (it may or may not be
+// committed, e.g. ctx ended after it was handed to the pipeline), ErrClosed,
+// or ctx's error when it ended before anything was handed over. Append with
+// no entries returns LastCommitted().
+func (w *Writer) Append(ctx context.Context, entries ...[]byte) (last uint64, err error) {
+	if len(entries) == 0 {
+		return w.LastCommitted(), nil
+	}
+	size := 0
+	for i, e := range entries {
+		if len(e) > w.maxEntry {
+			return 0, fmt.Errorf("%w: entry %d of %d bytes, at most %d fit in a batch of %d bytes",
+				ErrEntryTooLarge, i, len(e), w.maxEntry, w.cfg.MaxBatchBytes)
+		}
+		size += EntrySize(len(e))
+	}
+	if int64(size) > w.cfg.MaxRoomBytes {
+		return 0, fmt.Errorf("%w: an append of %d bytes exceeds MaxRoomBytes %d", ErrRoomFull, size, w.cfg.MaxRoomBytes)
+	}
+	req := &appendReq{payload: make([]byte, 0, size), ends: make([]int, len(entries)), done: make(chan appendResult, 1)}
+	for i, e := range entries {
+		req.payload = appendUvarint(req.payload, uint64(len(e)))
+		req.payload = append(req.payload, e...)
+		req.ends[i] = len(req.payload)
+	}
+	if err := w.enqueue(ctx, req); err != nil {
+		return 0, err
+	}
+	select {
+	case res := <-req.done:
+		return res.last, res.err
+	case <-ctx.Done():
+	}
+	w.mu.Lock()
+	if req.state == reqQueued {
+		req.state = reqCancelled
+		w.dequeueLocked(req)
+		w.mu.Unlock()
+		return 0, ctx.Err()
+	}
+	w.mu.Unlock()
+	select {
+	case res := <-req.done: // decided meanwhile
+		return res.last, res.err
+	default:
+		return 0, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+func appendUvarint(b []byte, x uint64) []byte {
+	for x >= 0x80 {
+		b = append(b, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(b, byte(x))
+}
+
+// enqueue adds req to the queue, waiting for space up to MaxQueuedBytes (a
+// request larger than the bound is admitted alone into an empty queue).
+func (w *Writer) enqueue(ctx context.Context, req *appendReq) error {
+	w.mu.Lock()
+	for {
+		if w.failErr != nil {
+			err := w.failErr
+			w.mu.Unlock()
+			return err
+		}
+		if w.queuedBytes == 0 || w.queuedBytes+len(req.payload) <= w.cfg.MaxQueuedBytes {
+			break
+		}
+		space := w.spaceCh
+		w.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.stop:
+			return fmt.Errorf("%w: writer", ErrClosed)
+		}
+		w.mu.Lock()
+	}
+	w.queue = append(w.queue, req)
+	w.queuedBytes += len(req.payload)
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// dequeueLocked removes a queued request (w.mu held).
+func (w *Writer) dequeueLocked(req *appendReq) {
+	if i := slices.Index(w.queue, req); i >= 0 {
+		w.queue = slices.Delete(w.queue, i, i+1)
+		w.queuedBytes -= len(req.payload)
+		w.signalSpaceLocked()
+	}
+}
+
+func (w *Writer) signalSpaceLocked() {
+	close(w.spaceCh)
+	w.spaceCh = make(chan struct{})
+}
+
+// Rotate seals the open channel at the last assigned index and opens the
+// next one, in one fenced Multi, after the batches in flight are
+// acknowledged. Appends meanwhile wait about one round trip. It returns the
+// sealed channel.
+func (w *Writer) Rotate(ctx context.Context) (ChannelInfo, error) {
+	req := &rotateReq{done: make(chan rotateResult, 1)}
+	select {
+	case w.rotateCh <- req:
+	case <-ctx.Done():
+		return ChannelInfo{}, ctx.Err()
+	case <-w.done:
+		return ChannelInfo{}, w.terminalErr()
+	}
+	select {
+	case res := <-req.done:
+		return res.info, res.err
+	case <-ctx.Done():
+		return ChannelInfo{}, ctx.Err()
+	}
+}
+
+func (w *Writer) terminalErr() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failErr != nil {
+		return w.failErr
+	}
+	return fmt.Errorf("%w: writer", ErrClosed)
+}
+
+// Close stops the writer and waits for its loop. Queued appends get
+// ErrClosed; appends whose batches were in flight get their outcome, or
+// ErrOutcomeUnknown when it could not be learned. Close does not seal the
+// channel: the next writer does that at takeover.
+func (w *Writer) Close() error {
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		if w.failErr == nil {
+			w.failErr = fmt.Errorf("%w: writer", ErrClosed)
+		}
+		w.mu.Unlock()
+		close(w.stop)
+		w.cancelLife()
+	})
+	<-w.done
+	return nil
+}
