@@ -149,11 +149,11 @@ type Writer struct {
 	// failErr, once set, is returned to every new Append (fenced, closed).
 	failErr error
 
-	kick     chan struct{}     // 1-buffered: new work for the loop
-	rotateCh chan *rotateReq   // Rotate requests
-	results  chan batchResult  // in-flight Multi outcomes
-	stop     chan struct{}     // closed by Close
-	done     chan struct{}     // closed when the loop has exited
+	kick     chan struct{}    // 1-buffered: new work for the loop
+	rotateCh chan *rotateReq  // Rotate requests
+	results  chan batchResult // in-flight Multi outcomes
+	stop     chan struct{}    // closed by Close
+	done     chan struct{}    // closed when the loop has exited
 	stopOnce sync.Once
 	ls       loopState // owned by the loop goroutine
 }

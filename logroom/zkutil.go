@@ -21,7 +21,7 @@ const (
 )
 
 func channelName(num uint64) string { return fmt.Sprintf("%s%0*d", channelPrefix, numDigits, num) }
-func batchName(first uint64) string  { return fmt.Sprintf("%s%0*d", batchPrefix, numDigits, first) }
+func batchName(first uint64) string { return fmt.Sprintf("%s%0*d", batchPrefix, numDigits, first) }
 
 // parseNum parses "<prefix>%020d"; ok is false for any other name.
 func parseNum(name, prefix string) (uint64, bool) {
