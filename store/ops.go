@@ -159,10 +159,10 @@ func decodeOps(b []byte) ([]Op, error) {
 			return nil, fmt.Errorf("op %d: unknown kind %d", i, kind)
 		}
 		op := Op{Kind: OpKind(kind)}
-		if op.Key, err = dec.DecodeBytes(); err != nil {
+		if op.Key, err = decodeBin(dec, r); err != nil {
 			return nil, fmt.Errorf("op %d key: %w", i, err)
 		}
-		arg, err := dec.DecodeBytes()
+		arg, err := decodeBin(dec, r)
 		if err != nil {
 			return nil, fmt.Errorf("op %d arg: %w", i, err)
 		}
@@ -188,6 +188,28 @@ func decodeOps(b []byte) ([]Op, error) {
 		return nil, fmt.Errorf("%d trailing bytes", r.Len())
 	}
 	return ops, nil
+}
+
+// decodeBin decodes a msgpack bin/str (nil: nil) whose declared length must
+// fit in what is left of r, so a lying length allocates nothing. dec reads
+// r directly (a bytes.Reader is an io.ByteScanner: the decoder does not
+// buffer ahead), so r.Len() is exactly what is left.
+func decodeBin(dec *msgpack.Decoder, r *bytes.Reader) ([]byte, error) {
+	n, err := dec.DecodeBytesLen()
+	if err != nil {
+		return nil, err
+	}
+	if n == -1 {
+		return nil, nil
+	}
+	if n < 0 || n > r.Len() {
+		return nil, fmt.Errorf("byte string of %d bytes, %d left", n, r.Len())
+	}
+	b := make([]byte, n)
+	if err := dec.ReadFull(b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // OpsApplier is the built-in Applier: every entry's Data is EncodeOps output.
