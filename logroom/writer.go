@@ -380,7 +380,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		}
 		return err
 	}
-	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m.First, names)
+	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m, names)
 	if err != nil {
 		return err
 	}
@@ -423,10 +423,13 @@ const scanWindow = 16
 
 // scanChain finds the end of the chain of channel num from first, given its
 // child names: it reads the named batches in index order, scanWindow at a
-// time, and stops at the first hole. Batches past the hole are orphans of a
+// time, and stops at the first hole. Every batch of a channel carries the
+// channel's epoch (a channel is written by the writer that opened or reused
+// it only). Batches past the hole are orphans of a
 // deposed writer (never acknowledged).
-func (w *Writer) scanChain(ctx context.Context, num, first uint64, names []string) (end uint64, nbytes int64, nbatches int, err error) {
+func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names []string) (end uint64, nbytes int64, nbatches int, err error) {
 	r := w.room
+	first := m.First
 	firsts := make([]uint64, 0, len(names))
 	for _, n := range names {
 		if f, ok := parseNum(n, batchPrefix); ok && f >= first {
@@ -455,8 +458,9 @@ func (w *Writer) scanChain(ctx context.Context, num, first uint64, names []strin
 			}
 			path := r.batchPath(num, pos)
 			b, err := DecodeBatch(datas[i])
-			if err == nil && (b.First != pos || b.Count == 0) {
-				err = fmt.Errorf("%w: batch first %d count %d, expected first %d", ErrCorrupt, b.First, b.Count, pos)
+			if err == nil && (b.First != pos || b.Count == 0 || b.Epoch != m.Epoch) {
+				err = fmt.Errorf("%w: batch first %d count %d epoch %d, expected first %d epoch %d (the channel's)",
+					ErrCorrupt, b.First, b.Count, b.Epoch, pos, m.Epoch)
 			}
 			if err != nil {
 				return 0, 0, 0, r.corrupt(num, path, err)

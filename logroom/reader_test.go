@@ -1,0 +1,302 @@
+package logroom
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSeedPlanRooms follows the seed test plan (测试/消息队列): 10 rooms, each
+// with 20 initial and 5 later-added channels, each channel with 5 initial
+// and 20 later-added entries; every delivery is counted and the wait has a
+// deadline. Here "initial" is written before the room's reader starts and
+// "later-added" while it runs.
+func TestSeedPlanRooms(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	ctx := testCtx(t, 120*time.Second)
+	const rooms, initCh, laterCh, initEntries, laterEntries = 10, 20, 5, 5, 20
+	total := initCh*initEntries + laterCh*laterEntries
+
+	type roomState struct {
+		r        *Room
+		w        *Writer
+		mu       sync.Mutex
+		got      []Entry
+		channels map[uint64]bool
+	}
+	states := make([]*roomState, rooms)
+	for i := range states {
+		r := openRoom(t, c, fmt.Sprintf("room-%02d", i))
+		states[i] = &roomState{r: r, w: newWriter(t, r, WriterConfig{}), channels: map[uint64]bool{}}
+	}
+	write := func(s *roomState, room, chans, entries int, tag string) error {
+		for ch := 0; ch < chans; ch++ {
+			for k := 0; k < entries; k++ {
+				if _, err := s.w.Append(ctx, []byte(fmt.Sprintf("%s-r%d-c%d-e%d", tag, room, ch, k))); err != nil {
+					return err
+				}
+			}
+			if _, err := s.w.Rotate(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, s := range states {
+		require.NoError(t, write(s, i, initCh, initEntries, "init"))
+	}
+
+	var delivered sync.WaitGroup
+	delivered.Add(rooms * total)
+	readCtx, stopReaders := context.WithCancel(ctx)
+	defer stopReaders()
+	var readers sync.WaitGroup
+	for _, s := range states {
+		rd, err := s.r.Tail(ctx, 1)
+		require.NoError(t, err)
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				es, err := rd.Next(readCtx)
+				if err != nil {
+					return
+				}
+				s.mu.Lock()
+				for _, en := range es {
+					s.got = append(s.got, en)
+					s.channels[rd.ch] = true
+					delivered.Done() // panics on a surplus delivery
+				}
+				s.mu.Unlock()
+			}
+		}()
+	}
+	var writers sync.WaitGroup
+	for i, s := range states {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			if err := write(s, i, laterCh, laterEntries, "later"); err != nil {
+				t.Errorf("room %d: %v", i, err)
+			}
+		}()
+	}
+	writers.Wait()
+	done := make(chan struct{})
+	go func() { delivered.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		for i, s := range states {
+			s.mu.Lock()
+			t.Logf("room %d: %d of %d delivered", i, len(s.got), total)
+			s.mu.Unlock()
+		}
+		t.Fatal("deadline passed before every entry was delivered")
+	}
+	stopReaders()
+	readers.Wait()
+	for i, s := range states {
+		require.Len(t, s.got, total)
+		n := 0
+		for ch := 0; ch < initCh+laterCh; ch++ {
+			tag, per := "init", initEntries
+			if ch >= initCh {
+				tag, per = "later", laterEntries
+			}
+			for k := 0; k < per; k++ {
+				require.Equal(t, uint64(n+1), s.got[n].Index)
+				require.Equal(t, fmt.Sprintf("%s-r%d-c%d-e%d", tag, i, ch%initCh, k), string(s.got[n].Data))
+				n++
+			}
+		}
+		require.Len(t, s.channels, initCh+laterCh, "room %d: entries from every channel", i)
+		chs, err := s.r.Channels(ctx)
+		require.NoError(t, err)
+		require.Len(t, chs, initCh+laterCh+1, "sealed channels plus the open one")
+	}
+}
+
+func TestReaderResume(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "resume")
+	w := newWriter(t, r, WriterConfig{})
+	ctx := testCtx(t, 60*time.Second)
+	// Batches of 10 entries each (one append each), 3 channels.
+	for b := 0; b < 12; b++ {
+		es := make([][]byte, 10)
+		for k := range es {
+			es[k] = payload(b*10 + k + 1)
+		}
+		_, err := w.Append(ctx, es...)
+		require.NoError(t, err)
+		if b%4 == 3 {
+			_, err := w.Rotate(ctx)
+			require.NoError(t, err)
+		}
+	}
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	first := readN(t, ctx, rd, 40)
+	require.Equal(t, uint64(41), rd.Position())
+	require.NoError(t, rd.Close())
+	_, err = rd.Next(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+
+	for _, from := range []uint64{41, 45, 50, 55, 81, 120} {
+		t.Run(fmt.Sprint(from), func(t *testing.T) {
+			rd, err := r.Tail(ctx, from)
+			require.NoError(t, err)
+			require.Equal(t, from, rd.Position())
+			got := readN(t, ctx, rd, int(121-from))
+			require.Equal(t, from, got[0].Index)
+			for _, en := range got {
+				require.Equal(t, payload(int(en.Index)), en.Data)
+			}
+		})
+	}
+	require.Equal(t, payload(40), first[39].Data)
+
+	// A reader at the end waits for the next append, across a rotation.
+	rd, err = r.Tail(ctx, 121)
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = rd.Next(short)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = w.Rotate(ctx)
+	require.NoError(t, err)
+	_, err = w.Append(ctx, payload(121))
+	require.NoError(t, err)
+	got := readN(t, ctx, rd, 1)
+	require.Equal(t, uint64(121), got[0].Index)
+}
+
+// TestReaderBeforeFirstChannel starts a reader on a room without channels.
+func TestReaderBeforeFirstChannel(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "empty")
+	ctx := testCtx(t, 30*time.Second)
+	rd, err := r.Tail(ctx, 0)
+	require.NoError(t, err)
+	got := make(chan []Entry, 1)
+	go func() {
+		es, err := rd.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	}()
+	w := newWriter(t, r, WriterConfig{})
+	_, err = w.Append(ctx, []byte("first"))
+	require.NoError(t, err)
+	es := <-got
+	require.Equal(t, []Entry{{Index: 1, Epoch: 1, Data: []byte("first")}}, es)
+}
+
+// plant writes data at the batch name first of the room's open channel.
+func plant(t *testing.T, c *Client, r *Room, ch, first uint64, data []byte) string {
+	t.Helper()
+	path := r.batchPath(ch, first)
+	_, err := c.Conn().Create(path, data, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	return path
+}
+
+func TestReaderCorruption(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	ctx := testCtx(t, 60*time.Second)
+	good := func(epoch, first uint64, n int) []byte {
+		es := make([][]byte, n)
+		for i := range es {
+			es[i] = payload(int(first) + i)
+		}
+		d, err := EncodeBatch(epoch, first, es)
+		require.NoError(t, err)
+		return d
+	}
+	cases := []struct {
+		name   string
+		data   func() []byte
+		reason string
+	}{
+		{"garbage", func() []byte { return []byte("garbage, not msgpack") }, ""},
+		{"flipped crc", func() []byte {
+			d := good(1, 6, 2)
+			d[len(d)-3] ^= 0x10
+			return d
+		}, "checksum"},
+		{"wrong first", func() []byte { return good(1, 7, 2) }, "expected 6"},
+		{"older epoch", func() []byte { return good(0, 6, 2) }, "epoch 0 below"},
+		{"unknown version", func() []byte { return []byte{0x96, 0x02, 0, 0, 0, 0, 0xc4, 0} }, "version 2"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := openRoom(t, c, fmt.Sprintf("corrupt-%d", i))
+			w := newWriter(t, r, WriterConfig{})
+			for k := 1; k <= 5; k++ {
+				_, err := w.Append(ctx, payload(k))
+				require.NoError(t, err)
+			}
+			rd, err := r.Tail(ctx, 1)
+			require.NoError(t, err)
+			readN(t, ctx, rd, 5)
+			path := plant(t, c, r, 1, 6, tc.data())
+			// The writer's next batch meets the planted node: it must not
+			// acknowledge it (another writer's bytes means fenced).
+			_, err = w.Append(ctx, payload(6))
+			require.Error(t, err)
+			require.NotErrorIs(t, err, ErrCorrupt)
+			// A later valid batch must never be delivered either.
+			plant(t, c, r, 1, 8, good(1, 8, 1))
+
+			_, err = rd.Next(ctx)
+			require.ErrorIs(t, err, ErrCorrupt)
+			msg := err.Error()
+			require.Contains(t, msg, path)
+			require.Contains(t, msg, fmt.Sprintf("%q", r.Name()))
+			require.Contains(t, msg, "channel 1")
+			require.Contains(t, msg, tc.reason)
+			require.Equal(t, uint64(6), rd.Position(), "nothing of the bad batch delivered")
+			_, err = rd.Next(ctx)
+			require.ErrorIs(t, err, ErrCorrupt, "sticky")
+			// A new writer refuses to take over a corrupt chain.
+			_, err = r.NewWriter(ctx, WriterConfig{})
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.True(t, strings.Contains(err.Error(), path), err.Error())
+		})
+	}
+}
+
+func TestReaderChannelSuccessorCorrupt(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "successor")
+	w := newWriter(t, r, WriterConfig{})
+	ctx := testCtx(t, 30*time.Second)
+	_, err := w.Append(ctx, payload(1), payload(2))
+	require.NoError(t, err)
+	_, err = w.Rotate(ctx)
+	require.NoError(t, err)
+	// Rewrite channel 2's first index so it no longer follows channel 1.
+	bad := encodeMeta(channelMeta{Version: channelFormatVersion, First: 5, Epoch: 1})
+	_, err = c.Conn().Set(r.channelPath(2), bad, -1)
+	require.NoError(t, err)
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	readN(t, ctx, rd, 2)
+	_, err = rd.Next(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), r.channelPath(2))
+}
