@@ -212,6 +212,17 @@ func (e *Ensemble) Addrs() []string {
 // ConnString returns the comma-joined Addrs.
 func (e *Ensemble) ConnString() string { return strings.Join(e.Addrs(), ",") }
 
+// IndexOf returns the index of the server with client address addr (as in
+// Addrs, or as go-zookeeper's (*zk.Conn).Server() reports it), or -1.
+func (e *Ensemble) IndexOf(addr string) int {
+	for i, s := range e.servers {
+		if s.addr() == addr {
+			return i
+		}
+	}
+	return -1
+}
+
 // Size returns the number of servers.
 func (e *Ensemble) Size() int { return len(e.servers) }
 
