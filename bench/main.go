@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/roomlog/roomlog/internal/zkensemble"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is the parsed command line.
+type config struct {
+	servers        int
+	quick          bool
+	jsonPath       string
+	plotPath       string
+	scenarios      map[string]bool
+	duration       time.Duration
+	cpuProfile     string
+	heapMB         int
+	sessionTimeout time.Duration
+	verbose        bool
+	fromJSON       string
+	args           []string
+}
+
+// scenario is one group of rows.
+type scenario struct {
+	name string
+	help string
+	run  func(ctx context.Context, b *bench) ([]Result, error)
+}
+
+// allScenarios lists the scenarios in the order they run.
+func allScenarios() []scenario {
+	return []scenario{
+		{"raw", "raw ZooKeeper ceiling: sequential and pipelined creates, 256 B and batch-sized znodes", runRaw},
+		{"append", "logroom Writer.Append: 64 B..4 KiB entries x 1, 16, 256 proposers", runAppend},
+		{"bulk", "logroom Writer.Append: many entries per call, and thousands of proposers", runBulk},
+	}
+}
+
+// bench is the state shared by the scenarios of one run.
+type bench struct {
+	cfg  config
+	ens  *zkensemble.Ensemble
+	prog *progress
+	log  *slog.Logger
+	// rawCeilingMBps is the MB/s of the raw batched row (0 until measured).
+	rawCeilingMBps float64
+}
+
+// emit reports a finished row on the progress stream.
+func (b *bench) emit(r Result) {
+	b.prog.Logf("  -> %s %s %s x%d: %s entries/s, %.1f MB/s, p50 %s ms, p99 %s ms",
+		r.System, r.Scenario, fmtBytes(r.EntryBytes), r.Concurrency,
+		fmtRate(r.EntriesPerS), r.MBPerS, fmtMs(r.P50ms), fmtMs(r.P99ms))
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var scen string
+	fs.IntVar(&cfg.servers, "servers", 3, "ZooKeeper servers in the ensemble: 1 or 3")
+	fs.BoolVar(&cfg.quick, "quick", false, "smoke run (under 2 minutes): 256 B rows, short durations")
+	fs.StringVar(&cfg.jsonPath, "json", "", "write every figure as JSON to `FILE`")
+	fs.StringVar(&cfg.plotPath, "plot", "", "draw throughput vs p99 latency as SVG to `FILE.svg`")
+	fs.StringVar(&scen, "scenarios", "all", "comma-separated scenarios to run (see below), or all")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per row (default 2s with -quick)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to `FILE`")
+	fs.IntVar(&cfg.heapMB, "zk-heap-mb", 1024, "heap of each ZooKeeper server, MiB (>= 1024)")
+	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "ZooKeeper session timeout of roomlog clients and replicas")
+	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
+	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./bench [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nscenarios:\n")
+		for _, s := range allScenarios() {
+			fmt.Fprintf(fs.Output(), "  %-11s %s\n", s.name, s.help)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	durationSet := false
+	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
+	if cfg.quick && !durationSet {
+		cfg.duration = 2 * time.Second
+	}
+	var errs []error
+	if cfg.servers != 1 && cfg.servers != 3 {
+		errs = append(errs, fmt.Errorf("-servers %d: must be 1 or 3", cfg.servers))
+	}
+	if cfg.duration <= 0 {
+		errs = append(errs, fmt.Errorf("-duration %v: must be > 0", cfg.duration))
+	}
+	if cfg.heapMB < 1024 {
+		errs = append(errs, fmt.Errorf("-zk-heap-mb %d: must be >= 1024", cfg.heapMB))
+	}
+	if cfg.sessionTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("-session-timeout %v: must be >= 1s", cfg.sessionTimeout))
+	}
+	known := map[string]bool{}
+	for _, s := range allScenarios() {
+		known[s.name] = true
+	}
+	cfg.scenarios = map[string]bool{}
+	for _, name := range strings.Split(scen, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case name == "all":
+			for k := range known {
+				cfg.scenarios[k] = true
+			}
+		case known[name]:
+			cfg.scenarios[name] = true
+		default:
+			errs = append(errs, fmt.Errorf("-scenarios: unknown scenario %q", name))
+		}
+	}
+	if len(cfg.scenarios) == 0 {
+		errs = append(errs, errors.New("-scenarios: nothing selected"))
+	}
+	cfg.args = args
+	return cfg, errors.Join(errs...)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 2
+	}
+	if cfg.fromJSON != "" {
+		return replay(cfg, stdout, stderr)
+	}
+	if err := zkensemble.Available(); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	level := slog.LevelWarn
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	b := &bench{
+		cfg:  cfg,
+		prog: newProgress(stderr),
+		log:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	}
+	rep := &Report{
+		Started:  time.Now().UTC(),
+		Command:  strings.TrimSpace("go run ./bench " + strings.Join(args, " ")),
+		Servers:  cfg.servers,
+		Quick:    cfg.quick,
+		Duration: cfg.duration.String(),
+		GoMaxP:   runtime.GOMAXPROCS(0),
+		CPUs:     runtime.NumCPU(),
+		LoadAvg:  loadAvg(),
+	}
+	b.prog.Logf("roomlog bench: %d ZooKeeper server(s), %v per row, load average %s", cfg.servers, cfg.duration, rep.LoadAvg)
+	b.prog.Logf("starting ZooKeeper (%d server(s), %d MiB heap each)", cfg.servers, cfg.heapMB)
+	ens, err := zkensemble.Start(ctx, zkensemble.Options{Servers: cfg.servers, HeapMB: cfg.heapMB, Logger: b.log})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: start ZooKeeper: %v\n", err)
+		return 1
+	}
+	defer ens.Close()
+	b.ens = ens
+	b.prog.Logf("ZooKeeper up at %s", ens.ConnString())
+
+	for _, s := range allScenarios() {
+		if !cfg.scenarios[s.name] || ctx.Err() != nil {
+			continue
+		}
+		b.prog.Logf("== %s: %s", s.name, s.help)
+		rows, err := s.run(ctx, b)
+		rep.Results = append(rep.Results, rows...)
+		if err != nil {
+			msg := fmt.Sprintf("%s: %v", s.name, err)
+			rep.Errors = append(rep.Errors, msg)
+			b.prog.Logf("!! %s", msg)
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	rep.Targets = evalTargets(rep.Results, cfg.sessionTimeout)
+	code := report(stdout, rep)
+	if cfg.jsonPath != "" {
+		if err := writeJSON(cfg.jsonPath, rep); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			code = 1
+		} else {
+			b.prog.Logf("wrote %s", cfg.jsonPath)
+		}
+	}
+	if cfg.plotPath != "" {
+		if err := writePlotFile(cfg.plotPath, rep); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			code = 1
+		} else {
+			b.prog.Logf("wrote %s", cfg.plotPath)
+		}
+	}
+	if ctx.Err() != nil {
+		code = 130
+	}
+	return code
+}
+
+// report prints the table, the targets and the errors of rep; it returns
+// the exit code (1 when a scenario failed).
+func report(stdout io.Writer, rep *Report) int {
+	fmt.Fprintf(stdout, "roomlog bench, %d ZooKeeper server(s), %s per row, %d CPUs, load average at start %s\n",
+		rep.Servers, rep.Duration, rep.CPUs, rep.LoadAvg)
+	fmt.Fprintf(stdout, "command: %s\n\n", rep.Command)
+	_ = writeTable(stdout, rep.Results)
+	fmt.Fprintln(stdout)
+	_ = writeTargets(stdout, rep.Targets)
+	if len(rep.Errors) == 0 {
+		return 0
+	}
+	fmt.Fprintln(stdout, "\nerrors:")
+	for _, e := range rep.Errors {
+		fmt.Fprintf(stdout, "  %s\n", e)
+	}
+	return 1
+}
+
+// replay prints a saved report and redraws its plot.
+func replay(cfg config, stdout, stderr io.Writer) int {
+	data, err := os.ReadFile(cfg.fromJSON)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		fmt.Fprintf(stderr, "bench: %s: %v\n", cfg.fromJSON, err)
+		return 1
+	}
+	report(stdout, &rep)
+	if cfg.plotPath != "" {
+		if err := writePlotFile(cfg.plotPath, &rep); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func writePlotFile(path string, rep *Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	sub := fmt.Sprintf("%s, %d CPUs, load %s at start, %s per row. Lower right is better.",
+		rep.Started.Format("2006-01-02 15:04 UTC"), rep.CPUs, rep.LoadAvg, rep.Duration)
+	if err := resultsPlot(rep.Results, rep.Servers, sub).WriteSVG(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages ("?" if unknown).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

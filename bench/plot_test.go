@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func sampleRows() []Result {
+	ratio := 0.8
+	return []Result{
+		{System: "zookeeper", Scenario: "raw-seq", EntryBytes: 256, Concurrency: 1, EntriesPerS: 550, P99ms: 4},
+		{System: "zookeeper", Scenario: "raw-pipelined", EntryBytes: 256, Concurrency: 64, EntriesPerS: 5000, P99ms: 30},
+		{System: "zookeeper", Scenario: "raw-pipelined", EntryBytes: 256 << 10, Concurrency: 64, EntriesPerS: 120, MBPerS: 31, P99ms: 900},
+		{System: "roomlog", Scenario: "append", EntryBytes: 256, Concurrency: 1, EntriesPerS: 1800, P99ms: 1.9},
+		{System: "roomlog", Scenario: "append", EntryBytes: 256, Concurrency: 16, EntriesPerS: 12000, P99ms: 6},
+		{System: "roomlog", Scenario: "append", EntryBytes: 256, Concurrency: 256, EntriesPerS: 150000, P99ms: 14},
+		{System: "roomlog", Scenario: "append", EntryBytes: 64, Concurrency: 1, EntriesPerS: 1900, P99ms: 1.8},
+		{System: "roomlog", Scenario: "append", EntryBytes: 64, Concurrency: 16, EntriesPerS: 13000, P99ms: 5},
+		{System: "roomlog", Scenario: "append-bulk", EntryBytes: 256, Concurrency: 16, EntriesPerS: 600000, MBPerS: 25, P99ms: 40,
+			RatioToRaw: &ratio, Extra: map[string]any{"entries_per_call": 1000}},
+		{System: "roomlog", Scenario: "lag", EntryBytes: 256, P50ms: 3, P99ms: 9},
+	}
+}
+
+// wellFormed decodes every XML token of an SVG document.
+func wellFormed(t *testing.T, doc []byte) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(doc))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		require.NoError(t, err)
+	}
+}
+
+func TestResultsPlotIsWellFormedSVG(t *testing.T) {
+	var buf bytes.Buffer
+	p := resultsPlot(sampleRows(), 3, "subtitle with <markup> & ampersand")
+	require.NoError(t, p.WriteSVG(&buf))
+	doc := buf.Bytes()
+	wellFormed(t, doc)
+	s := buf.String()
+	require.True(t, strings.HasPrefix(s, "<svg "))
+	for _, want := range []string{
+		"throughput, entries/s (log scale)", "p99 latency", // axis labels
+		"roomlog 64B entries", "roomlog 256B entries", "roomlog bulk, 256 B", "raw ZooKeeper", "target", // legend
+		"&lt;markup&gt; &amp; ampersand", // escaped
+		"1000/call x16", "x256",
+		"<polyline", // a line per size
+	} {
+		require.Contains(t, s, want)
+	}
+	require.Equal(t, 2, strings.Count(s, "<polyline"), "one line per entry size")
+}
+
+func TestPlotWithoutPoints(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, (&plot{Title: "empty"}).WriteSVG(&buf))
+	wellFormed(t, buf.Bytes())
+	require.NotContains(t, buf.String(), "NaN")
+	require.NotContains(t, buf.String(), "Inf")
+}
+
+func TestLogTicksAndLabels(t *testing.T) {
+	lo, hi := logRange([]float64{230, 48700})
+	require.Equal(t, 100.0, lo)
+	require.Equal(t, 100000.0, hi)
+	require.Equal(t, []float64{100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}, logTicks(lo, hi))
+	require.Equal(t, "2k", tickLabel(2000))
+	require.Equal(t, "1M", tickLabel(1e6))
+	require.Equal(t, "0.5", tickLabel(0.5))
+}
+
+func TestPlaceLabelAvoidsOverlap(t *testing.T) {
+	frame := box{0, 0, 1000, 1000}
+	markers := []box{{494, 494, 506, 506}}
+	var placed []box
+	for range 4 {
+		placeLabel("label", 500, 500, markers, &placed, frame)
+	}
+	for i := range placed {
+		require.False(t, placed[i].overlaps(markers[0]), "label %d over the marker", i)
+		for j := range i {
+			require.False(t, placed[i].overlaps(placed[j]), "labels %d and %d overlap", i, j)
+		}
+	}
+}
+
+func TestTargetsAndTable(t *testing.T) {
+	rows := sampleRows()
+	ts := evalTargets(rows, 0)
+	byGoal := map[string]Target{}
+	for _, tg := range ts {
+		byGoal[tg.Name+" "+tg.Goal] = tg
+	}
+	require.True(t, *byGoal["1 proposer(s), 256 B >= 1.70k entries/s"].Met)
+	require.True(t, *byGoal["256 proposer(s), 256 B p99 <= 15 ms"].Met)
+	require.True(t, *byGoal["bulk, 256 B >= 500k entries/s"].Met)
+	require.True(t, *byGoal["bulk, 256 B >= 70% of raw batched MB/s"].Met)
+	require.True(t, *byGoal["replication lag p99 <= 50 ms at half max rate"].Met)
+	require.Nil(t, byGoal["bootstrap >= 100 MB/s"].Met, "not measured")
+
+	var buf bytes.Buffer
+	require.NoError(t, writeTable(&buf, rows))
+	require.Contains(t, buf.String(), "append-bulk")
+	require.Contains(t, buf.String(), "80%")
+	buf.Reset()
+	require.NoError(t, writeTargets(&buf, ts))
+	require.Contains(t, buf.String(), "not run")
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// Target is one goal of issue 7, checked against the rows of this run.
+type Target struct {
+	Name     string  `json:"name"`
+	Goal     string  `json:"goal"`
+	Measured string  `json:"measured"` // "" when the run did not measure it
+	Value    float64 `json:"value"`
+	Met      *bool   `json:"met,omitempty"` // nil when not measured
+}
+
+// find returns the first row matching system, scenario, entry size and
+// concurrency (size or concurrency 0 = any).
+func find(rows []Result, system, scenario string, size, conc int) *Result {
+	for i := range rows {
+		r := &rows[i]
+		if r.System == system && r.Scenario == scenario &&
+			(size == 0 || r.EntryBytes == size) && (conc == 0 || r.Concurrency == conc) {
+			return r
+		}
+	}
+	return nil
+}
+
+// evalTargets checks the issue's targets (256 B entries, 3-member cluster)
+// against rows. sessionTimeout is the replicas' ZooKeeper session timeout
+// (the failover goal is relative to it).
+func evalTargets(rows []Result, sessionTimeout time.Duration) []Target {
+	var ts []Target
+	add := func(name, goal string, r *Result, value float64, unit string, ok func(float64) bool) {
+		t := Target{Name: name, Goal: goal}
+		if r != nil {
+			t.Value = value
+			t.Measured = fmt.Sprintf("%s%s", trimFloat(value), unit)
+			met := ok(value)
+			t.Met = &met
+		}
+		ts = append(ts, t)
+	}
+	atLeast := func(v float64) func(float64) bool { return func(x float64) bool { return x >= v } }
+	atMost := func(v float64) func(float64) bool { return func(x float64) bool { return x <= v } }
+
+	for _, c := range []struct {
+		conc      int
+		rate, p99 float64
+	}{{1, 1700, 2}, {16, 10000, 7}, {256, 100000, 15}} {
+		r := find(rows, "roomlog", "append", 256, c.conc)
+		var rate, p99 float64
+		if r != nil {
+			rate, p99 = r.EntriesPerS, r.P99ms
+		}
+		add(fmt.Sprintf("%d proposer(s), 256 B", c.conc), fmt.Sprintf(">= %s entries/s", fmtRate(c.rate)), r, rate, " entries/s", atLeast(c.rate))
+		add(fmt.Sprintf("%d proposer(s), 256 B", c.conc), fmt.Sprintf("p99 <= %g ms", c.p99), r, p99, " ms", atMost(c.p99))
+	}
+
+	// Bulk: the best bulk row.
+	var best *Result
+	for i := range rows {
+		r := &rows[i]
+		if r.System == "roomlog" && (r.Scenario == "append-bulk" || r.Scenario == "append-many") {
+			if best == nil || r.EntriesPerS > best.EntriesPerS {
+				best = r
+			}
+		}
+	}
+	var rate, ratio float64
+	var ratioRow *Result
+	if best != nil {
+		rate = best.EntriesPerS
+		if best.RatioToRaw != nil {
+			ratio, ratioRow = *best.RatioToRaw*100, best
+		}
+	}
+	add("bulk, 256 B", ">= 500k entries/s", best, rate, " entries/s", atLeast(500000))
+	add("bulk, 256 B", ">= 70% of raw batched MB/s", ratioRow, ratio, "%", atLeast(70))
+
+	single := func(name, goal, scenario, unit string, pick func(*Result) float64, ok func(float64) bool) {
+		r := find(rows, "roomlog", scenario, 0, 0)
+		var v float64
+		if r != nil {
+			v = pick(r)
+		}
+		add(name, goal, r, v, unit, ok)
+	}
+	p99 := func(r *Result) float64 { return r.P99ms }
+	p50 := func(r *Result) float64 { return r.P50ms }
+	single("replication lag", "p99 <= 50 ms at half max rate", "lag", " ms", p99, atMost(50))
+	limit := ms(sessionTimeout + time.Second)
+	single("kill -9 failover", fmt.Sprintf("median <= session timeout + 1 s (%g ms)", limit), "failover-kill", " ms", p50, atMost(limit))
+	single("graceful transfer", "median <= 300 ms", "failover-transfer", " ms", p50, atMost(300))
+	single("checkpoint under load", "append p99 at most 2x", "checkpoint-load", "x",
+		func(r *Result) float64 { return extraNum(r.Extra, "p99_ratio") }, atMost(2))
+	single("bootstrap", ">= 100 MB/s", "bootstrap", " MB/s", func(r *Result) float64 { return r.MBPerS }, atLeast(100))
+	return ts
+}
+
+func trimFloat(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmtRate(v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func writeTargets(w io.Writer, ts []Target) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tgoal\tmeasured\tresult")
+	for _, t := range ts {
+		res, m := "not run", t.Measured
+		if t.Met != nil {
+			res = "MISSED"
+			if *t.Met {
+				res = "met"
+			}
+		}
+		if m == "" {
+			m = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Goal, m, res)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+type nopZKLogger struct{}
+
+func (nopZKLogger) Printf(string, ...any) {}
+
+// dialRaw opens a plain go-zookeeper connection (for the raw ceiling) and
+// waits for its session. State is observed through the event callback, never
+// the 6-event channel.
+func dialRaw(ctx context.Context, servers []string, timeout time.Duration) (*zk.Conn, error) {
+	hasSession := make(chan struct{})
+	var once sync.Once
+	cb := func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
+			once.Do(func() { close(hasSession) })
+		}
+	}
+	conn, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(cb), zk.WithLogger(nopZKLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-hasSession:
+		return conn, nil
+	case <-ctx.Done():
+		conn.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// ensurePath creates p and its parents as empty persistent znodes.
+func ensurePath(conn *zk.Conn, p string) error {
+	if p == "/" || p == "" {
+		return nil
+	}
+	if err := ensurePath(conn, path.Dir(p)); err != nil {
+		return err
+	}
+	_, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return nil
+}
+
+// deleteChildren deletes the named children of parent in bulk: Multi calls
+// of up to 500 deletes, 8 in flight. A Multi that fails (a child already
+// gone, or not empty) is redone one delete at a time: ErrNoNode is ignored,
+// children that have children of their own are returned in notEmpty.
+func deleteChildren(conn *zk.Conn, parent string, names []string) (notEmpty []string, err error) {
+	const chunk, workers = 500, 8
+	jobs := make(chan []string)
+	type outcome struct {
+		notEmpty []string
+		err      error
+	}
+	outs := make(chan outcome, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var o outcome
+			for part := range jobs {
+				if o.err != nil {
+					continue
+				}
+				ops := make([]any, len(part))
+				for i, n := range part {
+					ops[i] = &zk.DeleteRequest{Path: parent + "/" + n, Version: -1}
+				}
+				if _, err := conn.Multi(ops...); err == nil {
+					continue
+				}
+				for _, n := range part {
+					err := conn.Delete(parent+"/"+n, -1)
+					switch {
+					case err == nil, errors.Is(err, zk.ErrNoNode):
+					case errors.Is(err, zk.ErrNotEmpty):
+						o.notEmpty = append(o.notEmpty, n)
+					default:
+						o.err = fmt.Errorf("delete %s/%s: %w", parent, n, err)
+					}
+					if o.err != nil {
+						break
+					}
+				}
+			}
+			outs <- o
+		}()
+	}
+	for i := 0; i < len(names); i += chunk {
+		jobs <- names[i:min(i+chunk, len(names))]
+	}
+	close(jobs)
+	wg.Wait()
+	close(outs)
+	for o := range outs {
+		notEmpty = append(notEmpty, o.notEmpty...)
+		if o.err != nil && err == nil {
+			err = o.err
+		}
+	}
+	return notEmpty, err
+}
+
+// deleteTree deletes p and everything below it. A missing p is not an error.
+func deleteTree(conn *zk.Conn, p string) error {
+	kids, _, err := conn.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("children %s: %w", p, err)
+	}
+	inner, err := deleteChildren(conn, p, kids)
+	if err != nil {
+		return err
+	}
+	for _, k := range inner {
+		if err := deleteTree(conn, p+"/"+k); err != nil {
+			return err
+		}
+	}
+	if err := conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	return nil
+}
