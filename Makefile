@@ -19,3 +19,8 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: bench
+## bench: full benchmark suite against a local 3-server ZooKeeper.
+bench: zookeeper
+	$(GO) run ./bench $(BENCHFLAGS)
