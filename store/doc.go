@@ -30,8 +30,8 @@
 //  4. A crash loses only whole, most recent batches, never part of one
 //     (Pebble's WAL records are checksummed; replay stops at a torn record).
 //     Under SyncEveryBatch it loses nothing Apply returned for; under
-//     SyncGroup it may lose what was committed during the last
-//     GroupSyncInterval (plus one fsync) on a machine crash.
+//     SyncGroup a crash (process or machine) may lose what was committed
+//     since the last group sync (about GroupSyncInterval plus one fsync).
 //
 // # What must be deterministic
 //

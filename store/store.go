@@ -80,14 +80,16 @@ const (
 	// SyncEveryBatch (the default): every Apply call is fsynced (pebble.Sync)
 	// before it returns. A crash loses nothing that Apply returned for.
 	SyncEveryBatch SyncPolicy = iota
-	// SyncGroup: Apply writes without waiting for fsync; a background
-	// goroutine fsyncs the WAL every GroupSyncInterval. A machine crash may
-	// lose the batches committed during the last GroupSyncInterval (plus one
-	// fsync's duration) — always whole, most recent batches, never part of
-	// one: Pebble's WAL records are checksummed and replay stops at the first
-	// torn record. A process crash (kill -9) loses at most what Pebble had not
-	// yet written to the WAL file. Replicas recover by re-applying from the
-	// log, which still holds those entries.
+	// SyncGroup: Apply commits without waiting for the disk; a background
+	// goroutine fsyncs the WAL every GroupSyncInterval. A crash — of the
+	// process (Pebble buffers unsynced WAL writes in memory) or of the
+	// machine — may lose the batches committed since the last completed
+	// group sync, i.e. about GroupSyncInterval plus one fsync's duration of
+	// the most recent batches: always whole batches, never part of one
+	// (Pebble's WAL records are checksummed and replay stops at the first
+	// torn record), and the stored index always matches the stored state.
+	// A replica recovers by re-applying from the log, which still holds
+	// those entries. Sync and Close force a sync.
 	SyncGroup
 )
 
