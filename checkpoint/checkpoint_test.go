@@ -198,6 +198,7 @@ func TestRetainKeepsNewest(t *testing.T) {
 
 	_, err = Newest(t.TempDir())
 	require.ErrorIs(t, err, ErrNoCheckpoint)
+	require.NoError(t, Retain(filepath.Join(t.TempDir(), "missing"), 1))
 	l, err = List(filepath.Join(t.TempDir(), "missing"))
 	require.NoError(t, err)
 	require.Empty(t, l)

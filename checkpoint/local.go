@@ -481,16 +481,20 @@ func Retain(root string, keep int) error {
 	if err != nil {
 		return err
 	}
+	if len(l) <= keep {
+		return nil
+	}
 	var errs []error
-	for _, info := range l[min(keep, len(l)):] {
+	for _, info := range l[keep:] {
 		if err := os.RemoveAll(info.Path); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, syncDir(root))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("checkpoint: retain: %w", err)
 	}
-	return syncDir(root)
+	return nil
 }
 
 // CleanTemp removes the temp directories (".tmp-*") under root older than
