@@ -237,12 +237,38 @@ func isFatal(err error) bool {
 // runStandby is the standby apply goroutine: Tail → Next → Apply, and a
 // bootstrap from a peer's checkpoint when the log it needs was deleted.
 // It returns nil when ctx ends, or an unrecoverable error.
+//
+// A corruption error is confirmed before it stops the replica: logroom's
+// reader also reports a batch missing from a sealed channel that is being
+// deleted under it (DeleteChannel removes batches before the channel) as
+// corruption. So the tail is re-opened a few times with a pause; a deleted
+// position then fails with ErrCompacted (bootstrap), while real corruption
+// repeats and is fatal.
 func (r *Replica) runStandby(ctx context.Context) error {
+	const confirmCorrupt = 3
 	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
+	corrupt := 0
 	for ctx.Err() == nil {
+		before := r.applied.Load()
 		err := r.follow(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if r.applied.Load() != before {
+			corrupt = 0
+		}
+		if errors.Is(err, logroom.ErrCorrupt) {
+			corrupt++
+			if corrupt >= confirmCorrupt {
+				return fatal(err)
+			}
+			r.log.Warn("standby: log reported corrupt; re-reading to tell corruption from concurrent deletion",
+				"attempt", corrupt, "applied", r.applied.Load(), "err", err)
+			backoff.cur = max(backoff.cur, 500*time.Millisecond)
+			if !backoff.wait(ctx) {
+				return nil
+			}
+			continue
 		}
 		if isFatal(err) {
 			return err
@@ -252,6 +278,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			err = r.bootstrap(ctx)
 			if err == nil {
 				backoff.reset()
+				corrupt = 0
 				continue
 			}
 			if isFatal(err) {
@@ -266,30 +293,84 @@ func (r *Replica) runStandby(ctx context.Context) error {
 	return nil
 }
 
-// follow tails from applied+1 until an error.
+// follow tails from applied+1 until an error. A reader goroutine fetches
+// batches ahead while this goroutine applies: everything fetched meanwhile
+// goes into one store.Apply (one fsync), so a standby keeps up with a
+// primary that pipelines its writes.
 func (r *Replica) follow(ctx context.Context) error {
 	from := r.applied.Load() + 1
 	rd, err := r.room.Tail(ctx, from)
 	if err != nil {
-		return r.classifyReadErr(err)
+		return err
 	}
 	defer rd.Close()
-	for {
-		es, err := rd.Next(ctx)
-		if err != nil {
-			return r.classifyReadErr(err)
+	rctx, cancel := context.WithCancel(ctx)
+	type fetched struct {
+		es  []logroom.Entry
+		err error
+	}
+	feed := make(chan fetched, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			es, err := rd.Next(rctx)
+			select {
+			case feed <- fetched{es, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		if err := r.applyEntries(es); err != nil {
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	const maxRun = 4 << 20 // bytes per Apply call
+	for {
+		var f fetched
+		select {
+		case f = <-feed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if f.err != nil {
+			return f.err
+		}
+		run, size := f.es, entriesBytes(f.es)
+		var pending error
+	more:
+		for size < maxRun {
+			select {
+			case g := <-feed:
+				if g.err != nil {
+					pending = g.err
+					break more
+				}
+				run = append(run, g.es...)
+				size += entriesBytes(g.es)
+			default:
+				break more
+			}
+		}
+		if err := r.applyEntries(run); err != nil {
 			return fatal(err)
+		}
+		if pending != nil {
+			return pending
 		}
 	}
 }
 
-func (r *Replica) classifyReadErr(err error) error {
-	if errors.Is(err, logroom.ErrCorrupt) {
-		return fatal(err)
+func entriesBytes(es []logroom.Entry) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.Data) + 16
 	}
-	return err
+	return n
 }
 
 // commitQueue carries the primary's committed entries from the writer's

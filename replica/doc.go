@@ -169,9 +169,10 @@
 //     last index is applied.
 //  3. checkpoint.Create; checkpoint.Retain(KeepCheckpoints); publish the
 //     index in member data.
-//  4. Primary only: record it in checkpoints; delete channels (invariant
-//  5. using a fresh read of every member's applied index. The same
-//     deletion is retried every 2s, as lagging members catch up.
+//  4. Primary only: record it in checkpoints; delete channels as
+//     invariant 5 allows, using a fresh read of every member's applied
+//     index. The same deletion is retried every 2s, as lagging members
+//     catch up.
 //
 // Bootstrap (standby tail, which owns store writes):
 //

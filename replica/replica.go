@@ -264,6 +264,13 @@ func (r *Replica) Close() error {
 		return r.closeErr
 	}
 	r.closed = true
+	// A primary first lets its in-flight proposals finish (bounded), so
+	// that closing does not turn them into unknown outcomes.
+	if t := r.currentTerm(); t != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.SessionTimeout)
+		_ = r.drain(ctx, t)
+		cancel()
+	}
 	r.closing.Store(true)
 	close(r.stopc)
 	<-r.loopDone

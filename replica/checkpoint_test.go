@@ -1,0 +1,149 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/checkpoint"
+)
+
+func smallCheckpoints(c *Config) {
+	c.CheckpointEveryEntries = 400
+	c.CheckpointEveryBytes = 512 << 10
+	c.Writer.MaxRoomBytes = 4 << 20
+	c.RetainRoomBytes = 3 << 20
+}
+
+// TestCheckpointsBoundRoom: under a stream much larger than MaxRoomBytes,
+// checkpoints and channel deletion keep the room's ZooKeeper bytes bounded;
+// a member that was away while its channels were deleted, and a brand-new
+// member with an empty disk, both bootstrap from a peer's checkpoint and
+// converge.
+func TestCheckpointsBoundRoom(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, smallCheckpoints)
+	c.openN(3)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	val := strings.Repeat("x", 1000)
+	propose := func(n int, prefix string) {
+		t.Helper()
+		errs := make(chan error, 8)
+		for w := 0; w < 8; w++ {
+			go func() {
+				for i := w; i < n; i += 8 {
+					_, err := c.proposeRetry(ctx, setOp(fmt.Sprintf("%s-%06d", prefix, i), val))
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for w := 0; w < 8; w++ {
+			require.NoError(t, <-errs)
+		}
+	}
+
+	var maxBytes int64
+	for round := 0; round < 6; round++ {
+		propose(1000, fmt.Sprintf("a%d", round))
+		b, err := p.Room().Bytes(ctx)
+		require.NoError(t, err)
+		maxBytes = max(maxBytes, b)
+	}
+	// ~6 MB written through a room bounded at 4 MiB (ErrRoomFull would have
+	// failed a proposal above).
+	chans, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.Greater(t, chans[0].FirstIndex, uint64(1), "old channels were deleted")
+	t.Logf("room bytes max %d, channels now %d (oldest first index %d)", maxBytes, len(chans), chans[0].FirstIndex)
+	require.Less(t, maxBytes, int64(4<<20))
+	for _, r := range c.all() {
+		require.NotZero(t, r.Status().CheckpointIndex, "%s checkpoints locally", r.ID())
+		list, err := checkpoint.List(r.ckptRoot)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(list), DefaultKeepCheckpoints)
+	}
+	rec, _, err := p.conn.Get(p.room.Path(checkpointsZ))
+	require.NoError(t, err)
+	var cr checkpointRecord
+	require.NoError(t, decode(rec, &cr))
+	require.Equal(t, p.ID(), cr.ID)
+	require.NotZero(t, cr.Index)
+
+	// A standby goes away; the room moves on past what it applied.
+	var away *Replica
+	for _, r := range c.all() {
+		if r != p {
+			away = r
+			break
+		}
+	}
+	awayID, awayApplied := away.ID(), away.Status().Applied
+	c.close(awayID)
+	for round := 0; round < 4; round++ {
+		propose(1000, fmt.Sprintf("b%d", round))
+	}
+	chans, err = p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.Greater(t, chans[0].FirstIndex, awayApplied+1, "the away member's next entry was deleted")
+
+	// It comes back with its old disk, and a new member with an empty one.
+	back := c.open(awayID)
+	fresh := c.open("fresh")
+	idx, err := p.Barrier(ctx)
+	require.NoError(t, err)
+	c.waitConverged(idx, 60*time.Second)
+	require.Equal(t, 1, back.Status().Bootstraps)
+	require.Equal(t, 1, fresh.Status().Bootstraps)
+	v, err := fresh.Get([]byte("a0-000000"))
+	require.NoError(t, err)
+	require.Equal(t, val, string(v))
+	// And they keep following.
+	propose(200, "c")
+	idx, err = p.Barrier(ctx)
+	require.NoError(t, err)
+	c.waitConverged(idx, 30*time.Second)
+}
+
+func TestCheckpointOnDemand(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	c.openN(2)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 20; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i), "v"))
+		require.NoError(t, err)
+	}
+	before, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.NoError(t, p.Checkpoint(ctx))
+	require.GreaterOrEqual(t, p.Status().CheckpointIndex, uint64(20))
+	after, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	// Rotated: the open channel is a new one.
+	require.Greater(t, after[len(after)-1].Num, before[len(before)-1].Num)
+	// Sealed channels covered by the checkpoint and applied by the (caught
+	// up) standby are deleted by the sweep.
+	eventually(t, 10*time.Second, func() bool {
+		chans, err := p.Room().Channels(ctx)
+		return err == nil && len(chans) == 1
+	}, "covered channels deleted")
+	for _, r := range c.all() {
+		if r != p {
+			require.NoError(t, r.Checkpoint(ctx), "a standby checkpoints locally")
+			require.NotZero(t, r.Status().CheckpointIndex)
+		}
+	}
+}
