@@ -463,6 +463,7 @@ func (w *Writer) shutdown() {
 func (w *Writer) resolve() {
 	ls := &w.ls
 	ctx := w.lifeCtx
+	w.stats.resolutions.Add(1)
 	fenced := false
 	synced := false
 	for _, b := range ls.inflight {
@@ -503,7 +504,8 @@ func (w *Writer) resolve() {
 		return
 	}
 	ls.needResolve = false
-	w.log.Info("resolved unacknowledged batches; resuming", "last_committed", w.LastCommitted())
+	w.log.Info("resolved unacknowledged batches; resuming", "last_committed", w.LastCommitted(),
+		"read_back", w.stats.readBack.Load(), "resent", w.stats.resent.Load())
 }
 
 // resolveBatch decides one batch. Not fenced: read it back after a sync;
@@ -533,6 +535,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 		switch {
 		case err == nil:
 			if bytes.Equal(data, b.data) {
+				w.stats.readBack.Add(1)
 				return batchLanded, nil
 			}
 			w.log.Warn("batch name holds another writer's data", "path", b.path)
@@ -551,6 +554,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			return batchUnknown, err
 		}
 		// Absent: resend the same bytes, fenced.
+		w.stats.resent.Add(1)
 		res, err := w.c.conn.Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.acl})
 		i, err := multiErr(res, err)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,10 @@ type proxy struct {
 	frozen bool
 	thawCh chan struct{}
 	wg     sync.WaitGroup
+
+	// blackhole drops client->server bytes silently; discarded counts them.
+	blackhole atomic.Bool
+	discarded atomic.Int64
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -84,14 +89,31 @@ func (p *proxy) serve(c net.Conn) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, toServer bool) {
 		defer wg.Done()
-		_, _ = io.Copy(dst, src)
+		if toServer {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 {
+					if p.blackhole.Load() {
+						p.discarded.Add(int64(n))
+					} else if _, werr := dst.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+		} else {
+			_, _ = io.Copy(dst, src)
+		}
 		dst.Close()
 		src.Close()
 	}
-	go pipe(s, c)
-	go pipe(c, s)
+	go pipe(s, c, true)
+	go pipe(c, s, false)
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, c)

@@ -133,6 +133,7 @@ type Writer struct {
 	maxEntry  int
 
 	lastCommitted atomic.Uint64
+	stats         writerStats
 
 	// lifeCtx ends when Close is called; it bounds every wait of the loop.
 	lifeCtx    context.Context
@@ -156,6 +157,13 @@ type Writer struct {
 	done     chan struct{}    // closed when the loop has exited
 	stopOnce sync.Once
 	ls       loopState // owned by the loop goroutine
+}
+
+// writerStats count resolution outcomes (for logs and tests).
+type writerStats struct {
+	resolutions atomic.Int64 // pipeline pauses to resolve lost replies
+	readBack    atomic.Int64 // batches found landed by reading them back
+	resent      atomic.Int64 // batches resent after being found absent
 }
 
 // reqState is the lifecycle of an append request; guarded by Writer.mu.
