@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/roomlog/roomlog/internal/zkensemble"
 )
 
@@ -52,6 +54,9 @@ func allScenarios() []scenario {
 		{"raw", "raw ZooKeeper ceiling: sequential and pipelined creates, 256 B and batch-sized znodes", runRaw},
 		{"append", "logroom Writer.Append: 64 B..4 KiB entries x 1, 16, 256 proposers", runAppend},
 		{"bulk", "logroom Writer.Append: many entries per call, and thousands of proposers", runBulk},
+		{"lag", "replica: standby apply time - primary ack time at half the max Propose rate", runLag},
+		{"checkpoint", "replica: Propose p99 with and without back-to-back checkpoints", runCheckpoint},
+		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
 	}
 }
 
@@ -63,13 +68,28 @@ type bench struct {
 	log  *slog.Logger
 	// rawCeilingMBps is the MB/s of the raw batched row (0 until measured).
 	rawCeilingMBps float64
+	// proposeMax is the closed-loop Propose rate (0 until measured).
+	proposeMax float64
+	// zk is a plain client for cleanup (deleting rooms between scenarios).
+	zk *zk.Conn
+	// tmp is the run's temp dir (replica data dirs), removed at the end.
+	tmp string
 }
 
 // emit reports a finished row on the progress stream.
 func (b *bench) emit(r Result) {
-	b.prog.Logf("  -> %s %s %s x%d: %s entries/s, %.1f MB/s, p50 %s ms, p99 %s ms",
-		r.System, r.Scenario, fmtBytes(r.EntryBytes), r.Concurrency,
-		fmtRate(r.EntriesPerS), r.MBPerS, fmtMs(r.P50ms), fmtMs(r.P99ms))
+	var parts []string
+	if r.EntriesPerS > 0 {
+		parts = append(parts, fmt.Sprintf("%s entries/s, %.1f MB/s", fmtRate(r.EntriesPerS), r.MBPerS))
+	}
+	if r.P50ms > 0 || r.P99ms > 0 {
+		parts = append(parts, fmt.Sprintf("p50 %s ms, p99 %s ms", fmtMs(r.P50ms), fmtMs(r.P99ms)))
+	}
+	head := fmt.Sprintf("%s %s %s", r.System, r.Scenario, fmtBytes(r.EntryBytes))
+	if r.Concurrency > 0 {
+		head += fmt.Sprintf(" x%d", r.Concurrency)
+	}
+	b.prog.Logf("  -> %s: %s", head, strings.Join(parts, ", "))
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -147,6 +167,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "-node" {
+		return runNode(args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -206,6 +229,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer ens.Close()
 	b.ens = ens
+	tmp, err := os.MkdirTemp("", "roomlog-bench-")
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	b.tmp = tmp
+	if b.zk, err = dialRaw(ctx, ens.Addrs(), 10*time.Second); err != nil {
+		fmt.Fprintf(stderr, "bench: dial ZooKeeper: %v\n", err)
+		return 1
+	}
+	defer b.zk.Close()
 	b.prog.Logf("ZooKeeper up at %s", ens.ConnString())
 
 	for _, s := range allScenarios() {

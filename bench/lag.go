@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomlog/roomlog/replica"
+)
+
+// replicaEntryBytes is the entry size of the replica scenarios (one OpSet).
+const replicaEntryBytes = 256
+
+// timedLoad runs runLoad for d and returns its stats and the real elapsed time.
+func timedLoad(ctx context.Context, r *replica.Replica, em *entryMaker, workers int, rate float64, d time.Duration,
+	onAck func(uint64, time.Time)) (*loadStats, time.Duration) {
+	lctx, cancel := context.WithCancel(ctx)
+	start := time.Now()
+	st := runLoad(lctx, r, em, workers, rate, onAck)
+	sleepCtx(ctx, d)
+	cancel()
+	elapsed := time.Since(start)
+	st.wait()
+	return st, elapsed
+}
+
+// proposeRow turns a load run into a row.
+func (b *bench) proposeRow(scenario string, conc int, st *loadStats, elapsed time.Duration) Result {
+	n := float64(st.ok.Load())
+	r := Result{
+		System:      "roomlog",
+		Servers:     b.cfg.servers,
+		Scenario:    scenario,
+		EntryBytes:  replicaEntryBytes,
+		Concurrency: conc,
+		EntriesPerS: round3(n / elapsed.Seconds()),
+		MBPerS:      round3(n * replicaEntryBytes / elapsed.Seconds() / 1e6),
+	}
+	r.setLatency(&st.lat)
+	if e := st.errs.Load(); e > 0 {
+		r.setExtra("errors", e)
+		if err, ok := st.firstErr.Load().(error); ok {
+			r.Note = fmt.Sprintf("%d errors, first: %v", e, err)
+		}
+	}
+	if m := st.missed.Load(); m > 0 {
+		r.setExtra("paced_slots_missed", m)
+	}
+	return r
+}
+
+// maxProposeRate measures Propose throughput of a lone primary (its own
+// room, deleted afterwards) with 256 closed-loop proposers. It runs once per
+// bench run; later callers reuse the figure.
+func (b *bench) maxProposeRate(ctx context.Context, em *entryMaker) (float64, []Result, error) {
+	if b.proposeMax > 0 {
+		return b.proposeMax, nil, nil
+	}
+	m, room, err := b.lonePrimary(ctx, "max", noCheckpoints)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer b.dropRoom(room)
+	defer m.Close()
+	d := max(b.cfg.duration/2, time.Second)
+	b.prog.Logf("propose 256B x256 on a lone primary (closed loop, for the maximum rate): %v", d)
+	timedLoad(ctx, m.r, em, 256, 0, d/4, nil) // warm-up
+	st, el := timedLoad(ctx, m.r, em, 256, 0, d, nil)
+	row := b.proposeRow("propose", 256, st, el)
+	row.Note = "replica.Propose on a lone primary: committed in ZooKeeper and applied to Pebble"
+	b.emit(row)
+	if row.EntriesPerS <= 0 {
+		return 0, []Result{row}, fmt.Errorf("no proposal succeeded while measuring the maximum rate")
+	}
+	b.proposeMax = row.EntriesPerS
+	return b.proposeMax, []Result{row}, nil
+}
+
+// runLag measures how long after the primary acknowledges an entry a
+// standby (another in-process replica, its own ZooKeeper session) has
+// applied it, at half of the maximum Propose rate.
+func runLag(ctx context.Context, b *bench) ([]Result, error) {
+	em, err := newEntryMaker(replicaEntryBytes, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	maxRate, out, err := b.maxProposeRate(ctx, em)
+	if err != nil {
+		return out, err
+	}
+	p, s, room, err := b.pair(ctx, "lag", noCheckpoints)
+	if err != nil {
+		return out, err
+	}
+	defer b.dropRoom(room)
+	defer s.Close()
+	defer p.Close()
+	rate := maxRate / 2
+	label := fmt.Sprintf("lag at %s entries/s (half of max)", fmtRate(rate))
+	b.prog.Logf("%s: %v", label, b.cfg.duration)
+
+	// Sample at most ~2000 entries/s: each sample waits on the standby.
+	every := max(1, int64(rate/2000))
+	var mu sync.Mutex // guards lag
+	var lag histogram
+	var waiters sync.WaitGroup
+	var n, censored atomic.Int64
+	wctx, cancelWaiters := context.WithCancel(ctx)
+	defer cancelWaiters()
+	onAck := func(idx uint64, at time.Time) {
+		if n.Add(1)%every != 0 {
+			return
+		}
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			err := s.r.WaitApplied(wctx, idx)
+			d := time.Since(at) // ~0 when the standby applied it before the ack
+			if err != nil {
+				// Not applied when the wait was cut: d is a lower bound.
+				censored.Add(1)
+			}
+			mu.Lock()
+			lag.Record(d)
+			mu.Unlock()
+		}()
+	}
+	stopLive := b.prog.Live(label, func() string {
+		st := s.r.Status()
+		return fmt.Sprintf("standby applied %d, lag %d entries", st.Applied, st.Lag)
+	})
+	appliedBefore := s.r.Status().Applied
+	st, el := timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, onAck)
+	appliedDuring := s.r.Status().Applied - appliedBefore
+	stopLive()
+	// Let the last samples land (bounded), then stop the rest.
+	done := make(chan struct{})
+	go func() { waiters.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cancelWaiters()
+		<-done
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	row := b.proposeRow("lag", 256, st, el)
+	proposeP99 := row.P99ms
+	mu.Lock()
+	row.setLatency(&lag)
+	mu.Unlock()
+	row.setExtra("max_rate", maxRate)
+	row.setExtra("target_rate", round3(rate))
+	row.setExtra("propose_p99_ms", proposeP99)
+	row.setExtra("sample_every", every)
+	row.setExtra("standby_lag_entries_at_end", s.r.Status().Lag)
+	row.setExtra("standby_applied_per_s", round3(float64(appliedDuring)/el.Seconds()))
+	row.Note = "p50/p99/p999 = standby applied time - primary ack time; entries/s = achieved paced rate"
+	if c := censored.Load(); c > 0 {
+		row.setExtra("censored_samples", c)
+		row.Note += fmt.Sprintf("; %d samples not applied 5 s after the run ended (counted at that time: the standby falls behind)", c)
+	}
+	b.emit(row)
+	return append(out, row), nil
+}
+
+// runCheckpoint compares Propose latency at half the maximum rate without
+// and with back-to-back checkpoints on the primary (each: rotate the
+// channel, Pebble checkpoint, record it, delete the covered channels).
+func runCheckpoint(ctx context.Context, b *bench) ([]Result, error) {
+	em, err := newEntryMaker(replicaEntryBytes, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	maxRate, out, err := b.maxProposeRate(ctx, em)
+	if err != nil {
+		return out, err
+	}
+	p, s, room, err := b.pair(ctx, "ckpt", noCheckpoints)
+	if err != nil {
+		return out, err
+	}
+	defer b.dropRoom(room)
+	defer s.Close()
+	defer p.Close()
+	rate := maxRate / 2
+
+	b.prog.Logf("checkpoint: baseline at %s entries/s, no checkpoints: %v", fmtRate(rate), b.cfg.duration)
+	st, el := timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
+	base := b.proposeRow("checkpoint-base", 256, st, el)
+	base.Note = "Propose at half max rate, no checkpoint (baseline of checkpoint-load)"
+	b.emit(base)
+	out = append(out, base)
+
+	b.prog.Logf("checkpoint: same rate, checkpoints back to back: %v", b.cfg.duration)
+	cctx, cancel := context.WithCancel(ctx)
+	var ckpts, ckptErrs atomic.Int64
+	var ckptTime atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for cctx.Err() == nil {
+			t0 := time.Now()
+			if err := p.r.Checkpoint(cctx); err != nil {
+				if cctx.Err() == nil {
+					ckptErrs.Add(1)
+					b.log.Warn("checkpoint", "err", err)
+					sleepCtx(cctx, 50*time.Millisecond)
+				}
+				continue
+			}
+			ckpts.Add(1)
+			ckptTime.Add(int64(time.Since(t0)))
+		}
+	}()
+	chBefore := p.r.Status().OpenChannel
+	st, el = timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
+	cancel()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	load := b.proposeRow("checkpoint-load", 256, st, el)
+	load.setExtra("checkpoints", ckpts.Load())
+	if c := ckpts.Load(); c > 0 {
+		load.setExtra("checkpoint_avg_ms", round3(ms(time.Duration(ckptTime.Load()/c))))
+	}
+	if e := ckptErrs.Load(); e > 0 {
+		load.setExtra("checkpoint_errors", e)
+	}
+	load.setExtra("channels_opened", p.r.Status().OpenChannel-chBefore)
+	load.setExtra("base_p99_ms", base.P99ms)
+	if base.P99ms > 0 {
+		load.setExtra("p99_ratio", round3(load.P99ms/base.P99ms))
+	}
+	load.Note = fmt.Sprintf("%d checkpoints (rotate + Pebble checkpoint + channel deletion) during the window", ckpts.Load())
+	b.emit(load)
+	return append(out, load), nil
+}
