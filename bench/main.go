@@ -56,6 +56,8 @@ func allScenarios() []scenario {
 		{"bulk", "logroom Writer.Append: many entries per call, and thousands of proposers", runBulk},
 		{"lag", "replica: standby apply time - primary ack time at half the max Propose rate", runLag},
 		{"checkpoint", "replica: Propose p99 with and without back-to-back checkpoints", runCheckpoint},
+		{"bootstrap", "replica: a new standby restores a peer's checkpoint (MB/s) and catches up", runBootstrap},
+		{"footprint", "replica: room bytes in ZooKeeper and ZooKeeper heap over a run with checkpoints on", runFootprint},
 		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
 	}
 }
@@ -81,6 +83,11 @@ func (b *bench) emit(r Result) {
 	var parts []string
 	if r.EntriesPerS > 0 {
 		parts = append(parts, fmt.Sprintf("%s entries/s, %.1f MB/s", fmtRate(r.EntriesPerS), r.MBPerS))
+	} else if r.MBPerS > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f MB/s", r.MBPerS))
+	}
+	if r.Note != "" && r.P50ms == 0 && r.EntriesPerS == 0 {
+		parts = append(parts, r.Note)
 	}
 	if r.P50ms > 0 || r.P99ms > 0 {
 		parts = append(parts, fmt.Sprintf("p50 %s ms, p99 %s ms", fmtMs(r.P50ms), fmtMs(r.P99ms)))

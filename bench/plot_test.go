@@ -116,3 +116,28 @@ func TestTargetsAndTable(t *testing.T) {
 	require.NoError(t, writeTargets(&buf, ts))
 	require.Contains(t, buf.String(), "not run")
 }
+
+func TestParseJstatUsed(t *testing.T) {
+	out := ` S0C         S1C         S0U         S1U          EC           EU           OC           OU          MC         MU       CCSC      CCSU     YGC     YGCT     FGC    FGCT     CGC    CGCT       GCT   
+        0.0     8192.0        0.0     8192.0     667648.0     335872.0     372736.0     120000.5     20480.0    19800.1   2304.0    2100.0     12     0.101     0     0.000     4     0.010     0.111
+`
+	mb, err := parseJstatUsed(out)
+	require.NoError(t, err)
+	require.InDelta(t, (8192.0+335872.0+120000.5)*1024/1e6, mb, 1e-9)
+	_, err = parseJstatUsed("garbage")
+	require.Error(t, err)
+	_, err = parseJstatUsed("A B\n1 2")
+	require.Error(t, err)
+}
+
+func TestEntryMakerExactSize(t *testing.T) {
+	for _, size := range []int{64, 256, 1024, 4096} {
+		em, err := newEntryMaker(size, 100)
+		require.NoError(t, err)
+		for i := range 3 {
+			require.Len(t, em.make(i*1000), size)
+		}
+	}
+	_, err := newEntryMaker(3, 10)
+	require.Error(t, err)
+}
