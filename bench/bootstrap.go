@@ -218,10 +218,10 @@ func runFootprint(ctx context.Context, b *bench) ([]Result, error) {
 	// Live data: one full GC per server, then the heap in use.
 	var live []float64
 	for i, h := range heaps {
-		before := h.MB()
 		_ = exec.CommandContext(ctx, "jcmd", strconv.Itoa(b.ens.PID(i)), "GC.run").Run()
+		gcDone := time.Now()
 		// The next jstat line shows the heap after the GC.
-		_ = waitFor(ctx, 3*time.Second, "a jstat line after GC", func() bool { return h.MB() != before })
+		_ = waitFor(ctx, 3*time.Second, "a jstat line after GC", func() bool { return h.at().After(gcDone) })
 		live = append(live, round3(h.MB()))
 	}
 	r := b.proposeRow("footprint", 256, load, elapsed)
@@ -244,7 +244,12 @@ func runFootprint(ctx context.Context, b *bench) ([]Result, error) {
 type heapWatch struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
-	lastMB atomic.Value // float64: used heap at the latest line
+	lastMB atomic.Value // heapLine: the latest line
+}
+
+type heapLine struct {
+	mb float64
+	at time.Time // when it was read
 }
 
 func watchHeap(pid int, every time.Duration) (*heapWatch, error) {
@@ -274,7 +279,7 @@ func watchHeap(pid int, every time.Duration) (*heapWatch, error) {
 				continue
 			}
 			if mb, err := parseJstatUsed(header + "\n" + line); err == nil {
-				h.lastMB.Store(mb)
+				h.lastMB.Store(heapLine{mb, time.Now()})
 			}
 		}
 		_ = cmd.Wait()
@@ -287,8 +292,17 @@ func (h *heapWatch) MB() float64 {
 	if h == nil {
 		return 0
 	}
-	v, _ := h.lastMB.Load().(float64)
-	return v
+	v, _ := h.lastMB.Load().(heapLine)
+	return v.mb
+}
+
+// at is when the latest line was read (zero before the first).
+func (h *heapWatch) at() time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	v, _ := h.lastMB.Load().(heapLine)
+	return v.at
 }
 
 func (h *heapWatch) stop() {

@@ -174,6 +174,16 @@ func (p *plot) WriteSVG(out io.Writer) error {
 				dash = ` stroke-dasharray="6 4"`
 			}
 			fmt.Fprintf(w, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2.2"%s/>`+"\n", b.String(), s.Color, dash)
+			// Labels avoid the line too: small boxes along each segment.
+			for i := 1; i < len(pts); i++ {
+				ax, ay, bx, by := px(pts[i-1].X), py(pts[i-1].Y), px(pts[i].X), py(pts[i].Y)
+				steps := int(math.Hypot(bx-ax, by-ay)/6) + 1
+				for k := 0; k <= steps; k++ {
+					f := float64(k) / float64(steps)
+					x, y := ax+(bx-ax)*f, ay+(by-ay)*f
+					markers = append(markers, box{x - 2, y - 2, x + 2, y + 2})
+				}
+			}
 		}
 		for _, pt := range pts {
 			writeMarker(w, s.Marker, px(pt.X), py(pt.Y), s.Color)

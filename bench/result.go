@@ -146,7 +146,11 @@ func writeTable(w io.Writer, rows []Result) error {
 	var notes []string
 	for _, r := range rows {
 		if r.Note != "" {
-			notes = append(notes, fmt.Sprintf("  %s %s %s x%d: %s", r.System, r.Scenario, fmtBytes(r.EntryBytes), r.Concurrency, r.Note))
+			head := fmt.Sprintf("%s %s %s", r.System, r.Scenario, fmtBytes(r.EntryBytes))
+			if r.Concurrency > 0 {
+				head += fmt.Sprintf(" x%d", r.Concurrency)
+			}
+			notes = append(notes, fmt.Sprintf("  %s: %s", head, r.Note))
 		}
 	}
 	if len(notes) > 0 {
