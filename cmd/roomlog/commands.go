@@ -1,0 +1,473 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/replica"
+)
+
+// ---- rooms ----
+
+type roomRow struct {
+	Name     string `json:"name"`
+	Created  string `json:"created,omitempty"`
+	Epoch    uint64 `json:"epoch"`
+	Owner    string `json:"owner,omitempty"`
+	Channels int    `json:"channels"`
+	// FirstIndex is the first index still in ZooKeeper (the oldest
+	// channel's first; 0 without channels).
+	FirstIndex uint64 `json:"first_index"`
+	Members    int    `json:"members"`
+	Error      string `json:"error,omitempty"`
+}
+
+func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout, stderr io.Writer) error {
+	names, _, err := in.c.Conn().Children(in.base)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("base %s does not exist: no rooms (check --base and --zk)", in.base)
+	}
+	if err != nil {
+		return zkErr("list "+in.base, err)
+	}
+	slices.Sort(names)
+	rows := []roomRow{}
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		row, ok, err := roomSummary(in, name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rows = append(rows, row)
+		}
+	}
+	if o.json {
+		return writeJSON(stdout, rows)
+	}
+	t := newTable(stdout, "ROOM", "CREATED", "EPOCH", "OWNER", "CHANNELS", "FIRST", "MEMBERS")
+	for _, r := range rows {
+		if r.Error != "" {
+			t.row(r.Name, "("+r.Error+")")
+			continue
+		}
+		t.row(r.Name, r.Created, u64(r.Epoch), r.Owner, fmt.Sprint(r.Channels), u64(r.FirstIndex), fmt.Sprint(r.Members))
+	}
+	return t.flush()
+}
+
+// roomSummary describes the child name of the base; ok is false when it is
+// not a room. A room the client may not read is a row with Error set.
+func roomSummary(in *inspector, name string) (roomRow, bool, error) {
+	row := roomRow{Name: name}
+	rv := &roomView{in: in, name: name, root: in.base + "/" + name}
+	data, _, err := rv.getOptional(rv.root)
+	if errors.Is(err, zk.ErrNoAuth) {
+		row.Error = "no access: digest ACL, pass --digest"
+		return row, true, nil
+	}
+	if err != nil {
+		return row, false, err
+	}
+	if data == nil {
+		return row, false, nil // deleted since the listing
+	}
+	m, err := decodeRoomMeta(data)
+	if err != nil {
+		return row, false, nil // not a room
+	}
+	row.Created = formatTime(m.Created)
+	if em, err := rv.epoch(); err != nil {
+		row.Error = err.Error()
+	} else {
+		row.Epoch, row.Owner = em.Epoch, em.Owner
+	}
+	if nums, _, err := rv.channelNums(); err != nil {
+		row.Error = err.Error()
+	} else {
+		row.Channels = len(nums)
+		if len(nums) > 0 {
+			if cm, err := rv.channel(nums[0]); err == nil {
+				row.FirstIndex = cm.First
+			}
+		}
+	}
+	members, err := rv.childrenOptional(rv.path(membersNode))
+	if err != nil {
+		row.Error = err.Error()
+	}
+	row.Members = len(members)
+	return row, true, nil
+}
+
+// ---- channels ----
+
+type channelRow struct {
+	Num    uint64 `json:"num"`
+	First  uint64 `json:"first"`
+	Last   uint64 `json:"last"`
+	Sealed bool   `json:"sealed"`
+	Epoch  uint64 `json:"epoch"`
+	// Batches and Bytes are the sealed channel's recorded values; for the
+	// open channel, what its chain holds now.
+	Batches int    `json:"batches"`
+	Bytes   int64  `json:"bytes"`
+	Entries uint64 `json:"entries"`
+	Note    string `json:"note,omitempty"`
+}
+
+type channelsOut struct {
+	Room     string       `json:"room"`
+	Epoch    uint64       `json:"epoch"`
+	Owner    string       `json:"owner"`
+	Channels []channelRow `json:"channels"`
+}
+
+func cmdChannels(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
+	rv, _, err := in.room(args[0])
+	if err != nil {
+		return err
+	}
+	em, err := rv.epoch()
+	if err != nil {
+		return err
+	}
+	nums, _, err := rv.channelNums()
+	if err != nil {
+		return err
+	}
+	out := channelsOut{Room: rv.name, Epoch: em.Epoch, Owner: em.Owner, Channels: []channelRow{}}
+	for _, num := range nums {
+		m, err := rv.channel(num)
+		if errors.Is(err, errChannelGone) {
+			continue
+		}
+		if errors.Is(err, errFormat) {
+			out.Channels = append(out.Channels, channelRow{Num: num, Note: err.Error()})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		row := channelRow{Num: num, First: m.First, Last: m.Last, Sealed: m.Sealed, Epoch: m.Epoch, Batches: m.Batches, Bytes: m.Bytes}
+		if !m.Sealed {
+			res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.First})
+			if errors.Is(err, errChannelGone) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			row.Last, row.Batches, row.Bytes = res.end, res.batches, res.bytes
+			if len(res.faults) > 0 {
+				row.Note = fmt.Sprintf("%d fault(s), run verify", len(res.faults))
+			}
+		}
+		row.Entries = row.Last + 1 - row.First
+		out.Channels = append(out.Channels, row)
+	}
+	if o.json {
+		return writeJSON(stdout, out)
+	}
+	owner := out.Owner
+	if owner == "" {
+		owner = "-"
+	}
+	fmt.Fprintf(stdout, "room %s  epoch %d  owner %s\n", out.Room, out.Epoch, owner)
+	t := newTable(stdout, "NUM", "FIRST", "LAST", "SEALED", "EPOCH", "BATCHES", "BYTES", "ENTRIES", "NOTE")
+	for _, r := range out.Channels {
+		sealed := "no (open)"
+		if r.Sealed {
+			sealed = "yes"
+		}
+		if r.First == 0 { // undecodable meta
+			t.row(u64(r.Num), "?", "?", "?", "?", "?", "?", "?", r.Note)
+			continue
+		}
+		t.row(u64(r.Num), u64(r.First), u64(r.Last), sealed, u64(r.Epoch), fmt.Sprint(r.Batches),
+			fmt.Sprint(r.Bytes), u64(r.Entries), r.Note)
+	}
+	return t.flush()
+}
+
+// ---- members ----
+
+type memberRow struct {
+	ID         string `json:"id"`
+	Addr       string `json:"addr"`
+	Role       string `json:"role"`
+	Epoch      uint64 `json:"epoch"`
+	Applied    uint64 `json:"applied"`
+	Checkpoint uint64 `json:"checkpoint"`
+	// Election is the member's place in the election line (1 = the lowest
+	// candidate, primary or about to be; 0 = no candidate node).
+	Election int `json:"election"`
+	// Session is the ZooKeeper session holding the ephemeral node (hex).
+	Session string `json:"session"`
+	Error   string `json:"error,omitempty"`
+}
+
+type transferOut struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Epoch    uint64 `json:"epoch"`
+	Deadline string `json:"deadline"`
+}
+
+type membersOut struct {
+	Room     string       `json:"room"`
+	Members  []memberRow  `json:"members"`
+	Transfer *transferOut `json:"transfer,omitempty"`
+}
+
+// readMembers reads every member node, sorted by id.
+func readMembers(rv *roomView) ([]memberRow, error) {
+	dir := rv.path(membersNode)
+	names, err := rv.childrenOptional(dir)
+	if err != nil {
+		return nil, err
+	}
+	rows := []memberRow{}
+	for _, n := range names {
+		data, st, err := rv.getOptional(dir + "/" + n)
+		if err != nil {
+			return nil, err
+		}
+		if st == nil {
+			continue // left since the listing
+		}
+		row := memberRow{ID: n, Session: fmt.Sprintf("0x%x", st.EphemeralOwner)}
+		m, err := decodeMember(data)
+		if err != nil {
+			row.Error = err.Error()
+		} else {
+			row.Addr, row.Role, row.Epoch, row.Applied, row.Checkpoint = m.Addr, m.Role, m.Epoch, m.Applied, m.Checkpoint
+			if m.ID != n {
+				row.Error = fmt.Sprintf("node name %q, data names member %q", n, m.ID)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// electionRanks maps member ids to their place in the election line.
+func electionRanks(rv *roomView) (map[string]int, error) {
+	dir := rv.path(electionNode)
+	names, err := rv.childrenOptional(dir)
+	if err != nil {
+		return nil, err
+	}
+	type cand struct {
+		name string
+		seq  int64
+	}
+	var cands []cand
+	for _, n := range names {
+		if seq, ok := parseCandidateSeq(n); ok {
+			cands = append(cands, cand{n, seq})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	ranks := map[string]int{}
+	rank := 0
+	for _, c := range cands {
+		data, st, err := rv.getOptional(dir + "/" + c.name)
+		if err != nil {
+			return nil, err
+		}
+		if st == nil {
+			continue
+		}
+		rank++
+		if d, err := decodeCandidate(data); err == nil {
+			if _, seen := ranks[d.ID]; !seen {
+				ranks[d.ID] = rank
+			}
+		}
+	}
+	return ranks, nil
+}
+
+func cmdMembers(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
+	rv, _, err := in.room(args[0])
+	if err != nil {
+		return err
+	}
+	rows, err := readMembers(rv)
+	if err != nil {
+		return err
+	}
+	ranks, err := electionRanks(rv)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].Election = ranks[rows[i].ID]
+	}
+	out := membersOut{Room: rv.name, Members: rows}
+	data, st, err := rv.getOptional(rv.path(transferNode))
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		if tr, err := decodeTransfer(data); err == nil {
+			out.Transfer = &transferOut{From: tr.From, To: tr.To, Epoch: tr.Epoch, Deadline: formatTime(tr.Deadline)}
+		}
+	}
+	if o.json {
+		return writeJSON(stdout, out)
+	}
+	t := newTable(stdout, "ID", "ADDR", "ROLE", "EPOCH", "APPLIED", "CKPT", "ELECTION", "SESSION", "NOTE")
+	for _, r := range rows {
+		el := "-"
+		if r.Election > 0 {
+			el = fmt.Sprint(r.Election)
+		}
+		t.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), el, r.Session, r.Error)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if tr := out.Transfer; tr != nil {
+		fmt.Fprintf(stdout, "leadership transfer from %s to %s (epoch %d) binding until %s\n", tr.From, tr.To, tr.Epoch, tr.Deadline)
+	}
+	return nil
+}
+
+// ---- checkpoints ----
+
+type checkpointRecordOut struct {
+	Index   uint64 `json:"index"`
+	Epoch   uint64 `json:"epoch"`
+	ID      string `json:"id"`
+	Addr    string `json:"addr"`
+	Created string `json:"created"`
+	URL     string `json:"url,omitempty"`
+}
+
+type memberCheckpoint struct {
+	ID         string `json:"id"`
+	Role       string `json:"role"`
+	Applied    uint64 `json:"applied"`
+	Checkpoint uint64 `json:"checkpoint"`
+	URL        string `json:"url,omitempty"`
+}
+
+type checkpointsOut struct {
+	Room string `json:"room"`
+	// Record is the newest checkpoint the primary recorded (null: none).
+	Record *checkpointRecordOut `json:"record"`
+	// RecordError explains an unreadable record.
+	RecordError string `json:"record_error,omitempty"`
+	// OldestIndex is the first index still in ZooKeeper; a member whose
+	// applied index is below OldestIndex-1 must bootstrap from a checkpoint.
+	OldestIndex uint64 `json:"oldest_index"`
+	// Covered lists the sealed channels the record covers (last index <=
+	// its index): those the primary may delete once every live member
+	// applied them.
+	Covered []uint64           `json:"covered_channels"`
+	Members []memberCheckpoint `json:"members"`
+}
+
+// checkpointURL is where a member advertising addr serves room's newest
+// checkpoint ("" without an address).
+func checkpointURL(addr, room string) string {
+	if addr == "" {
+		return ""
+	}
+	base := addr
+	if !strings.Contains(addr, "://") {
+		base = "http://" + addr
+	}
+	return strings.TrimSuffix(base, "/") + replica.CheckpointPath(room)
+}
+
+func cmdCheckpoints(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
+	rv, _, err := in.room(args[0])
+	if err != nil {
+		return err
+	}
+	out := checkpointsOut{Room: rv.name, Covered: []uint64{}, Members: []memberCheckpoint{}}
+	data, st, err := rv.getOptional(rv.path(checkpointsNode))
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		rec, err := decodeCheckpointRecord(data)
+		if err != nil {
+			out.RecordError = err.Error()
+		} else {
+			out.Record = &checkpointRecordOut{Index: rec.Index, Epoch: rec.Epoch, ID: rec.ID, Addr: rec.Addr,
+				Created: formatTime(rec.Created), URL: checkpointURL(rec.Addr, rv.name)}
+		}
+	}
+	nums, _, err := rv.channelNums()
+	if err != nil {
+		return err
+	}
+	for i, num := range nums {
+		m, err := rv.channel(num)
+		if errors.Is(err, errChannelGone) || errors.Is(err, errFormat) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if i == 0 || out.OldestIndex == 0 {
+			out.OldestIndex = m.First
+		}
+		if out.Record != nil && m.Sealed && m.Last <= out.Record.Index {
+			out.Covered = append(out.Covered, num)
+		}
+	}
+	members, err := readMembers(rv)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		out.Members = append(out.Members, memberCheckpoint{ID: m.ID, Role: m.Role, Applied: m.Applied,
+			Checkpoint: m.Checkpoint, URL: checkpointURL(m.Addr, rv.name)})
+	}
+	if o.json {
+		return writeJSON(stdout, out)
+	}
+	switch {
+	case out.Record != nil:
+		r := out.Record
+		fmt.Fprintf(stdout, "room %s: newest recorded checkpoint: index %d epoch %d by %s at %s (created %s)\n",
+			rv.name, r.Index, r.Epoch, r.ID, r.Addr, r.Created)
+	case out.RecordError != "":
+		fmt.Fprintf(stdout, "room %s: checkpoint record unreadable: %s\n", rv.name, out.RecordError)
+	default:
+		fmt.Fprintf(stdout, "room %s: no checkpoint recorded\n", rv.name)
+	}
+	covered := "none"
+	if len(out.Covered) > 0 {
+		var s []string
+		for _, n := range out.Covered {
+			s = append(s, u64(n))
+		}
+		covered = strings.Join(s, ", ")
+	}
+	fmt.Fprintf(stdout, "oldest index in ZooKeeper: %d; sealed channels the record covers: %s\n", out.OldestIndex, covered)
+	t := newTable(stdout, "MEMBER", "ROLE", "APPLIED", "CKPT", "URL")
+	for _, m := range out.Members {
+		t.row(m.ID, m.Role, u64(m.Applied), u64(m.Checkpoint), m.URL)
+	}
+	return t.flush()
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // an error, or verify found a fault
+	exitUsage = 2
+)
+
+// Environment fallbacks for --zk and --digest (a password on the command
+// line is visible to every local user through ps).
+const (
+	envZK     = "ROOMLOG_ZK"
+	envDigest = "ROOMLOG_DIGEST"
+)
+
+const usageText = `usage: roomlog [flags] COMMAND [ARGS]
+
+Read-only inspection of roomlog rooms in ZooKeeper (nothing is ever written).
+
+commands:
+  rooms                       the rooms under --base
+  channels ROOM               num, first, last, sealed, epoch, batches, bytes
+  members ROOM                live members: id, addr, role, epoch, applied, checkpoint, election rank
+  dump ROOM [--from N] [--to N]
+                              decoded entries, one JSON object per line
+  verify ROOM                 check every channel and batch znode; exit 1 on any fault
+  checkpoints ROOM            the checkpoint record and the members' checkpoints
+
+flags (anywhere on the line):
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the tool with args (without the program name) and returns the
+// exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// options are the parsed flags.
+type options struct {
+	zk      string
+	base    string
+	digest  string
+	timeout time.Duration
+	json    bool
+	from    uint64
+	to      uint64
+	noOps   bool
+	set     map[string]bool
+}
+
+// parseArgs parses flags given anywhere among the positional arguments
+// ("--" ends the flags).
+func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
+	var o options
+	fs := flag.NewFlagSet("roomlog", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defZK := os.Getenv(envZK)
+	if defZK == "" {
+		defZK = "127.0.0.1:2181"
+	}
+	fs.StringVar(&o.zk, "zk", defZK, "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
+	fs.StringVar(&o.base, "base", logroom.DefaultBase, "parent znode of the rooms")
+	fs.StringVar(&o.digest, "digest", "", "digest credentials user:password for rooms with an ACL (env "+envDigest+")")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for a ZooKeeper session")
+	fs.BoolVar(&o.json, "json", false, "machine-readable JSON output")
+	fs.Uint64Var(&o.from, "from", 0, "dump: first index (default: the oldest retained)")
+	fs.Uint64Var(&o.to, "to", 0, "dump: last index (default: the end of the log)")
+	fs.BoolVar(&o.noOps, "no-ops", false, "dump: do not decode entries as store ops")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return o, nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.digest == "" && !o.set["digest"] {
+		o.digest = os.Getenv(envDigest)
+	}
+	return o, pos, nil
+}
+
+// command is one subcommand: the number of positional arguments it takes
+// and its implementation.
+type command struct {
+	args int
+	run  func(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"rooms":       {0, cmdRooms},
+	"channels":    {1, cmdChannels},
+	"members":     {1, cmdMembers},
+	"dump":        {1, cmdDump},
+	"verify":      {1, cmdVerify},
+	"checkpoints": {1, cmdCheckpoints},
+}
+
+// errFaults is returned by verify when it found faults (already printed).
+var errFaults = errors.New("faults found")
+
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, pos, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "roomlog: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "run 'roomlog -h' for usage")
+		return exitUsage
+	}
+	if len(pos) == 0 {
+		return usageErr("missing command")
+	}
+	name := pos[0]
+	if name == "help" {
+		fmt.Fprint(stdout, usageText)
+		return exitOK
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return usageErr("unknown command %q", name)
+	}
+	if len(pos)-1 != cmd.args {
+		return usageErr("%s takes %d argument(s), got %d: %q", name, cmd.args, len(pos)-1, pos[1:])
+	}
+	if name != "dump" && (o.set["from"] || o.set["to"] || o.set["no-ops"]) {
+		return usageErr("--from, --to and --no-ops apply to dump only")
+	}
+	if o.set["from"] && o.from == 0 {
+		return usageErr("--from must be >= 1 (indexes start at 1)")
+	}
+	if o.set["from"] && o.set["to"] && o.to < o.from {
+		return usageErr("--to %d is below --from %d", o.to, o.from)
+	}
+	if o.set["to"] && o.to == 0 {
+		return usageErr("--to must be >= 1")
+	}
+	if err := checkBase(o.base); err != nil {
+		return usageErr("%v", err)
+	}
+	servers := splitServers(o.zk)
+	if len(servers) == 0 {
+		return usageErr("--zk: no ZooKeeper server given")
+	}
+	var auth *logroom.Digest
+	if o.digest != "" {
+		user, pass, ok := strings.Cut(o.digest, ":")
+		if !ok || user == "" {
+			return usageErr("--digest: want user:password")
+		}
+		auth = &logroom.Digest{User: user, Password: pass}
+	}
+	if o.timeout <= 0 {
+		return usageErr("--timeout must be > 0")
+	}
+	for _, a := range pos[1:] {
+		if err := logroom.ValidateName(a); err != nil {
+			fmt.Fprintf(stderr, "roomlog: %v\n", err)
+			return exitUsage
+		}
+	}
+
+	dialCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	c, err := logroom.Dial(dialCtx, logroom.DialConfig{Servers: servers, Auth: auth})
+	cancel()
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			fmt.Fprintf(stderr, "roomlog: interrupted while connecting to ZooKeeper %s\n", o.zk)
+		case errors.Is(err, context.DeadlineExceeded):
+			fmt.Fprintf(stderr, "roomlog: cannot reach ZooKeeper at %s: no session within %v (--timeout)\n", o.zk, o.timeout)
+		default:
+			fmt.Fprintf(stderr, "roomlog: connect to ZooKeeper at %s: %v\n", o.zk, err)
+		}
+		return exitFail
+	}
+	defer c.Close()
+	// Closing the client makes any ZooKeeper call in progress return, so
+	// an interrupt ends the command promptly.
+	stopAfter := context.AfterFunc(ctx, c.Close)
+	defer stopAfter()
+
+	in := &inspector{c: c, base: o.base}
+	err = cmd.run(ctx, in, o, pos[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errFaults):
+		return exitFail
+	default:
+		fmt.Fprintf(stderr, "roomlog %s: %v\n", name, err)
+		return exitFail
+	}
+}
+
+// splitServers splits a comma-separated server list, dropping blanks.
+func splitServers(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// checkBase checks that base is an absolute znode path with at least one
+// component and no empty, "." or ".." component.
+func checkBase(base string) error {
+	if !strings.HasPrefix(base, "/") || base == "/" || strings.HasSuffix(base, "/") {
+		return fmt.Errorf("--base %q: want an absolute znode path such as %s", base, logroom.DefaultBase)
+	}
+	for _, p := range strings.Split(base[1:], "/") {
+		if p == "" || p == "." || p == ".." {
+			return fmt.Errorf("--base %q: empty, \".\" or \"..\" path component", base)
+		}
+	}
+	return nil
+}
+
+// formatTime renders unix milliseconds (0: "-").
+func formatTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+}
+
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }

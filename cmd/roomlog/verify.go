@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// verifySummary describes what verify walked.
+type verifySummary struct {
+	Room     string `json:"room"`
+	Epoch    uint64 `json:"epoch"`
+	Channels int    `json:"channels"`
+	Batches  int    `json:"batches"`
+	Bytes    int64  `json:"bytes"`
+	// FirstIndex..LastIndex is the log still in ZooKeeper (0..0: empty).
+	FirstIndex uint64 `json:"first_index"`
+	LastIndex  uint64 `json:"last_index"`
+	Faults     int    `json:"faults"`
+	Warnings   int    `json:"warnings"`
+}
+
+type verifyOut struct {
+	OK       bool          `json:"ok"`
+	Summary  verifySummary `json:"summary"`
+	Faults   []finding     `json:"faults"`
+	Warnings []finding     `json:"warnings"`
+}
+
+// verifyRoom walks every channel and batch znode of the room. ZooKeeper
+// errors are returned; everything wrong with the data is a finding.
+func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
+	out := verifyOut{Summary: verifySummary{Room: rv.name}, Faults: []finding{}, Warnings: []finding{}}
+	fault := func(ch uint64, znode, format string, args ...any) {
+		out.Faults = append(out.Faults, finding{sevFault, rv.name, ch, znode, fmt.Sprintf(format, args...)})
+	}
+	warn := func(ch uint64, znode, format string, args ...any) {
+		out.Warnings = append(out.Warnings, finding{sevWarning, rv.name, ch, znode, fmt.Sprintf(format, args...)})
+	}
+	em, err := rv.epoch()
+	if errors.Is(err, errFormat) {
+		fault(0, rv.path(epochNode), "%v", errors.Unwrap(err))
+	} else if err != nil {
+		return out, err
+	}
+	roomEpoch := em.Epoch
+	out.Summary.Epoch = roomEpoch
+
+	nums, foreign, err := rv.channelNums()
+	if err != nil {
+		return out, err
+	}
+	for _, n := range foreign {
+		warn(0, rv.path(channelsNode, n), "foreign znode among the channels (not a channel name)")
+	}
+	for i := 1; i < len(nums); i++ {
+		if nums[i] != nums[i-1]+1 {
+			fault(nums[i], rv.path(channelsNode, channelName(nums[i])),
+				"channel numbers jump from %d to %d: channels in between are missing (only the oldest channels may be deleted)", nums[i-1], nums[i])
+		}
+	}
+
+	var (
+		prevMeta  *channelMeta // the previous channel's meta (nil: unknown)
+		prevNum   uint64
+		prevEnd   uint64 // the previous channel's last index
+		lastEpoch uint64 // epoch of the last valid batch in log order
+		chEpoch   uint64 // highest channel epoch so far
+		haveFirst bool
+	)
+	for i, num := range nums {
+		chPath := rv.path(channelsNode, channelName(num))
+		m, err := rv.channel(num)
+		switch {
+		case errors.Is(err, errChannelGone):
+			warn(num, chPath, "channel deleted during verify")
+			prevMeta = nil
+			continue
+		case errors.Is(err, errFormat):
+			fault(num, chPath, "%v", err)
+			prevMeta = nil
+			continue
+		case err != nil:
+			return out, err
+		}
+		out.Summary.Channels++
+		if roomEpoch > 0 && m.Epoch > roomEpoch {
+			fault(num, chPath, "channel epoch %d above the room's epoch %d", m.Epoch, roomEpoch)
+		}
+		if m.Epoch < chEpoch {
+			fault(num, chPath, "channel epoch %d below an earlier channel's epoch %d", m.Epoch, chEpoch)
+		}
+		chEpoch = max(chEpoch, m.Epoch)
+		last := i == len(nums)-1
+		if !m.Sealed && !last {
+			fault(num, chPath, "channel is open but channel %d follows it (only the newest channel may be open)", nums[len(nums)-1])
+		}
+		if m.Sealed && last {
+			warn(num, chPath, "the newest channel is sealed: no open channel follows (the next writer opens one)")
+		}
+		if prevMeta != nil && prevNum+1 == num && m.First != prevEnd+1 {
+			fault(num, chPath, "channel first index %d, but channel %d ends at %d (want %d)", m.First, prevNum, prevEnd, prevEnd+1)
+		}
+		res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.First, lastEpoch: lastEpoch, roomEpoch: roomEpoch})
+		if errors.Is(err, errChannelGone) {
+			warn(num, chPath, "channel deleted during verify")
+			prevMeta = nil
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out.Faults = append(out.Faults, res.faults...)
+		out.Warnings = append(out.Warnings, res.warnings...)
+		out.Summary.Batches += res.batches
+		out.Summary.Bytes += res.bytes
+		lastEpoch = res.lastEpoch
+		end := res.end
+		if m.Sealed {
+			end = m.Last
+		}
+		if !haveFirst {
+			out.Summary.FirstIndex, haveFirst = m.First, true
+		}
+		out.Summary.LastIndex = end
+		prevMeta, prevNum, prevEnd = &m, num, end
+	}
+	if !haveFirst || out.Summary.LastIndex < out.Summary.FirstIndex {
+		out.Summary.FirstIndex, out.Summary.LastIndex = 0, 0
+	}
+	out.Summary.Faults, out.Summary.Warnings = len(out.Faults), len(out.Warnings)
+	out.OK = len(out.Faults) == 0
+	return out, nil
+}
+
+func cmdVerify(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
+	rv, _, err := in.room(args[0])
+	if err != nil {
+		return err
+	}
+	out, err := verifyRoom(ctx, rv)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := writeJSON(stdout, out); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range out.Faults {
+			fmt.Fprintln(stdout, f)
+		}
+		for _, f := range out.Warnings {
+			fmt.Fprintln(stdout, f)
+		}
+		s := out.Summary
+		what := fmt.Sprintf("%d channels, %d batches, entries %d..%d, %d bytes, epoch %d", s.Channels, s.Batches,
+			s.FirstIndex, s.LastIndex, s.Bytes, s.Epoch)
+		if out.OK {
+			fmt.Fprintf(stdout, "OK room %q: %s; %d warning(s)\n", s.Room, what, s.Warnings)
+		} else {
+			fmt.Fprintf(stdout, "FAILED room %q: %d fault(s), %d warning(s); %s\n", s.Room, s.Faults, s.Warnings, what)
+		}
+	}
+	if !out.OK {
+		return errFaults
+	}
+	return nil
+}
