@@ -1,6 +1,7 @@
 package logroom
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -39,4 +40,36 @@ func TestAppendAndTail(t *testing.T) {
 	ci, err = r.CommittedIndex(ctx, 5)
 	require.NoError(t, err)
 	require.Equal(t, uint64(13), ci)
+}
+
+func TestLingerAndCommittedIndexHint(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "linger")
+	w := newWriter(t, r, WriterConfig{Linger: 20 * time.Millisecond, MaxInFlight: 1})
+	ctx := testCtx(t, 60*time.Second)
+	// Concurrent appends within the linger share one batch.
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.Append(ctx, payload(i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	names, _, err := c.Conn().Children(r.channelPath(1))
+	require.NoError(t, err)
+	require.Less(t, len(names), 8, "lingering batched concurrent appends")
+	_, err = w.Append(ctx, payload(8), payload(9), payload(10))
+	require.NoError(t, err)
+
+	// The hint may be any committed index, mid-batch included.
+	for hint := uint64(0); hint <= 11; hint++ {
+		ci, err := r.CommittedIndex(ctx, hint)
+		require.NoError(t, err)
+		require.Equal(t, uint64(11), ci, "hint %d", hint)
+	}
 }

@@ -234,3 +234,52 @@ func TestKillConnectedServer(t *testing.T) {
 	checkLog(t, log, a)
 	require.Len(t, a.ok, int(end))
 }
+
+// TestFencedDuringConnectionLoss: the old writer's batches land but their
+// replies are lost; meanwhile a new writer takes over (sealing after those
+// batches). When the old writer reconnects it must acknowledge exactly the
+// batches that landed (they are committed) and fail the rest with
+// ErrFenced: never a false success, never a false failure.
+func TestFencedDuringConnectionLoss(t *testing.T) {
+	e := sharedZK(t)
+	p := newProxy(t, e.Addrs()[0])
+	oc := dial(t, []string{p.addr()})
+	nc := dial(t, e.Addrs())
+	ro := openRoom(t, oc, "fenced-loss")
+	rn := openRoom(t, nc, "fenced-loss")
+	ctx := testCtx(t, 90*time.Second)
+	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16})
+	a := newAcked()
+	var stop atomic.Bool
+	var okCount atomic.Int64
+	wg := appendLoad(t, ctx, old, 64, "old", a, &stop, &okCount)
+	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 300 })
+
+	p.dropReplies.Store(true)
+	before := old.LastCommitted()
+	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
+		end, err := rn.CommittedIndex(ctx, before)
+		return err == nil && end > before+8
+	})
+	nw := newWriter(t, rn, WriterConfig{})
+	p.cut()
+	p.dropReplies.Store(false)
+	// Every appender ends with ErrFenced (appendLoad stops on it).
+	wg.Wait()
+	require.Len(t, a.fenced, 64, "each appender's last append was fenced")
+	t.Logf("old writer: acked up to %d before the drop, %d after resolution; new writer starts at %d; read back %d",
+		before, old.LastCommitted(), nw.StartIndex(), old.stats.readBack.Load())
+	require.Equal(t, nw.StartIndex()-1, old.LastCommitted(),
+		"the old writer acknowledges exactly what the new one sealed")
+	require.Greater(t, old.LastCommitted(), before+8)
+
+	for i := 0; i < 10; i++ {
+		en := []byte(fmt.Sprintf("new-%d", i))
+		last, err := nw.Append(ctx, en)
+		a.record(t, [][]byte{en}, last, err)
+		require.NoError(t, err)
+	}
+	log := readAll(t, ctx, rn, nw.LastCommitted())
+	checkLog(t, log, a)
+	require.Len(t, a.ok, int(nw.LastCommitted()), "every entry in the log was acknowledged")
+}

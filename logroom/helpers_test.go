@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if shared.e != nil {
 		_ = shared.e.Close()
 	}
+	for _, f := range benchCleanup {
+		f()
+	}
 	os.Exit(code)
 }
 

@@ -1,7 +1,6 @@
 package logroom
 
 import (
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,9 @@ type proxy struct {
 	// blackhole drops client->server bytes silently; discarded counts them.
 	blackhole atomic.Bool
 	discarded atomic.Int64
+	// dropReplies drops server->client bytes; dropped counts them.
+	dropReplies atomic.Bool
+	dropped     atomic.Int64
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -91,23 +93,23 @@ func (p *proxy) serve(c net.Conn) {
 	wg.Add(2)
 	pipe := func(dst, src net.Conn, toServer bool) {
 		defer wg.Done()
+		drop, count := &p.dropReplies, &p.dropped
 		if toServer {
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := src.Read(buf)
-				if n > 0 {
-					if p.blackhole.Load() {
-						p.discarded.Add(int64(n))
-					} else if _, werr := dst.Write(buf[:n]); werr != nil {
-						break
-					}
-				}
-				if err != nil {
+			drop, count = &p.blackhole, &p.discarded
+		}
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				if drop.Load() {
+					count.Add(int64(n))
+				} else if _, werr := dst.Write(buf[:n]); werr != nil {
 					break
 				}
 			}
-		} else {
-			_, _ = io.Copy(dst, src)
+			if err != nil {
+				break
+			}
 		}
 		dst.Close()
 		src.Close()

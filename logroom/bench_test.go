@@ -1,0 +1,163 @@
+package logroom
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/internal/zkensemble"
+)
+
+// bench3 is one 3-server ensemble shared by the benchmarks of a run.
+var bench3 struct {
+	once sync.Once
+	e    *zkensemble.Ensemble
+	err  error
+}
+
+func benchEnsemble(b *testing.B) *zkensemble.Ensemble {
+	b.Helper()
+	needZK(b)
+	bench3.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		bench3.e, bench3.err = zkensemble.Start(ctx, zkensemble.Options{Servers: 3})
+		if bench3.err == nil {
+			// Closed by TestMain's exit path is not available to benchmarks
+			// alone; register with the shared cleanup.
+			benchCleanup = append(benchCleanup, func() { _ = bench3.e.Close() })
+		}
+	})
+	if bench3.err != nil {
+		b.Fatal(bench3.err)
+	}
+	return bench3.e
+}
+
+// benchCleanup runs after all tests and benchmarks (from TestMain).
+var benchCleanup []func()
+
+var benchRoomSeq atomic.Int64
+
+// BenchmarkAppend measures Append of 256-byte entries on three servers with
+// 1, 16 and 256 concurrent callers: entries/s and per-Append latency.
+func BenchmarkAppend(b *testing.B) {
+	for _, callers := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			e := benchEnsemble(b)
+			c := dial(b, e.Addrs())
+			ctx := context.Background()
+			r, err := OpenRoom(ctx, c, fmt.Sprintf("bench-%d", benchRoomSeq.Add(1)), RoomOptions{Base: "/bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := WriterConfig{MaxRoomBytes: 1 << 30}
+			if v := os.Getenv("LOGROOM_BENCH_INFLIGHT"); v != "" {
+				cfg.MaxInFlight, _ = strconv.Atoi(v)
+			}
+			w, err := r.NewWriter(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			entry := make([]byte, 256)
+			lat := make([][]time.Duration, callers)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.SetBytes(256)
+			b.ResetTimer()
+			start := time.Now()
+			for g := 0; g < callers; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						t0 := time.Now()
+						if _, err := w.Append(ctx, entry); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[g] = append(lat[g], time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			all := slices.Concat(lat...)
+			slices.Sort(all)
+			if len(all) > 0 {
+				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "entries/s")
+				b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+			}
+			// Delete the data so repeated runs stay inside the heap.
+			if _, err := w.Rotate(ctx); err == nil {
+				chs, _ := r.Channels(ctx)
+				for _, ch := range chs {
+					if ch.Sealed {
+						_ = r.DeleteChannel(ctx, ch.Num)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRawZK measures plain creates of 256-byte znodes on the same
+// three servers: sequential, and 64 in flight.
+func BenchmarkRawZK(b *testing.B) {
+	for _, inFlight := range []int{1, 64} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			e := benchEnsemble(b)
+			c := dial(b, e.Addrs())
+			parent := fmt.Sprintf("/bench-raw-%d", benchRoomSeq.Add(1))
+			if _, err := c.Conn().Create(parent, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+				b.Fatal(err)
+			}
+			data := make([]byte, 256)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.SetBytes(256)
+			b.ResetTimer()
+			start := time.Now()
+			for g := 0; g < inFlight; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if _, err := c.Conn().Create(fmt.Sprintf("%s/n-%d", parent, i), data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
+			b.StopTimer()
+			// Clean up in Multis of 200.
+			names, _, _ := c.Conn().Children(parent)
+			for len(names) > 0 {
+				n := min(len(names), 200)
+				ops := make([]interface{}, n)
+				for i := range ops {
+					ops[i] = &zk.DeleteRequest{Path: parent + "/" + names[i], Version: -1}
+				}
+				_, _ = c.Conn().Multi(ops...)
+				names = names[n:]
+			}
+		})
+	}
+}
