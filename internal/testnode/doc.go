@@ -1,0 +1,88 @@
+// Package testnode runs roomlog replicas as separate OS processes for tests,
+// the chaos suite and benchmarks, so that a kill -9 or a SIGSTOP is real:
+// the process loses its memory, its ZooKeeper session and its sockets, and
+// nothing in the test binary can paper over it.
+//
+// It has three parts:
+//
+//   - the node binary, cmd/roomlog-testnode: replica.Open with
+//     store.OpsApplier wrapped in RecordingApplier, and a small HTTP API
+//     (Server);
+//   - the process harness: Build compiles the binary once per test process,
+//     Start launches a Node (own process group, Pdeathsig so a dying test
+//     leaks nothing) that can be Killed (SIGKILL), Stopped (SIGTERM),
+//     Paused/Resumed (SIGSTOP/SIGCONT), Restarted and wiped (WipeData); a
+//     Cluster is N nodes of one room with WaitPrimary and WaitConverged;
+//   - the checker: Load runs proposers that record every outcome in a
+//     History; Check reads every node's /dump and verifies the history
+//     against it (nothing acknowledged lost, nothing applied twice, one entry
+//     per index on every node, non-decreasing epochs).
+//
+// # The record every node keeps (RecordingApplier)
+//
+// For every entry it applies, a node writes, in the same store batch as the
+// entry's own effects (so state and record move together):
+//
+//	key   RecordPrefix ("\xfftestnode/applied/") || uint64be(index)
+//	value uint64be(epoch) || uint32be(count) || uint32be(len(entry)) || sha256(entry)
+//
+// count is 1 plus the count already stored at that key: it is 2 only if an
+// index was applied twice. The record depends only on the entry and the
+// state, so it is deterministic and part of the state hash; a node that
+// bootstraps from a peer's checkpoint receives the peer's records of the
+// indexes the checkpoint covers. Entries must not write under RecordPrefix.
+//
+// # HTTP API (all answers JSON)
+//
+//	POST /propose            body = raw entry bytes
+//	                         200 {"index":N,"response":"<base64>"}
+//	GET  /status             200 StatusJSON (replica.Status, role as a string, pid)
+//	GET  /hash?min_index=N   waits until applied >= N; 200 {"hash":"…","index":N}
+//	POST /barrier            200 {"index":N} (linearizable read point, applied)
+//	POST /stepdown           200 {}
+//	POST /transfer?to=ID     200 {} once ID is primary
+//	POST /checkpoint         200 {} (the primary also rotates and deletes)
+//	GET  /dump?from=&to=&limit=
+//	                         200 {"applied":N,"records":[Record…],"more":bool}
+//	                         (one consistent store view; limit default 10000,
+//	                         at most 100000; page on from = last index + 1)
+//	GET  replica.CheckpointPath(room)…   the replica's CheckpointHandler
+//
+// Every call that waits takes ?timeout=<Go duration> (default 30s); Client
+// passes 90% of its context's remaining time. Errors are
+// {"error":code,"message":…,"primary_id":…,"primary_addr":…,"index":N} with
+// codes not_primary (409), fenced (409), transfer_failed (409), queue_full
+// (429), entry_too_large (413), room_full (507), canceled (504: the propose
+// timed out before sending), outcome_unknown (504; index set when known
+// committed), no_response (202: committed at index, response lost),
+// closed/failed/starting (503), timeout (504), bad_request (400) and
+// internal (500). On the client side an *APIError matches replica's and
+// logroom's sentinels with errors.Is (replica.ErrNotPrimary, …); transport
+// failures are ErrUnreachable, plus ErrNotSent when the connection was
+// refused (nothing reached the node).
+//
+// # Node lifecycle
+//
+//  1. Start(ctx, NodeOptions): build if needed, launch with
+//     --addr-file Dir/addr, wait for the file, then until GET /status
+//     answers 200 (the replica is open). Logs of every launch are appended
+//     to Dir/node.log; errors carry the launch's log tail.
+//  2. Break it: Kill (SIGKILL, waits for the reap), Stop (SIGTERM: the
+//     node closes its replica and leaves the room), Pause/Resume (wait until
+//     every thread is stopped/running according to /proc).
+//  3. Restart(ctx): Stop if running, launch again with the same data and the
+//     same API address if it is still free. WipeData (not running) empties
+//     the replica's data dir first, for an empty-disk rejoin.
+//  4. Close kills it and ends the harness thread. ClusterForTest prints
+//     every node's log tail when the test failed.
+//
+// # Invariants
+//
+//   - A Node never leaves a process behind: Close kills it, and the test
+//     process dying kills it (Pdeathsig from a thread locked for the Node's
+//     life).
+//   - Load never sends a payload again after an outcome other than "surely
+//     not committed", so the checker may demand every payload at most once.
+//   - Build caches the binary per process (the package's one mutable
+//     variable); RemoveBuilds deletes it.
+package testnode

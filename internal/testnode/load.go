@@ -1,0 +1,202 @@
+package testnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomlog/roomlog/replica"
+)
+
+// LoadOptions configure a Load.
+type LoadOptions struct {
+	// Workers is the number of concurrent proposers. Default 4.
+	Workers int
+	// ValueSize is the size of each proposal's value. Default 64.
+	ValueSize int
+	// KeyPrefix starts every key ("p" by default; keys are
+	// prefix/w<worker>/<seq>). It must not start with RecordPrefix.
+	KeyPrefix string
+	// Timeout bounds one attempt. Default 5s.
+	Timeout time.Duration
+	// Interval, when > 0, is a pause between a worker's proposals.
+	Interval time.Duration
+	// Max, when > 0, stops each worker after that many proposals.
+	Max int
+}
+
+// Load runs proposer goroutines against a cluster and records every
+// proposal's outcome in a History. It follows the primary (not_primary
+// hints, then any live node) and retries a payload only while its outcome
+// is surely "not committed"; after an unknown outcome it moves on to a new
+// payload, so a checker can require each payload at most once in the log.
+type Load struct {
+	c      *Cluster
+	h      *History
+	opts   LoadOptions
+	tag    string
+	hint   atomic.Pointer[string] // id of the node believed primary
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	acks   atomic.Int64
+}
+
+// StartLoad starts opts.Workers proposers; Stop ends them.
+func StartLoad(ctx context.Context, c *Cluster, h *History, opts LoadOptions) *Load {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.ValueSize <= 0 {
+		opts.ValueSize = 64
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "p"
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	var tag [4]byte
+	_, _ = rand.Read(tag[:])
+	ctx, cancel := context.WithCancel(ctx)
+	l := &Load{c: c, h: h, opts: opts, tag: hex.EncodeToString(tag[:]), cancel: cancel}
+	for w := range opts.Workers {
+		l.wg.Add(1)
+		go func() { // owner: l; Stop cancels and waits
+			defer l.wg.Done()
+			l.worker(ctx, w)
+		}()
+	}
+	return l
+}
+
+// Stop ends the workers and waits for them (an attempt in flight finishes
+// or times out and is recorded).
+func (l *Load) Stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// Acked returns how many proposals this load got acknowledged so far.
+func (l *Load) Acked() int64 { return l.acks.Load() }
+
+// WaitAcked waits until n more proposals than now were acknowledged.
+func (l *Load) WaitAcked(ctx context.Context, n int64) error {
+	target := l.acks.Load() + n
+	return poll(ctx, 10*time.Millisecond, fmt.Sprintf("%d acknowledged proposals", target), func() (bool, string, error) {
+		got := l.acks.Load()
+		return got >= target, fmt.Sprintf("%d acknowledged", got), nil
+	})
+}
+
+// target picks the node to send to: the hinted primary if it is live,
+// else the live nodes in turn.
+func (l *Load) target(turn int) *Node {
+	if id := l.hint.Load(); id != nil {
+		if n := l.c.Node(*id); n != nil && n.Live() {
+			return n
+		}
+	}
+	live := l.c.Live()
+	if len(live) == 0 {
+		return nil
+	}
+	return live[turn%len(live)]
+}
+
+func (l *Load) worker(ctx context.Context, w int) {
+	value := make([]byte, l.opts.ValueSize)
+	for seq := 0; l.opts.Max <= 0 || seq < l.opts.Max; seq++ {
+		if ctx.Err() != nil {
+			return
+		}
+		key := fmt.Sprintf("%s/w%d/%d", l.opts.KeyPrefix, w, seq)
+		copy(value, fmt.Sprintf("%s:%s:", l.tag, key))
+		entry, err := SetEntry(key, value)
+		if err != nil {
+			return // cannot happen with a non-empty key
+		}
+		p := Proposal{Key: key, SHA256: EntrySHA(entry), Start: time.Now()}
+		if !l.propose(ctx, entry, &p) {
+			return // stopped before anything could have been sent
+		}
+		if l.opts.Interval > 0 {
+			t := time.NewTimer(l.opts.Interval)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}
+
+// propose tries entry until its outcome is other than not-committed, and
+// records it. It returns false if ctx ended while the proposal was surely
+// not committed (recorded as such).
+func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
+	for turn := 0; ; turn++ {
+		n := l.target(turn)
+		if n == nil {
+			if !sleepCtx(ctx, 20*time.Millisecond) {
+				return false
+			}
+			continue
+		}
+		// Attempts are not bound to ctx: stopping the load must not turn an
+		// in-flight proposal into an unknown outcome.
+		actx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
+		res, err := n.Propose(actx, entry)
+		cancel()
+		p.Attempts++
+		p.Node = n.ID()
+		p.End = time.Now()
+		p.Outcome = Classify(res, err)
+		if err != nil {
+			p.Err = err.Error()
+		}
+		switch p.Outcome {
+		case OutcomeAcked, OutcomeCommitted:
+			p.Index = res.Index
+			if p.Outcome == OutcomeAcked {
+				l.acks.Add(1)
+				id := n.ID()
+				l.hint.Store(&id)
+			}
+			l.h.Add(*p)
+			return true
+		case OutcomeUnknown:
+			l.h.Add(*p)
+			return true
+		}
+		// Not committed: follow a hint, back off a little, try again.
+		var ae *APIError
+		if errors.As(err, &ae) && errors.Is(err, replica.ErrNotPrimary) && ae.PrimaryID != "" && ae.PrimaryID != n.ID() {
+			id := ae.PrimaryID
+			l.hint.Store(&id)
+		} else {
+			l.hint.Store(nil)
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			p.Outcome = OutcomeNotCommitted
+			l.h.Add(*p)
+			return false
+		}
+	}
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,660 @@
+package testnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Errors of the process harness.
+var (
+	// ErrInvalidOptions: NodeOptions.Validate found bad fields.
+	ErrInvalidOptions = errors.New("testnode: invalid node options")
+	// ErrExited: the node process exited while it was being waited for.
+	ErrExited = errors.New("testnode: node process exited")
+	// ErrRunning: the operation needs a node that is not running (WipeData).
+	ErrRunning = errors.New("testnode: node is running")
+	// ErrNotRunning: the operation needs a running node (Pause, Resume).
+	ErrNotRunning = errors.New("testnode: node is not running")
+	// ErrClosed: the Node was closed.
+	ErrClosed = errors.New("testnode: node closed")
+)
+
+// Harness timeouts.
+const (
+	DefaultStartTimeout = 90 * time.Second
+	stopTimeout         = 30 * time.Second // SIGTERM, then SIGKILL
+	exitTimeout         = 30 * time.Second // after SIGKILL
+	pollInterval        = 10 * time.Millisecond
+)
+
+// NodeOptions configure one node process. Zero numeric fields leave the
+// replica's defaults (flags are passed only when set).
+type NodeOptions struct {
+	// Binary is the roomlog-testnode executable. "": Build(ctx).
+	Binary string
+	// ZK are the ZooKeeper client addresses. Required.
+	ZK []string
+	// Room and ID name the room and this member. Required.
+	Room, ID string
+	// Dir is the node's own directory: Dir/data is the replica's DataDir,
+	// Dir/node.log its log (every launch appended), Dir/addr the API
+	// address of the current launch. Required; created if missing.
+	Dir string
+	// HTTPAddr is the API listen address of the first launch (default
+	// "127.0.0.1:0"). Restarts reuse the address the node had, if free.
+	HTTPAddr string
+
+	SessionTimeout       time.Duration // default 2s
+	CheckpointEvery      int           // entries; <0 off
+	CheckpointEveryBytes int64         // <0 off
+	KeepCheckpoints      int
+	RetainBytes          int64 // <0 off
+	MaxRoomBytes         int64
+	MaxChannelBatches    int
+	MaxChannelBytes      int64
+	MaxBatchBytes        int
+	MaxPending           int
+	TransferTimeout      time.Duration
+	MemberUpdate         time.Duration
+	Sync                 string // "every" (default) or "group"
+	LogLevel             string // default "info"
+	ExtraArgs            []string
+
+	// StartTimeout bounds a launch until the API serves /status (the
+	// replica is open). Default 90s.
+	StartTimeout time.Duration
+	// Logger receives the harness's own logs (launch, kill…). nil: discard.
+	Logger *slog.Logger
+}
+
+// Validate names every bad field.
+func (o NodeOptions) Validate() error {
+	var errs []error
+	bad := func(field, why string) { errs = append(errs, fmt.Errorf("%w: %s %s", ErrInvalidOptions, field, why)) }
+	if len(o.ZK) == 0 {
+		bad("ZK", "is empty")
+	}
+	if o.Room == "" {
+		bad("Room", "is empty")
+	}
+	if o.ID == "" || strings.ContainsAny(o.ID, "/\x00") {
+		bad("ID", fmt.Sprintf("%q is empty or holds '/'", o.ID))
+	}
+	if o.Dir == "" {
+		bad("Dir", "is empty")
+	}
+	if o.Sync != "" && o.Sync != "every" && o.Sync != "group" {
+		bad("Sync", fmt.Sprintf("%q is not every or group", o.Sync))
+	}
+	if o.SessionTimeout < 0 || o.StartTimeout < 0 || o.TransferTimeout < 0 || o.MemberUpdate < 0 {
+		bad("durations", "must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// DataDir is the replica's data directory.
+func (o NodeOptions) DataDir() string { return filepath.Join(o.Dir, "data") }
+
+func (o NodeOptions) args(httpAddr, addrFile string) []string {
+	st := o.SessionTimeout
+	if st == 0 {
+		st = 2 * time.Second
+	}
+	a := []string{
+		"--zk", strings.Join(o.ZK, ","), "--room", o.Room, "--id", o.ID,
+		"--data", o.DataDir(), "--http", httpAddr, "--addr-file", addrFile,
+		"--session-timeout", st.String(),
+	}
+	addInt := func(flag string, v int64) {
+		if v != 0 {
+			a = append(a, flag, strconv.FormatInt(v, 10))
+		}
+	}
+	addInt("--checkpoint-every", int64(o.CheckpointEvery))
+	addInt("--checkpoint-every-bytes", o.CheckpointEveryBytes)
+	addInt("--keep-checkpoints", int64(o.KeepCheckpoints))
+	addInt("--retain-bytes", o.RetainBytes)
+	addInt("--max-room-bytes", o.MaxRoomBytes)
+	addInt("--max-channel-batches", int64(o.MaxChannelBatches))
+	addInt("--max-channel-bytes", o.MaxChannelBytes)
+	addInt("--max-batch-bytes", int64(o.MaxBatchBytes))
+	addInt("--max-pending", int64(o.MaxPending))
+	if o.TransferTimeout > 0 {
+		a = append(a, "--transfer-timeout", o.TransferTimeout.String())
+	}
+	if o.MemberUpdate > 0 {
+		a = append(a, "--member-update", o.MemberUpdate.String())
+	}
+	if o.Sync != "" {
+		a = append(a, "--sync", o.Sync)
+	}
+	if o.LogLevel != "" {
+		a = append(a, "--log-level", o.LogLevel)
+	}
+	return append(a, o.ExtraArgs...)
+}
+
+// Node is one roomlog-testnode process (and its restarts). All methods are
+// safe for concurrent use; lifecycle operations (Restart, Kill, Stop,
+// WipeData, Close) are serialised.
+type Node struct {
+	opts NodeOptions
+	log  *slog.Logger
+	sp   *spawner
+
+	ops sync.Mutex // serialises lifecycle operations
+
+	mu       sync.Mutex // guards proc, addr, client, closed, paused, launches
+	proc     *proc
+	addr     string
+	client   *Client
+	closed   bool
+	paused   bool
+	launches int
+}
+
+// proc is one launch of the node binary.
+type proc struct {
+	cmd  *exec.Cmd
+	pid  int
+	done chan struct{} // closed when the process was reaped
+	err  error         // Wait's result, set before done is closed
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *proc) waitExit(d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("testnode: pid %d did not exit within %v", p.pid, d)
+	}
+}
+
+// Start launches a node process and waits until its replica is open (the
+// API answers /status). On failure nothing is left running and the error
+// carries the log's tail.
+func Start(ctx context.Context, opts NodeOptions) (*Node, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Binary == "" {
+		bin, err := Build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.Binary = bin
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = DefaultStartTimeout
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("testnode: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{opts: opts, log: log.With("node", opts.ID), sp: newSpawner()}
+	n.ops.Lock()
+	err := n.launch(ctx)
+	n.ops.Unlock()
+	if err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// ID is the node's member id.
+func (n *Node) ID() string { return n.opts.ID }
+
+// Options returns the node's options (Binary filled in).
+func (n *Node) Options() NodeOptions { return n.opts }
+
+// Addr is the API address ("host:port") of the current (or last) launch.
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
+
+// Client returns the API client of the current (or last) launch.
+func (n *Node) Client() *Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.client
+}
+
+// PID returns the pid of the current launch (0 if none ran yet).
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return 0
+	}
+	return n.proc.pid
+}
+
+// Running reports whether the node process is alive (paused counts).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc != nil && !n.proc.exited()
+}
+
+// Paused reports whether the node is running and SIGSTOPped by Pause.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc != nil && !n.proc.exited() && n.paused
+}
+
+// Live reports whether the node is running and not paused.
+func (n *Node) Live() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc != nil && !n.proc.exited() && !n.paused
+}
+
+// Exited returns a channel closed when the current launch's process ends
+// (nil if none ran), and ExitErr its wait status.
+func (n *Node) Exited() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return nil
+	}
+	return n.proc.done
+}
+
+// ExitErr returns the current launch's exit status once it exited (nil
+// for a clean exit or while running).
+func (n *Node) ExitErr() error {
+	n.mu.Lock()
+	p := n.proc
+	n.mu.Unlock()
+	if p == nil || !p.exited() {
+		return nil
+	}
+	return p.err
+}
+
+// Launches counts the node's launches (1 after Start).
+func (n *Node) Launches() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.launches
+}
+
+// LogPath is the node's log file.
+func (n *Node) LogPath() string { return filepath.Join(n.opts.Dir, "node.log") }
+
+// DataDir is the replica's data directory.
+func (n *Node) DataDir() string { return n.opts.DataDir() }
+
+// LogTail returns the last lines lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	b, err := os.ReadFile(n.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return tailLines(b, lines)
+}
+
+func tailLines(b []byte, lines int) string {
+	b = bytes.TrimRight(b, "\n")
+	i := len(b)
+	for k := 0; k < lines && i > 0; k++ {
+		j := bytes.LastIndexByte(b[:i], '\n')
+		if j < 0 {
+			i = 0
+			break
+		}
+		i = j
+	}
+	if i > 0 {
+		i++ // skip the newline
+	}
+	return string(b[i:])
+}
+
+func (n *Node) addrFile() string { return filepath.Join(n.opts.Dir, "addr") }
+
+// launch starts the binary and waits until it serves. The caller holds ops.
+func (n *Node) launch(ctx context.Context) error {
+	n.mu.Lock()
+	closed, httpAddr := n.closed, n.addr
+	n.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if httpAddr == "" {
+		httpAddr = n.opts.HTTPAddr
+	}
+	if httpAddr == "" {
+		httpAddr = "127.0.0.1:0"
+	}
+	err := n.launchAt(ctx, httpAddr)
+	if err != nil && httpAddr != "127.0.0.1:0" && strings.Contains(err.Error(), "address already in use") {
+		n.log.Info("testnode: address taken, launching on a new port", "addr", httpAddr)
+		err = n.launchAt(ctx, "127.0.0.1:0")
+	}
+	return err
+}
+
+func (n *Node) launchAt(ctx context.Context, httpAddr string) error {
+	if err := os.Remove(n.addrFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("testnode %s: %w", n.opts.ID, err)
+	}
+	logf, err := os.OpenFile(n.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("testnode %s: log: %w", n.opts.ID, err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+	args := n.opts.args(httpAddr, n.addrFile())
+	fmt.Fprintf(logf, "==== testnode: launching %s at %s: %s %s ====\n", n.opts.ID,
+		time.Now().Format(time.RFC3339Nano), n.opts.Binary, strings.Join(args, " "))
+	cmd := exec.Command(n.opts.Binary, args...)
+	cmd.Dir = n.opts.Dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := n.sp.start(cmd); err != nil {
+		return fmt.Errorf("testnode %s: start %s: %w", n.opts.ID, n.opts.Binary, err)
+	}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() { // owner: the Node; Close waits for done (Kill)
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	n.mu.Lock()
+	n.proc, n.paused = p, false
+	n.launches++
+	n.mu.Unlock()
+	n.log.Info("testnode: launched", "pid", p.pid, "http", httpAddr)
+
+	wctx, cancel := context.WithTimeout(ctx, n.opts.StartTimeout)
+	defer cancel()
+	if err := n.waitServing(wctx, p); err != nil {
+		if !p.exited() {
+			p.kill()
+			_ = p.waitExit(exitTimeout)
+		}
+		return fmt.Errorf("testnode %s: launch: %w\n--- log of this launch (tail) ---\n%s", n.opts.ID, err, n.logSince(logStart, 40))
+	}
+	return nil
+}
+
+// logSince returns the tail of what the log got from offset on.
+func (n *Node) logSince(offset int64, lines int) string {
+	b, err := os.ReadFile(n.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	if offset >= 0 && offset <= int64(len(b)) {
+		b = b[offset:]
+	}
+	return tailLines(b, lines)
+}
+
+// waitServing waits for the addr file, then for /status to answer.
+func (n *Node) waitServing(ctx context.Context, p *proc) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	var c *Client
+	var last error
+	for {
+		if c == nil {
+			if b, err := os.ReadFile(n.addrFile()); err == nil && len(b) > 0 {
+				addr := string(b)
+				c = NewClient(n.opts.ID, addr, nil)
+				n.mu.Lock()
+				if n.client != nil {
+					n.client.CloseIdle()
+				}
+				n.addr, n.client = addr, c
+				n.mu.Unlock()
+			}
+		}
+		if c != nil {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.Status(sctx)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%w: %v", ErrExited, p.err)
+		case <-ctx.Done():
+			return fmt.Errorf("not serving (last: %v): %w", last, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	_ = p.cmd.Process.Signal(sig) // pidfd-based: never hits a recycled pid
+}
+
+func (p *proc) kill() { p.signal(syscall.SIGKILL) }
+
+func (n *Node) current() *proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+// Kill sends SIGKILL and waits until the process was reaped. A node that
+// is not running is left alone.
+func (n *Node) Kill() error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	return n.kill()
+}
+
+func (n *Node) kill() error {
+	p := n.current()
+	if p == nil || p.exited() {
+		return nil
+	}
+	p.kill()
+	err := p.waitExit(exitTimeout)
+	n.log.Info("testnode: killed", "pid", p.pid)
+	return err
+}
+
+// Stop sends SIGTERM (and SIGCONT, so a paused node gets it) and waits
+// until the node exited (it closes its replica, leaving the room), falling
+// back to SIGKILL after 30 s.
+func (n *Node) Stop() error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	return n.stop()
+}
+
+func (n *Node) stop() error {
+	p := n.current()
+	if p == nil || p.exited() {
+		return nil
+	}
+	p.signal(syscall.SIGTERM)
+	p.signal(syscall.SIGCONT)
+	if err := p.waitExit(stopTimeout); err != nil {
+		n.log.Warn("testnode: SIGTERM ignored, killing", "pid", p.pid)
+		p.kill()
+		return p.waitExit(exitTimeout)
+	}
+	n.log.Info("testnode: stopped", "pid", p.pid, "exit", p.err)
+	return nil
+}
+
+// Pause sends SIGSTOP and waits until every thread is stopped.
+func (n *Node) Pause() error { return n.pauseResume(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT and waits until no thread is stopped.
+func (n *Node) Resume() error { return n.pauseResume(syscall.SIGCONT) }
+
+func (n *Node) pauseResume(sig syscall.Signal) error {
+	n.mu.Lock()
+	p := n.proc
+	if p == nil || p.exited() {
+		n.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNotRunning, n.opts.ID)
+	}
+	stop := sig == syscall.SIGSTOP
+	p.signal(sig)
+	n.paused = stop
+	n.mu.Unlock()
+	n.log.Info("testnode: signalled", "pid", p.pid, "signal", sig.String())
+	deadline := time.Now().Add(exitTimeout)
+	for {
+		all, anyStopped, ok := threadsStopped(p.pid)
+		if !ok || p.exited() || (stop && all) || (!stop && !anyStopped) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("testnode %s: pid %d: %v not in effect after %v", n.opts.ID, p.pid, sig, exitTimeout)
+		}
+		time.Sleep(time.Millisecond) // polling /proc: there is no event for a stop
+	}
+}
+
+// Restart stops the node (SIGTERM) if it runs, then launches it again with
+// the same options, data and, if still free, the same API address, and
+// waits until it serves.
+func (n *Node) Restart(ctx context.Context) error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	if err := n.stop(); err != nil {
+		return err
+	}
+	return n.launch(ctx)
+}
+
+// WipeData deletes the replica's data directory (an empty disk). The node
+// must not be running.
+func (n *Node) WipeData() error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	if p := n.current(); p != nil && !p.exited() {
+		return fmt.Errorf("%w: %s", ErrRunning, n.opts.ID)
+	}
+	return os.RemoveAll(n.DataDir())
+}
+
+// Close kills the node if it runs and releases the harness. Idempotent.
+func (n *Node) Close() error {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	c := n.client
+	n.mu.Unlock()
+	err := n.kill()
+	if c != nil {
+		c.CloseIdle()
+	}
+	n.sp.stop()
+	return err
+}
+
+// Propose is Client().Propose.
+func (n *Node) Propose(ctx context.Context, entry []byte) (ProposeResponse, error) {
+	return n.Client().Propose(ctx, entry)
+}
+
+// Status is Client().Status.
+func (n *Node) Status(ctx context.Context) (StatusJSON, error) { return n.Client().Status(ctx) }
+
+// Hash is Client().Hash.
+func (n *Node) Hash(ctx context.Context, minIndex uint64) (HashResponse, error) {
+	return n.Client().Hash(ctx, minIndex)
+}
+
+// Dump is Client().Dump.
+func (n *Node) Dump(ctx context.Context, from, to uint64) (DumpResponse, error) {
+	return n.Client().Dump(ctx, from, to)
+}
+
+// StepDown is Client().StepDown.
+func (n *Node) StepDown(ctx context.Context) error { return n.Client().StepDown(ctx) }
+
+// Transfer is Client().Transfer.
+func (n *Node) Transfer(ctx context.Context, toID string) error {
+	return n.Client().Transfer(ctx, toID)
+}
+
+// Checkpoint is Client().Checkpoint.
+func (n *Node) Checkpoint(ctx context.Context) error { return n.Client().Checkpoint(ctx) }
+
+// Barrier is Client().Barrier.
+func (n *Node) Barrier(ctx context.Context) (uint64, error) { return n.Client().Barrier(ctx) }
+
+// spawner forks every launch of a node from one goroutine locked to its OS
+// thread. Nodes get Pdeathsig=SIGKILL (Linux), which fires when the forking
+// thread dies: a dedicated thread alive until Close makes that mean "when
+// the test process dies", so a killed test leaks no node.
+type spawner struct {
+	reqs chan spawnReq
+	done chan struct{}
+}
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	errc chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
+	go func() { // owner: the Node; Close stops it after the process exited
+		defer close(s.done)
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		for r := range s.reqs {
+			r.errc <- r.cmd.Start()
+		}
+	}()
+	return s
+}
+
+func (s *spawner) start(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	s.reqs <- spawnReq{cmd: cmd, errc: errc}
+	return <-errc
+}
+
+func (s *spawner) stop() {
+	close(s.reqs)
+	<-s.done
+}

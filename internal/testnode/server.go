@@ -1,0 +1,280 @@
+package testnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/store"
+)
+
+// Server limits and defaults.
+const (
+	// MaxProposeBody bounds a /propose body (the replica refuses entries
+	// above its batch limit anyway, with entry_too_large).
+	MaxProposeBody = 4 << 20
+	// DefaultRequestTimeout bounds a request's wait when it has no
+	// ?timeout= parameter.
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultDumpLimit and MaxDumpLimit bound the records of one /dump.
+	DefaultDumpLimit = 10_000
+	MaxDumpLimit     = 100_000
+)
+
+// Server is the HTTP API of a test node (see the package doc). It answers
+// "starting" until SetReplica is called.
+type Server struct {
+	room   string
+	pid    int
+	log    *slog.Logger
+	rep    atomic.Pointer[replica.Replica]
+	mux    *http.ServeMux
+	ckpath string
+}
+
+// NewServer returns the API for a replica of room that will be opened
+// later (SetReplica). pid is reported by /status.
+func NewServer(room string, pid int, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{room: room, pid: pid, log: log, mux: http.NewServeMux(), ckpath: replica.CheckpointPath(room)}
+	s.mux.HandleFunc("POST /propose", s.withReplica(s.propose))
+	s.mux.HandleFunc("GET /status", s.withReplica(s.status))
+	s.mux.HandleFunc("GET /hash", s.withReplica(s.hash))
+	s.mux.HandleFunc("POST /barrier", s.withReplica(s.barrier))
+	s.mux.HandleFunc("POST /stepdown", s.withReplica(s.stepdown))
+	s.mux.HandleFunc("POST /transfer", s.withReplica(s.transfer))
+	s.mux.HandleFunc("POST /checkpoint", s.withReplica(s.checkpoint))
+	s.mux.HandleFunc("GET /dump", s.withReplica(s.dump))
+	s.mux.HandleFunc(s.ckpath, s.withReplica(func(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+		r.CheckpointHandler().ServeHTTP(w, req)
+	}))
+	return s
+}
+
+// SetReplica makes the API serve r.
+func (s *Server) SetReplica(r *replica.Replica) { s.rep.Store(r) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) { s.mux.ServeHTTP(w, req) }
+
+type replicaHandler func(http.ResponseWriter, *http.Request, *replica.Replica)
+
+func (s *Server) withReplica(h replicaHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		r := s.rep.Load()
+		if r == nil {
+			writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: CodeStarting, Message: "replica not open yet"})
+			return
+		}
+		h(w, req, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone
+}
+
+func writeErr(w http.ResponseWriter, err error, index uint64) {
+	status, body := errorResponse(err, index)
+	writeJSON(w, status, body)
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: CodeBadRequest, Message: fmt.Sprintf(format, args...)})
+}
+
+// requestCtx derives the request's context bounded by ?timeout= (a Go
+// duration) or DefaultRequestTimeout.
+func requestCtx(req *http.Request) (context.Context, context.CancelFunc, error) {
+	d := DefaultRequestTimeout
+	if v := req.URL.Query().Get("timeout"); v != "" {
+		var err error
+		d, err = time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, nil, fmt.Errorf("bad timeout %q", v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), d)
+	return ctx, cancel, nil
+}
+
+func uintParam(req *http.Request, name string, def uint64) (uint64, error) {
+	v := req.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad %s %q", name, v)
+	}
+	return n, nil
+}
+
+func (s *Server) propose(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	ctx, cancel, err := requestCtx(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	defer cancel()
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxProposeBody))
+	if err != nil {
+		badRequest(w, "read body: %v", err)
+		return
+	}
+	res, err := r.Propose(ctx, body)
+	if err != nil {
+		status, eb := errorResponse(err, res.Index)
+		if eb.Error == CodeTimeout {
+			// Propose returns ctx's own error only when nothing was sent.
+			eb.Error = CodeCanceled
+		}
+		writeJSON(w, status, eb)
+		return
+	}
+	writeJSON(w, http.StatusOK, ProposeResponse{Index: res.Index, Response: res.Response})
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request, r *replica.Replica) {
+	writeJSON(w, http.StatusOK, statusJSON(r.Status(), s.pid))
+}
+
+func (s *Server) hash(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	minIndex, err := uintParam(req, "min_index", 0)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	ctx, cancel, err := requestCtx(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	defer cancel()
+	if err := r.WaitApplied(ctx, minIndex); err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	h, idx, err := r.StateHash()
+	if err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, HashResponse{Hash: h, Index: idx})
+}
+
+func (s *Server) barrier(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	ctx, cancel, err := requestCtx(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	defer cancel()
+	idx, err := r.Barrier(ctx)
+	if err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, BarrierResponse{Index: idx})
+}
+
+func (s *Server) stepdown(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	s.simple(w, req, func(ctx context.Context) error { return r.StepDown(ctx) })
+}
+
+func (s *Server) checkpoint(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	s.simple(w, req, func(ctx context.Context) error { return r.Checkpoint(ctx) })
+}
+
+func (s *Server) transfer(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	to := req.URL.Query().Get("to")
+	if to == "" {
+		badRequest(w, "missing to")
+		return
+	}
+	s.simple(w, req, func(ctx context.Context) error { return r.TransferLeadership(ctx, to) })
+}
+
+// simple runs fn under the request's timeout and answers {} or the error.
+func (s *Server) simple(w http.ResponseWriter, req *http.Request, fn func(context.Context) error) {
+	ctx, cancel, err := requestCtx(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) dump(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	from, err := uintParam(req, "from", 1)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	to, err := uintParam(req, "to", ^uint64(0))
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	limit, err := uintParam(req, "limit", DefaultDumpLimit)
+	if err != nil || limit == 0 || limit > MaxDumpLimit {
+		badRequest(w, "limit must be 1..%d", MaxDumpLimit)
+		return
+	}
+	// The store is replaced when the replica bootstraps: retry on a closed one.
+	for attempt := 0; ; attempt++ {
+		resp, err := readDump(r.Store(), from, to, int(limit))
+		if err == nil {
+			writeJSON(w, http.StatusOK, resp)
+			return
+		}
+		if !errors.Is(err, store.ErrClosed) || attempt >= 50 || req.Context().Err() != nil {
+			writeErr(w, err, 0)
+			return
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-req.Context().Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func readDump(st *store.Store, from, to uint64, limit int) (DumpResponse, error) {
+	v, err := st.View()
+	if err != nil {
+		return DumpResponse{}, err
+	}
+	defer v.Close()
+	// One more than the limit tells whether there is more.
+	recs, err := ReadRecords(v, from, to, limit+1)
+	if err != nil {
+		return DumpResponse{}, err
+	}
+	resp := DumpResponse{Applied: v.Index(), Records: recs}
+	if len(recs) > limit {
+		resp.Records, resp.More = recs[:limit], true
+	}
+	if resp.Records == nil {
+		resp.Records = []Record{}
+	}
+	return resp, nil
+}
