@@ -1,0 +1,259 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// The rooms these tests corrupt come from buildRoom (deleteFirst false):
+//
+//	ch-1  1..12  sealed, epoch 1, batches of 3 entries
+//	ch-2  13..20 sealed, epoch 1, batches of 1
+//	ch-3  21..30 sealed, epoch 2, batches of 2
+//	ch-4  31..34 open,   epoch 2, batches of 2
+
+func mustBatch(t *testing.T, epoch, first uint64, entries ...string) []byte {
+	t.Helper()
+	var es [][]byte
+	for _, e := range entries {
+		es = append(es, []byte(e))
+	}
+	data, err := logroom.EncodeBatch(epoch, first, es)
+	require.NoError(t, err)
+	return data
+}
+
+// editMeta rewrites channel num's meta with edit.
+func editMeta(t *testing.T, conn *zk.Conn, r *logroom.Room, num uint64, edit func(*channelMeta)) {
+	t.Helper()
+	data, st, err := conn.Get(chanPath(r, num))
+	require.NoError(t, err)
+	m, err := decodeChannelMeta(data)
+	require.NoError(t, err)
+	edit(&m)
+	data, err = msgpack.Marshal(m)
+	require.NoError(t, err)
+	_, err = conn.Set(chanPath(r, num), data, st.Version)
+	require.NoError(t, err)
+}
+
+func flipLastByte(t *testing.T, conn *zk.Conn, path string) {
+	t.Helper()
+	data, st, err := conn.Get(path)
+	require.NoError(t, err)
+	data[len(data)-1] ^= 0x40
+	_, err = conn.Set(path, data, st.Version)
+	require.NoError(t, err)
+}
+
+func create(t *testing.T, conn *zk.Conn, path string, data []byte) {
+	t.Helper()
+	_, err := conn.Create(path, data, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+}
+
+// TestVerifyFaults corrupts rooms one way each and checks that verify
+// exits 1 naming room, channel and znode, that --json reports the same
+// finding and, where a reader would meet the damage, that dump stops with
+// an error naming the znode and logroom's own reader agrees (ErrCorrupt).
+func TestVerifyFaults(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	conn := c.Conn()
+	const base = "/verify"
+	cl := newCLI(t, e, base)
+
+	type corruption struct {
+		name    string
+		corrupt func(t *testing.T, r *logroom.Room) (channel uint64, znode string)
+		message string // a substring of the finding
+		// readerErr, when set: dump stops at the damage, and logroom's
+		// Tail from index 1 fails with it.
+		readerErr error
+		// readerBug names a known logroom reader bug: the reader check runs
+		// (and fails) only with ROOMLOG_KNOWN_BUGS=1.
+		readerBug string
+	}
+	cases := []corruption{
+		{"garbage at the next batch name", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 35)
+			create(t, conn, p, []byte("garbage, not a batch"))
+			return 4, p
+		}, "batch header", logroom.ErrCorrupt, ""},
+		{"flipped byte in a sealed channel's batch", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 2, batchFirsts(t, conn, r, 2)[3])
+			flipLastByte(t, conn, p)
+			return 2, p
+		}, "checksum mismatch", logroom.ErrCorrupt, ""},
+		{"flipped byte in the open channel's batch", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 33)
+			flipLastByte(t, conn, p)
+			return 4, p
+		}, "checksum mismatch", logroom.ErrCorrupt, ""},
+		{"batch deleted from a sealed channel", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 3, 23)
+			require.NoError(t, conn.Delete(p, -1))
+			return 3, p
+		}, "missing batch: entries 23..24 absent in a channel sealed at 30", logroom.ErrCorrupt, ""},
+		{"overlapping duplicate batch", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 1, 2)
+			create(t, conn, p, mustBatch(t, 1, 2, "dup"))
+			return 1, p
+		}, "stray batch: index 2 is already covered", nil, ""},
+		{"batch of a foreign epoch", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 35)
+			create(t, conn, p, mustBatch(t, 7, 35, "x"))
+			return 4, p
+		}, "batch epoch 7 above the room's epoch 2", logroom.ErrCorrupt,
+			"logroom.Reader delivers a batch whose epoch is not its channel's (7 in a channel of epoch 2, " +
+				"room epoch 2), which NewWriter's chain scan rejects as ErrCorrupt"},
+		{"epoch going backwards", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 35)
+			create(t, conn, p, mustBatch(t, 1, 35, "x"))
+			return 4, p
+		}, "batch epoch 1 below the previous batch's epoch 2", logroom.ErrCorrupt, ""},
+		{"empty batch", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 35)
+			create(t, conn, p, mustBatch(t, 2, 35))
+			return 4, p
+		}, "empty batch", logroom.ErrCorrupt, ""},
+		{"batch content disagrees with its name", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := batchPath(r, 4, 35)
+			create(t, conn, p, mustBatch(t, 2, 36, "x"))
+			return 4, p
+		}, "batch holds first index 36, its name says 35", logroom.ErrCorrupt, ""},
+		{"garbage channel meta", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			p := chanPath(r, 2)
+			_, err := conn.Set(p, []byte("junk"), -1)
+			require.NoError(t, err)
+			return 2, p
+		}, "malformed znode data: channel meta", logroom.ErrCorrupt, ""},
+		{"channel does not start after the previous one", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			editMeta(t, conn, r, 3, func(m *channelMeta) { m.First = 22 })
+			return 3, chanPath(r, 3)
+		}, "channel first index 22, but channel 2 ends at 20 (want 21)", logroom.ErrCorrupt, ""},
+		{"sealed meta disagrees with its chain", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			editMeta(t, conn, r, 1, func(m *channelMeta) { m.Batches++ })
+			return 1, chanPath(r, 1)
+		}, "channel meta records 5 batches", nil, ""},
+		{"open channel before the newest", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			editMeta(t, conn, r, 2, func(m *channelMeta) { m.Sealed = false })
+			return 2, chanPath(r, 2)
+		}, "channel is open but channel 4 follows it", nil, ""},
+		{"batch crossing its channel's seal", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			editMeta(t, conn, r, 3, func(m *channelMeta) { m.Last = 29 })
+			return 3, batchPath(r, 3, 29)
+		}, "batch ends at index 30, past the channel's seal at 29", logroom.ErrCorrupt, ""},
+		{"channel missing in the middle", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			require.NoError(t, r.DeleteChannel(testCtx(t, 10*time.Second), 2))
+			return 3, chanPath(r, 3)
+		}, "channel numbers jump from 1 to 3", logroom.ErrCompacted, ""},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("c%02d", i)
+			b := buildRoom(t, c, base, name, false)
+			ch, znode := tc.corrupt(t, b.room)
+
+			code, out, errs := cl.run("verify", name)
+			require.Equal(t, exitFail, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+			want := fmt.Sprintf("FAULT room %q channel %d znode %s: ", name, ch, znode)
+			require.Regexp(t, "(?m)^"+regexp.QuoteMeta(want)+".*"+regexp.QuoteMeta(tc.message), out)
+			require.Regexp(t, `(?m)^FAILED room "`+name+`": \d+ fault\(s\)`, out)
+
+			var v verifyOut
+			code, out, _ = cl.run("verify", name, "--json")
+			require.Equal(t, exitFail, code)
+			require.NoError(t, jsonUnmarshal(out, &v))
+			require.False(t, v.OK)
+			found := false
+			for _, f := range v.Faults {
+				if f.Znode == znode && f.Channel == ch && f.Room == name && strings.Contains(f.Message, tc.message) {
+					found = true
+				}
+			}
+			require.True(t, found, "no fault %q at %s in %+v", tc.message, znode, v.Faults)
+
+			if tc.readerErr == nil {
+				return
+			}
+			code, _, errs = cl.run("dump", name)
+			require.Equal(t, exitFail, code)
+			require.Contains(t, errs, "logroom: ")
+			require.Contains(t, errs, fmt.Sprintf("room %q", name))
+
+			if tc.readerBug != "" && os.Getenv("ROOMLOG_KNOWN_BUGS") != "1" {
+				t.Logf("known logroom bug, reader check off (ROOMLOG_KNOWN_BUGS=1 runs it): %s", tc.readerBug)
+				return
+			}
+			// logroom's reader stops there too.
+			ctx := testCtx(t, 20*time.Second)
+			rd, err := b.room.Tail(ctx, 1)
+			if err == nil {
+				defer rd.Close()
+				for err == nil && rd.Position() <= 35 {
+					_, err = rd.Next(ctx)
+				}
+			}
+			require.ErrorIs(t, err, tc.readerErr)
+		})
+	}
+}
+
+// TestVerifyWarnings: orphans past a sealed channel, batches past the open
+// channel's hole and foreign znodes are warnings: verify exits 0, naming
+// them, and the log reads whole.
+func TestVerifyWarnings(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	conn := c.Conn()
+	cl := newCLI(t, e, "/warn")
+	b := buildRoom(t, c, "/warn", "w", false)
+	orphan := batchPath(b.room, 2, 21)
+	create(t, conn, orphan, mustBatch(t, 1, 21, "never acknowledged"))
+	pastHole := batchPath(b.room, 4, 40)
+	create(t, conn, pastHole, mustBatch(t, 2, 40, "in flight"))
+	foreign := chanPath(b.room, 3) + "/lock"
+	create(t, conn, foreign, nil)
+
+	code, out, errs := cl.run("verify", "w")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.NotContains(t, out, "FAULT")
+	require.Contains(t, out, fmt.Sprintf("WARN  room \"w\" channel 2 znode %s: orphan batch past the channel's seal at index 20", orphan))
+	require.Contains(t, out, fmt.Sprintf("WARN  room \"w\" channel 4 znode %s: batch past the end of the log (hole at index 35)", pastHole))
+	require.Contains(t, out, fmt.Sprintf("WARN  room \"w\" channel 3 znode %s: foreign znode", foreign))
+	require.Regexp(t, `(?m)^OK room "w": 4 channels, \d+ batches, entries 1\.\.34, \d+ bytes, epoch 2; 3 warning\(s\)$`, out)
+
+	var v verifyOut
+	cl.json(&v, "verify", "w")
+	require.True(t, v.OK)
+	require.Len(t, v.Warnings, 3)
+
+	// dump and channels ignore them like a reader does.
+	got := parseDump(t, cl.ok("dump", "w"))
+	require.Len(t, got, 34)
+	require.Equal(t, b.entries[20], got[19].Data)
+	var ch channelsOut
+	cl.json(&ch, "channels", "w")
+	require.Equal(t, uint64(34), ch.Channels[3].Last)
+}
+
+func jsonUnmarshal(s string, v any) error {
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return errors.Join(err, fmt.Errorf("input:\n%s", s))
+	}
+	return nil
+}
