@@ -24,6 +24,8 @@ type subcommand struct {
 
 func subcommands() []subcommand {
 	return []subcommand{
+		{"serve", "run one namespace master (a roomlog replica behind the HTTP API)", runServe},
+		{"pair", "demo: a primary/standby pair on a local ZooKeeper survives kill -9", runPair},
 		{"ctl", "command-line client for a master's HTTP API", runCtl},
 	}
 }

@@ -77,19 +77,23 @@ const (
 
 // Status is what /v1/status and the HTML page show.
 type Status struct {
-	ID             string    `json:"id"`
-	Room           string    `json:"room"`
-	Role           string    `json:"role"` // RolePrimary, RoleStandby, or a transitional role of the replica
-	Addr           string    `json:"addr"` // this master's advertised HTTP address
-	Epoch          uint64    `json:"epoch"`
-	AppliedIndex   uint64    `json:"applied_index"`
-	CommittedIndex uint64    `json:"committed_index"` // last committed index this master has seen
-	Lag            uint64    `json:"lag"`             // CommittedIndex - AppliedIndex
-	PrimaryID      string    `json:"primary_id"`
-	PrimaryAddr    string    `json:"primary_addr"`
-	Members        []Member  `json:"members"`
-	Channels       []Channel `json:"channels"`
-	Error          string    `json:"failure,omitempty"` // why the master stopped, if it did
+	ID              string    `json:"id"`
+	Room            string    `json:"room"`
+	Role            string    `json:"role"` // RolePrimary, RoleStandby, or a transitional role of the replica
+	Addr            string    `json:"addr"` // this master's advertised HTTP address
+	Epoch           uint64    `json:"epoch"`
+	AppliedIndex    uint64    `json:"applied_index"`
+	CommittedIndex  uint64    `json:"committed_index"` // last committed index this master has seen
+	Lag             uint64    `json:"lag"`             // CommittedIndex - AppliedIndex
+	PrimaryID       string    `json:"primary_id"`
+	PrimaryAddr     string    `json:"primary_addr"`
+	Members         []Member  `json:"members"`
+	Channels        []Channel `json:"channels"`
+	Connected       bool      `json:"connected"`         // ZooKeeper session usable right now
+	RoomBytes       int64     `json:"room_bytes"`        // bytes the room's channels hold in ZooKeeper
+	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
+	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
+	Error           string    `json:"failure,omitempty"` // why the master stopped, if it did
 }
 
 // Member is one master of the room.

@@ -31,6 +31,10 @@ td.l, th.l { text-align: left; }
 <tr><th class="l">applied index</th><td>{{.S.AppliedIndex}}</td></tr>
 <tr><th class="l">committed index</th><td>{{.S.CommittedIndex}}</td></tr>
 <tr><th class="l">lag</th><td>{{.S.Lag}}</td></tr>
+<tr><th class="l">ZooKeeper session</th><td class="l">{{if .S.Connected}}connected{{else}}disconnected{{end}}</td></tr>
+<tr><th class="l">room bytes in ZooKeeper</th><td>{{.S.RoomBytes}}</td></tr>
+<tr><th class="l">newest local checkpoint</th><td>{{.S.CheckpointIndex}}</td></tr>
+<tr><th class="l">bootstraps from a peer</th><td>{{.S.Bootstraps}}</td></tr>
 <tr><th class="l">primary</th><td class="l">{{if .S.PrimaryAddr}}<a href="{{href .S.PrimaryAddr}}">{{.S.PrimaryID}} ({{.S.PrimaryAddr}})</a>{{else}}none known{{end}}</td></tr>
 </table>
 <h2>Members</h2>

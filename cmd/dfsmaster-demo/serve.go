@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/replica"
+)
+
+const serveUsage = `usage: dfsmaster-demo serve --zk host:port[,host:port...] --id ID --data DIR [flags]
+
+Runs one namespace master: a roomlog replica (primary or standby) behind the
+HTTP JSON API, with the replica's checkpoint handler on the same server.
+SIGINT or SIGTERM shuts it down gracefully: the replica leaves the room
+first (a standby takes over at once), then the HTTP server stops.
+
+flags:
+`
+
+// servingPrefix starts the line serve prints on stdout once it serves; the
+// pair demo (and tests) read the address after it: "<prefix>127.0.0.1:8080 ...".
+const servingPrefix = "dfsmaster-demo: serving http://"
+
+// shutdownTimeout bounds the graceful HTTP shutdown (in-flight requests).
+const shutdownTimeout = 2 * time.Second
+
+// serveConfig is what a master needs; runServe fills it from flags.
+type serveConfig struct {
+	Servers         []string
+	Room, ID, Data  string
+	HTTPAddr        string        // listen address; port 0 picks one
+	AdvertiseAddr   string        // "" = derived from the listener (see advertiseFor)
+	SessionTimeout  time.Duration // 0 = replica default
+	CheckpointEvery int           // entries; 0 = replica default, <0 disables
+	Logger          *slog.Logger
+}
+
+// master is one running dfsmaster: listener, HTTP server, replica and the
+// adapter between them. Close stops them in that order.
+type master struct {
+	rep     *replica.Replica
+	adapter *replicaMaster
+	srv     *http.Server
+	addr    string     // advertised address
+	served  chan error // receives the HTTP server's exit (buffered, once)
+	log     *slog.Logger
+}
+
+// openMaster listens, opens the replica (advertising the address actually
+// bound) and serves the API and the checkpoint handler.
+func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	adv := cfg.AdvertiseAddr
+	if adv == "" {
+		if adv, err = advertiseFor(ln.Addr()); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	rep, err := replica.Open(ctx, replica.Config{
+		Servers:                cfg.Servers,
+		SessionTimeout:         cfg.SessionTimeout,
+		Room:                   cfg.Room,
+		ID:                     cfg.ID,
+		DataDir:                cfg.Data,
+		AdvertiseAddr:          adv,
+		Applier:                namespace.Applier{},
+		CheckpointEveryEntries: cfg.CheckpointEvery,
+		Logger:                 log.With("component", "replica"),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("serve: open replica: %w", err)
+	}
+	adapter := newReplicaMaster(rep, adv, log.With("component", "master"))
+	apiSrv, err := api.New(api.Config{Master: adapter, Logger: log.With("component", "api")})
+	if err != nil {
+		adapter.Close()
+		ln.Close()
+		return nil, errors.Join(err, rep.Close())
+	}
+	mux := http.NewServeMux()
+	mux.Handle(replica.CheckpointPath(cfg.Room), rep.CheckpointHandler())
+	mux.Handle("/", apiSrv)
+	m := &master{
+		rep: rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)},
+	}
+	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
+	return m, nil
+}
+
+// advertiseFor turns a bound listener address into one peers can dial: the
+// listener's host, or this machine's host name when it listens on every
+// interface.
+func advertiseFor(a net.Addr) (string, error) {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String(), nil
+	}
+	if !tcp.IP.IsUnspecified() {
+		return tcp.String(), nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("serve: listening on every interface and no host name to advertise (use --advertise): %w", err)
+	}
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port)), nil
+}
+
+// Addr is the advertised HTTP address.
+func (m *master) Addr() string { return m.addr }
+
+// Close leaves the room first (replica.Close: in-flight proposals get their
+// outcome, the election candidate goes, so a standby takes over at once
+// instead of after a session timeout), then shuts the HTTP server down:
+// requests still arriving meanwhile get 503 unavailable. Connections that
+// stay busy or half-open beyond shutdownTimeout are closed forcibly (Go's
+// Shutdown otherwise waits up to 5s for a connection the client opened but
+// never used). Idempotent.
+func (m *master) Close() error {
+	var errs []error
+	m.adapter.Close()
+	if err := m.rep.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("serve: close replica: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := m.srv.Shutdown(ctx); err != nil {
+		m.log.Warn("http connections still open after the shutdown timeout; closing them", "timeout", shutdownTimeout, "err", err)
+		m.srv.Close()
+	}
+	if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs = append(errs, fmt.Errorf("serve: http: %w", err))
+	}
+	m.served <- http.ErrServerClosed // Close stays idempotent
+	return errors.Join(errs...)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	zkServers := fs.String("zk", envOr("ZK", "127.0.0.1:2181"), "ZooKeeper servers, comma-separated host:port (env ZK)")
+	room := fs.String("room", "dfs", "room (replicated log) name; every master of one namespace uses the same")
+	id := fs.String("id", "", "this master's member id, unique in the room and stable across restarts (required)")
+	data := fs.String("data", "", "data directory (Pebble store and checkpoints; created if missing) (required)")
+	httpAddr := fs.String("http", defaultAddr, "HTTP listen address (port 0 picks a free one)")
+	advertise := fs.String("advertise", "", "address peers and clients reach this master at (default: the bound listen address)")
+	sessionTimeout := fs.Duration("session-timeout", replica.DefaultSessionTimeout, "ZooKeeper session timeout: a killed primary is replaced about this long after it died")
+	ckptEvery := fs.Int("checkpoint-every", replica.DefaultCheckpointEveryEntries, "checkpoint the store every N applied entries (<0: never)")
+	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var bad []string
+	if fs.NArg() > 0 {
+		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	if *id == "" {
+		bad = append(bad, "--id is required")
+	}
+	if *data == "" {
+		bad = append(bad, "--data is required")
+	}
+	servers := splitServers(*zkServers)
+	if len(servers) == 0 {
+		bad = append(bad, "--zk: no servers")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "dfsmaster-demo serve: %s\n", strings.Join(bad, "; "))
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("id", *id)
+
+	openCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	m, err := openMaster(openCtx, serveConfig{
+		Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
+		AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery, Logger: log,
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo serve: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "%s%s id=%s room=%s\n", servingPrefix, m.Addr(), *id, *room)
+	log.Info("serving", "addr", m.Addr(), "room", *room, "data", *data)
+
+	code := exitOK
+	roles := m.rep.RoleChanges()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down", "cause", context.Cause(ctx))
+			break wait
+		case err := <-m.served:
+			m.served <- err // for Close
+			log.Error("http server stopped", "err", err)
+			code = exitError
+			break wait
+		case rc := <-roles:
+			log.Info("role change", "role", rc.Role.String(), "epoch", rc.Epoch, "reason", rc.Reason)
+			if rc.Role == replica.RoleFailed {
+				log.Error("replica failed", "err", m.rep.Status().Err)
+				code = exitError
+				break wait
+			}
+		}
+	}
+	if err := m.Close(); err != nil {
+		log.Error("shutdown", "err", err)
+		code = exitError
+	}
+	log.Info("stopped")
+	return code
+}
+
+// splitServers splits a comma-separated server list, dropping empty items.
+func splitServers(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
