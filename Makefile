@@ -24,3 +24,8 @@ unit:
 ## bench: full benchmark suite against a local 3-server ZooKeeper.
 bench: zookeeper
 	$(GO) run ./bench $(BENCHFLAGS)
+
+.PHONY: demo
+## demo: install ZooKeeper if missing, then run the primary/standby pair demo.
+demo: zookeeper
+	$(GO) run ./cmd/dfsmaster-demo pair $(DEMOFLAGS)
