@@ -63,6 +63,8 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 	}
 	last := es[len(es)-1].Index
 	r.propMu.Lock()
+	// applied first: a woken Propose must see applied >= its index.
+	r.applied.Store(last)
 	for i, e := range es {
 		r.resps.put(e.Index, resps[i])
 		if ch, ok := r.waiters[e.Index]; ok {
@@ -70,7 +72,6 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 			delete(r.waiters, e.Index)
 		}
 	}
-	r.applied.Store(last)
 	r.propMu.Unlock()
 	r.noteCommitted(last)
 	r.signalApplied()
@@ -83,13 +84,13 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 // in the restored state, their responses are not).
 func (r *Replica) jumpApplied(index uint64) {
 	r.propMu.Lock()
+	r.applied.Store(index)
 	for i, ch := range r.waiters {
 		if i <= index {
 			ch <- proposalOutcome{err: fmt.Errorf("%w: entry %d applied through a checkpoint", ErrNoResponse, i)}
 			delete(r.waiters, i)
 		}
 	}
-	r.applied.Store(index)
 	r.propMu.Unlock()
 	r.noteCommitted(index)
 	r.signalApplied()

@@ -96,11 +96,8 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 			if err := r.waitApplied(ctx, sealed.LastIndex, t.done); err != nil && !errors.Is(err, errTermEnded) {
 				return fmt.Errorf("replica: checkpoint: wait for sealed channel: %w", err)
 			}
-		case errors.Is(err, logroom.ErrFenced):
-			select {
-			case r.fencedc <- t:
-			default:
-			}
+		case errors.Is(err, logroom.ErrFenced), errors.Is(err, logroom.ErrOutcomeUnknown), errors.Is(err, logroom.ErrClosed):
+			r.writerFailed(t, err)
 			t = nil
 		default:
 			r.log.Warn("checkpoint: rotate failed; checkpointing without it", "err", err)

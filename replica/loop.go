@@ -160,11 +160,20 @@ func (r *Replica) run() {
 			r.onTakeoverDone()
 		case req := <-r.reqc:
 			req.reply <- r.onRequest(req)
-		case t := <-r.fencedc:
-			if t == lp.term {
-				r.log.Warn("primary fenced by a newer epoch; stepping down to standby", "epoch", t.epoch)
-				r.endTerm("fenced")
-				r.requeue()
+		case f := <-r.writerFailc:
+			if f.t == lp.term {
+				if errors.Is(f.err, logroom.ErrFenced) {
+					r.log.Warn("primary fenced by a newer epoch; stepping down to standby", "epoch", f.t.epoch, "err", f.err)
+					r.endTerm("fenced")
+					r.requeue()
+				} else {
+					// The writer stopped (an outcome it could not learn): end
+					// the term; if we are still the lowest candidate a new
+					// takeover (epoch+1) finds the true log end.
+					r.log.Warn("primary's writer stopped; ending the term", "epoch", f.t.epoch, "err", f.err)
+					r.endTerm("writer stopped")
+					lp.electionDirty = true
+				}
 			}
 		case err := <-r.failc:
 			r.fail(err)

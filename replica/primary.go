@@ -19,12 +19,13 @@ type term struct {
 	q     *commitQueue
 	done  chan struct{} // closed when the term has ended (writer closed)
 
-	mu sync.Mutex // guards accepting, inflight, idle
+	mu sync.Mutex // guards accepting, inflight, idle, handoff
 	// accepting: new proposals may enter. Invariant: once false, never
 	// true again for this term.
 	accepting bool
 	inflight  int           // proposals inside Writer.Append
 	idle      chan struct{} // closed when inflight drops to 0 (nil when nobody waits)
+	handoff   string        // the member a transfer in progress hands over to
 }
 
 func (t *term) enter() bool {
@@ -69,11 +70,18 @@ func (t *term) stopAccepting() <-chan struct{} {
 func (t *term) resume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.handoff = ""
 	select {
 	case <-t.done:
 	default:
 		t.accepting = true
 	}
+}
+
+func (t *term) handingTo() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handoff
 }
 
 func (r *Replica) currentTerm() *term {
@@ -88,8 +96,15 @@ func (r *Replica) setTerm(t *term) {
 	r.term = t
 }
 
-// notPrimary builds the NotPrimaryError from the current view.
+// notPrimary builds the NotPrimaryError from the current view (during a
+// leadership transfer: the target).
 func (r *Replica) notPrimary() error {
+	if t := r.currentTerm(); t != nil {
+		if to := t.handingTo(); to != "" {
+			m, _ := r.member(to)
+			return &NotPrimaryError{PrimaryID: to, PrimaryAddr: m.Addr}
+		}
+	}
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
 	id, addr := r.snap.primaryID, r.snap.primaryAddr
@@ -112,7 +127,9 @@ func (r *Replica) notPrimary() error {
 // response unavailable); logroom.ErrEntryTooLarge / logroom.ErrRoomFull
 // (nothing sent); ErrClosed; ctx's error while waiting to send (nothing
 // sent). While the ZooKeeper connection is down, Propose neither sends nor
-// acknowledges: it waits for the reconnect, bounded by ctx.
+// acknowledges: it waits for the reconnect, bounded by ctx (an entry the
+// writer already confirmed is acknowledged when the term ends instead: it
+// is committed whatever happens next).
 func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
 	if err := r.usable(); err != nil {
 		return Result{}, err
@@ -137,7 +154,7 @@ func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
 	idx, err := t.w.Append(ctx, entry)
 	t.leave()
 	if err != nil {
-		return Result{}, r.appendError(t, err)
+		return Result{}, r.appendError(ctx, t, err)
 	}
 	r.noteCommitted(idx)
 	res, err := r.awaitResponse(ctx, idx)
@@ -145,25 +162,29 @@ func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
 		return res, err
 	}
 	// Acknowledge only while connected (a primary that is cut off does not
-	// know whether it still leads). The entry is committed either way.
-	if err := r.waitConnected(ctx, nil); err != nil {
-		return res, fmt.Errorf("%w: committed at %d but the connection is down: %w", ErrOutcomeUnknown, idx, err)
+	// know whether it still leads): wait for the reconnect — or for the
+	// term to end, since the entry is committed whatever happens next.
+	if err := r.waitConnected(ctx, t.done); err != nil && !errors.Is(err, errTermEnded) {
+		return res, fmt.Errorf("%w: committed at %d; not acknowledged while the connection is down: %w", ErrNoResponse, idx, err)
 	}
 	return res, nil
 }
 
-// appendError maps a Writer.Append error.
-func (r *Replica) appendError(t *term, err error) error {
+// appendError maps a Writer.Append error; a writer that is fenced or died
+// (an outcome it could not resolve) ends the term.
+func (r *Replica) appendError(ctx context.Context, t *term, err error) error {
 	switch {
 	case errors.Is(err, logroom.ErrFenced):
-		select {
-		case r.fencedc <- t:
-		default:
-		}
+		r.writerFailed(t, err)
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	case errors.Is(err, logroom.ErrEntryTooLarge), errors.Is(err, logroom.ErrRoomFull):
 		return fmt.Errorf("replica: propose: %w", err)
 	case errors.Is(err, logroom.ErrOutcomeUnknown):
+		if ctx.Err() == nil {
+			// Not the caller's deadline: the writer could not learn the
+			// fate of a batch and stopped.
+			r.writerFailed(t, err)
+		}
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	case errors.Is(err, logroom.ErrClosed):
 		// Still queued when the writer closed: never sent, not committed.
@@ -176,6 +197,19 @@ func (r *Replica) appendError(t *term, err error) error {
 		return err
 	default:
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+	}
+}
+
+// writerFailure tells the loop that term's writer cannot go on.
+type writerFailure struct {
+	t   *term
+	err error
+}
+
+func (r *Replica) writerFailed(t *term, err error) {
+	select {
+	case r.writerFailc <- writerFailure{t, err}:
+	default: // one report at a time is enough; the loop re-checks the term
 	}
 }
 
@@ -269,6 +303,9 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	if _, ok := r.member(toID); !ok {
 		return fmt.Errorf("%w: %q is not a live member", ErrTransfer, toID)
 	}
+	t.mu.Lock()
+	t.handoff = toID
+	t.mu.Unlock()
 	if err := r.drain(ctx, t); err != nil {
 		t.resume()
 		return fmt.Errorf("%w: drain: %w", ErrTransfer, err)

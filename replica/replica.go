@@ -72,13 +72,13 @@ type Replica struct {
 	ckptReady    chan struct{}    // cap 1: tells the loop to publish member data
 	committedHi  atomic.Uint64    // highest committed index seen
 	fatalErr     atomic.Pointer[error]
-	sem          chan struct{}    // proposal slots (MaxPendingProposals)
-	roleCh       chan RoleChange  // buffered; the loop drops the oldest when full
-	reqc         chan loopRequest // API -> loop
-	watchc       chan watchEvent  // watch forwarders -> loop
-	fencedc      chan *term       // Propose/checkpointer -> loop: this term's writer was fenced
-	failc        chan error       // any goroutine -> loop: unrecoverable error
-	events       <-chan zk.Event  // session events (Client.Subscribe)
+	sem          chan struct{}      // proposal slots (MaxPendingProposals)
+	roleCh       chan RoleChange    // buffered; the loop drops the oldest when full
+	reqc         chan loopRequest   // API -> loop
+	watchc       chan watchEvent    // watch forwarders -> loop
+	writerFailc  chan writerFailure // Propose/checkpointer -> loop: this term's writer is fenced or dead
+	failc        chan error         // any goroutine -> loop: unrecoverable error
+	events       <-chan zk.Event    // session events (Client.Subscribe)
 	unsubscribe  func()
 
 	// termMu guards term: the current primary term (nil unless primary and
@@ -136,26 +136,26 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	cfg = cfg.withDefaults()
 	r := &Replica{
-		cfg:       cfg,
-		log:       cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
-		storeDir:  filepath.Join(cfg.DataDir, "store"),
-		ckptRoot:  filepath.Join(cfg.DataDir, "checkpoints"),
-		guid:      newGUID(),
-		stopc:     make(chan struct{}),
-		loopDone:  make(chan struct{}),
-		waiters:   map[uint64]chan proposalOutcome{},
-		resps:     newRespRing(2*cfg.MaxPendingProposals + 1024),
-		appliedCh: make(chan struct{}),
-		ckptTrig:  make(chan struct{}, 1),
-		ckptReq:   make(chan ckptRequest),
-		ckptReady: make(chan struct{}, 1),
-		sem:       make(chan struct{}, cfg.MaxPendingProposals),
-		roleCh:    make(chan RoleChange, 16),
-		reqc:      make(chan loopRequest),
-		watchc:    make(chan watchEvent, 64),
-		fencedc:   make(chan *term, 1),
-		failc:     make(chan error, 1),
-		connCh:    make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
+		storeDir:    filepath.Join(cfg.DataDir, "store"),
+		ckptRoot:    filepath.Join(cfg.DataDir, "checkpoints"),
+		guid:        newGUID(),
+		stopc:       make(chan struct{}),
+		loopDone:    make(chan struct{}),
+		waiters:     map[uint64]chan proposalOutcome{},
+		resps:       newRespRing(2*cfg.MaxPendingProposals + 1024),
+		appliedCh:   make(chan struct{}),
+		ckptTrig:    make(chan struct{}, 1),
+		ckptReq:     make(chan ckptRequest),
+		ckptReady:   make(chan struct{}, 1),
+		sem:         make(chan struct{}, cfg.MaxPendingProposals),
+		roleCh:      make(chan RoleChange, 16),
+		reqc:        make(chan loopRequest),
+		watchc:      make(chan watchEvent, 64),
+		writerFailc: make(chan writerFailure, 1),
+		failc:       make(chan error, 1),
+		connCh:      make(chan struct{}),
 	}
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
