@@ -62,6 +62,7 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 		return fmt.Errorf("apply entries %d..%d: %w", es[0].Index, es[len(es)-1].Index, err)
 	}
 	last := es[len(es)-1].Index
+	r.appliedEpoch.Store(es[len(es)-1].Epoch)
 	r.propMu.Lock()
 	// applied first: a woken Propose must see applied >= its index.
 	r.applied.Store(last)
@@ -255,6 +256,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		r.tailErr.Store(&err)
 		if r.applied.Load() != before {
 			corrupt = 0
 		}
@@ -277,7 +279,9 @@ func (r *Replica) runStandby(ctx context.Context) error {
 		if errors.Is(err, logroom.ErrCompacted) {
 			r.log.Info("standby: log position compacted; bootstrapping from a checkpoint", "applied", r.applied.Load())
 			err = r.bootstrap(ctx)
+			r.tailErr.Store(&err)
 			if err == nil {
+				r.tailErr.Store(nil)
 				backoff.reset()
 				corrupt = 0
 				continue
@@ -360,6 +364,7 @@ func (r *Replica) follow(ctx context.Context) error {
 		if err := r.applyEntries(run); err != nil {
 			return fatal(err)
 		}
+		r.tailErr.Store(nil)
 		if pending != nil {
 			return pending
 		}

@@ -303,6 +303,7 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	}
 	r.sinceEntries.Store(0)
 	r.sinceBytes.Store(0)
+	r.appliedEpoch.Store(st.AppliedEpoch())
 	r.jumpApplied(idx)
 	select {
 	case r.ckptReady <- struct{}{}:

@@ -51,8 +51,12 @@
 //	                     its source from member data).
 //
 // On disk: DataDir/store (Pebble, package store), DataDir/store.old (the
-// store a bootstrap replaced, deleted once the new one opens) and
-// DataDir/checkpoints (package checkpoint's root). Checkpoints are served at
+// store a bootstrap replaced, deleted once the new one opens),
+// DataDir/checkpoints (package checkpoint's root) and
+// DataDir/roomlog-member.json, JSON {Base, Room, RoomCzxid}: the room
+// incarnation (the zxid that created the room znode) the state belongs to.
+// Open refuses (ErrWrongDataDir) a non-empty store of another room or of an
+// earlier room of the same name, whose indexes would not match the log. Checkpoints are served at
 // URL path CheckpointPath(room) = "/roomlog/checkpoint/<room>/" (GET: tar
 // stream of the newest; GET …/manifest: its manifest), fetched from
 // "http://" + AdvertiseAddr + that path.

@@ -33,6 +33,9 @@ var (
 	ErrQueueFull = errors.New("replica: too many proposals in flight")
 	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
 	ErrInvalidConfig = errors.New("replica: invalid config")
+	// ErrWrongDataDir: DataDir holds the state of another room, or of an
+	// earlier room of the same name (deleted and re-created since).
+	ErrWrongDataDir = errors.New("replica: data dir belongs to another room")
 	// ErrDuplicateID: another live process holds this member id in the room.
 	ErrDuplicateID = errors.New("replica: member id already live in the room")
 	// ErrFailed: the replica stopped because of an unrecoverable error (an

@@ -319,9 +319,7 @@ func (r *Replica) ownMemberData() memberData {
 		}
 	}
 	if d.Epoch == 0 {
-		r.storeMu.RLock()
-		d.Epoch = r.st.AppliedEpoch()
-		r.storeMu.RUnlock()
+		d.Epoch = r.appliedEpoch.Load()
 	}
 	return d
 }
@@ -703,9 +701,7 @@ func (r *Replica) setRole(role Role, reason string) {
 	if lp.term != nil {
 		epoch = lp.term.epoch
 	} else {
-		r.storeMu.RLock()
-		epoch = r.st.AppliedEpoch()
-		r.storeMu.RUnlock()
+		epoch = r.appliedEpoch.Load()
 	}
 	rc := RoleChange{Role: role, Epoch: epoch, Reason: reason, At: time.Now()}
 	for {
@@ -751,9 +747,7 @@ func (r *Replica) publishStatus() {
 	if lp.term != nil {
 		epoch = lp.term.epoch
 	} else {
-		r.storeMu.RLock()
-		epoch = r.st.AppliedEpoch()
-		r.storeMu.RUnlock()
+		epoch = r.appliedEpoch.Load()
 	}
 	members := lp.mem.snapshot()
 	pid, paddr := lp.primaryID, lp.primaryAddr

@@ -2,6 +2,9 @@ package replica
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -89,4 +92,44 @@ func TestRoleChangesSlowConsumer(t *testing.T) {
 	}
 	require.Equal(t, RolePrimary, rcs[len(rcs)-1].Role, "the newest change is kept")
 	require.Greater(t, rcs[len(rcs)-1].Epoch, uint64(10))
+}
+
+func TestWrongDataDir(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	p := c.open("m0")
+	c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := p.Propose(ctx, setOp("k", "v"))
+	require.NoError(t, err)
+	cfg := c.config("m0")
+	c.close("m0")
+
+	// Another room: refused.
+	other := cfg
+	other.Room = cfg.Room + "x"
+	_, err = Open(ctx, other)
+	require.ErrorIs(t, err, ErrWrongDataDir)
+
+	// An earlier incarnation of the same room: refused.
+	path := filepath.Join(cfg.DataDir, markerName)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var m dirMarker
+	require.NoError(t, json.Unmarshal(b, &m))
+	m.RoomCzxid++
+	b, err = json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, err = Open(ctx, cfg)
+	require.ErrorIs(t, err, ErrWrongDataDir)
+	require.Contains(t, err.Error(), "earlier room")
+
+	// An empty data dir adopts any room.
+	fresh := other
+	fresh.DataDir = t.TempDir()
+	r, err := Open(ctx, fresh)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
 }

@@ -54,7 +54,12 @@ type Replica struct {
 	// Apply progress. applied is the local applied index (== the store's
 	// after every Apply); it only grows. propMu guards waiters and resps and
 	// orders applied updates with waiter registration.
-	applied   atomic.Uint64
+	applied atomic.Uint64
+	// appliedEpoch is the epoch of the last applied entry (the loop reads
+	// it instead of the store, which bootstrap may hold locked for long).
+	appliedEpoch atomic.Uint64
+	// tailErr is the standby tail's last error (nil while it progresses).
+	tailErr   atomic.Pointer[error]
 	propMu    sync.Mutex
 	waiters   map[uint64]chan proposalOutcome // index -> a Propose waiting for its response
 	resps     *respRing                       // recent responses by index
@@ -184,6 +189,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	r.st = st
 	r.applied.Store(st.AppliedIndex())
+	r.appliedEpoch.Store(st.AppliedEpoch())
 	r.committedHi.Store(st.AppliedIndex())
 	if n, err := checkpoint.Newest(r.ckptRoot); err == nil {
 		r.localCkpt.Store(n.Manifest.Index)
@@ -205,6 +211,13 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
+	}
+	_, roomStat, err := r.conn.Exists(r.room.Path())
+	if err != nil {
+		return nil, fmt.Errorf("replica: stat room: %w", err)
+	}
+	if err := r.checkDataDir(roomStat.Czxid); err != nil {
+		return nil, err
 	}
 	for _, dir := range []string{r.room.Path(membersDir), r.room.Path(electionDir)} {
 		if err := ensurePersistent(r.conn, r.acl, dir); err != nil {
@@ -375,6 +388,9 @@ func (r *Replica) Status() Status {
 	}
 	if p := r.fatalErr.Load(); p != nil {
 		st.Err = *p
+	}
+	if p := r.tailErr.Load(); p != nil && s.role != RolePrimary {
+		st.TailErr = *p
 	}
 	return st
 }

@@ -96,5 +96,6 @@ type Status struct {
 	CheckpointIndex uint64 // newest local checkpoint (0: none)
 	Bootstraps      int    // times this replica restored its store from a peer's checkpoint
 	Pending         int    // proposals in flight
+	TailErr         error  // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
 	Err             error  // the unrecoverable error when Role == RoleFailed
 }
