@@ -80,7 +80,8 @@
 //     in the chain fails NewWriter with ErrCorrupt (the log needs an
 //     operator, a reader would stop there too).
 //
-// Close does not seal: the next writer does it at takeover.
+// Close does not seal: the next writer does it at takeover. The takeover
+// reads the whole open channel once (at most MaxChannelBytes).
 //
 // # Protocol: append
 //
@@ -142,7 +143,10 @@
 //     N+1 with later channels present → ErrCompacted). Not sealed →
 //     ExistsW(b-<position>) (re-checking its result) and wait on the
 //     watches and ctx. Caught up, the reader arms the next name's watch
-//     first (two round trips per batch).
+//     first (two round trips per batch). Behind (two batches in a row found
+//     without waiting), it lists the channel once and reads the listed
+//     names 16 at a time concurrently; batch znodes are immutable, so this
+//     changes nothing but speed: each batch is still validated in order.
 //  3. Connection loss and session expiry are retried with backoff from
 //     the same position; watches lost with the session are re-armed.
 //  4. A channel deleted under the reader → ErrCompacted. ErrCorrupt and

@@ -78,6 +78,8 @@ type loopState struct {
 	lingerFired   bool
 	// dead, once set, is the terminal error: nothing more is sent.
 	dead error
+	// sessionID is the session the last resolution (or takeover) ran in.
+	sessionID int64
 }
 
 // refreshInterval bounds how often a full room re-reads channel sizes.
@@ -464,6 +466,13 @@ func (w *Writer) resolve() {
 	ls := &w.ls
 	ctx := w.lifeCtx
 	w.stats.resolutions.Add(1)
+	if err := w.c.waitSession(ctx); err == nil {
+		if sid := w.c.SessionID(); sid != ls.sessionID {
+			w.log.Warn("zookeeper session changed (the old one expired); the fence is the epoch version, so resolution goes on",
+				"old_session", fmt.Sprintf("%#x", ls.sessionID), "new_session", fmt.Sprintf("%#x", sid))
+			ls.sessionID = sid
+		}
+	}
 	fenced := false
 	synced := false
 	for _, b := range ls.inflight {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -43,7 +44,21 @@ type Reader struct {
 	// err is sticky: ErrCorrupt or ErrCompacted.
 	err    error
 	closed bool
+
+	// Catch-up: while behind, the channel is listed once and the next
+	// batches are read prefetchWindow at a time, concurrently. Batch znodes
+	// are immutable, so an early read is as good as a late one; every batch
+	// is still validated in order when delivered.
+	behind  int               // consecutive batches found without waiting
+	ahead   []uint64          // listed batch names > bpos not yet fetched, ascending
+	listed  bool              // the current channel was listed since we last waited
+	fetched map[uint64][]byte // prefetched batch data by first index
+	// prefetched counts batches read ahead (for tests).
+	prefetched int
 }
+
+// prefetchWindow is how many batch Gets a catching-up reader keeps in flight.
+const prefetchWindow = 16
 
 // Tail returns a Reader whose first entry delivered has Index == from
 // (from 0 means 1). from must not exceed the end of the log + 1 by more than
@@ -241,6 +256,60 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 func (rd *Reader) setChannel(num uint64, m channelMeta) {
 	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
 	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
+	rd.ahead, rd.listed, rd.fetched, rd.behind = nil, false, nil, 0
+}
+
+// prefetch fills rd.fetched with the next listed batches after bpos when the
+// reader is behind: the channel is listed once, then read prefetchWindow
+// names at a time.
+func (rd *Reader) prefetch() error {
+	if rd.behind < 2 || rd.fetched[rd.bpos] != nil {
+		return nil
+	}
+	if len(rd.ahead) == 0 && !rd.listed {
+		rd.listed = true
+		names, _, err := rd.c.conn.Children(rd.chPath)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos {
+				rd.ahead = append(rd.ahead, f)
+			}
+		}
+		slices.Sort(rd.ahead)
+	}
+	for len(rd.ahead) > 0 && rd.ahead[0] < rd.bpos {
+		rd.ahead = rd.ahead[1:]
+	}
+	n := min(len(rd.ahead), prefetchWindow)
+	if n == 0 {
+		return nil
+	}
+	window := rd.ahead[:n]
+	rd.ahead = rd.ahead[n:]
+	datas := make([][]byte, n)
+	err := parallel(n, n, func(i int) error {
+		d, _, err := rd.c.conn.Get(rd.room.batchPath(rd.ch, window[i]))
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		datas[i] = d
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rd.fetched == nil {
+		rd.fetched = make(map[uint64][]byte, n)
+	}
+	for i, d := range datas {
+		if d != nil {
+			rd.fetched[window[i]] = d
+			rd.prefetched++
+		}
+	}
+	return nil
 }
 
 // step makes one unit of progress: it returns entries, or nil after moving
@@ -250,21 +319,38 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, rd.locate(ctx, true)
 	}
 	path := rd.room.batchPath(rd.ch, rd.bpos)
+	if data := rd.fetched[rd.bpos]; data != nil {
+		delete(rd.fetched, rd.bpos)
+		rd.behind++
+		return rd.deliver(path, data)
+	}
 	if !rd.arm || rd.fired {
 		viaWatch := rd.fired
 		rd.fired = false
+		if err := rd.prefetch(); err != nil {
+			return nil, err
+		}
+		if data := rd.fetched[rd.bpos]; data != nil {
+			return nil, nil // deliver from the prefetched batches
+		}
 		data, _, err := rd.c.conn.Get(path)
 		if err == nil {
 			// Arrived through a watch: we are caught up, so the next batch
 			// is most likely absent too; arm its watch instead of reading.
 			rd.arm = viaWatch
+			if viaWatch {
+				rd.behind = 0
+			} else {
+				rd.behind++
+			}
 			return rd.deliver(path, data)
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
 	}
-	rd.arm = true
+	// Caught up: forget the catch-up state (a later lag lists afresh).
+	rd.arm, rd.behind, rd.ahead, rd.listed, rd.fetched = true, 0, nil, false, nil
 	// The next batch is absent (or we are caught up and have not armed its
 	// watch yet). First make sure the channel is not finished.
 	if rd.chWatch == nil {

@@ -300,3 +300,50 @@ func TestReaderChannelSuccessorCorrupt(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), r.channelPath(2))
 }
+
+// TestReaderCatchUp reads a long backlog across channels; a reader that is
+// behind lists the channel once and reads ahead concurrently.
+func TestReaderCatchUp(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "catchup")
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 16})
+	ctx := testCtx(t, 60*time.Second)
+	const n = 400
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 4 {
+				if _, err := w.Append(ctx, payload(i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i == n/2 {
+					if _, err := w.Rotate(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	names, _, err := c.Conn().Children(r.channelPath(1))
+	require.NoError(t, err)
+	require.Greater(t, len(names), 50, "many small batches")
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	log := readN(t, ctx, rd, n)
+	seen := map[string]bool{}
+	for _, en := range log {
+		require.False(t, seen[string(en.Data)])
+		seen[string(en.Data)] = true
+	}
+	require.Greater(t, rd.prefetched, len(names)/2, "the backlog was read ahead")
+	// Caught up, it waits on watches again.
+	_, err = w.Append(ctx, []byte("tail"))
+	require.NoError(t, err)
+	got := readN(t, ctx, rd, 1)
+	require.Equal(t, "tail", string(got[0].Data))
+}

@@ -231,6 +231,7 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 		return nil, err
 	}
 	w.lastCommitted.Store(w.start - 1)
+	w.ls.sessionID = w.c.SessionID()
 	w.lifeCtx, w.cancelLife = context.WithCancel(context.Background())
 	go w.run()
 	return w, nil
