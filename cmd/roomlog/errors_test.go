@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// TestUsage needs no ZooKeeper: bad usage is refused before dialling.
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, exitUsage, "missing command"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"channels"}, exitUsage, "channels takes 1 argument(s), got 0"},
+		{[]string{"rooms", "extra"}, exitUsage, "rooms takes 0 argument(s), got 1"},
+		{[]string{"channels", "a/b"}, exitUsage, "contains '/'"},
+		{[]string{"verify", "zookeeper"}, exitUsage, "reserved"},
+		{[]string{"channels", ""}, exitUsage, "empty room name"},
+		{[]string{"dump", "r", "--from", "0"}, exitUsage, "--from must be >= 1"},
+		{[]string{"dump", "r", "--from", "9", "--to", "3"}, exitUsage, "--to 3 is below --from 9"},
+		{[]string{"verify", "r", "--from", "2"}, exitUsage, "apply to dump only"},
+		{[]string{"dump", "r", "--from", "x"}, exitUsage, "invalid value"},
+		{[]string{"--digest", "nocolon", "rooms"}, exitUsage, "--digest: want user:password"},
+		{[]string{"--digest", ":pw", "rooms"}, exitUsage, "--digest: want user:password"},
+		{[]string{"--base", "relative", "rooms"}, exitUsage, "want an absolute znode path"},
+		{[]string{"--base", "/a//b", "rooms"}, exitUsage, "empty"},
+		{[]string{"--zk", " , ", "rooms"}, exitUsage, "no ZooKeeper server"},
+		{[]string{"--timeout", "0s", "rooms"}, exitUsage, "--timeout must be > 0"},
+		{[]string{"--nope", "rooms"}, exitUsage, "flag provided but not defined"},
+		{[]string{"-h"}, exitOK, "usage: roomlog"},
+		{[]string{"help"}, exitOK, ""},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb)
+			require.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+			require.Contains(t, errb.String(), tc.msg)
+		})
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"help"}, &out, &errb))
+	require.Contains(t, out.String(), "verify ROOM")
+}
+
+func TestParseArgs(t *testing.T) {
+	var errb bytes.Buffer
+	o, pos, err := parseArgs([]string{"dump", "--json", "r1", "--from", "5", "--zk", "h:1"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, []string{"dump", "r1"}, pos)
+	require.True(t, o.json)
+	require.Equal(t, uint64(5), o.from)
+	require.Equal(t, "h:1", o.zk)
+	require.True(t, o.set["from"])
+	require.False(t, o.set["to"])
+
+	// "--" ends the flags: a room named like a flag.
+	_, pos, err = parseArgs([]string{"--json", "channels", "--", "--from"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, []string{"channels", "--from"}, pos)
+
+	t.Setenv(envZK, "env-host:2181")
+	t.Setenv(envDigest, "u:p")
+	o, _, err = parseArgs([]string{"rooms"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, "env-host:2181", o.zk)
+	require.Equal(t, "u:p", o.digest)
+	o, _, err = parseArgs([]string{"rooms", "--digest", "a:b"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, "a:b", o.digest, "the flag wins over the environment")
+}
+
+// TestUnreachable: a ZooKeeper that does not answer is reported within the
+// timeout.
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run([]string{"--zk", addr, "--timeout", "500ms", "rooms"}, &out, &errb)
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errb.String(), "cannot reach ZooKeeper at "+addr+": no session within 500ms")
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Empty(t, out.String())
+}
+
+// TestMissingAndReadOnly: missing rooms and bases are clear errors, and no
+// command writes anything: the whole tree is the same before and after
+// every command ran, including on a missing room and a missing base.
+func TestMissingAndReadOnly(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	buildRoom(t, c, "/ro", "r", true)
+	cl := newCLI(t, e, "/ro")
+	before := snapshotTree(t, c.Conn(), "/")
+
+	code, _, errs := cl.run("channels", "nosuch")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, `room "nosuch" not found under /ro`)
+	for _, cmd := range []string{"members", "dump", "verify", "checkpoints"} {
+		code, _, errs = cl.run(cmd, "nosuch")
+		require.Equal(t, exitFail, code, cmd)
+		require.Contains(t, errs, "not found", cmd)
+	}
+	code, _, errs = newCLI(t, e, "/nobase").run("rooms")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "base /nobase does not exist")
+	code, _, _ = newCLI(t, e, "/nobase").run("verify", "r")
+	require.Equal(t, exitFail, code)
+
+	for _, args := range [][]string{
+		{"rooms"}, {"channels", "r"}, {"members", "r"}, {"dump", "r"}, {"dump", "r", "--from", "20"},
+		{"verify", "r"}, {"checkpoints", "r"}, {"rooms", "--json"}, {"verify", "r", "--json"},
+	} {
+		cl.ok(args...)
+	}
+	// A foreign znode that is not a room is not listed.
+	_, err := c.Conn().Create("/ro/not-a-room", []byte("x"), 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	before["/ro/not-a-room"] = snapshotTree(t, c.Conn(), "/ro/not-a-room")["/ro/not-a-room"]
+	var rows []roomRow
+	cl.json(&rows, "rooms")
+	require.Len(t, rows, 1)
+	require.Equal(t, "r", rows[0].Name)
+	// The /ro parent's child version changed with that create; re-read it.
+	before["/ro"] = snapshotTree(t, c.Conn(), "/ro")["/ro"]
+
+	after := snapshotTree(t, c.Conn(), "/")
+	delete(before, "/zookeeper/quota") // server-managed
+	delete(after, "/zookeeper/quota")
+	require.Equal(t, before, after, "the tool wrote to ZooKeeper")
+}
+
+// TestDigestRoom: a room created with digest credentials can be inspected
+// only with them.
+func TestDigestRoom(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	owner := dialZK(t, e, &logroom.Digest{User: "ops", Password: "s3cret"})
+	buildRoom(t, owner, "/secure", "locked", false)
+	plain := dialZK(t, e, nil)
+	buildRoom(t, plain, "/secure2", "open", false)
+
+	// Without credentials: a permission error naming the way out.
+	cl := newCLI(t, e, "/secure")
+	code, _, errs := cl.run("channels", "locked")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "zk: not authenticated")
+	require.Contains(t, errs, "pass --digest user:password")
+	code, _, errs = newCLI(t, e, "/secure", "--digest", "ops:wrong").run("verify", "locked")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "zk: not authenticated")
+
+	// The base itself was created by the digest client: listing it needs
+	// the credentials too.
+	code, _, errs = cl.run("rooms")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "permission denied")
+
+	// Under a base anyone may read, a locked room is listed as such.
+	_, err := plain.Conn().Create("/mixed", nil, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+	buildRoom(t, owner, "/mixed", "locked", false)
+	buildRoom(t, plain, "/mixed", "open", false)
+	out := newCLI(t, e, "/mixed").ok("rooms")
+	require.Regexp(t, `(?m)^locked\s+\(no access: digest ACL, pass --digest\)$`, out)
+	require.Regexp(t, `(?m)^open\s+\S+\s+2\s+w2\s+4\s+1\s+0$`, out)
+
+	// With them (flag or environment), everything works.
+	good := newCLI(t, e, "/secure", "--digest", "ops:s3cret")
+	require.Contains(t, good.ok("verify", "locked"), `OK room "locked"`)
+	require.Len(t, parseDump(t, good.ok("dump", "locked")), 34)
+	t.Setenv(envDigest, "ops:s3cret")
+	require.Contains(t, cl.ok("channels", "locked"), "room locked  epoch 2")
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/replica"
+)
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicaRoom runs two real replicas and checks members (decoding the
+// member data replica writes), checkpoints (the record and the URL a member
+// serves it at), and that verify and dump read a room replica wrote.
+func TestReplicaRoom(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	const base, room = "/rep", "ns1"
+	open := func(id string) *replica.Replica {
+		ctx := testCtx(t, 30*time.Second)
+		r, err := replica.Open(ctx, replica.Config{
+			Servers: e.Addrs(), SessionTimeout: 2 * time.Second, Base: base, Room: room, ID: id,
+			DataDir: filepath.Join(t.TempDir(), id), ListenAddr: "127.0.0.1:0",
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close()) })
+		return r
+	}
+	reps := []*replica.Replica{open("m0"), open("m1")}
+	var primary *replica.Replica
+	waitFor(t, 30*time.Second, "a primary", func() bool {
+		for _, r := range reps {
+			if r.Status().Role == replica.RolePrimary {
+				primary = r
+				return true
+			}
+		}
+		return false
+	})
+	ctx := testCtx(t, 60*time.Second)
+	var last uint64
+	for i := 1; i <= 10; i++ {
+		res, err := primary.Propose(ctx, opsEntry(t, fmt.Sprintf("/dir/f%d", i), "inode"))
+		require.NoError(t, err)
+		last = res.Index
+	}
+	require.NoError(t, primary.Checkpoint(ctx))
+	cl := newCLI(t, e, base)
+
+	// Members publish their applied index at most every 100ms.
+	var m membersOut
+	waitFor(t, 20*time.Second, "both members report the last index applied", func() bool {
+		m = membersOut{}
+		cl.json(&m, "members", room)
+		if len(m.Members) != 2 {
+			return false
+		}
+		for _, row := range m.Members {
+			if row.Applied < last {
+				return false
+			}
+		}
+		return true
+	})
+	roles := map[string]string{}
+	for i, row := range m.Members {
+		require.Equal(t, fmt.Sprintf("m%d", i), row.ID)
+		require.Empty(t, row.Error)
+		require.NotEmpty(t, row.Addr)
+		require.NotEqual(t, "0x0", row.Session)
+		roles[row.ID] = row.Role
+		if row.ID == primary.ID() {
+			require.Equal(t, 1, row.Election, "the primary is the lowest candidate")
+			require.Equal(t, primary.Status().Epoch, row.Epoch)
+		} else {
+			require.Equal(t, 2, row.Election)
+		}
+	}
+	require.Equal(t, "primary", roles[primary.ID()])
+	text := cl.ok("members", room)
+	require.Regexp(t, `(?m)^ID\s+ADDR\s+ROLE\s+EPOCH\s+APPLIED\s+CKPT\s+ELECTION\s+SESSION\s+NOTE$`, text)
+	require.Regexp(t, `(?m)^`+primary.ID()+`\s+127\.0\.0\.1:\d+\s+primary\s+\d+\s+\d+\s+\d+\s+1\s+0x[0-9a-f]+\s+-$`, text)
+
+	var cp checkpointsOut
+	waitFor(t, 20*time.Second, "the primary's checkpoint in its member data", func() bool {
+		cp = checkpointsOut{}
+		cl.json(&cp, "checkpoints", room)
+		for _, mc := range cp.Members {
+			if mc.ID == primary.ID() && mc.Checkpoint > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	require.NotNil(t, cp.Record, "the primary records its checkpoint")
+	require.Equal(t, primary.ID(), cp.Record.ID)
+	require.GreaterOrEqual(t, cp.Record.Index, last)
+	// The channel sealed for the checkpoint is covered, or already deleted.
+	require.True(t, len(cp.Covered) > 0 || cp.OldestIndex > 1, "%+v", cp)
+	// The URL is where the member really serves it.
+	resp, err := http.Get(cp.Record.URL + "manifest")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", cp.Record.URL, body)
+	var manifest struct{ Room string }
+	require.NoError(t, json.Unmarshal(body, &manifest))
+	require.Equal(t, room, manifest.Room)
+	require.Contains(t, cl.ok("checkpoints", room), fmt.Sprintf("newest recorded checkpoint: index %d", cp.Record.Index))
+
+	require.Contains(t, cl.ok("verify", room), `OK room "ns1"`)
+	var ops int
+	for _, d := range parseDump(t, cl.ok("dump", room)) {
+		if len(d.Ops) == 1 && d.Ops[0].Kind == "set" && d.Ops[0].Value != nil && *d.Ops[0].Value == "inode" {
+			ops++
+		}
+	}
+	require.Positive(t, ops, "dump decodes the replica's ops entries")
+}
