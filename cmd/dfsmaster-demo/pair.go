@@ -299,7 +299,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}()
 
 	if err := sleepCtx(ctx, p.cfg.phase); err != nil {
-		return res, interrupted(err)
+		return res, interrupted(ctx)
 	}
 	if err := writersFailed(writers); err != nil {
 		return res, err
@@ -322,7 +322,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	select {
 	case <-p.led.takeover:
 	case <-ctx.Done():
-		return res, interrupted(ctx.Err())
+		return res, interrupted(ctx)
 	case <-time.After(takeoverTimeout):
 		return res, fmt.Errorf("no operation was acknowledged within %v after the primary was killed: %w", takeoverTimeout, writersFailed(writers))
 	}
@@ -334,7 +334,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 
 	// 6. More workload on the new primary, then restart the old one as a standby.
 	if err := sleepCtx(ctx, p.cfg.phase); err != nil {
-		return res, interrupted(err)
+		return res, interrupted(ctx)
 	}
 	if err := writersFailed(writers); err != nil {
 		return res, err
@@ -345,7 +345,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}
 	p.eps.set([]string{p.addr(survivor), p.addr(victim)}, p.addr(survivor))
 	if err := sleepCtx(ctx, p.cfg.phase); err != nil {
-		return res, interrupted(err)
+		return res, interrupted(ctx)
 	}
 
 	// 7. Stop the workload; wait for convergence.
@@ -409,7 +409,8 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	return res, nil
 }
 
-func interrupted(err error) error { return fmt.Errorf("interrupted: %w", err) }
+// interrupted is the error of a demo whose context ended (Ctrl-C, SIGTERM).
+func interrupted(ctx context.Context) error { return fmt.Errorf("interrupted: %w", context.Cause(ctx)) }
 
 func writersFailed(ws []*writer) error {
 	var errs []error
@@ -439,7 +440,7 @@ func lostLines(ws []*writer, v *verdict, n int) []string {
 			break
 		}
 		op := ws[k.writer-1].ops[k.op]
-		out = append(out, fmt.Sprintf("%s %s %s (index %d)", op.kind, op.path, op.dst, op.index))
+		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s", op.kind, op.path, op.dst))+fmt.Sprintf(" (index %d)", op.index))
 	}
 	return out
 }
@@ -527,7 +528,7 @@ func (p *pair) roles(ctx context.Context) (primary, other string, err error) {
 			}
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return "", "", interrupted(err)
+			return "", "", interrupted(ctx)
 		}
 	}
 	return "", "", errors.New("no master reports itself primary")
@@ -567,7 +568,7 @@ func (p *pair) converge(ctx context.Context) (uint64, map[string]api.Status, err
 				convergeTimeout, p.led.maxIndex.Load(), describe(last, p.order))
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-			return 0, nil, interrupted(err)
+			return 0, nil, interrupted(ctx)
 		}
 	}
 }
@@ -645,10 +646,21 @@ func (p *pair) summary(res pairResult) {
 	p.out.printf("  replicas           %d, applied index %d, hashes equal: %v\n", res.Replicas, res.AppliedIndex, res.HashesEqual)
 	verdict := "PASS: nothing acknowledged was lost and both masters hold the same state"
 	if !res.OK {
-		verdict = "FAIL"
+		var why []string
 		if res.Error != "" {
-			verdict += ": " + res.Error
+			why = append(why, res.Error)
+		} else {
+			if res.OpsLost > 0 {
+				why = append(why, fmt.Sprintf("%d acknowledged op(s) lost", res.OpsLost))
+			}
+			if res.Mismatches > 0 {
+				why = append(why, fmt.Sprintf("%d mismatch(es)", res.Mismatches))
+			}
+			if !res.HashesEqual {
+				why = append(why, "the hashes differ")
+			}
 		}
+		verdict = "FAIL: " + strings.Join(why, "; ")
 	}
 	p.out.printf("  %s (%.1fs)\n", verdict, float64(res.DurationMS)/1000)
 }

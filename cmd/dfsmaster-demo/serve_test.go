@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
+)
+
+// eventually polls cond every 20ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testWriter sends log lines to t.Log until the test ends.
+type testWriter struct {
+	mu   sync.Mutex // guards done
+	t    *testing.T
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func openTestMaster(t *testing.T, ens *zkensemble.Ensemble, room, id, dir string) *master {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m, err := openMaster(ctx, serveConfig{
+		Servers: ens.Addrs(), Room: room, ID: id, Data: filepath.Join(dir, id),
+		HTTPAddr: "127.0.0.1:0", SessionTimeout: 2 * time.Second, Logger: testLogger(t),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, m.Close()) })
+	return m
+}
+
+func apiStatus(t *testing.T, addr string) api.Status {
+	t.Helper()
+	c, err := client.New(addr, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := c.Status(ctx)
+	require.NoError(t, err)
+	return s
+}
+
+// TestServeEndToEnd runs two masters (primary and standby) in this process
+// against a real one-server ensemble and exercises what only the real
+// replica gives: the redirect of a mutation sent to the standby, a read on
+// the standby that waits for min_index, equal hashes, the checkpoint
+// handler on the API's server, and a takeover when the primary leaves.
+func TestServeEndToEnd(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	dir := t.TempDir()
+	const room = "serve-e2e"
+	m1 := openTestMaster(t, ens, room, "m1", dir)
+	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	m2 := openTestMaster(t, ens, room, "m2", dir)
+	eventually(t, 30*time.Second, "m2 a standby naming m1", func() bool {
+		s := apiStatus(t, m2.Addr())
+		return s.Role == api.RoleStandby && s.PrimaryAddr == m1.Addr() && len(s.Members) == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// A mutation on the standby: 307 to the primary's same path, nothing applied here.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Post("http://"+m2.Addr()+"/v1/mkdir", "application/json", strings.NewReader(`{"path":"/a"}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode, string(body))
+	require.Equal(t, "http://"+m1.Addr()+"/v1/mkdir", resp.Header.Get("Location"))
+	var eb api.ErrorBody
+	require.NoError(t, json.Unmarshal(body, &eb))
+	require.Equal(t, api.CodeNotPrimary, eb.Error)
+	require.Equal(t, m1.Addr(), eb.Primary)
+
+	// The client follows it: the write lands on the primary.
+	c2, err := client.New(m2.Addr(), nil)
+	require.NoError(t, err)
+	mk, err := c2.Mkdir(ctx, "/a/b", true)
+	require.NoError(t, err)
+	cr, err := c2.Create(ctx, "/a/b/f", 2)
+	require.NoError(t, err)
+	ab, err := c2.AddBlock(ctx, "/a/b/f", 1<<20)
+	require.NoError(t, err)
+	require.Greater(t, ab.Index, cr.Index)
+	require.Greater(t, cr.Index, mk.Index)
+	require.NotZero(t, ab.BlockID)
+
+	// Read-your-writes on the standby with min_index.
+	st, err := c2.Stat(ctx, "/a/b/f", ab.Index)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Index, ab.Index)
+	require.Equal(t, []namespace.Block{{ID: ab.BlockID, Size: 1 << 20}}, st.BlockList)
+	require.Equal(t, 2, st.Replication)
+	ls, err := c2.Ls(ctx, "/a", ab.Index)
+	require.NoError(t, err)
+	require.Len(t, ls.Entries, 1)
+	require.Equal(t, "b", ls.Entries[0].Name)
+
+	// A rejected command is a 4xx from the log, also through the redirect.
+	_, err = c2.Create(ctx, "/a/b/f", 2)
+	require.ErrorIs(t, err, namespace.ErrAlreadyExists)
+
+	// Both masters hash the same state at the same index.
+	c1, err := client.New(m1.Addr(), nil)
+	require.NoError(t, err)
+	_, err = c1.Mkdir(ctx, "/z", false)
+	require.NoError(t, err)
+	h1, err := c1.Hash(ctx, 0)
+	require.NoError(t, err)
+	h2, err := c2.Hash(ctx, h1.AppliedIndex)
+	require.NoError(t, err)
+	require.Equal(t, h1, h2)
+
+	// Status through the adapter: roles, members, channels (refreshed in the background).
+	eventually(t, 10*time.Second, "status with members and channels", func() bool {
+		s := apiStatus(t, m1.Addr())
+		return s.Role == api.RolePrimary && s.Epoch >= 1 && s.Connected && len(s.Members) == 2 && len(s.Channels) > 0 &&
+			s.PrimaryID == "m1" && s.AppliedIndex == h1.AppliedIndex
+	})
+
+	// The checkpoint handler is mounted on the API's server.
+	require.NoError(t, m1.rep.Checkpoint(ctx))
+	resp, err = http.Get("http://" + m1.Addr() + replica.CheckpointPath(room) + "manifest")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), room)
+
+	// The primary leaves gracefully: the standby takes over without waiting
+	// for a session timeout, and has every acknowledged write.
+	require.NoError(t, m1.Close())
+	eventually(t, 15*time.Second, "m2 primary", func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary })
+	_, err = c2.Create(ctx, "/a/b/g", 1)
+	require.NoError(t, err)
+	st, err = c2.Stat(ctx, "/a/b/f", 0)
+	require.NoError(t, err)
+	require.Len(t, st.BlockList, 1)
+	_, err = c2.Stat(ctx, "/z", 0)
+	require.NoError(t, err)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and a polling reader.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeCommand runs the serve subcommand as main would (flags, the
+// serving line, shutdown when the signal context ends).
+func TestServeCommand(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"serve", "--zk", ens.ConnString(), "--room", "cmd", "--id", "solo",
+			"--data", t.TempDir(), "--http", "127.0.0.1:0", "--session-timeout", "2s", "--log-level", "warn"}, &stdout, &stderr)
+	}()
+	var addr string
+	eventually(t, 60*time.Second, "serving line", func() bool {
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, servingPrefix); ok {
+				addr, _, _ = strings.Cut(rest, " ")
+				return true
+			}
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("serve exited with %d: %s", c, stderr.String())
+		default:
+		}
+		return false
+	})
+	eventually(t, 30*time.Second, "primary", func() bool { return apiStatus(t, addr).Role == api.RolePrimary })
+	c, err := client.New(addr, nil)
+	require.NoError(t, err)
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	_, err = c.Mkdir(rctx, "/x", false)
+	require.NoError(t, err)
+
+	cancel() // what SIGINT/SIGTERM does through signal.NotifyContext
+	select {
+	case got := <-code:
+		require.Equal(t, exitOK, got, "stderr: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop after its context ended")
+	}
+	_, err = c.Status(context.Background())
+	require.Error(t, err, "the HTTP server is closed")
+}
+
+func TestServeUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no id", []string{"--data", "/tmp/x"}, "--id is required"},
+		{"no data", []string{"--id", "a"}, "--data is required"},
+		{"no servers", []string{"--id", "a", "--data", "/tmp/x", "--zk", " , "}, "--zk: no servers"},
+		{"bad level", []string{"--id", "a", "--data", "/tmp/x", "--log-level", "loud"}, "--log-level"},
+		{"extra args", []string{"--id", "a", "--data", "/tmp/x", "more"}, "unexpected arguments"},
+		{"bad flag", []string{"--nope"}, "flag provided but not defined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			require.Equal(t, exitUsage, run(context.Background(), append([]string{"serve"}, tc.args...), &stdout, &stderr))
+			require.Contains(t, stderr.String(), tc.want)
+			require.Empty(t, stdout.String())
+		})
+	}
+}
+
+func TestTranslateProposeError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   error
+		want error
+	}{
+		{"not primary", fmt.Errorf("propose: %w", &replica.NotPrimaryError{PrimaryID: "p", PrimaryAddr: "h:1"}), api.ErrNotPrimary},
+		{"outcome unknown", fmt.Errorf("x: %w: %w", replica.ErrOutcomeUnknown, context.DeadlineExceeded), api.ErrOutcomeUnknown},
+		{"no response", replica.ErrNoResponse, api.ErrOutcomeUnknown},
+		{"queue full", replica.ErrQueueFull, api.ErrOverloaded},
+		{"room full", fmt.Errorf("%w", logroom.ErrRoomFull), api.ErrOverloaded},
+		{"closed", replica.ErrClosed, api.ErrUnavailable},
+		{"fenced", replica.ErrFenced, api.ErrUnavailable},
+		{"failed", replica.ErrFailed, api.ErrUnavailable},
+		{"context", context.Canceled, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := translateProposeError(tc.in)
+			require.ErrorIs(t, got, tc.want)
+			if tc.want != context.Canceled {
+				require.NotErrorIs(t, got, context.Canceled)
+			}
+		})
+	}
+	var np *api.NotPrimaryError
+	require.True(t, errors.As(translateProposeError(&replica.NotPrimaryError{PrimaryID: "p", PrimaryAddr: "h:1"}), &np))
+	require.Equal(t, api.NotPrimaryError{PrimaryID: "p", PrimaryAddr: "h:1"}, *np)
+	require.Equal(t, api.RolePrimary, roleName(replica.RolePrimary))
+	require.Equal(t, api.RoleStandby, roleName(replica.RoleStandby))
+	require.Equal(t, replica.RoleTakingOver.String(), roleName(replica.RoleTakingOver))
+}
