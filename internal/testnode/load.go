@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,9 @@ type Load struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	acks   atomic.Int64
+
+	errMu  sync.Mutex     // guards errors
+	errors map[string]int // attempts that failed, by error code
 }
 
 // StartLoad starts opts.Workers proposers; Stop ends them.
@@ -63,7 +67,7 @@ func StartLoad(ctx context.Context, c *Cluster, h *History, opts LoadOptions) *L
 	var tag [4]byte
 	_, _ = rand.Read(tag[:])
 	ctx, cancel := context.WithCancel(ctx)
-	l := &Load{c: c, h: h, opts: opts, tag: hex.EncodeToString(tag[:]), cancel: cancel}
+	l := &Load{c: c, h: h, opts: opts, tag: hex.EncodeToString(tag[:]), cancel: cancel, errors: map[string]int{}}
 	for w := range opts.Workers {
 		l.wg.Add(1)
 		go func() { // owner: l; Stop cancels and waits
@@ -83,6 +87,30 @@ func (l *Load) Stop() {
 
 // Acked returns how many proposals this load got acknowledged so far.
 func (l *Load) Acked() int64 { return l.acks.Load() }
+
+// Errors returns how many attempts failed, by error code (the API's codes,
+// or "unreachable" / "not_sent" for transport failures).
+func (l *Load) Errors() map[string]int {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return maps.Clone(l.errors)
+}
+
+func (l *Load) countErr(err error) {
+	code := "other"
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae):
+		code = ae.ErrorResponse.Error
+	case errors.Is(err, ErrNotSent):
+		code = "not_sent"
+	case errors.Is(err, ErrUnreachable):
+		code = "unreachable"
+	}
+	l.errMu.Lock()
+	l.errors[code]++
+	l.errMu.Unlock()
+}
 
 // WaitAcked waits until n more proposals than now were acknowledged.
 func (l *Load) WaitAcked(ctx context.Context, n int64) error {
@@ -158,6 +186,7 @@ func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
 		p.Outcome = Classify(res, err)
 		if err != nil {
 			p.Err = err.Error()
+			l.countErr(err)
 		}
 		switch p.Outcome {
 		case OutcomeAcked, OutcomeCommitted:
