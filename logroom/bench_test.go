@@ -62,6 +62,9 @@ func BenchmarkAppend(b *testing.B) {
 			if v := os.Getenv("LOGROOM_BENCH_INFLIGHT"); v != "" {
 				cfg.MaxInFlight, _ = strconv.Atoi(v)
 			}
+			if v := os.Getenv("LOGROOM_BENCH_EAGER"); v != "" {
+				cfg.EagerInFlight, _ = strconv.Atoi(v)
+			}
 			w, err := r.NewWriter(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)

@@ -49,7 +49,7 @@ func TestConnectionLossMidAppend(t *testing.T) {
 	p := newProxy(t, e.Addrs()[0])
 	wc := dial(t, []string{p.addr()})
 	r := openRoom(t, wc, "connloss")
-	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, MaxBatchBytes: 4 << 10})
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 4 << 10})
 	ctx := testCtx(t, 90*time.Second)
 
 	a := newAcked()
@@ -110,7 +110,7 @@ func TestSessionExpiry(t *testing.T) {
 	wc, rc := dialP(), dialP()
 	r := openRoom(t, wc, "expiry")
 	rr := openRoom(t, rc, "expiry")
-	w := newWriter(t, r, WriterConfig{MaxInFlight: 8})
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 8, EagerInFlight: 8})
 	events, unsub := wc.Subscribe()
 	defer unsub()
 
@@ -200,7 +200,7 @@ func TestKillConnectedServer(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	wc := dial(t, e.Addrs())
 	r := openRoom(t, wc, "kill")
-	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, MaxBatchBytes: 16 << 10})
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 16 << 10})
 	a := newAcked()
 	var stop atomic.Bool
 	var okCount atomic.Int64
@@ -248,7 +248,7 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 	ro := openRoom(t, oc, "fenced-loss")
 	rn := openRoom(t, nc, "fenced-loss")
 	ctx := testCtx(t, 90*time.Second)
-	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16})
+	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16, EagerInFlight: 16})
 	a := newAcked()
 	var stop atomic.Bool
 	var okCount atomic.Int64

@@ -152,6 +152,9 @@ func (w *Writer) fill() {
 		if w.cfg.Linger > 0 && !w.lingerDone() {
 			return
 		}
+		if len(ls.inflight) >= w.cfg.EagerInFlight && !w.fullBatchQueued() {
+			return // wait for a slot among the eager ones, or a full batch
+		}
 		b := w.formBatch()
 		if b == nil {
 			return
@@ -162,6 +165,13 @@ func (w *Writer) fill() {
 		ls.sending++
 		go w.send(b)
 	}
+}
+
+// fullBatchQueued reports whether a full batch is waiting.
+func (w *Writer) fullBatchQueued() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queuedBytes+batchOverhead >= w.cfg.MaxBatchBytes
 }
 
 // lingerDone reports whether a batch may be formed now under Linger: a full

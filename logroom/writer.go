@@ -19,6 +19,7 @@ import (
 const (
 	DefaultMaxBatchBytes     = 256 << 10
 	DefaultMaxInFlight       = 8
+	DefaultEagerInFlight     = 2
 	DefaultMaxQueuedBytes    = 64 << 20
 	DefaultMaxChannelBatches = 10000
 	DefaultMaxChannelBytes   = 64 << 20
@@ -50,6 +51,11 @@ type WriterConfig struct {
 	Linger time.Duration
 	// MaxInFlight bounds the batches sent but not yet acknowledged (default 8).
 	MaxInFlight int
+	// EagerInFlight is how many of those may be partly filled (default 2,
+	// at most MaxInFlight): beyond it a batch is sent only when full. Small
+	// entries then travel in fewer, larger Multis (ZooKeeper's cost is per
+	// transaction), while large ones still use every slot.
+	EagerInFlight int
 	// MaxQueuedBytes bounds entry bytes waiting to be batched; beyond it
 	// Append waits on its ctx (default 64 MiB).
 	MaxQueuedBytes int
@@ -82,6 +88,13 @@ func (c WriterConfig) Validate() error {
 	if c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightLimit {
 		bad("MaxInFlight %d not in [0, %d]", c.MaxInFlight, maxInFlightLimit)
 	}
+	maxInFlight := c.MaxInFlight
+	if maxInFlight == 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	if c.EagerInFlight < 0 || c.EagerInFlight > maxInFlight {
+		bad("EagerInFlight %d not in [0, MaxInFlight]", c.EagerInFlight)
+	}
 	if c.MaxQueuedBytes < 0 {
 		bad("MaxQueuedBytes %d < 0", c.MaxQueuedBytes)
 	}
@@ -103,6 +116,9 @@ func (c WriterConfig) withDefaults() WriterConfig {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.EagerInFlight == 0 {
+		c.EagerInFlight = min(DefaultEagerInFlight, c.MaxInFlight)
 	}
 	if c.MaxQueuedBytes == 0 {
 		c.MaxQueuedBytes = DefaultMaxQueuedBytes

@@ -145,7 +145,7 @@ func TestFencing(t *testing.T) {
 	r1 := openRoom(t, c1, "fence")
 	r2 := openRoom(t, c2, "fence")
 	ctx := testCtx(t, 90*time.Second)
-	old := newWriter(t, r1, WriterConfig{Owner: "old", MaxInFlight: 8})
+	old := newWriter(t, r1, WriterConfig{Owner: "old", MaxInFlight: 8, EagerInFlight: 8})
 	require.Equal(t, uint64(1), old.Epoch())
 
 	// The old writer appends continuously from 8 goroutines while the new
