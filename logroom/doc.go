@@ -88,12 +88,16 @@
 //  1. Append checks sizes (ErrEntryTooLarge, nothing sent), copies the
 //     entries (the caller may reuse its buffers) and queues them; beyond
 //     MaxQueuedBytes it waits on its ctx.
-//  2. One loop goroutine owns the pipeline. While fewer than MaxInFlight
-//     batches are unacknowledged, it takes everything queued up to
-//     MaxBatchBytes (natural batching; Linger optionally waits for a fuller
-//     batch), assigns dense indexes, encodes and starts one goroutine per
-//     batch running Multi(check epoch version, create b-first). A request
-//     larger than a batch spans several. The room byte bound is applied
+//  2. One loop goroutine owns the pipeline. While fewer than EagerInFlight
+//     (default 2) batches are unacknowledged, or fewer than MaxInFlight
+//     (default 8) and a full batch is queued, it takes everything queued up
+//     to MaxBatchBytes (natural batching; Linger optionally waits for a
+//     fuller batch), assigns dense indexes, encodes and starts one goroutine
+//     per batch running Multi(check epoch version, create b-first). A
+//     request larger than a batch spans several. ZooKeeper's cost is per
+//     transaction, so under many small appends fewer, fuller Multis give
+//     both more entries/s and lower latency; large entries still fill every
+//     slot. The room byte bound is applied
 //     when a request is taken: ErrRoomFull, nothing sent (the accounting,
 //     sealed channels' recorded bytes plus the open channel's, is refreshed
 //     after a rotation, when this Room deleted a channel, or at most once a
