@@ -23,13 +23,9 @@ type appendSpec struct {
 
 // runAppend measures Writer.Append for each entry size and proposer count.
 func runAppend(ctx context.Context, b *bench) ([]Result, error) {
-	sizes := []int{64, 256, 1024, 4096}
-	if b.cfg.quick {
-		sizes = []int{256}
-	}
 	var specs []appendSpec
-	for _, size := range sizes {
-		for _, p := range []int{1, 16, 256} {
+	for _, size := range b.cfg.sizes {
+		for _, p := range b.cfg.proposers {
 			specs = append(specs, appendSpec{"append", size, p, 1})
 		}
 	}

@@ -44,7 +44,7 @@ func runBootstrap(ctx context.Context, b *bench) ([]Result, error) {
 	var acked atomic.Uint64
 	stopLive := b.prog.Live("bootstrap fill", func() string { return fmt.Sprintf("%d/%d entries", acked.Load(), want) })
 	t0 := time.Now()
-	st := runLoad(fctx, p.r, fill, 64, 0, func(uint64, time.Time) {
+	st := runLoad(fctx, p.r, fill, 32, 0, func(uint64, time.Time) {
 		if acked.Add(1) >= want {
 			stopFill()
 		}

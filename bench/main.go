@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,8 @@ type config struct {
 	sessionTimeout time.Duration
 	verbose        bool
 	fromJSON       string
+	sizes          []int // append entry sizes (default 64,256,1024,4096; 256 with -quick)
+	proposers      []int // append proposer counts (default 1,16,256)
 	args           []string
 }
 
@@ -103,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
-	var scen string
+	var scen, sizes, proposers string
 	fs.IntVar(&cfg.servers, "servers", 3, "ZooKeeper servers in the ensemble: 1 or 3")
 	fs.BoolVar(&cfg.quick, "quick", false, "smoke run (under 2 minutes): 256 B rows, short durations")
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every figure as JSON to `FILE`")
@@ -113,6 +116,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to `FILE`")
 	fs.IntVar(&cfg.heapMB, "zk-heap-mb", 1024, "heap of each ZooKeeper server, MiB (>= 1024)")
 	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "ZooKeeper session timeout of roomlog clients and replicas")
+	fs.StringVar(&sizes, "sizes", "", "append rows: entry sizes in bytes, comma-separated (default 64,256,1024,4096; 256 with -quick)")
+	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
 	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
 	fs.Usage = func() {
@@ -147,6 +152,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.sessionTimeout < time.Second {
 		errs = append(errs, fmt.Errorf("-session-timeout %v: must be >= 1s", cfg.sessionTimeout))
 	}
+	if sizes == "" {
+		sizes = "64,256,1024,4096"
+		if cfg.quick {
+			sizes = "256"
+		}
+	}
+	var err error
+	if cfg.sizes, err = parseInts(sizes, 1, 512<<10); err != nil {
+		errs = append(errs, fmt.Errorf("-sizes: %w", err))
+	}
+	if cfg.proposers, err = parseInts(proposers, 1, 100_000); err != nil {
+		errs = append(errs, fmt.Errorf("-proposers: %w", err))
+	}
 	known := map[string]bool{}
 	for _, s := range allScenarios() {
 		known[s.name] = true
@@ -171,6 +189,29 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.args = args
 	return cfg, errors.Join(errs...)
+}
+
+// parseInts parses a comma-separated list of integers in [lo, hi].
+func parseInts(s string, lo, hi int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, err
+		}
+		if v < lo || v > hi {
+			return nil, fmt.Errorf("%d not in [%d, %d]", v, lo, hi)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	return out, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
