@@ -19,6 +19,11 @@ type loopState struct {
 
 	// sessionID is the session our ephemeral nodes belong to.
 	sessionID int64
+	// watchGen numbers the watches armed since the last (re)connect: every
+	// reconnect re-reads and re-arms everything (go-zookeeper's SetWatches
+	// after a reconnect can fail silently), and events of older watches are
+	// ignored, so watches never pile up.
+	watchGen  uint64
 	connected bool
 	discSince time.Time // zero while connected
 
@@ -100,7 +105,7 @@ const (
 type watchEvent struct {
 	kind watchKind
 	name string
-	sid  int64 // the session the watch was armed in
+	gen  uint64 // loopState.watchGen when the watch was armed
 	ev   zk.Event
 }
 
@@ -109,14 +114,14 @@ func (r *Replica) forward(kind watchKind, name string, ch <-chan zk.Event) {
 	if ch == nil {
 		return
 	}
-	sid := r.lp.sessionID
+	gen := r.lp.watchGen
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		select {
 		case ev := <-ch:
 			select {
-			case r.watchc <- watchEvent{kind: kind, name: name, sid: sid, ev: ev}:
+			case r.watchc <- watchEvent{kind: kind, name: name, gen: gen, ev: ev}:
 			case <-r.bgCtx.Done():
 			}
 		case <-r.bgCtx.Done():
@@ -128,7 +133,9 @@ func (r *Replica) forward(kind watchKind, name string, ch <-chan zk.Event) {
 func (r *Replica) run() {
 	defer close(r.loopDone)
 	lp := r.lp
-	tick := time.NewTicker(min(r.cfg.MemberUpdateInterval, 100*time.Millisecond))
+	// The tick retries failed ZooKeeper work and publishes the applied index
+	// at most every MemberUpdateInterval (so at most a quarter late).
+	tick := time.NewTicker(max(min(r.cfg.MemberUpdateInterval/4, 100*time.Millisecond), 5*time.Millisecond))
 	defer tick.Stop()
 	lp.applier = r.startStandbyApplier()
 	r.publishStatus()
@@ -205,6 +212,8 @@ func (r *Replica) onSession() {
 	}
 	if ok != wasConnected {
 		if ok {
+			lp.watchGen++
+			r.rearmAll()
 			lp.discSince = time.Time{}
 			r.log.Info("zookeeper connected", "session", fmt.Sprintf("0x%x", sid))
 		} else {
@@ -228,8 +237,17 @@ func (r *Replica) sessionLost(reason string) {
 	}
 	lp.el.sessionReset()
 	lp.mem.sessionReset()
+	lp.watchGen++
+	r.rearmAll()
+}
+
+// rearmAll marks every watched thing for a re-read (which re-arms it).
+func (r *Replica) rearmAll() {
+	lp := r.lp
 	lp.electionDirty = true
 	lp.childrenDirty = true
+	lp.mem.childWatched = false
+	clear(lp.mem.dataWatched)
 	for n := range lp.mem.listed {
 		lp.memberDirty[n] = true
 	}
@@ -237,10 +255,9 @@ func (r *Replica) sessionLost(reason string) {
 
 func (r *Replica) onWatch(we watchEvent) {
 	lp := r.lp
-	if we.sid != lp.sessionID {
-		// Armed in an expired session (its NotWatching event): sessionLost
-		// already marked everything dirty, and the flags now describe
-		// watches of the new session.
+	if we.gen != lp.watchGen {
+		// Armed before the last (re)connect: everything was re-read and
+		// re-armed since, and the flags describe the new watches.
 		return
 	}
 	switch we.kind {

@@ -306,10 +306,12 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	t.mu.Lock()
 	t.handoff = toID
 	t.mu.Unlock()
+	start := time.Now()
 	if err := r.drain(ctx, t); err != nil {
 		t.resume()
 		return fmt.Errorf("%w: drain: %w", ErrTransfer, err)
 	}
+	drained := time.Now()
 	last := t.w.LastCommitted()
 	// Wait for the target to catch up (its member data, published at most
 	// every MemberUpdateInterval).
@@ -317,14 +319,18 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 		t.resume()
 		return fmt.Errorf("%w: %q did not catch up to %d: %w", ErrTransfer, toID, last, err)
 	}
+	caught := time.Now()
 	if err := r.request(ctx, loopRequest{kind: reqTransfer, term: t, to: toID}); err != nil {
 		t.resume()
 		return err
 	}
+	stepped := time.Now()
 	// We stepped down. Wait until the target leads.
 	if err := r.waitMember(ctx, toID, func(m MemberStatus) bool { return m.Role == RolePrimary && m.Epoch > t.epoch }); err != nil {
 		return fmt.Errorf("%w: %q did not take over: %w", ErrTransfer, toID, err)
 	}
+	r.log.Info("leadership transferred", "to", toID, "last", last, "took", time.Since(start),
+		"drain", drained.Sub(start), "catch_up", caught.Sub(drained), "step_down", stepped.Sub(caught), "takeover", time.Since(stepped))
 	return nil
 }
 
