@@ -15,7 +15,8 @@
 //	<base>/R/epoch                  msgpack {v: 1, epoch, owner, nonce}; its znode
 //	                                VERSION is the fence
 //	<base>/R/channels/ch-%020d      channel N (N = 1, 2, 3…), data = msgpack
-//	                                {v: 1, first, epoch, sealed, last, bytes, batches}
+//	                                {v: 1, first, epoch, sealed, last, bytes, batches,
+//	                                deleting (omitted unless set)}
 //	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
 //	<base>/R/members, /election, /checkpoints   reserved for package replica
 //
@@ -164,7 +165,10 @@
 //
 // # Deleting channels
 //
-// DeleteChannel refuses the open channel (ErrChannelOpen), deletes the
-// batch znodes (Multis of 200) and then the channel znode (version
-// checked). Callers delete only what a durable checkpoint covers.
+// DeleteChannel refuses the open channel (ErrChannelOpen), marks the
+// channel meta "deleting" (version checked), deletes the batch znodes
+// (Multis of 200) and then the channel znode (version checked). A reader
+// that finds a batch missing in a sealed channel reports ErrCompacted if the
+// channel is gone or marked deleting, ErrCorrupt otherwise. Callers delete
+// only what a durable checkpoint covers.
 package logroom

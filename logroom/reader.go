@@ -381,8 +381,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return rd.deliver(path, data)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
-			return nil, rd.room.corrupt(rd.ch, path, fmt.Errorf("%w: batch missing in a channel sealed at index %d",
-				ErrCorrupt, rd.meta.Last))
+			return nil, rd.missingInSealed(path)
 		}
 		return nil, err
 	}
@@ -414,6 +413,29 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, ctx.Err()
 	}
 	return nil, nil
+}
+
+// missingInSealed explains a batch missing from a sealed channel: the
+// channel is being deleted (ErrCompacted) or the log is corrupt.
+func (rd *Reader) missingInSealed(path string) error {
+	data, _, err := rd.c.conn.Get(rd.chPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
+			ErrCompacted, rd.room.name, rd.ch, rd.Position())
+	}
+	if err != nil {
+		return err
+	}
+	m, err := decodeChannelMeta(data)
+	if err != nil {
+		return rd.room.corrupt(rd.ch, rd.chPath, err)
+	}
+	if m.Deleting {
+		return fmt.Errorf("%w: room %q channel %d is being deleted (reading at index %d)",
+			ErrCompacted, rd.room.name, rd.ch, rd.Position())
+	}
+	return rd.room.corrupt(rd.ch, path, fmt.Errorf("%w: batch missing in a channel sealed at index %d",
+		ErrCorrupt, m.Last))
 }
 
 // nextChannel moves from the sealed current channel to the next one, which

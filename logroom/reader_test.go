@@ -347,3 +347,45 @@ func TestReaderCatchUp(t *testing.T) {
 	got := readN(t, ctx, rd, 1)
 	require.Equal(t, "tail", string(got[0].Data))
 }
+
+// TestReaderMissingBatch: a batch missing from a sealed channel is
+// corruption, unless the channel is being deleted (compaction).
+func TestReaderMissingBatch(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	ctx := testCtx(t, 30*time.Second)
+	for _, deleting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleting=%v", deleting), func(t *testing.T) {
+			r := openRoom(t, c, fmt.Sprintf("missing-%v", deleting))
+			w := newWriter(t, r, WriterConfig{})
+			for i := 1; i <= 3; i++ {
+				_, err := w.Append(ctx, payload(i))
+				require.NoError(t, err)
+			}
+			_, err := w.Rotate(ctx)
+			require.NoError(t, err)
+			rd, err := r.Tail(ctx, 1)
+			require.NoError(t, err)
+			readN(t, ctx, rd, 1)
+			if deleting {
+				m, ver, err := r.readChannel(ctx, 1)
+				require.NoError(t, err)
+				m.Deleting = true
+				_, err = c.Conn().Set(r.channelPath(1), encodeMeta(m), ver)
+				require.NoError(t, err)
+			}
+			require.NoError(t, c.Conn().Delete(r.batchPath(1, 2), -1))
+			_, err = rd.Next(ctx)
+			if deleting {
+				require.ErrorIs(t, err, ErrCompacted)
+				require.NoError(t, r.DeleteChannel(ctx, 1), "finishes a deletion in progress")
+				chs, err := r.Channels(ctx)
+				require.NoError(t, err)
+				require.Len(t, chs, 1)
+			} else {
+				require.ErrorIs(t, err, ErrCorrupt)
+				require.Contains(t, err.Error(), r.batchPath(1, 2))
+			}
+		})
+	}
+}

@@ -105,6 +105,10 @@ type channelMeta struct {
 	Last    uint64 `msgpack:"last"`    // last index when sealed (First-1 if empty)
 	Bytes   int64  `msgpack:"bytes"`   // batch znode data bytes when sealed
 	Batches int    `msgpack:"batches"` // batch znodes in the chain when sealed
+	// Deleting is set (on a sealed channel) before DeleteChannel removes its
+	// batches, so a reader that finds a batch missing can tell compaction
+	// from corruption.
+	Deleting bool `msgpack:"deleting,omitempty"`
 }
 
 func encodeMeta(v any) []byte {
@@ -337,8 +341,9 @@ func (r *Room) Channels(ctx context.Context) ([]ChannelInfo, error) {
 // deleteChunk bounds the deletes of one Multi.
 const deleteChunk = 200
 
-// DeleteChannel deletes a sealed channel: its batch znodes first (in Multis
-// of up to 200 deletes), then the channel znode. The open channel is
+// DeleteChannel deletes a sealed channel: it marks the channel meta
+// "deleting", deletes the batch znodes (in Multis of up to 200 deletes),
+// then the channel znode. The open channel is
 // refused with ErrChannelOpen. Deleting a channel that does not exist is not
 // an error (the call is idempotent). Readers positioned inside the channel
 // get ErrCompacted.
@@ -354,6 +359,35 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 		return fmt.Errorf("%w: room %q channel %d", ErrChannelOpen, r.name, num)
 	}
 	path := r.channelPath(num)
+	if !m.Deleting {
+		m.Deleting = true
+		data := encodeMeta(m)
+		err := r.c.retry(ctx, func() error {
+			_, e := r.c.conn.Set(path, data, version)
+			return e
+		})
+		switch {
+		case err == nil:
+			version++
+		case errors.Is(err, zk.ErrNoNode):
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			// Our Set landed before a lost reply, or another deleter: re-read.
+			m2, v2, rerr := r.readChannel(ctx, num)
+			if errors.Is(rerr, zk.ErrNoNode) {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+			if !m2.Deleting {
+				return fmt.Errorf("logroom: delete channel %s: meta changed concurrently", path)
+			}
+			version = v2
+		default:
+			return zkError("logroom: mark channel deleting "+path, err)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		names, err := r.c.children(ctx, path)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -375,7 +409,20 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 			r.log.Info("channel deleted", "channel", num, "first", m.First, "last", m.Last)
 			return nil
 		}
-		if !errors.Is(err, zk.ErrNotEmpty) || attempt > 3 {
+		if errors.Is(err, zk.ErrBadVersion) {
+			// Another deleter marked it meanwhile; take its version.
+			_, v2, rerr := r.readChannel(ctx, num)
+			if errors.Is(rerr, zk.ErrNoNode) {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+			version = v2
+		} else if !errors.Is(err, zk.ErrNotEmpty) {
+			return zkError("logroom: delete channel "+path, err)
+		}
+		if attempt > 3 {
 			return zkError("logroom: delete channel "+path, err)
 		}
 	}
