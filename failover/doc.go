@@ -14,6 +14,8 @@
 //     SIGCONT: no write of its epoch lands after the new epoch's first entry
 //     (epochs by index never decrease), it reports itself a standby and
 //     converges.
+//   - TestPrimaryPausedBriefly: a SIGSTOP of a third of the session timeout
+//     is not a failure: same primary, same epoch, same session, nothing lost.
 //   - TestKillZooKeeperLeader: the ZooKeeper leader is killed mid-load and
 //     later restarted: proposals pause, then continue; nothing is lost.
 //   - TestStandbyKilledMidApply: a standby is killed under load and
@@ -21,6 +23,9 @@
 //   - TestEmptyDiskJoinsAfterDeletion: after checkpoints deleted the first
 //     channels, a new member with an empty disk bootstraps from a peer's
 //     checkpoint and converges.
+//   - TestWipedStandbyRejoins: a standby killed and wiped after the first
+//     channels were deleted rejoins under its old id (waiting out its old
+//     member znode), bootstraps and converges.
 //   - TestRoomBytesBounded: a long stream of proposals with checkpoints on
 //     keeps the room's ZooKeeper bytes (logroom Room.Bytes through a separate
 //     client) under the configured bound.

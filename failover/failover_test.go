@@ -232,3 +232,53 @@ func maxAckGap(h *testnode.History, from, to time.Time) (time.Duration, time.Tim
 	}
 	return gap, at
 }
+
+// TestPrimaryPausedBriefly: a SIGSTOP shorter than the session timeout is
+// not a failure: the primary keeps its session and its epoch, and nothing
+// is lost.
+func TestPrimaryPausedBriefly(t *testing.T) {
+	e := newEnv(t, 3, 3*time.Minute, nil)
+	p := e.primary()
+	before := e.roleOf(p)
+	l := e.load(testnode.LoadOptions{Workers: 4})
+	e.waitAcked(l, 200, 30*time.Second)
+	require.NoError(t, p.Pause())
+	paused := time.Now()
+	e.waitFor(sessionTimeout, "a pause of a third of the session", func() bool {
+		return time.Since(paused) >= sessionTimeout/3
+	})
+	require.NoError(t, p.Resume())
+	e.waitAcked(l, 200, 30*time.Second)
+	after := e.roleOf(p)
+	require.Equal(t, testnode.RolePrimary, after.Role)
+	require.Equal(t, before.Epoch, after.Epoch, "no new epoch for a pause shorter than the session")
+	require.Equal(t, before.SessionID, after.SessionID)
+	e.settle(l)
+}
+
+// TestWipedStandbyRejoins: a standby loses its disk (killed, data wiped)
+// after the first channels were deleted; it rejoins under the same id,
+// bootstraps from a peer's checkpoint and converges.
+func TestWipedStandbyRejoins(t *testing.T) {
+	e := newEnv(t, 3, 3*time.Minute, func(o *testnode.NodeOptions) {
+		o.CheckpointEvery = 300
+	})
+	room := e.room()
+	p := e.primary()
+	s := e.standbys(p)[0]
+	l := e.load(testnode.LoadOptions{Workers: 4})
+	e.waitAcked(l, 400, 60*time.Second)
+	require.NoError(t, s.Kill()) // no clean leave: its member znode lingers until its session expires
+	require.NoError(t, s.WipeData())
+	require.NoError(t, p.Checkpoint(e.ctx))
+	e.waitFor(60*time.Second, "channel 1 to be deleted", func() bool {
+		chs, err := room.Channels(e.ctx)
+		return err == nil && len(chs) > 0 && chs[0].Num > 1
+	})
+	require.NoError(t, s.Restart(e.ctx))
+	e.waitAcked(l, 100, 30*time.Second)
+	e.settle(l)
+	st := e.roleOf(s)
+	require.Equal(t, testnode.RoleStandby, st.Role)
+	require.GreaterOrEqual(t, st.Bootstraps, 1, "the wiped member restored a checkpoint")
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -227,6 +228,25 @@ func Start(ctx context.Context, opts NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// StartForTest is Start for a test: it fails t on error, kills the node on
+// cleanup and, when the test failed, logs the tail of the node's log first.
+func StartForTest(t testing.TB, opts NodeOptions) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of node %s (%s):\n%s", n.ID(), n.LogPath(), n.LogTail(60))
+		}
+		_ = n.Close()
+	})
+	return n
 }
 
 // ID is the node's member id.

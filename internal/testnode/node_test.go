@@ -14,7 +14,6 @@ import (
 	"github.com/roomlog/roomlog/replica"
 )
 
-
 // TestNodeCluster drives two node processes on a 1-server ensemble through
 // the whole API and every lifecycle operation.
 func TestNodeCluster(t *testing.T) {
