@@ -154,7 +154,9 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 		return Result{}, fmt.Errorf("open room: %w", err)
 	}
 	defer func() { _ = deleteTree(cl.Conn(), room.Path()) }()
-	w, err := room.NewWriter(ctx, logroom.WriterConfig{Owner: "bench", Logger: b.log})
+	wc := b.writerConfig()
+	wc.Owner = "bench"
+	w, err := room.NewWriter(ctx, wc)
 	if err != nil {
 		return Result{}, fmt.Errorf("new writer: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
 )
 
 func main() {
@@ -39,8 +40,10 @@ type config struct {
 	sessionTimeout time.Duration
 	verbose        bool
 	fromJSON       string
-	sizes          []int // append entry sizes (default 64,256,1024,4096; 256 with -quick)
-	proposers      []int // append proposer counts (default 1,16,256)
+	sizes          []int         // append entry sizes (default 64,256,1024,4096; 256 with -quick)
+	proposers      []int         // append proposer counts (default 1,16,256)
+	maxInFlight    int           // WriterConfig.MaxInFlight (0: logroom's default)
+	linger         time.Duration // WriterConfig.Linger (0: logroom's default)
 	args           []string
 }
 
@@ -118,6 +121,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "ZooKeeper session timeout of roomlog clients and replicas")
 	fs.StringVar(&sizes, "sizes", "", "append rows: entry sizes in bytes, comma-separated (default 64,256,1024,4096; 256 with -quick)")
 	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
+	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "logroom WriterConfig.MaxInFlight for every writer (0: logroom's default)")
+	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
 	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
 	fs.Usage = func() {
@@ -158,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			sizes = "256"
 		}
 	}
+	if cfg.maxInFlight < 0 || cfg.linger < 0 {
+		errs = append(errs, errors.New("-writer-inflight and -writer-linger must be >= 0"))
+	}
 	var err error
 	if cfg.sizes, err = parseInts(sizes, 1, 512<<10); err != nil {
 		errs = append(errs, fmt.Errorf("-sizes: %w", err))
@@ -189,6 +197,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	cfg.args = args
 	return cfg, errors.Join(errs...)
+}
+
+// writerConfig is the logroom writer configuration every scenario uses:
+// logroom's defaults unless -writer-inflight / -writer-linger say otherwise.
+func (b *bench) writerConfig() logroom.WriterConfig {
+	return logroom.WriterConfig{MaxInFlight: b.cfg.maxInFlight, Linger: b.cfg.linger, Logger: b.log}
 }
 
 // parseInts parses a comma-separated list of integers in [lo, hi].
@@ -267,6 +281,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		GoMaxP:   runtime.GOMAXPROCS(0),
 		CPUs:     runtime.NumCPU(),
 		LoadAvg:  loadAvg(),
+		Writer:   fmt.Sprintf("MaxInFlight=%d Linger=%v (0 = logroom default)", cfg.maxInFlight, cfg.linger),
 	}
 	b.prog.Logf("roomlog bench: %d ZooKeeper server(s), %v per row, load average %s", cfg.servers, cfg.duration, rep.LoadAvg)
 	b.prog.Logf("starting ZooKeeper (%d server(s), %d MiB heap each)", cfg.servers, cfg.heapMB)

@@ -39,7 +39,9 @@ func (b *bench) openMember(ctx context.Context, room, id string, tune func(*repl
 		DataDir:        dir,
 		AdvertiseAddr:  ln.Addr().String(),
 		Logger:         b.log,
+		Writer:         b.writerConfig(),
 	}
+	cfg.Writer.Logger = nil // the replica passes its own
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -64,6 +64,7 @@ type Report struct {
 	GoMaxP   int       `json:"gomaxprocs"`
 	CPUs     int       `json:"cpus"`
 	LoadAvg  string    `json:"loadavg_at_start"`
+	Writer   string    `json:"writer_config"`
 	Results  []Result  `json:"results"`
 	Targets  []Target  `json:"targets"`
 	Errors   []string  `json:"errors,omitempty"`
