@@ -317,6 +317,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	p.led.killAt.Store(killAt.UnixNano())
 	vproc.kill()
 	p.eps.set([]string{p.addr(survivor)}, p.addr(survivor))
+	p.eps.hc.CloseIdleConnections() // keep-alive connections to the dead master would fail after sending
 
 	// 5. Takeover: the first acknowledgement of a request sent after the kill.
 	select {
@@ -613,6 +614,10 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 				s, err := p.status(ctx, id)
 				if err != nil {
 					parts = append(parts, fmt.Sprintf("%s unreachable", id))
+					continue
+				}
+				if !c.alive() { // killed while we asked
+					parts = append(parts, fmt.Sprintf("%s down", id))
 					continue
 				}
 				parts = append(parts, fmt.Sprintf("%s %-8s applied %6d", id, s.Role, s.AppliedIndex))
