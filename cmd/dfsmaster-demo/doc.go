@@ -106,7 +106,9 @@
 // writer makes a later acknowledged write (mkdir -p of its root), reads the
 // path with min_index = that write's index and records whether it landed.
 // Requests in flight at the kill usually did land: their batch reached
-// ZooKeeper before the process died.
+// ZooKeeper before the process died. (The sync writes themselves change
+// nothing, so one with an unknown outcome is simply sent again and not
+// counted.)
 //
 // RESULT fields: ok, ops_acked, ops_lost (acknowledged operations whose
 // effect is missing on a master), ops_unknown, ops_unknown_landed,

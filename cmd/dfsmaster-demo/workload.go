@@ -439,7 +439,8 @@ func (w *writer) sync(ctx context.Context) (uint64, error) {
 		if op.acked {
 			return op.index, nil
 		}
-		// Unknown: an mkdir -p is idempotent, so simply try again.
+		// Unknown: an mkdir -p of an existing directory changes nothing, so
+		// simply try again (not counted as an unknown outcome).
 	}
 }
 
@@ -526,7 +527,9 @@ func (w *writer) mutate(ctx context.Context, kind, p, dst string, fn func(*clien
 				return nil, ctx.Err()
 			}
 			op.unknown = true
-			w.led.unknown.Add(1)
+			if kind != opSync { // syncs are idempotent and simply re-sent (see sync)
+				w.led.unknown.Add(1)
+			}
 			return op, nil
 		case outcomeRetry:
 			last = err
