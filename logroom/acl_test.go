@@ -3,7 +3,6 @@ package logroom
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -179,13 +178,9 @@ func TestDigestACLDeniesOthers(t *testing.T) {
 // TestDigestClientAdoptsOpenRoom: a client with digest credentials that
 // opens a room somebody created without them adopts it silently, ACLs and
 // all: the room, epoch and channels znodes stay world-writable, so anyone
-// can fence its writer (set the epoch) or add channels. OpenRoom should
-// refuse a room whose ACL is not its own (or tighten it: PermAll includes
-// ADMIN). Known bug: runs only with ROOMLOG_KNOWN_BUGS=1.
+// can fence its writer (set the epoch) or add channels. OpenRoom must
+// refuse a room whose ACL is not its own (fixed: ErrForeignACL).
 func TestDigestClientAdoptsOpenRoom(t *testing.T) {
-	if os.Getenv("ROOMLOG_KNOWN_BUGS") != "1" {
-		t.Skip("known logroom bug (OpenRoom with Auth adopts a world-writable room); ROOMLOG_KNOWN_BUGS=1 runs it")
-	}
 	e := sharedZK(t)
 	ctx := testCtx(t, 30*time.Second)
 	base := testBase(t)
@@ -196,7 +191,8 @@ func TestDigestClientAdoptsOpenRoom(t *testing.T) {
 	owner := aclDial(t, e.Addrs(), &Digest{User: "alice", Password: "s3cret"})
 	r, err := OpenRoom(ctx, owner, "ns1", RoomOptions{Base: base})
 	if err != nil {
-		return // refusing the foreign room is a fix
+		require.ErrorIs(t, err, ErrForeignACL, "refusing the foreign room is the fix")
+		return
 	}
 	w := newWriter(t, r, WriterConfig{Owner: "alice"})
 	_, err = w.Append(ctx, []byte("x"))

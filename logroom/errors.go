@@ -44,6 +44,10 @@ var (
 	ErrUnavailable = errors.New("logroom: zookeeper unavailable")
 	// ErrBadConfig: a configuration field is invalid.
 	ErrBadConfig = errors.New("logroom: bad config")
+	// ErrForeignACL: OpenRoom found a room whose znodes carry another ACL
+	// than the client's (e.g. a world-writable room opened with digest
+	// credentials, which anyone could fence). Nothing was changed.
+	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
 )
 
 // isConnErr reports whether err says the request's fate is unknown because

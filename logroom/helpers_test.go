@@ -71,10 +71,11 @@ func dial(t testing.TB, servers []string) *Client {
 	return c
 }
 
-// testBase is a base path unique to the test.
+// testBase is a base path unique to the test, one top-level component (no
+// shared parent: a test may protect its base with a digest ACL).
 func testBase(t testing.TB) string {
 	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return "/t/" + r.Replace(t.Name())
+	return "/t_" + r.Replace(t.Name())
 }
 
 func openRoom(t testing.TB, c *Client, name string) *Room {

@@ -227,7 +227,7 @@ func (w *Writer) formBatch() *batch {
 				continue // the queue may have changed: look at its head again
 			}
 			if !w.fitsLocked(r) {
-				w.queue = w.queue[1:]
+				w.popLocked()
 				w.queuedBytes -= len(r.payload)
 				w.signalSpaceLocked()
 				r.state = reqTaken
@@ -270,7 +270,7 @@ func (w *Writer) formBatch() *batch {
 		}
 		// Request fully batched.
 		ls.headOff = 0
-		w.queue = w.queue[1:]
+		w.popLocked()
 		w.queuedBytes -= len(r.payload)
 		w.signalSpaceLocked()
 		r.last = ls.next + uint64(count) - 1
@@ -402,7 +402,7 @@ func (w *Writer) failFrom(i int, err error) {
 	if ls.headOff > 0 && len(w.queue) > 0 {
 		// Part of it was in the failed batches; the rest was never sent.
 		r := w.queue[0]
-		w.queue = w.queue[1:]
+		w.popLocked()
 		w.queuedBytes -= len(r.payload)
 		w.signalSpaceLocked()
 		ls.headOff, ls.reserved = 0, 0

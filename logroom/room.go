@@ -173,7 +173,9 @@ type Room struct {
 
 // OpenRoom opens the room name under opts.Base, creating it when absent. The
 // room znode, its epoch znode and its channels znode are created in one
-// Multi, so concurrent openers agree and a room is never half-created.
+// Multi, so concurrent openers agree and a room is never half-created. A
+// room whose znodes carry another ACL than the client's is refused with
+// ErrForeignACL (see Client.ACL).
 func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*Room, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -214,7 +216,47 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if err := msgpack.Unmarshal(data, &rm); err != nil || rm.Version != roomFormatVersion {
 		return nil, fmt.Errorf("%w: room %q: znode %s is not a room (version %d, %v)", ErrCorrupt, name, r.root, rm.Version, err)
 	}
+	if err := r.checkACL(ctx); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// checkACL refuses a room whose own znodes (room, epoch, channels) carry
+// another ACL than the client creates with: a room created without
+// credentials is world-writable, and a digest client must not adopt it
+// silently (anyone could set its epoch and fence the writer).
+func (r *Room) checkACL(ctx context.Context) error {
+	want := slices.Clone(r.c.acl)
+	slices.SortFunc(want, compareACL)
+	for _, p := range []string{r.root, r.Path(epochNode), r.Path(channelsNode)} {
+		var acl []zk.ACL
+		err := r.c.retry(ctx, func() error {
+			var e error
+			acl, _, e = r.c.conn.GetACL(p)
+			return e
+		})
+		if err != nil {
+			return zkError("logroom: read ACL of "+p, err)
+		}
+		acl = slices.Clone(acl)
+		slices.SortFunc(acl, compareACL)
+		if !slices.Equal(acl, want) {
+			return fmt.Errorf("%w: room %q: znode %s has ACL %v, the client creates with %v",
+				ErrForeignACL, r.name, p, acl, want)
+		}
+	}
+	return nil
+}
+
+func compareACL(a, b zk.ACL) int {
+	if c := strings.Compare(a.Scheme, b.Scheme); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.ID, b.ID); c != 0 {
+		return c
+	}
+	return int(a.Perms) - int(b.Perms)
 }
 
 // Name returns the room name.

@@ -140,3 +140,21 @@ func TestWriterConfigValidate(t *testing.T) {
 		require.Contains(t, err.Error(), want)
 	}
 }
+
+func TestOpenRoomRefusesForeignACL(t *testing.T) {
+	e := sharedZK(t)
+	ctx := testCtx(t, 30*time.Second)
+	anon := dial(t, e.Addrs())
+	_, err := OpenRoom(ctx, anon, "open", RoomOptions{Base: testBase(t)})
+	require.NoError(t, err)
+	alice, err := Dial(ctx, DialConfig{Servers: e.Addrs(), Auth: &Digest{User: "alice", Password: "pw"}})
+	require.NoError(t, err)
+	defer alice.Close()
+	_, err = OpenRoom(ctx, alice, "open", RoomOptions{Base: testBase(t)})
+	require.ErrorIs(t, err, ErrForeignACL)
+	// Her own room opens; an anonymous client cannot read it.
+	_, err = OpenRoom(ctx, alice, "hers", RoomOptions{Base: testBase(t)})
+	require.NoError(t, err)
+	_, err = OpenRoom(ctx, anon, "hers", RoomOptions{Base: testBase(t)})
+	require.ErrorIs(t, err, zk.ErrNoAuth)
+}

@@ -161,8 +161,10 @@ type Writer struct {
 	// queuedBytes is the payload bytes of queue. Invariant: it equals the sum
 	// of len(r.payload) over queue.
 	queuedBytes int
-	// spaceCh is closed and replaced whenever queuedBytes shrinks.
-	spaceCh chan struct{}
+	// spaceCh is closed and replaced when queuedBytes shrinks and
+	// spaceWanted says an Append waits for space.
+	spaceCh     chan struct{}
+	spaceWanted bool
 	// failErr, once set, is returned to every new Append (fenced, closed).
 	failErr error
 
@@ -584,6 +586,7 @@ func (w *Writer) enqueue(ctx context.Context, req *appendReq) error {
 			break
 		}
 		space := w.spaceCh
+		w.spaceWanted = true
 		w.mu.Unlock()
 		select {
 		case <-space:
@@ -614,8 +617,18 @@ func (w *Writer) dequeueLocked(req *appendReq) {
 }
 
 func (w *Writer) signalSpaceLocked() {
-	close(w.spaceCh)
-	w.spaceCh = make(chan struct{})
+	if w.spaceWanted {
+		w.spaceWanted = false
+		close(w.spaceCh)
+		w.spaceCh = make(chan struct{})
+	}
+}
+
+// popLocked removes the head of the queue (w.mu held); the caller adjusts
+// queuedBytes.
+func (w *Writer) popLocked() {
+	w.queue[0] = nil // let the request be collected
+	w.queue = w.queue[1:]
 }
 
 // Rotate seals the open channel at the last assigned index and opens the
