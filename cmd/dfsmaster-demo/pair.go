@@ -416,8 +416,8 @@ func interrupted(ctx context.Context) error { return fmt.Errorf("interrupted: %w
 func writersFailed(ws []*writer) error {
 	var errs []error
 	for _, w := range ws {
-		if w.err != nil {
-			errs = append(errs, w.err)
+		if err := w.failure(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

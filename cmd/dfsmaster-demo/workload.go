@@ -213,7 +213,22 @@ type writer struct {
 	dirs  []*dirState // live directories; dirs[0] is the root
 	files []*fileState
 	gone  []goneRec
-	err   error // why the writer stopped early (a bug or an unexpected answer)
+
+	errMu sync.Mutex // guards err (read by the pair while the writer runs)
+	err   error      // why the writer stopped early (a bug or an unexpected answer)
+}
+
+func (w *writer) fail(err error) {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	w.err = fmt.Errorf("writer %s: %w", w.root, err)
+}
+
+// failure is why the writer stopped early, or nil.
+func (w *writer) failure() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
 }
 
 func newWriter(k int, eps *endpoints, led *ledger, stop <-chan struct{}) *writer {
@@ -239,7 +254,7 @@ func (w *writer) next(prefix string) string {
 func (w *writer) run(ctx context.Context) {
 	if _, err := w.sync(ctx); err != nil {
 		if ctx.Err() == nil {
-			w.err = fmt.Errorf("writer %s: %w", w.root, err)
+			w.fail(err)
 		}
 		return
 	}
@@ -247,7 +262,7 @@ func (w *writer) run(ctx context.Context) {
 	for !w.stopped() && ctx.Err() == nil {
 		if err := w.step(ctx); err != nil {
 			if ctx.Err() == nil {
-				w.err = fmt.Errorf("writer %s: %w", w.root, err)
+				w.fail(err)
 			}
 			return
 		}
@@ -574,10 +589,9 @@ func classify(err error) outcome {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return outcomeRetry // the connection was never made: nothing was sent
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return outcomeUnknown // the request may be in flight
-	}
-	return outcomeUnknown // reset or EOF after sending: it may have been applied
+	// Reset or EOF after sending, or our deadline while the request was in
+	// flight: it may have been applied.
+	return outcomeUnknown
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
