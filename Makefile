@@ -29,3 +29,9 @@ bench: zookeeper
 ## demo: install ZooKeeper if missing, then run the primary/standby pair demo.
 demo: zookeeper
 	$(GO) run ./cmd/dfsmaster-demo pair $(DEMOFLAGS)
+
+.PHONY: fuzz
+## fuzz: run every fuzz target for FUZZTIME (default 30s each).
+FUZZTIME ?= 30s
+fuzz:
+	@for p in $$($(GO) list ./...); do for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; done; done
