@@ -180,6 +180,7 @@ func (p *printer) printf(format string, args ...any) {
 type node struct {
 	id, data, log string
 	proc          *child // current process (nil before the first start)
+	down          bool   // being killed or dead: progress shows "down"
 }
 
 type pair struct {
@@ -198,7 +199,7 @@ type pair struct {
 	// for them on every path); runPair reads them afterwards.
 	writers []*writer
 
-	mu    sync.Mutex // guards nodes' proc fields and order
+	mu    sync.Mutex // guards the nodes' proc and down fields
 	nodes map[string]*node
 	order []string // node ids in display order
 }
@@ -312,6 +313,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}
 	res.KilledNode, res.TakeoverNode = victim, survivor
 	vproc := p.proc(victim)
+	p.setDown(victim, true)
 	p.step("kill -9 %s (the primary, pid %d) with %d ops acknowledged up to index %d", victim, vproc.pid(), p.led.acked.Load(), p.led.maxIndex.Load())
 	killAt := time.Now()
 	p.led.killAt.Store(killAt.UnixNano())
@@ -455,6 +457,18 @@ func (p *pair) addr(id string) string {
 	return ""
 }
 
+func (p *pair) setDown(id string, down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nodes[id].down = down
+}
+
+func (p *pair) isDown(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nodes[id].down
+}
+
 func (p *pair) proc(id string) *child {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -478,7 +492,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	}
 	p.procs.add(c)
 	p.mu.Lock()
-	n.proc = c
+	n.proc, n.down = c, false
 	p.mu.Unlock()
 	cl, err := client.New(c.addr, p.eps.hc)
 	if err != nil {
@@ -607,7 +621,7 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 			var parts []string
 			for _, id := range p.order {
 				c := p.proc(id)
-				if c == nil || !c.alive() {
+				if c == nil || !c.alive() || p.isDown(id) {
 					parts = append(parts, fmt.Sprintf("%s down", id))
 					continue
 				}
@@ -616,7 +630,7 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 					parts = append(parts, fmt.Sprintf("%s unreachable", id))
 					continue
 				}
-				if !c.alive() { // killed while we asked
+				if p.isDown(id) { // killed while we asked
 					parts = append(parts, fmt.Sprintf("%s down", id))
 					continue
 				}
