@@ -94,11 +94,12 @@ func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdou
 	if err != nil {
 		return err
 	}
-	em, err := rv.epoch()
+	// Channels first: each was opened by an epoch <= the one read next.
+	nums, _, err := rv.channelNums()
 	if err != nil {
 		return err
 	}
-	nums, _, err := rv.channelNums()
+	em, err := rv.epoch()
 	if err != nil {
 		return err
 	}

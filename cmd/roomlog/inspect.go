@@ -150,3 +150,13 @@ func (rv *roomView) childrenOptional(p string) ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
+
+// freshEpoch reads the room's epoch again (a takeover may have happened
+// since known was read); on any error it returns known.
+func (rv *roomView) freshEpoch(known uint64) uint64 {
+	m, err := rv.epoch()
+	if err != nil {
+		return known
+	}
+	return max(known, m.Epoch)
+}

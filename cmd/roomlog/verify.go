@@ -38,6 +38,12 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	warn := func(ch uint64, znode, format string, args ...any) {
 		out.Warnings = append(out.Warnings, finding{sevWarning, rv.name, ch, znode, fmt.Sprintf(format, args...)})
 	}
+	// The channels are listed before the epoch is read: every channel
+	// listed was opened by an epoch <= the one read.
+	nums, foreign, err := rv.channelNums()
+	if err != nil {
+		return out, err
+	}
 	em, err := rv.epoch()
 	if errors.Is(err, errFormat) {
 		fault(0, rv.path(epochNode), "%v", errors.Unwrap(err))
@@ -45,12 +51,6 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		return out, err
 	}
 	roomEpoch := em.Epoch
-	out.Summary.Epoch = roomEpoch
-
-	nums, foreign, err := rv.channelNums()
-	if err != nil {
-		return out, err
-	}
 	for _, n := range foreign {
 		warn(0, rv.path(channelsNode, n), "foreign znode among the channels (not a channel name)")
 	}
@@ -86,7 +86,12 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		}
 		out.Summary.Channels++
 		if roomEpoch > 0 && m.Epoch > roomEpoch {
-			fault(num, chPath, "channel epoch %d above the room's epoch %d", m.Epoch, roomEpoch)
+			// A takeover that reused this (empty) channel since the epoch
+			// was read: read it again before calling it a fault.
+			roomEpoch = rv.freshEpoch(roomEpoch)
+			if m.Epoch > roomEpoch {
+				fault(num, chPath, "channel epoch %d above the room's epoch %d", m.Epoch, roomEpoch)
+			}
 		}
 		if m.Epoch < chEpoch {
 			fault(num, chPath, "channel epoch %d below an earlier channel's epoch %d", m.Epoch, chEpoch)
@@ -116,6 +121,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		out.Summary.Batches += res.batches
 		out.Summary.Bytes += res.bytes
 		lastEpoch = res.lastEpoch
+		roomEpoch = max(roomEpoch, res.roomEpoch)
 		end := res.end
 		if m.Sealed {
 			end = m.Last
@@ -129,6 +135,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	if !haveFirst || out.Summary.LastIndex < out.Summary.FirstIndex {
 		out.Summary.FirstIndex, out.Summary.LastIndex = 0, 0
 	}
+	out.Summary.Epoch = roomEpoch
 	out.Summary.Faults, out.Summary.Warnings = len(out.Faults), len(out.Warnings)
 	out.OK = len(out.Faults) == 0
 	return out, nil

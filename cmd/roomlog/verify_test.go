@@ -257,3 +257,54 @@ func jsonUnmarshal(s string, v any) error {
 	}
 	return nil
 }
+
+// TestVerifyLiveRoom: verify and dump run while a writer appends, rotates
+// and is taken over report no fault (a live room is not a corrupt one).
+func TestVerifyLiveRoom(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	ctx := testCtx(t, 60*time.Second)
+	r, err := logroom.OpenRoom(ctx, c, "live", logroom.RoomOptions{Base: "/live"})
+	require.NoError(t, err)
+	cl := newCLI(t, e, "/live")
+
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			for epoch := 1; ; epoch++ {
+				w, err := r.NewWriter(ctx, logroom.WriterConfig{Owner: fmt.Sprintf("w%d", epoch), MaxChannelBatches: 7})
+				if err != nil {
+					return err
+				}
+				for i := 0; i < 40; i++ {
+					select {
+					case <-stop:
+						return w.Close()
+					default:
+					}
+					if _, err := w.Append(ctx, rawEntry(i), rawEntry(i+1)); err != nil {
+						_ = w.Close()
+						return err
+					}
+				}
+				if err := w.Close(); err != nil {
+					return err
+				}
+			}
+		}()
+	}()
+	for i := 0; i < 6; i++ {
+		code, out, errs := cl.run("verify", "live")
+		require.Equal(t, exitOK, code, "round %d\nstdout:\n%s\nstderr:\n%s", i, out, errs)
+		code, _, errs = cl.run("dump", "live")
+		require.Equal(t, exitOK, code, "round %d: %s", i, errs)
+	}
+	close(stop)
+	require.NoError(t, <-done)
+	var v verifyOut
+	cl.json(&v, "verify", "live")
+	require.True(t, v.OK)
+	require.Greater(t, v.Summary.Epoch, uint64(1), "takeovers happened while verifying")
+	require.Greater(t, v.Summary.Channels, 3)
+}
