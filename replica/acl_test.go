@@ -46,7 +46,10 @@ func requireNoAuthErr(t *testing.T, err error, what string) {
 func TestDigestACLReplica(t *testing.T) {
 	ens := sharedEnsemble(t)
 	cred := &logroom.Digest{User: "nn", Password: "s3cret"}
-	c := newCluster(t, ens, func(cfg *Config) { cfg.Auth = cred })
+	// Its own base: logroom creates the base znode with the creator's ACL,
+	// and the other tests share this ensemble without credentials.
+	base := "/acl-" + newGUID()[:8]
+	c := newCluster(t, ens, func(cfg *Config) { cfg.Auth = cred; cfg.Base = base })
 	c.openN(2)
 	p := c.waitPrimary(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -63,7 +66,7 @@ func TestDigestACLReplica(t *testing.T) {
 	owner, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), Auth: cred})
 	require.NoError(t, err)
 	defer owner.Close()
-	room := DefaultBase + "/" + c.room
+	room := base + "/" + c.room
 	want := zk.DigestACL(zk.PermAll, cred.User, cred.Password)
 	seen := map[string]bool{}
 	aclWalkRoom(t, owner.Conn(), room, func(path string) {

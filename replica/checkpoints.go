@@ -150,11 +150,15 @@ func (r *Replica) recordCheckpoint(rec checkpointRecord) error {
 }
 
 // deleteChannels deletes sealed channels from the oldest on, as invariant
-// 6 allows: a channel goes only when its last index is covered by our
-// durable checkpoint (ckpt) AND every live member has applied it — or,
-// past the retention limit (room bytes above RetainRoomBytes), when the
-// checkpoint covers it regardless of lagging members (they bootstrap).
-// Never a channel in the middle: the log stays contiguous from the oldest.
+// 6 allows: a channel goes only when its last index is covered by a durable
+// checkpoint that a member serves (ours: ckpt, if we advertise an address;
+// or a live member's that advertises one) AND every live member has
+// applied it — or, past the retention limit (room bytes above
+// RetainRoomBytes), when such a served checkpoint covers it regardless of
+// lagging members (they bootstrap from it). When no member serves
+// checkpoints, only our own checkpoint counts and the retention limit does
+// not apply (nobody could bootstrap). Never a channel in the middle: the
+// log stays contiguous from the oldest.
 func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
 	if ckpt == 0 {
 		return nil
@@ -168,8 +172,23 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
 		return err
 	}
 	minApplied := r.applied.Load()
+	var served uint64
+	if r.cfg.AdvertiseAddr != "" {
+		served = ckpt
+	}
 	for _, m := range members {
 		minApplied = min(minApplied, m.Applied)
+		if m.Addr != "" && m.ID != r.cfg.ID {
+			served = max(served, m.Checkpoint)
+		}
+	}
+	retain := r.cfg.RetainRoomBytes
+	if served == 0 {
+		retain = -1
+	} else {
+		// Our own checkpoint covers what we apply; a served one covers
+		// what a newcomer can restore.
+		ckpt = min(ckpt, served)
 	}
 	var total int64
 	for _, c := range chans {
@@ -179,7 +198,7 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
 		if !c.Sealed || c.LastIndex > ckpt {
 			break
 		}
-		over := r.cfg.RetainRoomBytes > 0 && total > r.cfg.RetainRoomBytes
+		over := retain > 0 && total > retain
 		if c.LastIndex > minApplied && !over {
 			break
 		}

@@ -24,7 +24,7 @@ const (
 	DefaultKeepCheckpoints        = 2
 	DefaultMaxPendingProposals    = 4096
 	DefaultTransferTimeout        = 5 * time.Second
-	DefaultMemberUpdateInterval   = 100 * time.Millisecond
+	DefaultMemberUpdateInterval   = 50 * time.Millisecond
 	DefaultMaxRoomBytes           = 256 << 20 // logroom's default WriterConfig.MaxRoomBytes
 
 	// MaxIDLen bounds Config.ID (it is a znode name under /members).
@@ -98,7 +98,8 @@ type Config struct {
 	TransferTimeout time.Duration
 	// MemberUpdateInterval is the minimum interval between membership-data
 	// updates caused by a changed applied index (role changes publish at
-	// once). Default 100ms.
+	// once). It bounds how stale other members' view of this member's
+	// applied index is (leadership transfer waits on it). Default 50ms.
 	MemberUpdateInterval time.Duration
 
 	// Auth, when set, authenticates with ZooKeeper digest credentials and

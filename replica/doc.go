@@ -74,10 +74,12 @@
 //  4. Propose returns success only for an entry that is committed in a
 //     ZooKeeper quorum AND applied locally.
 //  5. A sealed channel is deleted only if its last index is <= the
-//     primary's durable local checkpoint AND <= the applied index of every
+//     primary's durable local checkpoint and <= a checkpoint some live
+//     member serves (AdvertiseAddr set), AND <= the applied index of every
 //     live member — or, past the retention limit (room bytes above
-//     RetainRoomBytes), if the checkpoint covers it. Deletion goes from the
-//     oldest channel on, never leaving a hole.
+//     RetainRoomBytes), if those checkpoints cover it. When no member
+//     serves checkpoints the retention limit never applies. Deletion goes
+//     from the oldest channel on, never leaving a hole.
 //  6. A member never skips entries: if the log it needs was deleted it
 //     restores a peer's checkpoint that covers the gap, then tails.
 //
