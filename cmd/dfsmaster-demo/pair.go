@@ -313,8 +313,10 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}
 	res.KilledNode, res.TakeoverNode = victim, survivor
 	vproc := p.proc(victim)
-	p.setDown(victim, true)
+	p.mu.Lock() // see progress
+	p.nodes[victim].down = true
 	p.step("kill -9 %s (the primary, pid %d) with %d ops acknowledged up to index %d", victim, vproc.pid(), p.led.acked.Load(), p.led.maxIndex.Load())
+	p.mu.Unlock()
 	killAt := time.Now()
 	p.led.killAt.Store(killAt.UnixNano())
 	vproc.kill()
@@ -455,18 +457,6 @@ func (p *pair) addr(id string) string {
 		return n.proc.addr
 	}
 	return ""
-}
-
-func (p *pair) setDown(id string, down bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.nodes[id].down = down
-}
-
-func (p *pair) isDown(id string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nodes[id].down
 }
 
 func (p *pair) proc(id string) *child {
@@ -618,29 +608,32 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 			case <-t.C:
 			}
 			acked := p.led.acked.Load()
-			var parts []string
-			for _, id := range p.order {
+			parts := make([]string, len(p.order))
+			for i, id := range p.order {
 				c := p.proc(id)
-				if c == nil || !c.alive() || p.isDown(id) {
-					parts = append(parts, fmt.Sprintf("%s down", id))
-					continue
+				switch s, err := p.status(ctx, id); {
+				case c == nil || !c.alive():
+					parts[i] = id + " down"
+				case err != nil:
+					parts[i] = id + " unreachable"
+				default:
+					parts[i] = fmt.Sprintf("%s %-8s applied %6d", id, s.Role, s.AppliedIndex)
 				}
-				s, err := p.status(ctx, id)
-				if err != nil {
-					parts = append(parts, fmt.Sprintf("%s unreachable", id))
-					continue
-				}
-				if p.isDown(id) { // killed while we asked
-					parts = append(parts, fmt.Sprintf("%s down", id))
-					continue
-				}
-				parts = append(parts, fmt.Sprintf("%s %-8s applied %6d", id, s.Role, s.AppliedIndex))
 			}
 			if ctx.Err() != nil {
 				return
 			}
+			// Under p.mu, so a master marked down (before its kill line is
+			// printed, under the same lock) never shows up here after it.
+			p.mu.Lock()
+			for i, id := range p.order {
+				if p.nodes[id].down {
+					parts[i] = id + " down"
+				}
+			}
 			p.out.printf("    [%5.1fs] acked %6d (%4d/s)  unknown %d  |  %s\n", time.Since(p.t0).Seconds(),
 				acked, acked-lastAcked, p.led.unknown.Load(), strings.Join(parts, "  |  "))
+			p.mu.Unlock()
 			lastAcked = acked
 		}
 	}()
