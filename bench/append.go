@@ -1,12 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
@@ -19,6 +31,7 @@ type appendSpec struct {
 	size      int
 	proposers int
 	perCall   int
+	room      string // room name ("": a fresh name)
 }
 
 // runAppend measures Writer.Append for each entry size and proposer count.
@@ -26,7 +39,7 @@ func runAppend(ctx context.Context, b *bench) ([]Result, error) {
 	var specs []appendSpec
 	for _, size := range b.cfg.sizes {
 		for _, p := range b.cfg.proposers {
-			specs = append(specs, appendSpec{"append", size, p, 1})
+			specs = append(specs, appendSpec{scenario: "append", size: size, proposers: p, perCall: 1})
 		}
 	}
 	return b.appendRows(ctx, specs)
@@ -35,40 +48,210 @@ func runAppend(ctx context.Context, b *bench) ([]Result, error) {
 // runBulk measures the two ways of handing the writer lots of entries at
 // once: many entries per Append call, and thousands of proposers.
 func runBulk(ctx context.Context, b *bench) ([]Result, error) {
-	specs := []appendSpec{{"append-bulk", 256, 16, 1000}}
+	specs := []appendSpec{{scenario: "append-bulk", size: 256, proposers: 16, perCall: 1000}}
 	if !b.cfg.quick {
-		specs = append(specs, appendSpec{"append-many", 256, 4096, 1})
+		specs = append(specs, appendSpec{scenario: "append-many", size: 256, proposers: 4096, perCall: 1})
 	}
 	return b.appendRows(ctx, specs)
 }
 
 func (b *bench) dial(ctx context.Context) (*logroom.Client, error) {
 	return logroom.Dial(ctx, logroom.DialConfig{
-		Servers:        b.ens.Addrs(),
+		Servers:        b.addrs,
 		SessionTimeout: b.cfg.sessionTimeout,
 		Logger:         b.log,
 	})
 }
 
 func (b *bench) appendRows(ctx context.Context, specs []appendSpec) ([]Result, error) {
-	cl, err := b.dial(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dial: %w", err)
-	}
-	defer cl.Close()
 	var out []Result
 	for _, s := range specs {
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
-		r, err := b.appendRow(ctx, cl, s)
+		r, err := b.appendRowIsolated(ctx, s)
 		if err != nil {
-			return out, fmt.Errorf("%s %s x%d: %w", s.scenario, fmtBytes(s.size), s.proposers, err)
+			// One failed row (a panic in the writer, say) does not end the run.
+			msg := fmt.Sprintf("%s %s x%d: %v", s.scenario, fmtBytes(s.size), s.proposers, err)
+			b.prog.Logf("!! %s", msg)
+			b.rowErrors = append(b.rowErrors, msg)
+			continue
 		}
 		b.emit(r)
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// appendRowIsolated runs one append row in a child process (the bench
+// binary with the hidden first argument -append-row): a panic or a stuck
+// writer in the library fails that row, not the whole run, and every row
+// starts with a fresh Go heap. The child prints its Result as JSON.
+func (b *bench) appendRowIsolated(ctx context.Context, s appendSpec) (Result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return Result{}, err
+	}
+	room := fmt.Sprintf("bench-%s-%d-%d-%d", s.scenario, s.size, s.proposers, time.Now().UnixNano())
+	defer b.dropRoom(room) // the child deletes it too, unless it died
+	args := []string{"-append-row",
+		"-room", room,
+		"-zk", strings.Join(b.addrs, ","),
+		"-servers", strconv.Itoa(b.cfg.servers),
+		"-session-timeout", b.cfg.sessionTimeout.String(),
+		"-duration", b.cfg.duration.String(),
+		"-scenario", s.scenario,
+		"-size", strconv.Itoa(s.size),
+		"-proposers", strconv.Itoa(s.proposers),
+		"-per-call", strconv.Itoa(s.perCall),
+		"-raw-mbps", strconv.FormatFloat(b.rawCeilingMBps, 'f', -1, 64),
+		"-writer-inflight", strconv.Itoa(b.cfg.maxInFlight),
+		"-writer-linger", b.cfg.linger.String(),
+		"-since", strconv.FormatInt(b.prog.start.UnixNano(), 10),
+	}
+	if b.cfg.cpuProfile != "" {
+		args = append(args, "-cpuprofile", fmt.Sprintf("%s.%s-%d-%d", b.cfg.cpuProfile, s.scenario, s.size, s.proposers))
+	}
+	if b.cfg.verbose {
+		args = append(args, "-v")
+	}
+	cmd := newNodeCmd(exe, args...)
+	var stdout bytes.Buffer
+	errTail := &tailBuffer{max: 64 << 10}
+	cmd.Stdout = &stdout
+	cmd.Stderr = io.MultiWriter(b.prog.w, errTail)
+	runErr := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		return Result{}, err
+	}
+	go func() { runErr <- cmd.Wait() }()
+	select {
+	case err = <-runErr:
+	case <-ctx.Done():
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-runErr
+		return Result{}, ctx.Err()
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("row process failed (%v): %s", err, errTail.cause())
+	}
+	var r Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return Result{}, fmt.Errorf("row process output: %w", err)
+	}
+	return r, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex // guards buf
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+// cause returns the most telling line: a panic, else the last line.
+func (t *tailBuffer) cause() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
+			at := ""
+			// The first frame: a function line, then "\tfile:line +0x..".
+			for j := i + 2; j < len(lines); j++ {
+				if strings.HasPrefix(lines[j], "\t") {
+					file, _, _ := strings.Cut(strings.TrimSpace(lines[j]), " ")
+					at = fmt.Sprintf("%s (%s)", lines[j-1], filepath.Base(file))
+					break
+				}
+			}
+			if at != "" {
+				return l + " at " + at
+			}
+			return l
+		}
+	}
+	if len(lines) == 0 {
+		return "no output"
+	}
+	return lines[len(lines)-1]
+}
+
+// runAppendRow is the child side of appendRowIsolated.
+func runAppendRow(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench -append-row", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var s appendSpec
+	var zkAddrs string
+	var since int64
+	var rawMBps float64
+	fs.StringVar(&zkAddrs, "zk", "", "ZooKeeper addresses")
+	fs.IntVar(&cfg.servers, "servers", 3, "servers in the ensemble (reported)")
+	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "")
+	fs.StringVar(&s.scenario, "scenario", "append", "")
+	fs.StringVar(&s.room, "room", "", "")
+	fs.IntVar(&s.size, "size", 256, "")
+	fs.IntVar(&s.proposers, "proposers", 1, "")
+	fs.IntVar(&s.perCall, "per-call", 1, "")
+	fs.Float64Var(&rawMBps, "raw-mbps", 0, "")
+	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "")
+	fs.DurationVar(&cfg.linger, "writer-linger", 0, "")
+	fs.Int64Var(&since, "since", 0, "")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "")
+	fs.BoolVar(&cfg.verbose, "v", false, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
+	level := slog.LevelWarn
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	b := &bench{
+		cfg:            cfg,
+		addrs:          strings.Split(zkAddrs, ","),
+		prog:           newProgress(stderr),
+		log:            slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+		rawCeilingMBps: rawMBps,
+	}
+	if since > 0 {
+		b.prog.start = time.Unix(0, since)
+	}
+	cl, err := b.dial(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "dial: %v\n", err)
+		return 1
+	}
+	defer cl.Close()
+	r, err := b.appendRow(ctx, cl, s)
+	if err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(r); err != nil {
+		return 1
+	}
+	return 0
 }
 
 // janitor deletes every sealed channel of a room as the run goes, so the
@@ -148,7 +331,10 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 		label += fmt.Sprintf(", %d entries/call", s.perCall)
 	}
 	b.prog.Logf("%s: %v", label, b.cfg.duration)
-	name := fmt.Sprintf("bench-%s-%d-%d-%d", s.scenario, s.size, s.proposers, time.Now().UnixNano())
+	name := s.room
+	if name == "" {
+		name = fmt.Sprintf("bench-%s-%d-%d-%d", s.scenario, s.size, s.proposers, time.Now().UnixNano())
+	}
 	room, err := logroom.OpenRoom(ctx, cl, name, logroom.RoomOptions{Logger: b.log})
 	if err != nil {
 		return Result{}, fmt.Errorf("open room: %w", err)

@@ -21,11 +21,26 @@
 //     are deleted in bulk (Multi) between segments of at most 128 MiB, off
 //     the clock, so ZooKeeper's heap stays bounded.
 //  2. append, bulk: a fresh room per row, a logroom Writer with default
-//     configuration, N proposer goroutines calling Append in a loop. A
+//     configuration (-writer-inflight, -writer-linger change it), N
+//     proposer goroutines calling Append in a loop. Each row runs in a child
+//     process (the bench binary re-executed with the hidden first argument
+//     -append-row, printing its row as JSON): a panic or a hang in the
+//     writer fails that row, reported under errors, not the run. A
 //     janitor deletes sealed channels as the run goes (the writer rotates on
 //     its own) so the room stays under its byte bound; the room is deleted
 //     after the row. Each row has a warm-up (a quarter of -duration, at most
 //     1 s); a call counts when it completes inside the measured window.
+//
+//  3. propose, lag, checkpoint, footprint, bootstrap: in-process replicas
+//     (package replica, OpsApplier entries of one OpSet, 256 B), each with
+//     its own ZooKeeper session and an HTTP server for its checkpoint
+//     handler. "propose" is the closed-loop maximum of a lone primary; lag
+//     and checkpoint run paced at half of it.
+//  4. failover: three replica processes (the bench binary re-executed with
+//     the hidden first argument -node: one replica plus a small HTTP API,
+//     see node.go); kill -9 of the primary's process, then the first
+//     acknowledged proposal on any survivor; graceful TransferLeadership,
+//     then the first acknowledged proposal on the target.
 //
 // # Figures
 //

@@ -70,16 +70,19 @@ func allScenarios() []scenario {
 
 // bench is the state shared by the scenarios of one run.
 type bench struct {
-	cfg  config
-	ens  *zkensemble.Ensemble
-	prog *progress
-	log  *slog.Logger
+	cfg   config
+	ens   *zkensemble.Ensemble
+	addrs []string // ZooKeeper client addresses
+	prog  *progress
+	log   *slog.Logger
 	// rawCeilingMBps is the MB/s of the raw batched row (0 until measured).
 	rawCeilingMBps float64
 	// proposeMax is the closed-loop Propose rate (0 until measured).
 	proposeMax float64
 	// zk is a plain client for cleanup (deleting rooms between scenarios).
 	zk *zk.Conn
+	// rowErrors are failed rows of scenarios that go on after a failure.
+	rowErrors []string
 	// tmp is the run's temp dir (replica data dirs), removed at the end.
 	tmp string
 }
@@ -232,6 +235,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "-node" {
 		return runNode(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "-append-row" {
+		return runAppendRow(args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -292,6 +298,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer ens.Close()
 	b.ens = ens
+	b.addrs = ens.Addrs()
 	tmp, err := os.MkdirTemp("", "roomlog-bench-")
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)
@@ -319,6 +326,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			b.prog.Logf("!! %s", msg)
 		}
 	}
+	rep.Errors = append(rep.Errors, b.rowErrors...)
 	rep.Finished = time.Now().UTC()
 	rep.Targets = evalTargets(rep.Results, cfg.sessionTimeout)
 	code := report(stdout, rep)

@@ -141,3 +141,13 @@ func TestEntryMakerExactSize(t *testing.T) {
 	_, err := newEntryMaker(3, 10)
 	require.Error(t, err)
 }
+
+func TestTailBufferCause(t *testing.T) {
+	tb := &tailBuffer{max: 200}
+	_, _ = tb.Write([]byte("[  1.0s] progress\npanic: logroom: queued request in state 1\n\ngoroutine 14 [running]:\n" +
+		"github.com/roomlog/roomlog/logroom.(*Writer).formBatch(0x1)\n\t/work/main/logroom/pipeline.go:209 +0xfa5\nmore\n"))
+	require.Equal(t, "panic: logroom: queued request in state 1 at github.com/roomlog/roomlog/logroom.(*Writer).formBatch(0x1) (pipeline.go:209)", tb.cause())
+	tb = &tailBuffer{max: 8}
+	_, _ = tb.Write([]byte("first line\nlast"))
+	require.Equal(t, "ine\nlast"[4:], tb.cause())
+}

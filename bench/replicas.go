@@ -32,7 +32,7 @@ func (b *bench) openMember(ctx context.Context, room, id string, tune func(*repl
 	}
 	dir := filepath.Join(b.tmp, room, id)
 	cfg := replica.Config{
-		Servers:        b.ens.Addrs(),
+		Servers:        b.addrs,
 		SessionTimeout: b.cfg.sessionTimeout,
 		Room:           room,
 		ID:             id,
