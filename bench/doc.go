@@ -20,6 +20,7 @@
 //     size (256 KiB) with 64 in flight, the "raw batched ceiling". Znodes
 //     are deleted in bulk (Multi) between segments of at most 128 MiB, off
 //     the clock, so ZooKeeper's heap stays bounded.
+//
 //  2. append, bulk: a fresh room per row, a logroom Writer with default
 //     configuration (-writer-inflight, -writer-linger change it), N
 //     proposer goroutines calling Append in a loop. Each row runs in a child
@@ -36,6 +37,7 @@
 //     its own ZooKeeper session and an HTTP server for its checkpoint
 //     handler. "propose" is the closed-loop maximum of a lone primary; lag
 //     and checkpoint run paced at half of it.
+//
 //  4. failover: three replica processes (the bench binary re-executed with
 //     the hidden first argument -node: one replica plus a small HTTP API,
 //     see node.go); kill -9 of the primary's process, then the first
