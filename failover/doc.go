@@ -14,7 +14,7 @@
 //     SIGCONT: no write of its epoch lands after the new epoch's first entry
 //     (epochs by index never decrease), it reports itself a standby and
 //     converges.
-//   - TestPrimaryPausedBriefly: a SIGSTOP of a third of the session timeout
+//   - TestPrimaryPausedBriefly: a SIGSTOP of a quarter of the session timeout
 //     is not a failure: same primary, same epoch, same session, nothing lost.
 //   - TestKillZooKeeperLeader: the ZooKeeper leader is killed mid-load and
 //     later restarted: proposals pause, then continue; nothing is lost.

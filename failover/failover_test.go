@@ -244,8 +244,8 @@ func TestPrimaryPausedBriefly(t *testing.T) {
 	e.waitAcked(l, 200, 30*time.Second)
 	require.NoError(t, p.Pause())
 	paused := time.Now()
-	e.waitFor(sessionTimeout, "a pause of a third of the session", func() bool {
-		return time.Since(paused) >= sessionTimeout/3
+	e.waitFor(sessionTimeout, "a pause of a quarter of the session", func() bool {
+		return time.Since(paused) >= sessionTimeout/4
 	})
 	require.NoError(t, p.Resume())
 	e.waitAcked(l, 200, 30*time.Second)

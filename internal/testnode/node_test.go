@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 )
 
@@ -78,6 +79,11 @@ func TestNodeCluster(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadRequest)
 	err = s.StepDown(ctx)
 	require.ErrorIs(t, err, replica.ErrNotPrimary)
+	big, err := SetEntry("p/big", make([]byte, 1<<20)) // above the 256 KiB batch limit
+	require.NoError(t, err)
+	res, err = p.Propose(ctx, big)
+	require.ErrorIs(t, err, logroom.ErrEntryTooLarge)
+	require.Equal(t, OutcomeNotCommitted, Classify(res, err))
 
 	// Pause and resume the standby; a running node cannot be wiped.
 	require.NoError(t, s.Pause())
@@ -116,9 +122,18 @@ func TestNodeCluster(t *testing.T) {
 	require.NoError(t, r.Err())
 	require.Equal(t, 5, r.Acked)
 
+	// A member started on its own (StartForTest) joins and catches up.
+	extra := StartForTest(t, NodeOptions{Binary: p.Options().Binary, ZK: ens.Addrs(), Room: c.Room(), ID: "extra", Dir: t.TempDir()})
+	he, err := extra.Hash(ctx, last)
+	require.NoError(t, err)
+	hs, err = s.Hash(ctx, he.Index)
+	require.NoError(t, err)
+	require.Equal(t, hs, he)
+
 	// SIGTERM: the node closes its replica and exits 0.
 	require.NoError(t, p.Stop())
 	require.NoError(t, p.ExitErr())
+	require.ErrorIs(t, p.Pause(), ErrNotRunning)
 	require.NoError(t, p.WipeData())
 }
 
