@@ -173,3 +173,24 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckMsgpack(t *testing.T) {
+	ok := [][]byte{
+		encodeMeta(channelMeta{Version: 1, First: 3, Sealed: true, Last: 9, Bytes: -1}),
+		encodeMeta(epochMeta{Version: 1, Owner: "x", Nonce: 1 << 63}),
+		encodeMeta(map[string]any{"a": []any{1.5, float32(2), nil, true, []byte("b"), int8(-3), -70000}}),
+		{0xd4, 0x01, 0x02},       // fixext1
+		{0xc7, 0x02, 0x01, 1, 2}, // ext8
+	}
+	for i, d := range ok {
+		require.NoError(t, checkMsgpack(d, 4), "case %d %x", i, d)
+	}
+	bad := [][]byte{
+		{}, {0xc1}, {0x81, 0xa1}, {0xdb, 0xff, 0xff, 0xff, 0xff, 'x'}, {0xc9, 0xff, 0xff, 0xff, 0xff, 1, 'x'},
+		{0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 1}, {0x91, 0x91, 0x91, 0x91, 0x91, 0x01}, {0x01, 0x02},
+		{0xd8, 0x01}, {0xcf, 0, 0},
+	}
+	for i, d := range bad {
+		require.Error(t, checkMsgpack(d, 4), "case %d %x", i, d)
+	}
+}

@@ -415,6 +415,28 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 	return nil, nil
 }
 
+// checkChannelEpoch re-reads the channel meta and returns an ErrCorrupt
+// error unless the channel's epoch is epoch.
+func (rd *Reader) checkChannelEpoch(epoch uint64) error {
+	data, _, err := rd.c.conn.Get(rd.chPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
+			ErrCompacted, rd.room.name, rd.ch, rd.Position())
+	}
+	if err != nil {
+		return err
+	}
+	m, err := decodeChannelMeta(data)
+	if err != nil {
+		return err
+	}
+	rd.meta = m
+	if m.Epoch != epoch {
+		return fmt.Errorf("%w: batch epoch %d is not its channel's epoch %d", ErrCorrupt, epoch, m.Epoch)
+	}
+	return nil
+}
+
 // missingInSealed explains a batch missing from a sealed channel: the
 // channel is being deleted (ErrCompacted) or the log is corrupt.
 func (rd *Reader) missingInSealed(path string) error {
@@ -492,7 +514,16 @@ func (rd *Reader) deliver(path string, data []byte) ([]Entry, error) {
 		err = fmt.Errorf("%w: empty batch", ErrCorrupt)
 	case b.Epoch < rd.lastEpoch:
 		err = fmt.Errorf("%w: batch epoch %d below the previous batch's epoch %d", ErrCorrupt, b.Epoch, rd.lastEpoch)
-	case rd.meta.Sealed && b.Last() > rd.meta.Last:
+	case b.Epoch != rd.meta.Epoch:
+		// Only the writer that opened (or reused) a channel writes in it. The
+		// cached meta may predate a reuse (which happens while the channel
+		// is empty): re-read it before judging.
+		err = rd.checkChannelEpoch(b.Epoch)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return nil, err // connection trouble: Next retries this batch
+		}
+	}
+	if err == nil && rd.meta.Sealed && b.Last() > rd.meta.Last {
 		err = fmt.Errorf("%w: batch ends at %d, past the channel's seal at %d", ErrCorrupt, b.Last(), rd.meta.Last)
 	}
 	if err != nil {

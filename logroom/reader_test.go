@@ -239,6 +239,7 @@ func TestReaderCorruption(t *testing.T) {
 		}, "checksum"},
 		{"wrong first", func() []byte { return good(1, 7, 2) }, "expected 6"},
 		{"older epoch", func() []byte { return good(0, 6, 2) }, "epoch 0 below"},
+		{"foreign epoch", func() []byte { return good(7, 6, 2) }, "epoch 7 is not its channel's epoch 1"},
 		{"unknown version", func() []byte { return []byte{0x96, 0x02, 0, 0, 0, 0, 0xc4, 0} }, "version 2"},
 	}
 	for i, tc := range cases {

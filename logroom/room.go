@@ -122,6 +122,9 @@ func encodeMeta(v any) []byte {
 
 func decodeChannelMeta(data []byte) (channelMeta, error) {
 	var m channelMeta
+	if err := checkMsgpack(data, metaMaxDepth); err != nil {
+		return m, fmt.Errorf("%w: channel meta: %v", ErrCorrupt, err)
+	}
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: channel meta: %v", ErrCorrupt, err)
 	}
@@ -136,11 +139,28 @@ func decodeChannelMeta(data []byte) (channelMeta, error) {
 
 func decodeEpochMeta(data []byte) (epochMeta, error) {
 	var m epochMeta
+	if err := checkMsgpack(data, metaMaxDepth); err != nil {
+		return m, fmt.Errorf("%w: epoch znode: %v", ErrCorrupt, err)
+	}
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: epoch znode: %v", ErrCorrupt, err)
 	}
 	if m.Version != epochFormatVersion {
 		return m, fmt.Errorf("%w: epoch znode: unknown format version %d", ErrCorrupt, m.Version)
+	}
+	return m, nil
+}
+
+func decodeRoomMeta(data []byte) (roomMeta, error) {
+	var m roomMeta
+	if err := checkMsgpack(data, metaMaxDepth); err != nil {
+		return m, fmt.Errorf("%w: room meta: %v", ErrCorrupt, err)
+	}
+	if err := msgpack.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: room meta: %v", ErrCorrupt, err)
+	}
+	if m.Version != roomFormatVersion {
+		return m, fmt.Errorf("%w: room meta: unknown format version %d", ErrCorrupt, m.Version)
 	}
 	return m, nil
 }
@@ -212,9 +232,8 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if err != nil {
 		return nil, zkError("logroom: open room "+r.root, err)
 	}
-	var rm roomMeta
-	if err := msgpack.Unmarshal(data, &rm); err != nil || rm.Version != roomFormatVersion {
-		return nil, fmt.Errorf("%w: room %q: znode %s is not a room (version %d, %v)", ErrCorrupt, name, r.root, rm.Version, err)
+	if _, err := decodeRoomMeta(data); err != nil {
+		return nil, fmt.Errorf("%w: room %q: znode %s is not a room", err, name, r.root)
 	}
 	if err := r.checkACL(ctx); err != nil {
 		return nil, err
