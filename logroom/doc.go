@@ -21,7 +21,9 @@
 //	<base>/R/members, /election, /checkpoints   reserved for package replica
 //
 // base defaults to "/roomlog". Every znode is PERSISTENT (never SEQUENTIAL)
-// and created with Client.ACL(). Channel N+1's first index equals channel
+// and created with Client.ACL(); OpenRoom refuses a room whose znodes carry
+// another ACL (ErrForeignACL). Meta znodes are msgpack maps, checked for
+// sane lengths and nesting before they are decoded. Channel N+1's first index equals channel
 // N's sealed last index + 1. A channel's batches form a chain: b-F holds
 // entries F..F+count-1, the next is b-(F+count). The log is the chain of
 // each channel up to its seal (for the open channel: up to the first
@@ -61,8 +63,8 @@
 //     ErrOutcomeUnknown whenever the writer could not find out.
 //  4. Readers deliver each index once, in order, and nothing of a batch
 //     that fails validation (decode, version, CRC, first == expected
-//     position, count, epoch not below the previous batch's epoch, not past
-//     the channel's seal).
+//     position, count, epoch not below the previous batch's epoch and equal
+//     to its channel's epoch, not past the channel's seal).
 //
 // # Protocol: takeover (NewWriter)
 //
