@@ -23,14 +23,19 @@
 //   - TestEmptyDiskJoinsAfterDeletion: after checkpoints deleted the first
 //     channels, a new member with an empty disk bootstraps from a peer's
 //     checkpoint and converges.
-//   - TestWipedStandbyRejoins: a standby killed and wiped after the first
-//     channels were deleted rejoins under its old id (waiting out its old
-//     member znode), bootstraps and converges.
+//   - TestStandbysBehindDeletedChannels: both standbys are killed, one
+//     wiped, the other left with a stale store; the channels they need are
+//     deleted; both rejoin under their old ids, bootstrap from the
+//     primary's checkpoint and converge.
 //   - TestRoomBytesBounded: a long stream of proposals with checkpoints on
 //     keeps the room's ZooKeeper bytes (logroom Room.Bytes through a separate
 //     client) under the configured bound.
 //   - TestTransferLeadership: TransferLeadership moves the primary role
 //     (and back) under load with no lost proposal.
+//   - TestTransferFailsWhenTargetLeaves: a transfer whose target dies while
+//     it catches up fails about one session timeout later and the primary
+//     accepts proposals again (fails against the current replica: see the
+//     test's comment).
 //   - TestMeasureFailover (ROOMLOG_MEASURE=1 only): median of 5 of failover
 //     time (kill -9 → first acknowledged proposal on the new primary) and
 //     graceful transfer time (Transfer called → first acknowledged proposal

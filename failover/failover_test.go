@@ -256,29 +256,37 @@ func TestPrimaryPausedBriefly(t *testing.T) {
 	e.settle(l)
 }
 
-// TestWipedStandbyRejoins: a standby loses its disk (killed, data wiped)
-// after the first channels were deleted; it rejoins under the same id,
-// bootstraps from a peer's checkpoint and converges.
-func TestWipedStandbyRejoins(t *testing.T) {
+// TestStandbysBehindDeletedChannels: both standbys go down — one loses
+// its disk, the other keeps a stale one — and the first channels are
+// deleted meanwhile; both rejoin under their old ids (waiting out their old
+// member znodes), bootstrap from the primary's checkpoint and converge.
+func TestStandbysBehindDeletedChannels(t *testing.T) {
 	e := newEnv(t, 3, 3*time.Minute, func(o *testnode.NodeOptions) {
 		o.CheckpointEvery = 300
 	})
 	room := e.room()
 	p := e.primary()
-	s := e.standbys(p)[0]
+	sb := e.standbys(p)
+	wiped, stale := sb[0], sb[1]
 	l := e.load(testnode.LoadOptions{Workers: 4})
 	e.waitAcked(l, 400, 60*time.Second)
-	require.NoError(t, s.Kill()) // no clean leave: its member znode lingers until its session expires
-	require.NoError(t, s.WipeData())
+	staleAt := e.roleOf(stale).Applied
+	// No clean leave: their member znodes linger until their sessions expire.
+	require.NoError(t, wiped.Kill())
+	require.NoError(t, stale.Kill())
+	require.NoError(t, wiped.WipeData())
 	require.NoError(t, p.Checkpoint(e.ctx))
-	e.waitFor(60*time.Second, "channel 1 to be deleted", func() bool {
+	e.waitFor(60*time.Second, "the channels the stale standby needs to be deleted", func() bool {
 		chs, err := room.Channels(e.ctx)
-		return err == nil && len(chs) > 0 && chs[0].Num > 1
+		return err == nil && len(chs) > 0 && chs[0].FirstIndex > staleAt+1
 	})
-	require.NoError(t, s.Restart(e.ctx))
+	require.NoError(t, wiped.Restart(e.ctx))
+	require.NoError(t, stale.Restart(e.ctx))
 	e.waitAcked(l, 100, 30*time.Second)
 	e.settle(l)
-	st := e.roleOf(s)
-	require.Equal(t, testnode.RoleStandby, st.Role)
-	require.GreaterOrEqual(t, st.Bootstraps, 1, "the wiped member restored a checkpoint")
+	for _, n := range []*testnode.Node{wiped, stale} {
+		st := e.roleOf(n)
+		require.Equal(t, testnode.RoleStandby, st.Role, n.ID())
+		require.GreaterOrEqual(t, st.Bootstraps, 1, "%s restored a checkpoint", n.ID())
+	}
 }
