@@ -109,6 +109,13 @@ func (b *bench) appendRowIsolated(ctx context.Context, s appendSpec) (Result, er
 		"-writer-linger", b.cfg.linger.String(),
 		"-since", strconv.FormatInt(b.prog.start.UnixNano(), 10),
 	}
+	var pids []string
+	for _, p := range b.pids {
+		pids = append(pids, strconv.Itoa(p))
+	}
+	if len(pids) > 0 {
+		args = append(args, "-zk-pids", strings.Join(pids, ","))
+	}
 	if b.cfg.cpuProfile != "" {
 		args = append(args, "-cpuprofile", fmt.Sprintf("%s.%s-%d-%d", b.cfg.cpuProfile, s.scenario, s.size, s.proposers))
 	}
@@ -193,10 +200,11 @@ func runAppendRow(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg config
 	var s appendSpec
-	var zkAddrs string
+	var zkAddrs, zkPIDs string
 	var since int64
 	var rawMBps float64
 	fs.StringVar(&zkAddrs, "zk", "", "ZooKeeper addresses")
+	fs.StringVar(&zkPIDs, "zk-pids", "", "ZooKeeper server pids (CPU accounting)")
 	fs.IntVar(&cfg.servers, "servers", 3, "servers in the ensemble (reported)")
 	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "")
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "")
@@ -236,6 +244,9 @@ func runAppendRow(args []string, stdout, stderr io.Writer) int {
 	}
 	if since > 0 {
 		b.prog.start = time.Unix(0, since)
+	}
+	if zkPIDs != "" {
+		b.pids, _ = parseInts(zkPIDs, 1, 1<<30)
 	}
 	cl, err := b.dial(ctx)
 	if err != nil {
@@ -407,9 +418,11 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 	sleepCtx(ctx, warm)
 	phase.Store(measure)
 	start := time.Now()
+	c0 := b.cpuNow()
 	sleepCtx(ctx, b.cfg.duration)
 	phase.Store(done)
 	window := time.Since(start)
+	cpu := b.cpuSince(c0)
 	wg.Wait()
 	stopLive()
 	if err, ok := firstErr.Load().(error); ok {
@@ -452,6 +465,7 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 		MBPerS:      round3(n * float64(s.size) / secs / 1e6),
 	}
 	r.setLatency(&h)
+	r.setCPU(cpu)
 	if b.rawCeilingMBps > 0 {
 		ratio := round3(r.MBPerS / b.rawCeilingMBps)
 		r.RatioToRaw = &ratio

@@ -14,14 +14,16 @@ import (
 const replicaEntryBytes = 256
 
 // timedLoad runs runLoad for d and returns its stats and the real elapsed time.
-func timedLoad(ctx context.Context, r *replica.Replica, em *entryMaker, workers int, rate float64, d time.Duration,
+func (b *bench) timedLoad(ctx context.Context, r *replica.Replica, em *entryMaker, workers int, rate float64, d time.Duration,
 	onAck func(uint64, time.Time)) (*loadStats, time.Duration) {
 	lctx, cancel := context.WithCancel(ctx)
 	start := time.Now()
+	c0 := b.cpuNow()
 	st := runLoad(lctx, r, em, workers, rate, onAck)
 	sleepCtx(ctx, d)
 	cancel()
 	elapsed := time.Since(start)
+	st.cpu = b.cpuSince(c0)
 	st.wait()
 	return st, elapsed
 }
@@ -39,6 +41,7 @@ func (b *bench) proposeRow(scenario string, conc int, st *loadStats, elapsed tim
 		MBPerS:      round3(n * replicaEntryBytes / elapsed.Seconds() / 1e6),
 	}
 	r.setLatency(&st.lat)
+	r.setCPU(st.cpu)
 	if e := st.errs.Load(); e > 0 {
 		r.setExtra("errors", e)
 		if err, ok := st.firstErr.Load().(error); ok {
@@ -66,8 +69,8 @@ func (b *bench) maxProposeRate(ctx context.Context, em *entryMaker) (float64, []
 	defer m.Close()
 	d := max(b.cfg.duration/2, time.Second)
 	b.prog.Logf("propose 256B x256 on a lone primary (closed loop, for the maximum rate): %v", d)
-	timedLoad(ctx, m.r, em, 256, 0, d/4, nil) // warm-up
-	st, el := timedLoad(ctx, m.r, em, 256, 0, d, nil)
+	b.timedLoad(ctx, m.r, em, 256, 0, d/4, nil) // warm-up
+	st, el := b.timedLoad(ctx, m.r, em, 256, 0, d, nil)
 	row := b.proposeRow("propose", 256, st, el)
 	row.Note = "replica.Propose on a lone primary: committed in ZooKeeper and applied to Pebble"
 	b.emit(row)
@@ -132,7 +135,7 @@ func runLag(ctx context.Context, b *bench) ([]Result, error) {
 		return fmt.Sprintf("standby applied %d, lag %d entries", st.Applied, st.Lag)
 	})
 	appliedBefore := s.r.Status().Applied
-	st, el := timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, onAck)
+	st, el := b.timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, onAck)
 	appliedDuring := s.r.Status().Applied - appliedBefore
 	stopLive()
 	// Let the last samples land (bounded), then stop the rest.
@@ -189,7 +192,7 @@ func runCheckpoint(ctx context.Context, b *bench) ([]Result, error) {
 	rate := maxRate / 2
 
 	b.prog.Logf("checkpoint: baseline at %s entries/s, no checkpoints: %v", fmtRate(rate), b.cfg.duration)
-	st, el := timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
+	st, el := b.timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
 	base := b.proposeRow("checkpoint-base", 256, st, el)
 	base.Note = "Propose at half max rate, no checkpoint (baseline of checkpoint-load)"
 	b.emit(base)
@@ -218,7 +221,7 @@ func runCheckpoint(ctx context.Context, b *bench) ([]Result, error) {
 		}
 	}()
 	chBefore := p.r.Status().OpenChannel
-	st, el = timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
+	st, el = b.timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, nil)
 	cancel()
 	wg.Wait()
 	if ctx.Err() != nil {

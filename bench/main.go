@@ -73,6 +73,7 @@ type bench struct {
 	cfg   config
 	ens   *zkensemble.Ensemble
 	addrs []string // ZooKeeper client addresses
+	pids  []int    // ZooKeeper server processes (CPU accounting)
 	prog  *progress
 	log   *slog.Logger
 	// rawCeilingMBps is the MB/s of the raw batched row (0 until measured).
@@ -202,6 +203,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return cfg, errors.Join(errs...)
 }
 
+// cpuNow samples CPU time (see cpu.go).
+func (b *bench) cpuNow() cpuSample { return takeCPU(b.pids) }
+
+// cpuSince is the CPU use since a, in percent of one core.
+func (b *bench) cpuSince(a cpuSample) cpuUse { return b.cpuNow().since(a, runtime.NumCPU()) }
+
 // writerConfig is the logroom writer configuration every scenario uses:
 // logroom's defaults unless -writer-inflight / -writer-linger say otherwise.
 func (b *bench) writerConfig() logroom.WriterConfig {
@@ -299,6 +306,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer ens.Close()
 	b.ens = ens
 	b.addrs = ens.Addrs()
+	for i := range ens.Size() {
+		b.pids = append(b.pids, ens.PID(i))
+	}
 	tmp, err := os.MkdirTemp("", "roomlog-bench-")
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -150,4 +151,16 @@ func TestTailBufferCause(t *testing.T) {
 	tb = &tailBuffer{max: 8}
 	_, _ = tb.Write([]byte("first line\nlast"))
 	require.Equal(t, "ine\nlast"[4:], tb.cause())
+}
+
+func TestCPUUse(t *testing.T) {
+	a := cpuSample{at: time.Unix(100, 0), zkTicks: 1000, selfTicks: 50, machineBusy: 5000, machineTotal: 10000}
+	b := cpuSample{at: time.Unix(102, 0), zkTicks: 1200, selfTicks: 70, machineBusy: 5350, machineTotal: 10400}
+	u := b.since(a, 2)
+	require.InDelta(t, 100.0, u.ZooKeeper, 1e-9) // 200 ticks over 2 s = one core
+	require.InDelta(t, 10.0, u.Bench, 1e-9)
+	require.InDelta(t, 175.0, u.Machine, 1e-9) // 350 of 400 ticks busy, 2 cores
+	require.InDelta(t, 65.0, u.Others, 1e-9)
+	s := takeCPU(nil)
+	require.False(t, s.at.IsZero())
 }

@@ -85,6 +85,7 @@ func measureRaw(ctx context.Context, b *bench, conn *zk.Conn, parent, label stri
 	hists := make([]histogram, inflight)
 
 	var timed time.Duration
+	var cpu cpuUse // summed over segments, weighted by their time
 	var ops, errCount atomic.Int64
 	var firstErr atomic.Value
 	segments := 0
@@ -98,6 +99,7 @@ func measureRaw(ctx context.Context, b *bench, conn *zk.Conn, parent, label stri
 		var stop atomic.Bool
 		timer := time.AfterFunc(b.cfg.duration-timed, func() { stop.Store(true) })
 		start := time.Now()
+		c0 := b.cpuNow()
 		var wg sync.WaitGroup
 		for w := range inflight {
 			wg.Add(1)
@@ -124,7 +126,14 @@ func measureRaw(ctx context.Context, b *bench, conn *zk.Conn, parent, label stri
 		}
 		wg.Wait()
 		timer.Stop()
-		timed += time.Since(start)
+		seg := time.Since(start)
+		u := b.cpuSince(c0)
+		w := seg.Seconds()
+		cpu.ZooKeeper += u.ZooKeeper * w
+		cpu.Bench += u.Bench * w
+		cpu.Machine += u.Machine * w
+		cpu.Others += u.Others * w
+		timed += seg
 		if timed < b.cfg.duration && ctx.Err() == nil {
 			kids, _, err := conn.Children(parent)
 			if err != nil {
@@ -153,6 +162,7 @@ func measureRaw(ctx context.Context, b *bench, conn *zk.Conn, parent, label stri
 		MBPerS:      round3(n * float64(size) / secs / 1e6),
 	}
 	r.setLatency(&h)
+	r.setCPU(cpuUse{cpu.ZooKeeper / secs, cpu.Bench / secs, cpu.Machine / secs, cpu.Others / secs})
 	r.setExtra("segments", segments)
 	r.setExtra("timed_s", round3(secs))
 	return r, nil

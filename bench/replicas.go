@@ -192,6 +192,7 @@ type loadStats struct {
 	firstErr atomic.Value
 	lastIdx  atomic.Uint64
 	wait     func() // waits for every load goroutine (after ctx ended)
+	cpu      cpuUse // CPU use during a timed load
 }
 
 func (s *loadStats) record(d time.Duration) {

@@ -123,7 +123,7 @@ func fmtBytes(n int) string {
 // writeTable prints the rows as an aligned table.
 func writeTable(w io.Writer, rows []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tscenario\tentry\tconc\tentries/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\t/raw\t")
+	fmt.Fprintln(tw, "system\tscenario\tentry\tconc\tentries/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\t/raw\tzk cpu\tother cpu\t")
 	for _, r := range rows {
 		ratio := "-"
 		if r.RatioToRaw != nil {
@@ -137,13 +137,19 @@ func writeTable(w io.Writer, rows []Result) error {
 		if r.Concurrency > 0 {
 			conc = fmt.Sprint(r.Concurrency)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		zkCPU, otherCPU := "-", "-"
+		if _, ok := r.Extra["cpu_machine_pct"]; ok {
+			zkCPU = fmt.Sprintf("%.0f%%", extraNum(r.Extra, "cpu_zookeeper_pct"))
+			otherCPU = fmt.Sprintf("%.0f%%", extraNum(r.Extra, "cpu_others_pct"))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.System, r.Scenario, fmtBytes(r.EntryBytes), conc, fmtRate(r.EntriesPerS), mb,
-			fmtMs(r.P50ms), fmtMs(r.P99ms), fmtMs(r.P999ms), ratio)
+			fmtMs(r.P50ms), fmtMs(r.P99ms), fmtMs(r.P999ms), ratio, zkCPU, otherCPU)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "zk cpu: the ZooKeeper servers' CPU, other cpu: CPU of processes that are neither ZooKeeper nor the bench, both in % of one core during the row.")
 	var notes []string
 	for _, r := range rows {
 		if r.Note != "" {
