@@ -35,3 +35,9 @@ demo: zookeeper
 FUZZTIME ?= 30s
 fuzz:
 	@for p in $$($(GO) list ./...); do for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; done; done
+
+.PHONY: chaos
+## chaos: long seeded fault schedule against 3 replica processes and 3 ZooKeeper servers.
+CHAOSFLAGS ?= -duration 10m
+chaos: zookeeper
+	$(GO) run ./chaos $(CHAOSFLAGS)

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/zkensemble"
+)
+
+// sessionForTest is the replicas' session timeout in the tests (doc.go).
+const sessionForTest = 2 * time.Second
+
+// fixedSeed is the seed TestChaosShort always runs; a second run draws a
+// random seed and logs it.
+const fixedSeed = 20260522
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testnode.RemoveBuilds()
+	os.Exit(code)
+}
+
+// shortDuration is how long each TestChaosShort run starts faults:
+// CHAOS_SHORT (a Go duration) or 40s.
+func shortDuration(t *testing.T) time.Duration {
+	if s := os.Getenv("CHAOS_SHORT"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err, "CHAOS_SHORT")
+		return d
+	}
+	return 40 * time.Second
+}
+
+// TestChaosShort is the CI subset of `make chaos`: two bounded schedules
+// (the fixed seed, then a random one whose seed is logged: rerun it with
+// `go run ./chaos -seed N -duration …`) against 3 replica processes and one
+// shared 3-server ensemble. Any violation, stall, crash or failure to
+// converge fails it.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: not in -short")
+	}
+	d := shortDuration(t)
+	bin := testnode.BuildT(t) // before the ensemble: the build is CPU-heavy
+	ens := zkensemble.ForTest(t, zkensemble.Options{Servers: 3, TickTime: 200 * time.Millisecond})
+	seeds := []uint64{fixedSeed, randomSeed()}
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "CHAOS_SEED")
+		seeds = []uint64{seed}
+	}
+	for _, seed := range seeds {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Logf("chaos seed %d for %v (rerun: go run ./chaos -seed %d -duration %v)", seed, d, seed, d)
+			ctx, cancel := context.WithTimeout(context.Background(), d+6*time.Minute)
+			defer cancel()
+			res, err := Run(ctx, Config{
+				Seed: seed, Duration: d, Session: sessionForTest,
+				Dir: t.TempDir(), Out: t.Output(), Ensemble: ens, Binary: bin,
+			})
+			require.NoError(t, err)
+			printResult(t.Output(), res)
+			require.True(t, res.OK(), "%s", res.Line())
+			require.Positive(t, res.Faults)
+			require.Positive(t, res.Report.Acked)
+			require.True(t, res.Converged)
+		})
+	}
+}

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/roomlog/roomlog/internal/testnode"
+)
+
+// maxViolations bounds the violations a Report lists (its counters are
+// complete).
+const maxViolations = 60
+
+// NodeDump is what the checker knows of one replica at the end of a run.
+type NodeDump struct {
+	ID string
+	// Applied is the replica's applied index; Records its /dump (every
+	// record its state holds, ascending).
+	Applied uint64
+	Records []testnode.Record
+	// Hash and HashIndex: its StateHash and the index it was taken at.
+	Hash      string
+	HashIndex uint64
+	// Bootstrapped: the replica restored a checkpoint during the run. Only
+	// such a replica may lack a prefix of the records (see doc.go, rule 1).
+	Bootstrapped bool
+}
+
+// LogEntry is one entry read back from ZooKeeper (the part of the log its
+// channels still hold).
+type LogEntry struct {
+	Index, Epoch uint64
+	SHA256       string
+}
+
+// ZKLog is the log as ZooKeeper holds it at the end of a run: entries
+// First..End (End: the committed end), or nothing when Read is false.
+type ZKLog struct {
+	Read       bool
+	First, End uint64
+	Entries    []LogEntry
+}
+
+// Report is the checker's verdict.
+type Report struct {
+	Proposals int
+	// Acked: proposals acknowledged with an index (Committed of them
+	// without a response: committed at a known index, nothing more).
+	Acked, Committed int
+	// Unknown: outcome unknown; UnknownApplied of them are in the log.
+	Unknown, UnknownApplied int
+	// Failed: definitely not committed.
+	Failed int
+	// Index: the highest applied index of any replica; Epochs: distinct
+	// epochs in the log.
+	Index  uint64
+	Epochs int
+
+	// Violations, by rule (doc.go).
+	Lost             int // acknowledged, yet missing at its index on some replica
+	Duplicated       int // a payload at two indexes, or an index applied twice
+	Divergent        int // an index whose entry differs between replicas
+	EpochRegressions int // an index of an older epoch after a newer one
+	Gaps             int // an index missing where it must be present
+	Phantom          int // definitely failed, yet in the log
+	Foreign          int // an entry in the log that nobody proposed
+	HashMismatch     int // replicas whose final state differs
+	ZKMismatch       int // ZooKeeper's log and the replicas disagree
+
+	Violations []string
+}
+
+func (r *Report) violation(format string, args ...any) {
+	if len(r.Violations) < maxViolations {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// Total is the number of violations found.
+func (r Report) Total() int {
+	return r.Lost + r.Duplicated + r.Divergent + r.EpochRegressions + r.Gaps +
+		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch
+}
+
+// OK reports whether no violation was found.
+func (r Report) OK() bool { return r.Total() == 0 }
+
+// Check verifies the proposals' outcomes against the replicas' dumps and
+// ZooKeeper's log, by the rules of doc.go. It needs the replicas to have
+// converged and the proposers to have stopped (every outcome final).
+func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
+	var r Report
+	nodes = slices.Clone(nodes)
+	slices.SortFunc(nodes, func(a, b NodeDump) int { return strings.Compare(a.ID, b.ID) })
+	for i := range nodes {
+		nodes[i].Records = slices.Clone(nodes[i].Records)
+		slices.SortStableFunc(nodes[i].Records, func(a, b testnode.Record) int {
+			return cmpU64(a.Index, b.Index)
+		})
+		r.Index = max(r.Index, nodes[i].Applied)
+	}
+
+	// Rule 1: each replica's own records.
+	holds := make([]map[uint64]testnode.Record, len(nodes))
+	regressed := map[uint64]bool{}
+	for i, n := range nodes {
+		holds[i] = checkNode(&r, n, regressed)
+	}
+
+	// Rules 2 and 3: agreement between replicas and coverage.
+	ref := map[uint64]testnode.Record{}
+	refNode := map[uint64]string{}
+	shaAt := map[string][]uint64{} // payload -> the indexes any replica holds it at
+	for i, n := range nodes {
+		for idx, rec := range holds[i] {
+			o, ok := ref[idx]
+			if !ok {
+				ref[idx], refNode[idx] = rec, n.ID
+				continue
+			}
+			if o.SHA256 != rec.SHA256 || o.Epoch != rec.Epoch || o.Size != rec.Size {
+				r.Divergent++
+				r.violation("divergent: index %d is (epoch %d, sha %.12s) on %s but (epoch %d, sha %.12s) on %s",
+					idx, o.Epoch, o.SHA256, refNode[idx], rec.Epoch, rec.SHA256, n.ID)
+			}
+		}
+	}
+	for idx, rec := range ref {
+		shaAt[rec.SHA256] = append(shaAt[rec.SHA256], idx)
+	}
+	for i := range nodes {
+		for idx, rec := range holds[i] {
+			if o := ref[idx]; o.SHA256 != rec.SHA256 && !slices.Contains(shaAt[rec.SHA256], idx) {
+				shaAt[rec.SHA256] = append(shaAt[rec.SHA256], idx)
+			}
+		}
+	}
+	for _, at := range shaAt {
+		slices.Sort(at)
+	}
+	var uncovered []uint64
+	for idx := uint64(1); idx <= r.Index; idx++ {
+		if _, ok := ref[idx]; !ok {
+			uncovered = append(uncovered, idx)
+		}
+	}
+	if len(uncovered) > 0 {
+		r.Gaps += len(uncovered)
+		r.violation("gap: %d indexes held by no replica: %s", len(uncovered), ranges(uncovered))
+	}
+
+	// Rule 4: epochs never decrease along the log (the merged view catches
+	// a regression between the parts different replicas hold).
+	epochs := map[uint64]bool{}
+	var prev testnode.Record
+	for idx := uint64(1); idx <= r.Index; idx++ {
+		rec, ok := ref[idx]
+		if !ok {
+			continue
+		}
+		epochs[rec.Epoch] = true
+		if prev.Index != 0 && rec.Epoch < prev.Epoch && !regressed[idx] {
+			regressed[idx] = true
+			r.violation("epoch regression: index %d has epoch %d after index %d of epoch %d", idx, rec.Epoch, prev.Index, prev.Epoch)
+		}
+		if rec.Epoch >= prev.Epoch {
+			prev = rec
+		}
+	}
+	r.Epochs = len(epochs)
+	r.EpochRegressions = len(regressed)
+
+	// Rule 5: final state.
+	checkHashes(&r, nodes)
+
+	// Rule 6: every proposal against the log.
+	known := map[string]bool{}
+	for _, p := range props {
+		r.Proposals++
+		known[p.SHA256] = true
+		at := shaAt[p.SHA256]
+		switch p.Outcome {
+		case testnode.OutcomeAcked, testnode.OutcomeCommitted:
+			if p.Outcome == testnode.OutcomeAcked {
+				r.Acked++
+			} else {
+				r.Acked++
+				r.Committed++
+			}
+			checkAcked(&r, p, nodes, holds)
+			if slices.ContainsFunc(at, func(i uint64) bool { return i != p.Index }) {
+				r.Duplicated++
+				r.violation("duplicated: %s (%s at %d) is at indexes %v", p.Key, p.Outcome, p.Index, at)
+			}
+		case testnode.OutcomeUnknown:
+			r.Unknown++
+			if len(at) > 0 {
+				r.UnknownApplied++
+			}
+			if len(at) > 1 {
+				r.Duplicated++
+				r.violation("duplicated: %s (outcome unknown) is at indexes %v", p.Key, at)
+			}
+		default:
+			r.Failed++
+			if len(at) > 0 {
+				r.Phantom++
+				r.violation("phantom: %s failed definitely (%s) yet is at indexes %v", p.Key, p.Err, at)
+			}
+		}
+	}
+	for sha, at := range shaAt {
+		if !known[sha] {
+			r.Foreign += len(at)
+			r.violation("foreign: entry %.12s at indexes %v was never proposed", sha, at)
+		}
+	}
+
+	checkZK(&r, zk, ref)
+	return r
+}
+
+// checkNode applies rule 1 to one replica and returns the records it holds
+// by index.
+func checkNode(r *Report, n NodeDump, regressed map[uint64]bool) map[uint64]testnode.Record {
+	held := make(map[uint64]testnode.Record, len(n.Records))
+	var next, prevEpoch uint64
+	for _, rec := range n.Records {
+		if rec.Index == 0 || rec.Index > n.Applied {
+			r.Gaps++
+			r.violation("gap: %s holds a record of index %d beyond its applied index %d", n.ID, rec.Index, n.Applied)
+			continue
+		}
+		if _, dup := held[rec.Index]; dup {
+			r.Duplicated++
+			r.violation("duplicated: %s lists index %d twice", n.ID, rec.Index)
+			continue
+		}
+		switch {
+		case next == 0 && rec.Index > 1 && !n.Bootstrapped:
+			r.Gaps += int(rec.Index - 1)
+			r.violation("gap: %s (never bootstrapped) has no record of indexes 1..%d", n.ID, rec.Index-1)
+		case next != 0 && rec.Index > next:
+			r.Gaps += int(rec.Index - next)
+			r.violation("gap: %s has no record of indexes %d..%d", n.ID, next, rec.Index-1)
+		}
+		next = rec.Index + 1
+		held[rec.Index] = rec
+		if rec.Count != 1 {
+			r.Duplicated++
+			r.violation("duplicated: %s applied index %d %d times", n.ID, rec.Index, rec.Count)
+		}
+		if rec.Epoch < prevEpoch && !regressed[rec.Index] {
+			regressed[rec.Index] = true
+			r.violation("epoch regression: %s has index %d of epoch %d after epoch %d", n.ID, rec.Index, rec.Epoch, prevEpoch)
+		}
+		prevEpoch = max(prevEpoch, rec.Epoch)
+	}
+	switch {
+	case next == 0 && n.Applied > 0:
+		r.Gaps += int(n.Applied)
+		r.violation("gap: %s applied %d but holds no record", n.ID, n.Applied)
+	case next != 0 && next <= n.Applied:
+		r.Gaps += int(n.Applied + 1 - next)
+		r.violation("gap: %s applied %d but its records end at %d", n.ID, n.Applied, next-1)
+	}
+	return held
+}
+
+// checkHashes applies rule 5: every replica applied the same index and
+// reports the same StateHash at it.
+func checkHashes(r *Report, nodes []NodeDump) {
+	if len(nodes) == 0 {
+		return
+	}
+	// The reference is the hash most replicas report at the top index.
+	votes := map[string]int{}
+	for _, n := range nodes {
+		if n.HashIndex == r.Index && n.Applied == r.Index {
+			votes[n.Hash]++
+		}
+	}
+	var want string
+	for h, v := range votes {
+		if v > votes[want] || (v == votes[want] && h < want) {
+			want = h
+		}
+	}
+	for _, n := range nodes {
+		if n.Applied != r.Index || n.HashIndex != r.Index || n.Hash != want || want == "" {
+			r.HashMismatch++
+			r.violation("state: %s applied %d, hash %.16s at %d; expected hash %.16s at %d",
+				n.ID, n.Applied, n.Hash, n.HashIndex, want, r.Index)
+		}
+	}
+}
+
+// checkAcked applies rule 6 to an acknowledged proposal: at its index on
+// every replica that holds the index, every replica applied that far, and
+// at least one replica holds it.
+func checkAcked(r *Report, p testnode.Proposal, nodes []NodeDump, holds []map[uint64]testnode.Record) {
+	var why []string
+	found := false
+	for i, n := range nodes {
+		if n.Applied < p.Index {
+			why = append(why, fmt.Sprintf("%s applied only %d", n.ID, n.Applied))
+			continue
+		}
+		rec, ok := holds[i][p.Index]
+		if !ok {
+			continue // below a bootstrapped replica's records: rule 1 and the coverage rule judge it
+		}
+		if rec.SHA256 != p.SHA256 {
+			why = append(why, fmt.Sprintf("%s has %.12s there", n.ID, rec.SHA256))
+			continue
+		}
+		found = true
+	}
+	if !found {
+		why = append(why, "no replica holds it")
+	}
+	if len(why) > 0 {
+		r.Lost++
+		r.violation("lost: %s (%s at %d by %s, sha %.12s): %s", p.Key, p.Outcome, p.Index, p.Node, p.SHA256, strings.Join(why, "; "))
+	}
+}
+
+// checkZK applies rule 7: what ZooKeeper still holds agrees with the
+// replicas, and they applied its whole committed log.
+func checkZK(r *Report, zk ZKLog, ref map[uint64]testnode.Record) {
+	if !zk.Read {
+		return
+	}
+	if zk.End != r.Index {
+		r.ZKMismatch++
+		r.violation("zookeeper: the committed log ends at %d, the replicas applied %d", zk.End, r.Index)
+	}
+	for _, e := range zk.Entries {
+		rec, ok := ref[e.Index]
+		if !ok {
+			if e.Index <= r.Index {
+				continue // a gap, counted already
+			}
+			r.ZKMismatch++
+			r.violation("zookeeper: index %d (epoch %d, sha %.12s) is in the log but no replica applied it", e.Index, e.Epoch, e.SHA256)
+			continue
+		}
+		if rec.Epoch != e.Epoch || rec.SHA256 != e.SHA256 {
+			r.ZKMismatch++
+			r.violation("zookeeper: index %d is (epoch %d, sha %.12s) in ZooKeeper but (epoch %d, sha %.12s) on the replicas",
+				e.Index, e.Epoch, e.SHA256, rec.Epoch, rec.SHA256)
+		}
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ranges formats sorted indexes as "1..3, 7" (at most 10 ranges).
+func ranges(idx []uint64) string {
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if len(parts) == 10 {
+			parts = append(parts, "…")
+			break
+		}
+		if i == j {
+			parts = append(parts, fmt.Sprint(idx[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d..%d", idx[i], idx[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ", ")
+}

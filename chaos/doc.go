@@ -1,0 +1,118 @@
+// Command chaos runs roomlog under a long, seeded, reproducible schedule of
+// faults and then proves that nothing acknowledged was lost, nothing was
+// applied twice and every replica holds the same log and state.
+//
+// Usage:
+//
+//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-workers 4] [-v] [-keep]
+//	make chaos CHAOSFLAGS="-duration 30m -seed 42"
+//
+// The world is a 3-server ZooKeeper ensemble (internal/zkensemble, tickTime
+// 200 ms) and -replicas replicas of one room, each a separate OS process
+// (internal/testnode's roomlog-testnode, session timeout 2 s, a checkpoint
+// every 300 entries, a channel rotation every 20 batches, so checkpoints,
+// rotations and channel deletions happen all the time), under -workers
+// concurrent proposers (testnode.Load). The first line printed is the seed;
+// every fault is printed as it starts (time since start, kind, target) and
+// what came of it on the lines below; the last line is the summary:
+//
+//	CHAOS seed=… faults=… acked=… lost=0 duplicated=0 divergent=0 unknown=… …
+//
+// preceded by one VIOLATION (or ANOMALY) line per problem found. Exit
+// status: 0 clean, 1 a violation, a stall, a crash or no convergence, 2 the
+// run could not be completed (flags, ZooKeeper missing, interrupted). On
+// failure (or with -keep) the work dir with every node's and ZooKeeper
+// server's log is kept and named.
+//
+// # The schedule
+//
+// Schedule draws faults from a PCG generator seeded with -seed; nothing
+// observed while running feeds back into the draws, so the same seed gives
+// the same sequence of faults (kinds, durations, which standby or follower,
+// how long to heal) on every run. Which process "the primary" is, is
+// resolved when a fault starts. Faults run one after another; each undoes
+// itself, then the system heals for the drawn pause (0.5–3 s) and the
+// runner waits (at most 60 s, else a stall) until one primary leads every
+// live replica and proposals are acknowledged again. Kinds (weights):
+//
+//	kill-primary (3)        kill -9; wait for the new primary (failover time
+//	                        recorded); restart it 0–4 s after the kill
+//	kill-standby (3)        kill -9 a standby; restart it 0.5–8 s later
+//	pause-primary-long (2)  SIGSTOP the primary until a new primary leads and
+//	                        its session timeout plus 0.2–3 s has passed; SIGCONT
+//	pause-primary-short (2) SIGSTOP the primary for 0.1 s–60% of its session; SIGCONT
+//	pause-standby (1)       SIGSTOP a standby for 0.2 s–2 sessions; SIGCONT
+//	kill-zk-leader (2)      kill -9 the ZooKeeper leader, restart it 1–8 s later,
+//	kill-zk-follower (2)    or a follower; one time in three the server stays
+//	                        down across the next fault. Never a second server:
+//	                        the quorum is kept.
+//	wipe-standby (2)        kill -9 a standby, delete its data dir, usually ask
+//	                        the primary to checkpoint (rotate, delete covered
+//	                        channels) meanwhile, restart it: it bootstraps from a
+//	                        peer's checkpoint if its log is gone
+//	checkpoint (3)          on-demand checkpoint on the primary (2/3) or a standby
+//	transfer (1)            graceful leadership transfer to a standby
+//
+// After the last fault every process is healed, proposals run until 50 more
+// are acknowledged, the proposers stop (every outcome is then final), the
+// replicas must converge (same applied index and StateHash, 3 minutes at
+// most), and the checker runs.
+//
+// # What is recorded
+//
+// Every proposal is a unique payload (an OpsApplier set of a unique key to
+// a value holding a run tag). testnode.Load records its final outcome:
+// acknowledged at an index (or committed at a known index without a
+// response), definitely failed (not_primary, fenced, queue full, refused
+// connection…: retried with the same payload, recorded as failed only if
+// the run ended first), or outcome unknown (timeouts, a node killed
+// mid-request: never resent). Each replica's RecordingApplier stores, in
+// the same batch as the entry's effects, (index, epoch, sha256 of the
+// entry, times applied) under a reserved key; /dump returns them.
+//
+// # The checker's rules (Check)
+//
+// Records are part of the state, so a checkpoint carries them: a replica
+// that bootstrapped from a peer's checkpoint holds the peer's records for
+// every index the checkpoint covers (evidence of the peer's application,
+// not its own), and its own records after that. Hence:
+//
+//  1. Each replica: one record per index, each applied once (count 1),
+//     contiguous up to its applied index, epochs non-decreasing by index.
+//     Its records start at index 1, unless it restored a checkpoint during
+//     the run (wiped, or its status showed a bootstrap): only then may a
+//     prefix be missing (a checkpoint that did not carry records).
+//  2. Replicas agree: an index that two replicas hold has the same entry
+//     (sha256, size) and epoch on both ("divergent" otherwise).
+//  3. Coverage: every index from 1 to the highest applied index is held by
+//     at least one replica. Indexes a replica lacks below its checkpoint
+//     are judged on the replicas that hold them, and that replica's state
+//     is tied to theirs by rule 5 (its StateHash covers what the
+//     checkpoint brought). An index nobody holds is a gap: nothing could
+//     prove what was applied there.
+//  4. Epochs: along the merged log (every index's entry), no index holds
+//     an older epoch than an earlier index (a deposed primary's write
+//     landing after its successor's first entry).
+//  5. Final state: every replica applied the same index and reports the
+//     same StateHash at it.
+//  6. Proposals: an acknowledged one is at its index on every replica that
+//     holds that index (and at least one does), and every replica applied
+//     that far ("lost" otherwise); its payload is at no other index
+//     ("duplicated"); an outcome-unknown one is at one index or none; a
+//     definitely failed one is nowhere ("phantom"); every entry in the log
+//     is some proposal's payload ("foreign" otherwise).
+//  7. ZooKeeper: the log it still holds (oldest channel to the committed
+//     end, read through logroom) equals the replicas' records there, and
+//     its committed end is the replicas' applied index.
+//
+// Besides violations the run reports anomalies, which also fail it: a
+// stall (no primary or no acknowledged proposal within 60 s after a fault),
+// a crash (a replica process exiting, or reporting role failed, without a
+// fault telling it to), no convergence.
+//
+// # Tests
+//
+// chaos_test.go runs a bounded subset in `go test` (a fixed seed and a
+// random one, printed, sharing one ensemble) and proves that the checker
+// detects each kind of violation in synthetic histories.
+package main

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/zkensemble"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitViolation = 1 // the checker found violations, or a stall, crash or no convergence
+	exitHarness   = 2 // the run could not be completed (bad flags, ZooKeeper missing, interrupted)
+)
+
+func main() {
+	os.Exit(mainCode(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func mainCode(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seed := fs.Uint64("seed", 0, "schedule seed (0: a random one, printed)")
+	duration := fs.Duration("duration", 10*time.Minute, "start faults until this much time has passed")
+	faults := fs.Int("faults", 0, "stop after this many faults (0: no limit but -duration)")
+	replicas := fs.Int("replicas", 3, "replica processes")
+	workers := fs.Int("workers", 4, "concurrent proposers")
+	session := fs.Duration("session", 2*time.Second, "replicas' ZooKeeper session timeout")
+	dir := fs.String("dir", "", "parent of the work dir (default: the temp dir)")
+	keep := fs.Bool("keep", false, "keep the work dir (node and ZooKeeper logs) even on success")
+	verbose := fs.Bool("v", false, "verbose: harness logs and replica status after each fault")
+	if err := fs.Parse(args); err != nil {
+		return exitHarness
+	}
+	if *seed == 0 {
+		*seed = randomSeed()
+	}
+	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d workers=%d session=%v (rerun: go run ./chaos -seed %d)\n",
+		*seed, *duration, *faults, *replicas, *workers, *session, *seed)
+	if err := zkensemble.Available(); err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		return exitHarness
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer testnode.RemoveBuilds()
+
+	res, err := Run(ctx, Config{
+		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Workers: *workers,
+		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		if res.WorkDir != "" {
+			fmt.Fprintln(stderr, "chaos: logs kept in", res.WorkDir)
+		}
+		return exitHarness
+	}
+	printResult(stdout, res)
+	if !res.OK() {
+		return exitViolation
+	}
+	return exitOK
+}
+
+// printResult prints the violations and anomalies first, then the summary
+// line.
+func printResult(w io.Writer, res Result) {
+	for _, v := range res.Report.Violations {
+		fmt.Fprintln(w, "VIOLATION", v)
+	}
+	if n := res.Report.Total(); n > len(res.Report.Violations) {
+		fmt.Fprintf(w, "VIOLATION … and %d more\n", n-len(res.Report.Violations))
+	}
+	for _, a := range res.Anomalies {
+		fmt.Fprintln(w, "ANOMALY", a)
+	}
+	if res.WorkDir != "" {
+		fmt.Fprintln(w, "logs kept in", res.WorkDir)
+	}
+	fmt.Fprintln(w, res.Line())
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])%1_000_000_000 + 1 // short enough to retype
+}

@@ -1,0 +1,671 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/zkensemble"
+)
+
+// Config configures one chaos run.
+type Config struct {
+	Seed     uint64
+	Duration time.Duration // faults are started until it has passed
+	Faults   int           // > 0: stop after this many faults (whichever comes first)
+	Replicas int           // replica processes, default 3 (at least 2)
+	Workers  int           // concurrent proposers, default 4
+	Session  time.Duration // replicas' ZooKeeper session timeout, default 2s
+	// HealTimeout bounds the wait, after each fault, for one primary and
+	// proposals acknowledged again; past it the fault counts as a stall.
+	// Default 60s.
+	HealTimeout time.Duration
+	// CheckpointEvery and MaxChannelBatches: small, so checkpoints, channel
+	// rotations and deletions happen all the time. Defaults 300 and 20.
+	CheckpointEvery   int
+	MaxChannelBatches int
+	// Dir is the parent of the run's work dir (default os.TempDir()). The
+	// work dir is removed at the end unless Keep or a violation.
+	Dir  string
+	Keep bool
+	// Out receives the fault log and the result; Verbose adds harness logs
+	// and the replicas' status after each heal.
+	Out     io.Writer
+	Verbose bool
+	// Ensemble, if set, is a 3-server ensemble to use (and leave running);
+	// else Run starts one and closes it.
+	Ensemble *zkensemble.Ensemble
+	// Binary is the roomlog-testnode executable ("": testnode.Build).
+	Binary string
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Session == 0 {
+		c.Session = 2 * time.Second
+	}
+	if c.HealTimeout == 0 {
+		c.HealTimeout = 60 * time.Second
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = 300
+	}
+	if c.MaxChannelBatches == 0 {
+		c.MaxChannelBatches = 20
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+}
+
+// Validate names every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Duration <= 0 && c.Faults <= 0 {
+		errs = append(errs, errors.New("Duration or Faults must be > 0"))
+	}
+	if c.Replicas < 2 || c.Replicas > 7 {
+		errs = append(errs, fmt.Errorf("Replicas %d: want 2..7", c.Replicas))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("Workers %d: want >= 1", c.Workers))
+	}
+	if c.Session < 400*time.Millisecond {
+		errs = append(errs, fmt.Errorf("Session %v: want >= 400ms (2 ZooKeeper ticks)", c.Session))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// ErrConfig: Config.Validate found bad fields.
+var ErrConfig = errors.New("chaos: invalid config")
+
+// Result is the outcome of a run.
+type Result struct {
+	Seed   uint64
+	Faults int
+	// Stalls: faults after which no primary acknowledged proposals within
+	// HealTimeout. Crashes: replica processes that exited or failed
+	// without being told to.
+	Stalls, Crashes int
+	// MaxFailover: the longest time from killing or pausing the primary to
+	// one new primary that every live replica follows.
+	MaxFailover time.Duration
+	// Bootstraps: checkpoint restores the replicas' status showed (sampled
+	// after each fault: one a replica did and lost to a restart before the
+	// next sample is missed).
+	Bootstraps int
+	// Converged: every replica applied the same index with the same state
+	// hash within the final deadline.
+	Converged bool
+	Elapsed   time.Duration
+	Report    Report
+	// Anomalies describe stalls, crashes and convergence failures.
+	Anomalies []string
+	// WorkDir holds the node and ZooKeeper logs if it was kept.
+	WorkDir string
+}
+
+// OK reports whether the run found nothing wrong.
+func (r Result) OK() bool {
+	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged
+}
+
+// Line is the one-line summary.
+func (r Result) Line() string {
+	p := r.Report
+	return fmt.Sprintf("CHAOS seed=%d faults=%d acked=%d lost=%d duplicated=%d divergent=%d unknown=%d"+
+		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
+		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d max_failover=%v elapsed=%v",
+		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
+		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
+		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps,
+		r.MaxFailover.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+}
+
+// printer writes timestamped lines to the run's output.
+type printer struct {
+	mu    sync.Mutex // guards w
+	w     io.Writer
+	start time.Time
+}
+
+func (p *printer) f(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "[%8.3fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// runner is one run's world. Only Run's goroutine touches its fields.
+type runner struct {
+	cfg  Config
+	out  *printer
+	log  *slog.Logger
+	ens  *zkensemble.Ensemble
+	c    *testnode.Cluster
+	h    *testnode.History
+	load *testnode.Load
+	res  *Result
+
+	zkDown int // server that is down, -1: none
+	zkHold int // faults left before it is restarted
+	// needRestart: nodes a fault failed to restart (heal retries).
+	needRestart map[string]bool
+	// bootstrapped: nodes whose state may start at a checkpoint (wiped, or
+	// seen with Bootstraps > 0).
+	bootstrapped map[string]bool
+	// restores: the bootstraps already counted, per node and launch.
+	restores map[string]restoreCount
+}
+
+type restoreCount struct{ launch, count int }
+
+// Run builds the world (ensemble unless given, replicas, proposers), runs
+// the schedule of cfg.Seed, heals every fault, waits for convergence and
+// checks. The error is a harness failure (nothing could be checked);
+// violations are in the Result.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Seed: cfg.Seed}
+	start := time.Now()
+	out := &printer{w: cfg.Out, start: start}
+	var logger *slog.Logger
+	if cfg.Verbose {
+		logger = slog.New(slog.NewTextHandler(cfg.Out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	} else {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	parent := cfg.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	work, err := os.MkdirTemp(parent, fmt.Sprintf("chaos-%d-", cfg.Seed))
+	if err != nil {
+		return res, fmt.Errorf("chaos: work dir: %w", err)
+	}
+	keep := cfg.Keep
+	defer func() {
+		if keep {
+			res.WorkDir = work
+			return
+		}
+		_ = os.RemoveAll(work)
+	}()
+
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = testnode.Build(ctx); err != nil {
+			return res, err
+		}
+	}
+	ens := cfg.Ensemble
+	if ens == nil {
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		ens, err = zkensemble.Start(sctx, zkensemble.Options{
+			Servers: 3, TickTime: 200 * time.Millisecond, Dir: work, Logger: logger,
+		})
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("chaos: start ZooKeeper: %w", err)
+		}
+		defer func() {
+			if keep {
+				// Copy the server logs out before Close removes them.
+				for i := range 3 {
+					copyFile(ens.LogPath(i), filepath.Join(work, fmt.Sprintf("zk-%d.log", i)))
+				}
+			}
+			_ = ens.Close()
+		}()
+	}
+	out.f("ZooKeeper: 3 servers at %s", ens.ConnString())
+
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	c, err := testnode.StartCluster(sctx, testnode.ClusterOptions{
+		Nodes: cfg.Replicas,
+		ZK:    ens.Addrs(),
+		Dir:   filepath.Join(work, "nodes"),
+		Node: testnode.NodeOptions{
+			Binary:            bin,
+			SessionTimeout:    cfg.Session,
+			CheckpointEvery:   cfg.CheckpointEvery,
+			KeepCheckpoints:   2,
+			MaxChannelBatches: cfg.MaxChannelBatches,
+			Logger:            logger,
+		},
+		Logger: logger,
+	})
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("chaos: start replicas: %w", err)
+	}
+	defer c.Close()
+
+	r := &runner{
+		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res,
+		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
+	}
+	if err := r.run(ctx); err != nil {
+		keep = true
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	if !res.OK() {
+		keep = true
+		out.f("node logs: %s", filepath.Join(work, "nodes", "*", "node.log"))
+	}
+	return res, nil
+}
+
+func (r *runner) run(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	p, err := r.c.WaitPrimary(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("chaos: first primary: %w", err)
+	}
+	r.out.f("room %s: %d replicas, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, p.ID(), r.cfg.Workers)
+
+	// Proposals are not bound to ctx's cancellation order: Stop ends them.
+	r.load = testnode.StartLoad(context.WithoutCancel(ctx), r.c, r.h, testnode.LoadOptions{Workers: r.cfg.Workers})
+	defer r.load.Stop()
+	if err := r.progress(ctx, 20, 2*time.Minute); err != nil {
+		return fmt.Errorf("chaos: first proposals: %w", err)
+	}
+
+	sched := NewSchedule(r.cfg.Seed, r.cfg.Session)
+	end := time.Now().Add(r.cfg.Duration)
+	for ctx.Err() == nil {
+		if r.cfg.Faults > 0 && r.res.Faults >= r.cfg.Faults {
+			break
+		}
+		if r.cfg.Duration > 0 && !time.Now().Before(end) {
+			break
+		}
+		f := sched.Next()
+		r.res.Faults++
+		r.exec(ctx, f)
+		r.heal(ctx, f)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("chaos: interrupted: %w", err)
+	}
+	return r.finish(ctx)
+}
+
+// sleep waits d (part of the schedule, not synchronisation) or until ctx
+// ends.
+func sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// progress waits up to d until the proposers got n more acknowledgements.
+func (r *runner) progress(ctx context.Context, n int64, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := r.load.WaitAcked(wctx, n); err != nil {
+		return fmt.Errorf("%w (failed attempts so far: %v)", err, r.load.Errors())
+	}
+	return nil
+}
+
+// primary returns the one primary every live replica follows (waiting up
+// to d).
+func (r *runner) primary(ctx context.Context, d time.Duration) (*testnode.Node, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return r.c.WaitPrimary(wctx)
+}
+
+// standbys returns the live replicas other than p, by id.
+func (r *runner) standbys(p *testnode.Node) []*testnode.Node {
+	var out []*testnode.Node
+	for _, n := range r.c.Live() {
+		if n != p {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b *testnode.Node) int { return strings.Compare(a.ID(), b.ID()) })
+	return out
+}
+
+// restart relaunches n; a failure is left to heal.
+func (r *runner) restart(ctx context.Context, n *testnode.Node) error {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := n.Restart(rctx); err != nil {
+		r.needRestart[n.ID()] = true
+		r.out.f("    restart of %s failed: %v", n.ID(), firstLine(err))
+		return err
+	}
+	delete(r.needRestart, n.ID())
+	return nil
+}
+
+// failover waits for a new primary after old was killed or paused at t0.
+func (r *runner) failover(ctx context.Context, old *testnode.Node, t0 time.Time) string {
+	np, err := r.primary(ctx, r.cfg.HealTimeout)
+	if err != nil {
+		return fmt.Sprintf("no new primary: %v", firstLine(err))
+	}
+	took := time.Since(t0)
+	r.res.MaxFailover = max(r.res.MaxFailover, took)
+	if np == old {
+		return fmt.Sprintf("%s primary again after %v", np.ID(), took.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s primary after %v", np.ID(), took.Round(time.Millisecond))
+}
+
+// exec runs one fault and undoes it (except a ZooKeeper server held down
+// across the next fault). What it did is printed; failures of the harness
+// are printed and left to heal.
+func (r *runner) exec(ctx context.Context, f Fault) {
+	p, err := r.primary(ctx, 30*time.Second)
+	if err != nil && f.Kind != KillZKLeader && f.Kind != KillZKFollower {
+		r.out.f("%s: skipped, no primary: %v", f, firstLine(err))
+		return
+	}
+	var sb []*testnode.Node
+	var s *testnode.Node
+	if p != nil {
+		sb = r.standbys(p)
+		if len(sb) > 0 {
+			s = sb[f.Pick%len(sb)]
+		}
+	}
+	switch f.Kind {
+	case KillPrimary:
+		r.out.f("%s: kill -9 primary %s", f, p.ID())
+		t0 := time.Now()
+		if err := p.Kill(); err != nil {
+			r.out.f("    kill: %v", err)
+		}
+		what := r.failover(ctx, p, t0)
+		sleep(ctx, time.Until(t0.Add(f.Down)))
+		if r.restart(ctx, p) == nil {
+			what += fmt.Sprintf("; %s restarted after %v", p.ID(), time.Since(t0).Round(time.Millisecond))
+		}
+		r.out.f("    %s", what)
+	case KillStandby:
+		r.out.f("%s: kill -9 standby %s", f, s.ID())
+		_ = s.Kill()
+		sleep(ctx, f.Down)
+		if r.restart(ctx, s) == nil {
+			r.out.f("    %s restarted", s.ID())
+		}
+	case PausePrimaryLong:
+		r.out.f("%s: SIGSTOP primary %s past its session", f, p.ID())
+		t0 := time.Now()
+		if err := p.Pause(); err != nil {
+			r.out.f("    pause: %v", err)
+		}
+		what := r.failover(ctx, p, t0)
+		sleep(ctx, time.Until(t0.Add(r.cfg.Session+f.Down)))
+		if err := p.Resume(); err != nil {
+			r.out.f("    resume: %v", err)
+		}
+		r.out.f("    %s; %s resumed after %v", what, p.ID(), time.Since(t0).Round(time.Millisecond))
+	case PausePrimaryShort:
+		r.out.f("%s: SIGSTOP primary %s for %v", f, p.ID(), f.Down)
+		_ = p.Pause()
+		sleep(ctx, f.Down)
+		if err := p.Resume(); err != nil {
+			r.out.f("    resume: %v", err)
+		}
+	case PauseStandby:
+		r.out.f("%s: SIGSTOP standby %s for %v", f, s.ID(), f.Down)
+		_ = s.Pause()
+		sleep(ctx, f.Down)
+		if err := s.Resume(); err != nil {
+			r.out.f("    resume: %v", err)
+		}
+	case KillZKLeader, KillZKFollower:
+		r.killZK(ctx, f)
+	case WipeStandby:
+		r.out.f("%s: kill -9 standby %s, wipe its disk, restart", f, s.ID())
+		_ = s.Kill()
+		if err := s.WipeData(); err != nil {
+			r.out.f("    wipe: %v", err)
+		}
+		r.bootstrapped[s.ID()] = true
+		if f.Primary {
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err := p.Checkpoint(cctx)
+			cancel()
+			r.out.f("    checkpoint on primary %s: %v", p.ID(), errText(err))
+		}
+		if r.restart(ctx, s) == nil {
+			r.out.f("    %s restarted with an empty disk", s.ID())
+		}
+	case Checkpoint:
+		n := p
+		if !f.Primary {
+			n = s
+		}
+		r.out.f("%s: checkpoint on %s", f, n.ID())
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := n.Checkpoint(cctx)
+		cancel()
+		r.out.f("    checkpoint: %v", errText(err))
+	case Transfer:
+		r.out.f("%s: transfer leadership %s -> %s", f, p.ID(), s.ID())
+		tctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := p.Transfer(tctx, s.ID())
+		cancel()
+		r.out.f("    transfer: %v", errText(err))
+	}
+}
+
+// killZK kills the ZooKeeper leader or a follower (never a second server:
+// the schedule holds at most one down) and restarts it after f.Down unless
+// f.Span holds it down across following faults.
+func (r *runner) killZK(ctx context.Context, f Fault) {
+	if r.zkDown >= 0 {
+		// Cannot happen with a schedule from NewSchedule; keep the quorum.
+		r.out.f("%s: skipped, server %d is down", f, r.zkDown)
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	leader, err := r.ens.Leader(lctx)
+	cancel()
+	if err != nil {
+		r.out.f("%s: skipped, no ZooKeeper leader: %v", f, firstLine(err))
+		return
+	}
+	target := leader
+	if f.Kind == KillZKFollower {
+		var followers []int
+		for i := range 3 {
+			if i != leader {
+				followers = append(followers, i)
+			}
+		}
+		target = followers[f.Pick%len(followers)]
+	}
+	role := "leader"
+	if target != leader {
+		role = "follower"
+	}
+	r.out.f("%s: kill -9 ZooKeeper server %d (%s)", f, target, role)
+	if err := r.ens.Kill(target); err != nil {
+		r.out.f("    kill: %v", err)
+	}
+	r.zkDown, r.zkHold = target, f.Span
+	if f.Span > 0 {
+		r.out.f("    held down across the next %d fault(s)", f.Span)
+		return
+	}
+	sleep(ctx, f.Down)
+	r.startZK(ctx)
+}
+
+func (r *runner) startZK(ctx context.Context) {
+	if r.zkDown < 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := r.ens.Start(sctx, r.zkDown); err != nil {
+		r.out.f("    restart of ZooKeeper server %d failed: %v", r.zkDown, firstLine(err))
+		return
+	}
+	r.out.f("    ZooKeeper server %d restarted", r.zkDown)
+	r.zkDown = -1
+}
+
+// reviveNodes resumes paused replicas and restarts those that are down:
+// a replica down that no fault killed is a crash.
+func (r *runner) reviveNodes(ctx context.Context) {
+	for _, n := range r.c.Nodes() {
+		if n.Paused() {
+			_ = n.Resume()
+		}
+		if n.Running() {
+			continue
+		}
+		if !r.needRestart[n.ID()] {
+			r.res.Crashes++
+			msg := fmt.Sprintf("crash: %s exited on its own (%v); log tail:\n%s", n.ID(), n.ExitErr(), indent(n.LogTail(15)))
+			r.res.Anomalies = append(r.res.Anomalies, msg)
+			r.out.f("%s", msg)
+		}
+		if r.restart(ctx, n) == nil {
+			r.out.f("    %s restarted by heal", n.ID())
+		}
+	}
+}
+
+// heal undoes what a fault left behind, waits the schedule's pause, then
+// up to HealTimeout for one primary and new acknowledgements.
+func (r *runner) heal(ctx context.Context, f Fault) {
+	r.reviveNodes(ctx)
+	if r.zkDown >= 0 {
+		if r.zkHold > 0 {
+			r.zkHold-- // stays down across the next fault
+		} else {
+			r.startZK(ctx)
+		}
+	}
+	sleep(ctx, f.Heal)
+	var why string
+	if _, err := r.primary(ctx, r.cfg.HealTimeout); err != nil {
+		why = "no primary: " + firstLine(err)
+	} else if err := r.progress(ctx, 10, r.cfg.HealTimeout); err != nil {
+		why = "no progress: " + firstLine(err)
+	}
+	r.sample(ctx)
+	if why != "" && ctx.Err() == nil {
+		r.res.Stalls++
+		msg := fmt.Sprintf("stall after %s: %s", f, why)
+		r.res.Anomalies = append(r.res.Anomalies, msg)
+		r.out.f("%s\n%s", msg, indent(r.describe(ctx)))
+		return
+	}
+	if r.cfg.Verbose {
+		r.out.f("    healed: %s", r.describe(ctx))
+	}
+}
+
+// sample records what the replicas' status says: bootstraps, failed roles.
+func (r *runner) sample(ctx context.Context) {
+	sts, _ := r.c.Statuses(ctx)
+	for id, s := range sts {
+		if n := r.c.Node(id); n != nil && s.Bootstraps > 0 {
+			r.bootstrapped[id] = true
+			seen := r.restores[id]
+			if seen.launch != n.Launches() {
+				seen = restoreCount{launch: n.Launches()}
+			}
+			if s.Bootstraps > seen.count {
+				r.res.Bootstraps += s.Bootstraps - seen.count
+				r.out.f("    %s restored a checkpoint (at index %d)", id, s.CheckpointIndex)
+				seen.count = s.Bootstraps
+			}
+			r.restores[id] = seen
+		}
+		if s.Role == testnode.RoleFailed {
+			r.res.Crashes++
+			msg := fmt.Sprintf("failed: %s reports role failed: %s", id, s.Err)
+			r.res.Anomalies = append(r.res.Anomalies, msg)
+			r.out.f("%s", msg)
+			if n := r.c.Node(id); n != nil {
+				_ = r.restart(ctx, n)
+			}
+		}
+	}
+}
+
+// describe summarises every replica's status.
+func (r *runner) describe(ctx context.Context) string {
+	sts, _ := r.c.Statuses(ctx)
+	var parts []string
+	for _, n := range r.c.Nodes() {
+		s, ok := sts[n.ID()]
+		switch {
+		case ok:
+			parts = append(parts, fmt.Sprintf("%s=%s(e%d a%d c%d ckpt%d ch%d %s)", n.ID(), s.Role, s.Epoch, s.Applied, s.Committed, s.CheckpointIndex, s.Channels, s.ConnState))
+		case n.Paused():
+			parts = append(parts, n.ID()+"=paused")
+		case n.Running():
+			parts = append(parts, n.ID()+"=silent")
+		default:
+			parts = append(parts, n.ID()+"=down")
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return firstLine(err)
+}
+
+func indent(s string) string {
+	return "      " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      ")
+}
+
+func copyFile(from, to string) {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		_ = os.WriteFile(to, b, 0o644)
+	}
+}

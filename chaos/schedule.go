@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind int
+
+// The fault kinds (see doc.go for what each does).
+const (
+	KillPrimary Kind = iota
+	KillStandby
+	PausePrimaryLong
+	PausePrimaryShort
+	PauseStandby
+	KillZKLeader
+	KillZKFollower
+	WipeStandby
+	Checkpoint
+	Transfer
+	numKinds
+)
+
+var kindNames = [numKinds]string{
+	KillPrimary:       "kill-primary",
+	KillStandby:       "kill-standby",
+	PausePrimaryLong:  "pause-primary-long",
+	PausePrimaryShort: "pause-primary-short",
+	PauseStandby:      "pause-standby",
+	KillZKLeader:      "kill-zk-leader",
+	KillZKFollower:    "kill-zk-follower",
+	WipeStandby:       "wipe-standby",
+	Checkpoint:        "checkpoint",
+	Transfer:          "transfer",
+}
+
+// weights is how often each kind is drawn, relative to the others.
+var weights = [numKinds]int{
+	KillPrimary:       3,
+	KillStandby:       3,
+	PausePrimaryLong:  2,
+	PausePrimaryShort: 2,
+	PauseStandby:      1,
+	KillZKLeader:      2,
+	KillZKFollower:    2,
+	WipeStandby:       2,
+	Checkpoint:        3,
+	Transfer:          1,
+}
+
+func (k Kind) String() string {
+	if k < 0 || k >= numKinds {
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+	return kindNames[k]
+}
+
+// isZK reports whether k takes a ZooKeeper server down.
+func (k Kind) isZK() bool { return k == KillZKLeader || k == KillZKFollower }
+
+// Fault is one step of a schedule. Every field is drawn from the seed; which
+// process a role ("the primary", "standby 1") names is resolved when the
+// fault runs.
+type Fault struct {
+	Seq  int // 1, 2, 3…
+	Kind Kind
+	// Pick chooses among candidates of the role (standbys sorted by id,
+	// ZooKeeper followers by index): candidate Pick % len(candidates).
+	Pick int
+	// Down: how long a killed process stays down (kill-*), or how long a
+	// pause lasts (pause-primary-short, pause-standby), or how long a
+	// pause lasts past the session timeout (pause-primary-long).
+	Down time.Duration
+	// Span (kill-zk-*): how many following faults the server stays down
+	// across (0: restarted before the next fault).
+	Span int
+	// Primary: checkpoint on the primary (else on a standby); wipe-standby:
+	// ask the primary to checkpoint (rotate, delete) while the standby is
+	// down, so it must bootstrap from a checkpoint.
+	Primary bool
+	// Heal is the pause after the fault (the system heals before the next).
+	Heal time.Duration
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d %s", f.Seq, f.Kind)
+	switch f.Kind {
+	case KillPrimary, KillStandby, PauseStandby, PausePrimaryShort:
+		fmt.Fprintf(&b, " down=%v", f.Down)
+	case PausePrimaryLong:
+		fmt.Fprintf(&b, " past-session=%v", f.Down)
+	case KillZKLeader, KillZKFollower:
+		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
+	case WipeStandby:
+		fmt.Fprintf(&b, " force-checkpoint=%v", f.Primary)
+	case Checkpoint:
+		if f.Primary {
+			b.WriteString(" on=primary")
+		} else {
+			b.WriteString(" on=standby")
+		}
+	}
+	switch f.Kind {
+	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer:
+		fmt.Fprintf(&b, " pick=%d", f.Pick)
+	case Checkpoint:
+		if !f.Primary {
+			fmt.Fprintf(&b, " pick=%d", f.Pick)
+		}
+	}
+	fmt.Fprintf(&b, " heal=%v", f.Heal)
+	return b.String()
+}
+
+// Schedule draws a reproducible sequence of faults from a seed: the same
+// seed and session timeout give the same sequence, whatever happens while
+// it runs (nothing observed at run time feeds back into the draws).
+type Schedule struct {
+	rng     *rand.Rand
+	session time.Duration
+	seq     int
+	// zkHeld: faults left during which a ZooKeeper server stays down; no
+	// ZooKeeper fault is drawn while it is > 0 (at most one server down).
+	zkHeld int
+}
+
+// NewSchedule returns the schedule of seed for replicas with the given
+// session timeout.
+func NewSchedule(seed uint64, session time.Duration) *Schedule {
+	return &Schedule{rng: rand.New(rand.NewPCG(seed, 0x6368616f73)), session: session}
+}
+
+// between draws a duration in [lo, hi), rounded to milliseconds.
+func (s *Schedule) between(lo, hi time.Duration) time.Duration {
+	d := lo + time.Duration(s.rng.Int64N(int64(hi-lo)))
+	return d.Round(time.Millisecond)
+}
+
+// Next draws the next fault.
+func (s *Schedule) Next() Fault {
+	s.seq++
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	var k Kind
+	for {
+		x := s.rng.IntN(total)
+		for k = 0; k < numKinds; k++ {
+			if x < weights[k] {
+				break
+			}
+			x -= weights[k]
+		}
+		if !(k.isZK() && s.zkHeld > 0) {
+			break
+		}
+	}
+	if s.zkHeld > 0 {
+		s.zkHeld--
+	}
+	f := Fault{Seq: s.seq, Kind: k, Pick: s.rng.IntN(1 << 16)}
+	switch k {
+	case KillPrimary:
+		f.Down = s.between(0, 4*time.Second)
+	case KillStandby:
+		f.Down = s.between(500*time.Millisecond, 8*time.Second)
+	case PausePrimaryLong:
+		f.Down = s.between(200*time.Millisecond, 3*time.Second)
+	case PausePrimaryShort:
+		f.Down = s.between(100*time.Millisecond, s.session*6/10)
+	case PauseStandby:
+		f.Down = s.between(200*time.Millisecond, 2*s.session)
+	case KillZKLeader, KillZKFollower:
+		f.Down = s.between(time.Second, 8*time.Second)
+		if s.rng.IntN(3) == 0 {
+			f.Span = 1
+			s.zkHeld = 1
+		}
+	case WipeStandby:
+		f.Primary = s.rng.IntN(4) != 0
+	case Checkpoint:
+		f.Primary = s.rng.IntN(3) != 0
+	}
+	f.Heal = s.between(500*time.Millisecond, 3*time.Second)
+	return f
+}
