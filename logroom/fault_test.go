@@ -212,6 +212,17 @@ func TestKillConnectedServer(t *testing.T) {
 	before := okCount.Load()
 	waitFor(t, 60*time.Second, "appends after the kill", func() bool { return okCount.Load() >= before+500 })
 	require.NotEqual(t, e.Addrs()[victim], wc.Conn().Server())
+
+	// Restart it and kill the next server the writer is connected to: the
+	// quorum holds throughout, appends go on after a pause.
+	require.NoError(t, e.Start(ctx, victim))
+	second := slices.Index(e.Addrs(), wc.Conn().Server())
+	require.GreaterOrEqual(t, second, 0)
+	require.NotEqual(t, victim, second)
+	require.NoError(t, e.Kill(second))
+	before = okCount.Load()
+	waitFor(t, 60*time.Second, "appends after the second kill", func() bool { return okCount.Load() >= before+500 })
+	victim = second
 	stop.Store(true)
 	wg.Wait()
 	require.Empty(t, a.fenced)
