@@ -18,6 +18,22 @@
 //     against it (nothing acknowledged lost, nothing applied twice, one entry
 //     per index on every node, non-decreasing epochs).
 //
+// A failover test reads:
+//
+//	ens := zkensemble.ForTest(t, zkensemble.Options{Servers: 3})
+//	c := testnode.ClusterForTest(t, testnode.ClusterOptions{ZK: ens.Addrs(),
+//	    Node: testnode.NodeOptions{SessionTimeout: 2 * time.Second}})
+//	h := &testnode.History{}
+//	l := testnode.StartLoad(ctx, c, h, testnode.LoadOptions{Workers: 4})
+//	p, err := c.WaitPrimary(ctx)
+//	err = p.Kill()                      // kill -9
+//	_, err = c.WaitPrimary(ctx)         // a standby leads
+//	err = p.Restart(ctx)                // back as a standby
+//	l.Stop()
+//	_, err = c.WaitConverged(ctx)       // same hash at the same index everywhere
+//	res, err := testnode.Check(ctx, c.Live(), h)
+//	require.NoError(t, res.Err())       // nothing lost, duplicated or divergent
+//
 // # The record every node keeps (RecordingApplier)
 //
 // For every entry it applies, a node writes, in the same store batch as the
