@@ -172,6 +172,9 @@ func cmdChannels(ctx context.Context, in *inspector, o options, args []string, s
 				row.Note = fmt.Sprintf("%d fault(s), run verify", len(res.faults))
 			}
 		}
+		if m.Deleting {
+			row.Note = "being deleted"
+		}
 		row.Entries = row.Last + 1 - row.First
 		out.Channels = append(out.Channels, row)
 	}

@@ -189,8 +189,19 @@ func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdou
 			f := res.faults[0]
 			return fmt.Errorf("%w: room %q channel %d znode %s: %s", logroom.ErrCorrupt, f.Room, f.Channel, f.Znode, f.Message)
 		}
+		if res.gap && c.meta.Deleting {
+			return fmt.Errorf("%w: room %q channel %d is being deleted: entries after %d are no longer in ZooKeeper",
+				logroom.ErrCompacted, rv.name, c.num, max(res.end, from-1))
+		}
 		lastEpoch, end = res.lastEpoch, res.end
-		if res.stopped || !c.meta.Sealed {
+		if res.stopped {
+			break
+		}
+		if !c.meta.Sealed {
+			if i < len(chans)-1 {
+				return fmt.Errorf("%w: room %q channel %d znode %s: channel is open but channel %d follows it",
+					logroom.ErrCorrupt, rv.name, c.num, rv.path(channelsNode, channelName(c.num)), chans[len(chans)-1].num)
+			}
 			break
 		}
 		end = c.meta.Last

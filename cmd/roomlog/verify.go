@@ -101,6 +101,9 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		if !m.Sealed && !last {
 			fault(num, chPath, "channel is open but channel %d follows it (only the newest channel may be open)", nums[len(nums)-1])
 		}
+		if m.Deleting {
+			warn(num, chPath, "channel is being deleted (DeleteChannel in progress, or interrupted: the next deletion finishes it)")
+		}
 		if m.Sealed && last {
 			warn(num, chPath, "the newest channel is sealed: no open channel follows (the next writer opens one)")
 		}

@@ -87,6 +87,8 @@ type walkResult struct {
 	warnings  []finding
 	// stopped: the walk ended early (stop, stopOnFault or errStopWalk).
 	stopped bool
+	// gap: batches are missing from the sealed channel.
+	gap bool
 }
 
 // walkChannel follows channel num's batch chain as a reader would and
@@ -106,6 +108,14 @@ func (rv *roomView) walkChannel(ctx context.Context, num uint64, meta channelMet
 	}
 	warn := func(znode, format string, args ...any) {
 		res.warnings = append(res.warnings, finding{sevWarning, rv.name, num, znode, fmt.Sprintf(format, args...)})
+	}
+	// missing reports batches absent from a sealed channel: a fault, or a
+	// warning while the channel is being deleted (compaction in progress).
+	missing := fault
+	if meta.Deleting {
+		missing = func(znode, format string, args ...any) {
+			warn(znode, format+" (the channel is being deleted)", args...)
+		}
 	}
 	names, _, err := rv.conn().Children(chPath)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -171,8 +181,9 @@ walk:
 			case f > pos && resync:
 				pos = f
 			case f > pos && meta.Sealed:
-				fault(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, f-1, meta.Last)
-				if o.stopOnFault {
+				missing(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, f-1, meta.Last)
+				res.gap = true
+				if o.stopOnFault || meta.Deleting {
 					res.stopped = true
 					break walk
 				}
@@ -185,8 +196,8 @@ walk:
 			data, ok := got[path]
 			if !ok { // deleted since the listing
 				if meta.Sealed {
-					fault(path, "batch vanished while reading the channel")
-					resync, pos = true, f+1
+					missing(path, "batch vanished while reading the channel")
+					resync, pos, res.gap = true, f+1, true
 				} else {
 					ended = true
 				}
@@ -252,9 +263,10 @@ walk:
 		return res, nil
 	}
 	if meta.Sealed && !resync && pos <= meta.Last {
-		fault(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, meta.Last, meta.Last)
+		missing(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, meta.Last, meta.Last)
+		res.gap = true
 	}
-	if meta.Sealed && full && len(res.faults) == 0 && (meta.Batches != res.batches || meta.Bytes != res.bytes) {
+	if meta.Sealed && !meta.Deleting && full && len(res.faults) == 0 && (meta.Batches != res.batches || meta.Bytes != res.bytes) {
 		fault(chPath, "channel meta records %d batches and %d bytes, its chain holds %d batches and %d bytes",
 			meta.Batches, meta.Bytes, res.batches, res.bytes)
 	}

@@ -50,15 +50,18 @@ type epochMeta struct {
 }
 
 // channelMeta is <base>/R/channels/ch-N: msgpack {v: 1, first, epoch,
-// sealed, last, bytes, batches}. Last, Bytes and Batches are set when sealed.
+// sealed, last, bytes, batches, deleting}. Last, Bytes and Batches are set
+// when sealed; Deleting (omitted unless set) marks a sealed channel whose
+// batches DeleteChannel is removing.
 type channelMeta struct {
-	V       int    `msgpack:"v"`
-	First   uint64 `msgpack:"first"`
-	Epoch   uint64 `msgpack:"epoch"`
-	Sealed  bool   `msgpack:"sealed"`
-	Last    uint64 `msgpack:"last"`
-	Bytes   int64  `msgpack:"bytes"`
-	Batches int    `msgpack:"batches"`
+	V        int    `msgpack:"v"`
+	First    uint64 `msgpack:"first"`
+	Epoch    uint64 `msgpack:"epoch"`
+	Sealed   bool   `msgpack:"sealed"`
+	Last     uint64 `msgpack:"last"`
+	Bytes    int64  `msgpack:"bytes"`
+	Batches  int    `msgpack:"batches"`
+	Deleting bool   `msgpack:"deleting,omitempty"`
 }
 
 // memberData is <base>/R/members/<id> (EPHEMERAL): msgpack {v: 1, id,
