@@ -112,7 +112,9 @@
 //  4. Lowest: read transfer. If it is fresh (deadline not passed, its epoch
 //     is the room's current epoch) and names another live candidate,
 //     re-queue (delete our node, create a new one: back of the line) and go
-//     to 2. Otherwise take over.
+//     to 2. Also re-queue if our next entry lies in a deleted channel (we
+//     would first have to bootstrap) while another live candidate's applied
+//     index does not. Otherwise take over.
 //
 // Takeover (a goroutine owned by the loop, role "takeover"):
 //

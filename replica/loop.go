@@ -41,6 +41,7 @@ type loopState struct {
 	lastPublish   time.Time
 	lastChannels  time.Time
 	notBefore     time.Time // takeover attempts wait until then (after a failure)
+	oldestFirst   uint64    // first index of the oldest channel at the last refresh (0: unknown)
 	view          electionView
 	primaryID     string
 	primaryAddr   string
@@ -438,9 +439,39 @@ func (r *Replica) maybeTakeOver() {
 			return
 		}
 	}
+	if r.behindCompaction() {
+		r.log.Info("election: lowest, but our state is behind the deleted log and another candidate is not; re-queueing")
+		r.requeue()
+		return
+	}
 	r.log.Info("election: lowest candidate; taking over")
 	lp.takeover = r.startTakeover()
 	r.setRole(RoleTakingOver, "elected")
+}
+
+// behindCompaction reports whether we would have to bootstrap from a
+// checkpoint before leading (our next entry was deleted, as of the channel
+// listing the loop refreshes every second) while another live candidate
+// would not: then it should lead. When unsure: false (lead).
+func (r *Replica) behindCompaction() bool {
+	first := r.lp.oldestFirst
+	if first == 0 {
+		return false
+	}
+	need := first - 1
+	if r.applied.Load() >= need {
+		return false
+	}
+	for _, c := range r.lp.view.cands {
+		d, ok, err := r.lp.el.dataOf(c.Name)
+		if err != nil || !ok || d.ID == r.cfg.ID {
+			continue
+		}
+		if m, live := r.lp.mem.known[d.ID]; live && m.Applied >= need {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Replica) isLiveCandidate(id string) (bool, error) {
@@ -746,6 +777,9 @@ func (r *Replica) refreshChannels() {
 	}
 	var open uint64
 	var bytes int64
+	if len(chans) > 0 {
+		lp.oldestFirst = chans[0].FirstIndex
+	}
 	for _, c := range chans {
 		bytes += c.Bytes
 		if !c.Sealed {
