@@ -240,12 +240,11 @@ func isFatal(err error) bool {
 // bootstrap from a peer's checkpoint when the log it needs was deleted.
 // It returns nil when ctx ends, or an unrecoverable error.
 //
-// A corruption error is confirmed before it stops the replica: logroom's
-// reader also reports a batch missing from a sealed channel that is being
-// deleted under it (DeleteChannel removes batches before the channel) as
-// corruption. So the tail is re-opened a few times with a pause; a deleted
-// position then fails with ErrCompacted (bootstrap), while real corruption
-// repeats and is fatal.
+// A corruption error is confirmed before it stops the replica: the tail is
+// re-opened a few times with a pause, and only corruption that repeats at
+// the same position is fatal. (Older logroom readers reported a channel
+// being deleted under them as corruption; a re-opened tail then fails with
+// ErrCompacted and the replica bootstraps instead of stopping.)
 func (r *Replica) runStandby(ctx context.Context) error {
 	const confirmCorrupt = 3
 	backoff := newBackoff(50*time.Millisecond, 2*time.Second)

@@ -203,8 +203,9 @@
 //
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
 // ErrFenced, ErrQueueFull, ErrClosed, ErrFailed, ErrTransfer,
-// ErrDuplicateID, ErrInvalidConfig, ErrNoCheckpointSource; logroom's
-// ErrEntryTooLarge and ErrRoomFull pass through (wrapped).
+// ErrDuplicateID, ErrWrongDataDir, ErrInvalidConfig,
+// ErrNoCheckpointSource; logroom's ErrEntryTooLarge and ErrRoomFull pass
+// through (wrapped).
 //
 // # Observability
 //
