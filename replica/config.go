@@ -93,8 +93,9 @@ type Config struct {
 	// MaxPendingProposals bounds the proposals in flight on the primary;
 	// beyond it Propose returns ErrQueueFull. Default 4096.
 	MaxPendingProposals int
-	// TransferTimeout is how long a leadership-transfer record stays
-	// binding for other candidates. Default 5s.
+	// TransferTimeout bounds a leadership transfer's wait for its target to
+	// catch up (the primary accepts no proposal meanwhile) and is how long
+	// the transfer record stays binding for other candidates. Default 5s.
 	TransferTimeout time.Duration
 	// MemberUpdateInterval is the minimum interval between membership-data
 	// updates caused by a changed applied index (role changes publish at

@@ -314,8 +314,12 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	drained := time.Now()
 	last := t.w.LastCommitted()
 	// Wait for the target to catch up (its member data, published at most
-	// every MemberUpdateInterval).
-	if err := r.waitMember(ctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby }); err != nil {
+	// every MemberUpdateInterval) — at most TransferTimeout, since no
+	// proposal is accepted meanwhile, and no longer than it stays live.
+	cctx, ccancel := context.WithTimeout(ctx, r.cfg.TransferTimeout)
+	err := r.waitMember(cctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby })
+	ccancel()
+	if err != nil {
 		t.resume()
 		return fmt.Errorf("%w: %q did not catch up to %d: %w", ErrTransfer, toID, last, err)
 	}
@@ -347,18 +351,21 @@ func (r *Replica) member(id string) (MemberStatus, bool) {
 }
 
 // waitMember waits until member id's cached data satisfies ok.
+// It fails as soon as the member is no longer live (its member node is
+// gone, e.g. its session expired).
 func (r *Replica) waitMember(ctx context.Context, id string, ok func(MemberStatus) bool) error {
 	for {
 		ch := r.statusChanged()
-		if m, live := r.member(id); live && ok(m) {
+		m, live := r.member(id)
+		if !live {
+			return fmt.Errorf("%q is no longer a live member", id)
+		}
+		if ok(m) {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			if _, live := r.member(id); !live {
-				return fmt.Errorf("%q left: %w", id, ctx.Err())
-			}
 			return ctx.Err()
 		case <-r.stopc:
 			return ErrClosed

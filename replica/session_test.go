@@ -201,3 +201,39 @@ func TestSuspendedPrimary(t *testing.T) {
 	require.NoError(t, err)
 	c.waitConverged(idx, 10*time.Second)
 }
+
+// TestTransferTargetLeaves: the transfer target is cut off while the
+// primary waits for it to catch up. The transfer fails once the target's
+// session expires (its member node goes), not when the caller's context
+// ends, and the primary accepts proposals again.
+func TestTransferTargetLeaves(t *testing.T) {
+	c, proxies := proxiedCluster(t, "m0", "m1")
+	p := c.waitPrimary(20 * time.Second)
+	var s *Replica
+	for _, r := range c.all() {
+		if r != p {
+			s = r
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := p.Propose(ctx, setOp("a", "1"))
+	require.NoError(t, err)
+	proxies[s.ID()].Cut()
+	_, err = p.Propose(ctx, setOp("b", "1"))
+	require.NoError(t, err)
+
+	start := time.Now()
+	tctx, tcancel := context.WithTimeout(ctx, 20*time.Second)
+	err = p.TransferLeadership(tctx, s.ID())
+	tcancel()
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrTransfer)
+	require.Less(t, took, 2*time.Second+2*time.Second, "fails about when the target's session expires: %v", err)
+	_, err = p.Propose(ctx, setOp("c", "1"))
+	require.NoError(t, err, "the primary accepts proposals again")
+	proxies[s.ID()].Restore()
+	idx, err := p.Barrier(ctx)
+	require.NoError(t, err)
+	c.waitConverged(idx, 30*time.Second)
+}
