@@ -34,7 +34,10 @@
 // It does not use logroom.OpenRoom, which creates a missing room and base
 // path; it reads the znode layout of logroom/doc.go and replica/doc.go
 // itself (local decoders in znodes.go, format version 1 only) and decodes
-// batches with logroom.DecodeBatch.
+// batches with logroom.DecodeBatch. Meta znodes are flat msgpack maps of
+// scalars: anything else (nested values, lengths past the input, trailing
+// bytes) is refused before decoding, so a hostile znode costs memory linear
+// in its size and no recursion.
 //
 // # What verify checks
 //

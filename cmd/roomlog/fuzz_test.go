@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -174,4 +175,51 @@ func TestOpsViewAndPrintable(t *testing.T) {
 	require.True(t, printable([]byte("héllo wörld")))
 	require.False(t, printable([]byte("a\nb")))
 	require.False(t, printable([]byte{0xff}))
+}
+
+// TestDecodeHostile: the tool's decoders refuse inputs whose headers promise
+// far more than they carry, containers and deep nesting with errFormat,
+// allocating memory linear in the input only.
+func TestDecodeHostile(t *testing.T) {
+	inputs := map[string][]byte{
+		"hugeString":  {0x81, 0xa2, 'i', 'd', 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},
+		"hugeBin":     {0x81, 0xa1, 'x', 0xc6, 0xff, 0xff, 0xff, 0xff, 'x'},
+		"hugeExt":     {0x81, 0xa1, 'x', 0xc9, 0xff, 0xff, 0xff, 0xff, 0x01, 'x'},
+		"hugeMap":     {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 0x01},
+		"hugeArray":   {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"nestedMap":   {0x81, 0xa1, 'x', 0x81, 0xa1, 'y', 0x01},
+		"trailing":    append(mustMsgpack(memberData{V: 1, ID: "m0"}), 0xc0),
+		"deepNesting": append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 1<<20)...),
+	}
+	decoders := map[string]func([]byte) error{
+		"member":     func(b []byte) error { _, err := decodeMember(b); return err },
+		"candidate":  func(b []byte) error { _, err := decodeCandidate(b); return err },
+		"transfer":   func(b []byte) error { _, err := decodeTransfer(b); return err },
+		"checkpoint": func(b []byte) error { _, err := decodeCheckpointRecord(b); return err },
+		"channel":    func(b []byte) error { _, err := decodeChannelMeta(b); return err },
+		"epoch":      func(b []byte) error { _, err := decodeEpochMeta(b); return err },
+		"room":       func(b []byte) error { _, err := decodeRoomMeta(b); return err },
+	}
+	for iname, input := range inputs {
+		for dname, decode := range decoders {
+			t.Run(dname+"/"+iname, func(t *testing.T) {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				err := decode(input)
+				runtime.ReadMemStats(&after)
+				require.ErrorIs(t, err, errFormat)
+				allocated := after.TotalAlloc - before.TotalAlloc
+				require.Less(t, allocated, uint64(64<<10+16*len(input)), "%d input bytes allocated %d", len(input), allocated)
+			})
+		}
+	}
+	// What the real writers produce passes the check.
+	for _, v := range []any{
+		memberData{V: 1, ID: "m0", Addr: "10.0.0.5:8080", Role: "primary", Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7},
+		channelMeta{V: 1, First: 1, Epoch: 2, Sealed: true, Last: 9, Bytes: 1 << 33, Batches: 3, Deleting: true},
+		checkpointRecord{V: 1, Index: 5, Created: -1},
+	} {
+		require.NoError(t, checkFlatMap(mustMsgpack(v)), "%+v", v)
+	}
 }

@@ -104,9 +104,93 @@ type checkpointRecord struct {
 	Created int64  `msgpack:"created"`
 }
 
+// maxMetaFields bounds the entries of a meta map (the formats have <= 8).
+const maxMetaFields = 64
+
+// checkFlatMap verifies that data is exactly one msgpack map of at most
+// maxMetaFields entries whose keys and values are scalars (nil, bool,
+// numbers, str, bin) whose lengths fit in the input. Every format the tool
+// reads is such a map, and decoding one that passes allocates O(len(data))
+// without recursion; msgpack/v5 alone would allocate up to 1 MiB per
+// declared length, a few MiB for a 10-byte header, and recurse once per
+// nesting level of an unknown field.
+func checkFlatMap(data []byte) error {
+	if len(data) == 0 {
+		return errors.New("empty")
+	}
+	p := 1
+	var n uint64
+	switch c := data[0]; {
+	case c >= 0x80 && c <= 0x8f:
+		n = uint64(c & 0x0f)
+	case c == 0xde && len(data) >= 3:
+		n, p = uint64(data[1])<<8|uint64(data[2]), 3
+	case c == 0xdf && len(data) >= 5:
+		n, p = uint64(data[1])<<24|uint64(data[2])<<16|uint64(data[3])<<8|uint64(data[4]), 5
+	default:
+		return fmt.Errorf("not a msgpack map (type byte 0x%02x)", c)
+	}
+	if n > maxMetaFields {
+		return fmt.Errorf("map of %d entries, at most %d", n, maxMetaFields)
+	}
+	be := func(b []byte) uint64 {
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return v
+	}
+	for i := uint64(0); i < 2*n; i++ {
+		if p >= len(data) {
+			return fmt.Errorf("truncated at byte %d", p)
+		}
+		c := data[p]
+		var size uint64 // bytes of the value after its type byte
+		w := 0          // width of a str/bin length
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		case c == 0xcc || c == 0xd0:
+			size = 1
+		case c == 0xcd || c == 0xd1:
+			size = 2
+		case c == 0xce || c == 0xd2 || c == 0xca:
+			size = 4
+		case c == 0xcf || c == 0xd3 || c == 0xcb:
+			size = 8
+		case c >= 0xa0 && c <= 0xbf:
+			size = uint64(c & 0x1f)
+		case c == 0xd9 || c == 0xc4:
+			w = 1
+		case c == 0xda || c == 0xc5:
+			w = 2
+		case c == 0xdb || c == 0xc6:
+			w = 4
+		default:
+			return fmt.Errorf("unexpected msgpack type byte 0x%02x at byte %d (not a scalar)", c, p)
+		}
+		if w > 0 {
+			if p+1+w > len(data) {
+				return fmt.Errorf("truncated at byte %d", p)
+			}
+			size = uint64(w) + be(data[p+1:p+1+w])
+		}
+		if size > uint64(len(data)-p-1) {
+			return fmt.Errorf("value at byte %d claims %d bytes, %d remain", p, size, len(data)-p-1)
+		}
+		p += 1 + int(size)
+	}
+	if p != len(data) {
+		return fmt.Errorf("%d trailing bytes", len(data)-p)
+	}
+	return nil
+}
+
 // decodeVersioned unmarshals data into v and checks its format version.
 // what names the format in the error.
 func decodeVersioned(data []byte, v any, version func() int, what string) error {
+	if err := checkFlatMap(data); err != nil {
+		return fmt.Errorf("%w: %s: %v", errFormat, what, err)
+	}
 	if err := msgpack.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", errFormat, what, err)
 	}
