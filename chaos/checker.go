@@ -40,6 +40,9 @@ type ZKLog struct {
 	Read       bool
 	First, End uint64
 	Entries    []LogEntry
+	// OldestChannel is the number of the oldest channel left (channels
+	// are numbered from 1 and deleted oldest first).
+	OldestChannel uint64
 }
 
 // Report is the checker's verdict.

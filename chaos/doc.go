@@ -12,7 +12,7 @@
 // (internal/testnode's roomlog-testnode, session timeout 2 s, a checkpoint
 // every 300 entries, a channel rotation every 20 batches, so checkpoints,
 // rotations and channel deletions happen all the time), under -workers
-// concurrent proposers (testnode.Load). The first line printed is the seed;
+// concurrent proposers. The first line printed is the seed;
 // every fault is printed as it starts (time since start, kind, target) and
 // what came of it on the lines below; the last line is the summary:
 //
@@ -60,15 +60,20 @@
 //
 // # What is recorded
 //
-// Every proposal is a unique payload (an OpsApplier set of a unique key to
-// a value holding a run tag). testnode.Load records its final outcome:
-// acknowledged at an index (or committed at a known index without a
-// response), definitely failed (not_primary, fenced, queue full, refused
-// connection…: retried with the same payload, recorded as failed only if
-// the run ended first), or outcome unknown (timeouts, a node killed
-// mid-request: never resent). Each replica's RecordingApplier stores, in
-// the same batch as the entry's effects, (index, epoch, sha256 of the
-// entry, times applied) under a reserved key; /dump returns them.
+// Every attempt is a proposal of its own: a unique payload (an OpsApplier
+// set of a unique key to a value holding a run tag), sent once to the
+// replica believed primary (following not_primary hints) and recorded in a
+// testnode.History with its outcome (testnode.Classify): acknowledged at
+// an index (or committed at a known index without a response), definitely
+// failed (not_primary, fenced, queue full, canceled before sending, a
+// refused connection…), or outcome unknown (timeouts, a replica killed or
+// paused mid-request). Nothing is ever resent, so a definite failure the
+// replicas claim must never show up in the log, and an unknown outcome at
+// most once. (testnode.Load resends a payload after a definite failure,
+// which would blur that distinction; this command has its own proposers.)
+// Each replica's RecordingApplier stores, in the same batch as the entry's
+// effects, (index, epoch, sha256 of the entry, times applied) under a
+// reserved key; /dump returns them.
 //
 // # The checker's rules (Check)
 //

@@ -27,8 +27,8 @@ func (r *runner) finish(ctx context.Context) error {
 		r.res.Anomalies = append(r.res.Anomalies, "final: no progress: "+firstLine(err))
 		r.out.f("final: no progress: %v", firstLine(err))
 	}
-	r.load.Stop()
-	r.out.f("proposers stopped: %d acknowledged; failed attempts by code: %v", r.load.Acked(), r.load.Errors())
+	r.load.stop()
+	r.out.f("proposers stopped: %d acknowledged; failed attempts by code: %v", r.load.acked(), r.load.errorCounts())
 
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	conv, err := r.c.WaitConverged(cctx)
@@ -54,7 +54,9 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	r.res.Report = Check(r.h.Proposals(), nodes, zk)
 	if zk.Read {
-		r.out.f("ZooKeeper still holds indexes %d..%d", zk.First, zk.End)
+		r.res.ChannelsDeleted = int(zk.OldestChannel) - 1
+		r.out.f("ZooKeeper still holds indexes %d..%d (channels from %d on: %d deleted)",
+			zk.First, zk.End, zk.OldestChannel, r.res.ChannelsDeleted)
 	}
 	return nil
 }
@@ -128,7 +130,7 @@ func readRoom(ctx context.Context, room *logroom.Room, hint uint64) (ZKLog, erro
 	if err != nil {
 		return ZKLog{}, err
 	}
-	zk := ZKLog{Read: true, First: chs[0].FirstIndex, End: end}
+	zk := ZKLog{Read: true, First: chs[0].FirstIndex, End: end, OldestChannel: chs[0].Num}
 	if zk.First > end {
 		return zk, nil
 	}

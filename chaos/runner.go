@@ -108,10 +108,15 @@ type Result struct {
 	// MaxFailover: the longest time from killing or pausing the primary to
 	// one new primary that every live replica follows.
 	MaxFailover time.Duration
+	// SlowFailovers: failovers slower than the session timeout + 3 s
+	// (printed with the replicas' roles meanwhile; not a violation).
+	SlowFailovers int
 	// Bootstraps: checkpoint restores the replicas' status showed (sampled
 	// after each fault: one a replica did and lost to a restart before the
 	// next sample is missed).
 	Bootstraps int
+	// ChannelsDeleted: channels deleted by the end of the run (-1: unknown).
+	ChannelsDeleted int
 	// Converged: every replica applied the same index with the same state
 	// hash within the final deadline.
 	Converged bool
@@ -133,11 +138,11 @@ func (r Result) Line() string {
 	p := r.Report
 	return fmt.Sprintf("CHAOS seed=%d faults=%d acked=%d lost=%d duplicated=%d divergent=%d unknown=%d"+
 		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
-		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d max_failover=%v elapsed=%v",
+		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
 		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
 		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
-		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps,
-		r.MaxFailover.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, r.ChannelsDeleted,
+		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second))
 }
 
 // printer writes timestamped lines to the run's output.
@@ -161,7 +166,7 @@ type runner struct {
 	ens  *zkensemble.Ensemble
 	c    *testnode.Cluster
 	h    *testnode.History
-	load *testnode.Load
+	load *proposers
 	res  *Result
 
 	zkDown int // server that is down, -1: none
@@ -186,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Seed: cfg.Seed}
+	res := Result{Seed: cfg.Seed, ChannelsDeleted: -1}
 	start := time.Now()
 	out := &printer{w: cfg.Out, start: start}
 	var logger *slog.Logger
@@ -286,9 +291,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.out.f("room %s: %d replicas, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, p.ID(), r.cfg.Workers)
 
-	// Proposals are not bound to ctx's cancellation order: Stop ends them.
-	r.load = testnode.StartLoad(context.WithoutCancel(ctx), r.c, r.h, testnode.LoadOptions{Workers: r.cfg.Workers})
-	defer r.load.Stop()
+	r.load = startProposers(ctx, r.c, r.h, r.cfg.Workers)
+	defer r.load.stop()
 	if err := r.progress(ctx, 20, 2*time.Minute); err != nil {
 		return fmt.Errorf("chaos: first proposals: %w", err)
 	}
@@ -331,8 +335,8 @@ func sleep(ctx context.Context, d time.Duration) {
 func (r *runner) progress(ctx context.Context, n int64, d time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	if err := r.load.WaitAcked(wctx, n); err != nil {
-		return fmt.Errorf("%w (failed attempts so far: %v)", err, r.load.Errors())
+	if err := r.load.waitAcked(wctx, n); err != nil {
+		return fmt.Errorf("%w (failed attempts so far: %v)", err, r.load.errorCounts())
 	}
 	return nil
 }
@@ -370,18 +374,66 @@ func (r *runner) restart(ctx context.Context, n *testnode.Node) error {
 	return nil
 }
 
-// failover waits for a new primary after old was killed or paused at t0.
+// failover waits for a new primary after old was killed or paused at t0:
+// one replica primary and every other live one its standby. It records
+// the time; a failover slower than the session timeout + slowFailover is
+// reported with the timeline of the replicas' roles while it lasted.
 func (r *runner) failover(ctx context.Context, old *testnode.Node, t0 time.Time) string {
-	np, err := r.primary(ctx, r.cfg.HealTimeout)
-	if err != nil {
-		return fmt.Sprintf("no new primary: %v", firstLine(err))
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.HealTimeout)
+	defer cancel()
+	var timeline []string
+	last := ""
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		np, why := r.c.PrimaryNow(wctx)
+		if np != nil {
+			took := time.Since(t0)
+			r.res.MaxFailover = max(r.res.MaxFailover, took)
+			what := fmt.Sprintf("%s primary after %v", np.ID(), took.Round(time.Millisecond))
+			if took > r.cfg.Session+slowFailover {
+				r.res.SlowFailovers++
+				what += fmt.Sprintf(" (SLOW; roles while it lasted:\n%s)", indent(strings.Join(timeline, "\n")))
+			}
+			return what
+		}
+		if roles := r.roles(wctx); roles != last {
+			timeline = append(timeline, fmt.Sprintf("+%v %s", time.Since(t0).Round(time.Millisecond), roles))
+			last = roles
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Sprintf("no new primary after %v: %s; roles:\n%s", time.Since(t0).Round(time.Millisecond), why,
+				indent(strings.Join(timeline, "\n")))
+		case <-tick.C:
+		}
 	}
-	took := time.Since(t0)
-	r.res.MaxFailover = max(r.res.MaxFailover, took)
-	if np == old {
-		return fmt.Sprintf("%s primary again after %v", np.ID(), took.Round(time.Millisecond))
+}
+
+// slowFailover: a failover that takes longer than the session timeout plus
+// this is reported in detail (and counted in Result.SlowFailovers).
+const slowFailover = 3 * time.Second
+
+// roles is a compact view of each live replica's role, epoch, the primary
+// it follows and its connection state (not its applied index: that moves
+// all the time).
+func (r *runner) roles(ctx context.Context) string {
+	sts, _ := r.c.Statuses(ctx)
+	var parts []string
+	for _, n := range r.c.Nodes() {
+		s, ok := sts[n.ID()]
+		switch {
+		case ok:
+			parts = append(parts, fmt.Sprintf("%s=%s/e%d->%s/%s", n.ID(), s.Role, s.Epoch, s.PrimaryID, s.ConnState))
+		case n.Paused():
+			parts = append(parts, n.ID()+"=paused")
+		case n.Running():
+			parts = append(parts, n.ID()+"=silent")
+		default:
+			parts = append(parts, n.ID()+"=down")
+		}
 	}
-	return fmt.Sprintf("%s primary after %v", np.ID(), took.Round(time.Millisecond))
+	return strings.Join(parts, " ")
 }
 
 // exec runs one fault and undoes it (except a ZooKeeper server held down
@@ -400,6 +452,12 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		if len(sb) > 0 {
 			s = sb[f.Pick%len(sb)]
 		}
+	}
+	needsStandby := f.Kind == KillStandby || f.Kind == PauseStandby || f.Kind == WipeStandby ||
+		f.Kind == Transfer || f.Kind == Checkpoint && !f.Primary
+	if needsStandby && s == nil {
+		r.out.f("%s: skipped, no live standby", f)
+		return
 	}
 	switch f.Kind {
 	case KillPrimary:
