@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -133,4 +134,25 @@ func TestWrongDataDir(t *testing.T) {
 	r, err := Open(ctx, fresh)
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
+}
+
+// TestCloseStopsGoroutines: after Close every goroutine a replica started
+// is gone (primary and standby, after role changes and a checkpoint).
+func TestCloseStopsGoroutines(t *testing.T) {
+	ens := sharedEnsemble(t)
+	before := runtime.NumGoroutine()
+	c := newCluster(t, ens, nil)
+	c.openN(2)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := p.Propose(ctx, setOp("k", "v"))
+	require.NoError(t, err)
+	require.NoError(t, p.Checkpoint(ctx))
+	require.NoError(t, p.StepDown(ctx))
+	c.waitPrimary(20 * time.Second)
+	for _, r := range c.all() {
+		c.close(r.ID())
+	}
+	eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines back to %d (now %d)", before, runtime.NumGoroutine())
 }
