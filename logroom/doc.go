@@ -23,8 +23,9 @@
 // base defaults to "/roomlog". Every znode is PERSISTENT (never SEQUENTIAL)
 // and created with Client.ACL(); OpenRoom refuses a room whose znodes carry
 // another ACL (ErrForeignACL). Meta znodes are msgpack maps, checked for
-// sane lengths and nesting before they are decoded. Channel N+1's first index equals channel
-// N's sealed last index + 1. A channel's batches form a chain: b-F holds
+// sane lengths and nesting before they are decoded. Channel N+1's first
+// index equals channel N's sealed last index + 1. A channel's batches form
+// a chain: b-F holds
 // entries F..F+count-1, the next is b-(F+count). The log is the chain of
 // each channel up to its seal (for the open channel: up to the first
 // missing name). Batches past a sealed channel's last index are orphans of
@@ -100,17 +101,17 @@
 //     request larger than a batch spans several. ZooKeeper's cost is per
 //     transaction, so under many small appends fewer, fuller Multis give
 //     both more entries/s and lower latency; large entries still fill every
-//     slot. The room byte bound is applied
-//     when a request is taken: ErrRoomFull, nothing sent (the accounting,
-//     sealed channels' recorded bytes plus the open channel's, is refreshed
-//     after a rotation, when this Room deleted a channel, or at most once a
-//     second while full).
+//     slot. The room byte bound is applied when a request is taken:
+//     ErrRoomFull, nothing sent (the accounting, sealed channels' recorded
+//     bytes plus the open channel's, is refreshed after a rotation, when
+//     this Room deleted a channel, or at most once a second while full).
 //  3. Results are acknowledged strictly in index order: a landed batch is
 //     acknowledged once every earlier one is; its requests return.
 //  4. At MaxChannelBatches or MaxChannelBytes, or on Rotate, no new batch
 //     is formed; once the in-flight ones are acknowledged one fenced Multi
 //     seals the channel (last index, bytes, batches; version checked) and
-//     creates the next one. Appends wait about one round trip.
+//     creates the next one. Appends wait for the rest of the in-flight
+//     round trip plus the seal's.
 //
 // # Protocol: connection loss and fencing
 //
