@@ -164,3 +164,56 @@ func BenchmarkRawZK(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTail measures a reader catching up on a backlog of 256-byte
+// entries written 128 per batch (three servers).
+func BenchmarkTail(b *testing.B) {
+	e := benchEnsemble(b)
+	c := dial(b, e.Addrs())
+	ctx := context.Background()
+	r, err := OpenRoom(ctx, c, fmt.Sprintf("bench-%d", benchRoomSeq.Add(1)), RoomOptions{Base: "/bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := r.NewWriter(ctx, WriterConfig{MaxRoomBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	batch := make([][]byte, 128)
+	for i := range batch {
+		batch[i] = make([]byte, 256)
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(int64(len(batch))) <= int64(b.N)+int64(len(batch)) {
+				if _, err := w.Append(ctx, batch...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	end := w.LastCommitted()
+	b.SetBytes(256)
+	b.ResetTimer()
+	start := time.Now()
+	rd, err := r.Tail(ctx, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for uint64(n) < end {
+		es, err := rd.Next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += len(es)
+	}
+	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "entries/s")
+}
