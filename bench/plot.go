@@ -31,6 +31,7 @@ type plot struct {
 	Title, Subtitle string
 	XLabel, YLabel  string
 	Series          []plotSeries
+	Notes           []string // short lines under the legend
 }
 
 const (
@@ -219,6 +220,10 @@ func (p *plot) WriteSVG(out io.Writer) error {
 		writeMarker(w, s.Marker, lx+13, y-4, s.Color)
 		fmt.Fprintf(w, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+34, y, esc(s.Name))
 	}
+	for i, line := range p.Notes {
+		y := ly + 22 + float64(len(p.Series))*22 + 14 + float64(i)*17
+		fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="11" fill="#555">%s</text>`+"\n", lx, y, esc(line))
+	}
 	fmt.Fprintln(w, `</svg>`)
 	return w.Flush()
 }
@@ -246,6 +251,13 @@ func resultsPlot(rows []Result, servers int, subtitle string) *plot {
 		Subtitle: subtitle,
 		XLabel:   "throughput, entries/s (log scale)",
 		YLabel:   "p99 latency per Append call, ms (log scale)",
+		Notes: []string{
+			"xN: N concurrent proposers",
+			"(goroutines calling Append in a loop)",
+			"N/call: entries per Append call",
+			"ZK: go-zookeeper creates, N in flight",
+			"target: must be right of and below",
+		},
 	}
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"}
 	sizes := map[int][]plotPoint{}
@@ -319,7 +331,8 @@ func placeLabel(label string, x, y float64, markers []box, placed *[]box, frame 
 		b      box
 	}
 	var cands []cand
-	for _, c := range []struct{ dx, dy float64 }{{8, -8}, {8, 15}, {-8, -8}, {-8, 15}, {0, -12}, {0, 21}, {10, 4}, {-10, 4}} {
+	for _, c := range []struct{ dx, dy float64 }{{8, -8}, {8, 15}, {-8, -8}, {-8, 15}, {0, -12}, {0, 21}, {10, 4}, {-10, 4},
+		{8, -22}, {8, 29}, {-8, -22}, {-8, 29}, {0, -26}, {0, 35}} {
 		tx, ty := x+c.dx, y+c.dy
 		var b box
 		anchor := "start"
