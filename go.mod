@@ -43,3 +43,5 @@ require (
 	golang.org/x/text v0.14.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
 )
+
+replace github.com/go-zookeeper/zk => ./third_party/go-zookeeper-zk
