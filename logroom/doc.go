@@ -108,10 +108,15 @@
 //  3. Results are acknowledged strictly in index order: a landed batch is
 //     acknowledged once every earlier one is; its requests return.
 //  4. At MaxChannelBatches or MaxChannelBytes, or on Rotate, no new batch
-//     is formed; once the in-flight ones are acknowledged one fenced Multi
-//     seals the channel (last index, bytes, batches; version checked) and
-//     creates the next one. Appends wait for the rest of the in-flight
-//     round trip plus the seal's.
+//     is formed and one fenced Multi seals the channel (last index, bytes,
+//     batches; version checked) and creates the next one. It goes out at
+//     once, alongside the batches in flight, with a CheckVersion(b-first,
+//     0) op for each of them: it can only land if they all did, so a seal
+//     never lies past a batch that failed. Appends wait about one round
+//     trip. If that early seal fails (a batch not there yet, a lost reply,
+//     the fence), the writer waits for the in-flight batches (resolving
+//     them as below) and seals again; reading the next channel back makes
+//     an early seal that landed despite a lost reply harmless.
 //
 // # Protocol: connection loss and fencing
 //

@@ -49,7 +49,7 @@ func TestConnectionLossMidAppend(t *testing.T) {
 	p := newProxy(t, e.Addrs()[0])
 	wc := dial(t, []string{p.addr()})
 	r := openRoom(t, wc, "connloss")
-	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 4 << 10})
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 4 << 10, MaxChannelBatches: 30})
 	ctx := testCtx(t, 90*time.Second)
 
 	a := newAcked()
@@ -78,7 +78,12 @@ func TestConnectionLossMidAppend(t *testing.T) {
 	require.Empty(t, a.unknown, "the session survived: every outcome can be resolved")
 	require.Empty(t, a.fenced)
 	t.Logf("resolutions %d, read back %d, resent %d", w.stats.resolutions.Load(), w.stats.readBack.Load(), w.stats.resent.Load())
-	require.GreaterOrEqual(t, w.stats.resolutions.Load(), int64(6), "each cut paused the pipeline")
+	// A cut during a seal is resolved by the seal itself, not counted here.
+	require.GreaterOrEqual(t, w.stats.resolutions.Load(), int64(3), "cuts paused the pipeline")
+	chs, err := r.Channels(ctx)
+	require.NoError(t, err)
+	t.Logf("%d channels, %d sealed with batches in flight", len(chs), w.stats.earlySeals.Load())
+	require.Greater(t, len(chs), 10, "rotations during the cuts")
 	require.Positive(t, w.stats.readBack.Load(), "applied batches whose reply was lost were read back")
 	require.Positive(t, w.stats.resent.Load(), "batches lost on the wire were resent")
 
@@ -200,7 +205,7 @@ func TestKillConnectedServer(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
 	wc := dial(t, e.Addrs())
 	r := openRoom(t, wc, "kill")
-	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 16 << 10})
+	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 16 << 10, MaxChannelBatches: 50})
 	a := newAcked()
 	var stop atomic.Bool
 	var okCount atomic.Int64

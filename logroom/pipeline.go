@@ -22,10 +22,11 @@ const (
 
 // batch is one batch znode of the writer's open channel.
 type batch struct {
-	first uint64
-	count int
-	path  string
-	data  []byte
+	first  uint64
+	count  int
+	path   string
+	chPath string // its channel's znode
+	data   []byte
 	// finish are the requests whose last entry is in this batch: they are
 	// answered when this batch and all earlier ones are acknowledged.
 	finish []*appendReq
@@ -71,11 +72,16 @@ type loopState struct {
 
 	rotateWaiters []*rotateReq
 	autoRotate    bool
-	needResolve   bool
-	stopping      bool
-	lingerTimer   *time.Timer
-	lingerC       <-chan time.Time
-	lingerFired   bool
+	// sealing: an early seal Multi (sent while batches are in flight) has
+	// not reported yet; it counts in sending. sealFailed: it failed, so the
+	// seal waits for the in-flight batches and goes through rotate().
+	sealing     bool
+	sealFailed  bool
+	needResolve bool
+	stopping    bool
+	lingerTimer *time.Timer
+	lingerC     <-chan time.Time
+	lingerFired bool
 	// dead, once set, is the terminal error: nothing more is sent.
 	dead error
 	// sessionID is the session the last resolution (or takeover) ran in.
@@ -100,9 +106,14 @@ func (w *Writer) run() {
 			} else {
 				w.fill()
 				// While stopping, only the partly sent head request may go on.
-				if len(ls.inflight) == 0 && (!ls.stopping || ls.headOff > 0) && w.rotationDue() {
-					w.rotate()
-					continue
+				if (!ls.stopping || ls.headOff > 0) && !ls.sealing && w.rotationDue() {
+					if len(ls.inflight) == 0 {
+						w.rotate()
+						continue
+					}
+					if !ls.sealFailed {
+						w.startSeal()
+					}
 				}
 			}
 		}
@@ -113,6 +124,8 @@ func (w *Writer) run() {
 		select {
 		case res := <-w.results:
 			w.onResult(res)
+		case res := <-w.sealResults:
+			w.onSeal(res)
 		case <-w.kick:
 		case req := <-w.rotateCh:
 			if ls.dead != nil {
@@ -282,7 +295,7 @@ func (w *Writer) formBatch() *batch {
 	}
 	b.count = count
 	b.entries = entries
-	b.path = w.room.batchPath(ls.ch, b.first)
+	b.path, b.chPath = w.room.batchPath(ls.ch, b.first), ls.chPath
 	b.data = encodeBatchParts(w.epoch, b.first, count, size, parts...)
 	ls.next += uint64(count)
 	return b
@@ -539,7 +552,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			return batchUnknown, err
 		}
 		if !*synced {
-			if _, err := w.c.conn.Sync(w.ls.chPath); err != nil {
+			if _, err := w.c.conn.Sync(b.chPath); err != nil {
 				if isConnErr(err) {
 					if err := bo.wait(ctx); err != nil {
 						return batchUnknown, err
@@ -589,25 +602,34 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 				return batchUnknown, err
 			}
 		case errors.Is(err, zk.ErrNoNode):
-			return batchUnknown, fmt.Errorf("channel %s is gone", w.ls.chPath)
+			return batchUnknown, fmt.Errorf("channel %s is gone", b.chPath)
 		default:
 			return batchUnknown, err
 		}
 	}
 }
 
-// rotate seals the open channel at next-1 and opens the next one (one
-// fenced Multi); called with nothing in flight.
-func (w *Writer) rotate() {
+// sealOps returns the metas and ops that seal the open channel at next-1
+// and create the next channel.
+func (w *Writer) sealOps() (sealed, next channelMeta, nextNum uint64, ops []interface{}) {
 	ls := &w.ls
-	sealed := channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
+	sealed = channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
 		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches}
-	next := channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch}
-	nextNum := ls.ch + 1
-	nextPath := w.room.channelPath(nextNum)
-	err := w.fencedWrite(w.lifeCtx, "rotate", w.hasData(nextPath, encodeMeta(next)),
+	next = channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch}
+	nextNum = ls.ch + 1
+	ops = []interface{}{
 		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(sealed), Version: ls.chVersion},
-		&zk.CreateRequest{Path: nextPath, Data: encodeMeta(next), Acl: w.c.acl})
+		&zk.CreateRequest{Path: w.room.channelPath(nextNum), Data: encodeMeta(next), Acl: w.c.acl},
+	}
+	return sealed, next, nextNum, ops
+}
+
+// rotate seals the open channel at next-1 and opens the next one (one
+// fenced Multi, resolved on connection loss); called with nothing in flight.
+func (w *Writer) rotate() {
+	sealed, next, nextNum, ops := w.sealOps()
+	nextPath := w.room.channelPath(nextNum)
+	err := w.fencedWrite(w.lifeCtx, "rotate", w.hasData(nextPath, encodeMeta(next)), ops...)
 	if err != nil {
 		if !errors.Is(err, ErrFenced) && !errors.Is(err, ErrOutcomeUnknown) {
 			err = fmt.Errorf("%w: rotate: %w", ErrOutcomeUnknown, err)
@@ -615,13 +637,63 @@ func (w *Writer) rotate() {
 		w.die(0, err)
 		return
 	}
+	w.switchChannel(sealed, next, nextNum)
+}
+
+type sealResult struct {
+	sealed, next channelMeta
+	nextNum      uint64
+	err          error
+}
+
+// startSeal sends the seal while batches are still in flight, so a
+// rotation costs about one round trip: the Multi also checks that every
+// unacknowledged batch of the channel exists, so it cannot seal past a
+// batch that failed. If it fails for any reason, the seal waits for the
+// in-flight batches and goes through rotate(), whose read-back makes a seal
+// that landed despite a lost reply harmless.
+func (w *Writer) startSeal() {
+	ls := &w.ls
+	sealed, next, nextNum, ops := w.sealOps()
+	checks := []interface{}{w.fenceOp()}
+	for _, b := range ls.inflight {
+		if b.state != batchLanded {
+			checks = append(checks, &zk.CheckVersionRequest{Path: b.path, Version: 0})
+		}
+	}
+	ops = append(checks, ops...)
+	ls.sealing = true
+	ls.sending++
+	go func() {
+		_, err := multiErr(w.c.conn.Multi(ops...))
+		w.sealResults <- sealResult{sealed: sealed, next: next, nextNum: nextNum, err: err}
+	}()
+}
+
+func (w *Writer) onSeal(res sealResult) {
+	ls := &w.ls
+	ls.sealing = false
+	ls.sending--
+	if res.err != nil {
+		ls.sealFailed = true
+		w.log.Debug("early seal failed; sealing after the batches in flight", "err", res.err)
+		return
+	}
+	w.stats.earlySeals.Add(1)
+	w.switchChannel(res.sealed, res.next, res.nextNum)
+}
+
+// switchChannel makes the freshly created channel nextNum the open one and
+// answers the Rotate calls.
+func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
+	ls := &w.ls
 	info := sealed.info(ls.ch)
 	w.log.Info("channel rotated", "sealed", ls.ch, "first", sealed.First, "last", sealed.Last,
 		"batches", sealed.Batches, "bytes", sealed.Bytes, "next", nextNum)
 	ls.sealedBytes += ls.chBytes
-	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = nextNum, nextPath, next.First, 0
+	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = nextNum, w.room.channelPath(nextNum), next.First, 0
 	ls.chBatches, ls.chBytes = 0, 0
-	ls.autoRotate = false
+	ls.autoRotate, ls.sealFailed = false, false
 	for _, rq := range ls.rotateWaiters {
 		rq.done <- rotateResult{info: info}
 	}

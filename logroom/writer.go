@@ -171,10 +171,12 @@ type Writer struct {
 	kick     chan struct{}    // 1-buffered: new work for the loop
 	rotateCh chan *rotateReq  // Rotate requests
 	results  chan batchResult // in-flight Multi outcomes
-	stop     chan struct{}    // closed by Close
-	done     chan struct{}    // closed when the loop has exited
-	stopOnce sync.Once
-	ls       loopState // owned by the loop goroutine
+	// sealResults carries the outcome of an early seal (buffered 1).
+	sealResults chan sealResult
+	stop        chan struct{} // closed by Close
+	done        chan struct{} // closed when the loop has exited
+	stopOnce    sync.Once
+	ls          loopState // owned by the loop goroutine
 }
 
 // writerStats count resolution outcomes (for logs and tests).
@@ -182,6 +184,7 @@ type writerStats struct {
 	resolutions atomic.Int64 // pipeline pauses to resolve lost replies
 	readBack    atomic.Int64 // batches found landed by reading them back
 	resent      atomic.Int64 // batches resent after being found absent
+	earlySeals  atomic.Int64 // seals that went out with batches in flight and landed
 }
 
 // reqState is the lifecycle of an append request; guarded by Writer.mu.
@@ -229,17 +232,18 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	}
 	cfg = cfg.withDefaults()
 	w := &Writer{
-		room:      r,
-		c:         r.c,
-		cfg:       cfg,
-		epochPath: r.Path(epochNode),
-		maxEntry:  MaxEntryBytes(cfg.MaxBatchBytes),
-		spaceCh:   make(chan struct{}),
-		kick:      make(chan struct{}, 1),
-		rotateCh:  make(chan *rotateReq),
-		results:   make(chan batchResult, cfg.MaxInFlight+1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		room:        r,
+		c:           r.c,
+		cfg:         cfg,
+		epochPath:   r.Path(epochNode),
+		maxEntry:    MaxEntryBytes(cfg.MaxBatchBytes),
+		spaceCh:     make(chan struct{}),
+		kick:        make(chan struct{}, 1),
+		rotateCh:    make(chan *rotateReq),
+		results:     make(chan batchResult, cfg.MaxInFlight+1),
+		sealResults: make(chan sealResult, 1),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	if err := w.takeEpoch(ctx); err != nil {
 		return nil, err

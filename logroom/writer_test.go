@@ -330,7 +330,7 @@ func TestRotateUnderConcurrentAppends(t *testing.T) {
 	e := sharedZK(t)
 	c := dial(t, e.Addrs())
 	r := openRoom(t, c, "rotate")
-	w := newWriter(t, r, WriterConfig{MaxChannelBatches: 25})
+	w := newWriter(t, r, WriterConfig{MaxChannelBatches: 25, EagerInFlight: 8})
 	ctx := testCtx(t, 90*time.Second)
 	rd, err := r.Tail(ctx, 1)
 	require.NoError(t, err)
@@ -375,4 +375,6 @@ func TestRotateUnderConcurrentAppends(t *testing.T) {
 	for _, s := range sealed {
 		require.Equal(t, chs[s.Num-1], s)
 	}
+	t.Logf("%d channels, %d sealed with batches in flight", len(chs), w.stats.earlySeals.Load())
+	require.Positive(t, w.stats.earlySeals.Load(), "seals sent while batches were in flight")
 }
