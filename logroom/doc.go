@@ -110,9 +110,9 @@
 //  4. At MaxChannelBatches or MaxChannelBytes, or on Rotate, no new batch
 //     is formed and one fenced Multi seals the channel (last index, bytes,
 //     batches; version checked) and creates the next one. It goes out at
-//     once, alongside the batches in flight, with a CheckVersion(b-first,
-//  0. op for each of them: it can only land if they all did, so a seal
-//     never lies past a batch that failed. Appends wait about one round
+//     once, alongside the batches in flight, with a version-0 check of
+//     each of them: it can only land if they all did, so a seal never
+//     lies past a batch that failed. Appends wait about one round
 //     trip. If that early seal fails (a batch not there yet, a lost reply,
 //     the fence), the writer waits for the in-flight batches (resolving
 //     them as below) and seals again; reading the next channel back makes
