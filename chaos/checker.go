@@ -59,6 +59,9 @@ type Report struct {
 	// epochs in the log.
 	Index  uint64
 	Epochs int
+	// Partial: replicas whose records start above index 1 (allowed only
+	// after a checkpoint restore, rule 1).
+	Partial int
 
 	// Violations, by rule (doc.go).
 	Lost             int // acknowledged, yet missing at its index on some replica
@@ -239,6 +242,9 @@ func checkNode(r *Report, n NodeDump, regressed map[uint64]bool) map[uint64]test
 			r.Duplicated++
 			r.violation("duplicated: %s lists index %d twice", n.ID, rec.Index)
 			continue
+		}
+		if next == 0 && rec.Index > 1 && n.Bootstrapped {
+			r.Partial++
 		}
 		switch {
 		case next == 0 && rec.Index > 1 && !n.Bootstrapped:

@@ -102,6 +102,7 @@ func TestCheckerClean(t *testing.T) {
 	w.nodes[0].Bootstrapped = true
 	r = Check(w.props, w.nodes, w.zk)
 	require.True(t, r.OK(), "%v", r.Violations)
+	require.Equal(t, 1, r.Partial)
 }
 
 // TestCheckerDetects proves that the checker can fail: each synthetic

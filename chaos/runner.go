@@ -138,10 +138,10 @@ func (r Result) Line() string {
 	p := r.Report
 	return fmt.Sprintf("CHAOS seed=%d faults=%d acked=%d lost=%d duplicated=%d divergent=%d unknown=%d"+
 		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
-		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
+		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d partial_replicas=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
 		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
 		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
-		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, r.ChannelsDeleted,
+		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
 		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second))
 }
 
@@ -186,12 +186,12 @@ type restoreCount struct{ launch, count int }
 // the schedule of cfg.Seed, heals every fault, waits for convergence and
 // checks. The error is a harness failure (nothing could be checked);
 // violations are in the Result.
-func Run(ctx context.Context, cfg Config) (Result, error) {
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Seed: cfg.Seed, ChannelsDeleted: -1}
+	res = Result{Seed: cfg.Seed, ChannelsDeleted: -1}
 	start := time.Now()
 	out := &printer{w: cfg.Out, start: start}
 	var logger *slog.Logger
@@ -272,12 +272,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if err := r.run(ctx); err != nil {
 		keep = true
+		if ctx.Err() == nil {
+			out.f("tails of the node logs:\n%s", c.LogTails(40))
+		}
 		return res, err
 	}
 	res.Elapsed = time.Since(start)
 	if !res.OK() {
 		keep = true
-		out.f("node logs: %s", filepath.Join(work, "nodes", "*", "node.log"))
+		out.f("tails of the node logs (all of them in %s):\n%s", filepath.Join(work, "nodes", "*", "node.log"), c.LogTails(40))
 	}
 	return res, nil
 }
