@@ -222,6 +222,7 @@ func TestScheduleReproducible(t *testing.T) {
 	require.NotEqual(t, a, draw(43))
 
 	kinds := map[Kind]int{}
+	spans := 0
 	for i, f := range a {
 		kinds[f.Kind]++
 		require.Equal(t, i+1, f.Seq)
@@ -233,7 +234,12 @@ func TestScheduleReproducible(t *testing.T) {
 		if f.Kind.isZK() && f.Span > 0 && i+1 < len(a) {
 			require.False(t, a[i+1].Kind.isZK(), "fault %d: a second ZooKeeper server down", i+2)
 		}
+		if f.Kind == KillStandby && f.Span > 0 && i+1 < len(a) {
+			require.False(t, a[i+1].Kind == KillStandby && a[i+1].Span > 0, "fault %d: a second replica held down", i+2)
+			spans++
+		}
 	}
+	require.Positive(t, spans, "no replica held down across a fault")
 	for k := Kind(0); k < numKinds; k++ {
 		require.Positive(t, kinds[k], "kind %s never drawn in %d faults", k, n)
 	}

@@ -37,7 +37,9 @@
 //
 //	kill-primary (3)        kill -9; wait for the new primary (failover time
 //	                        recorded); restart it 0–4 s after the kill
-//	kill-standby (3)        kill -9 a standby; restart it 0.5–8 s later
+//	kill-standby (3)        kill -9 a standby; restart it 0.5–8 s later, or
+//	                        (one time in four) after the next fault: a
+//	                        kill-primary then leaves a single live replica
 //	pause-primary-long (2)  SIGSTOP the primary until a new primary leads and
 //	                        its session timeout plus 0.2–3 s has passed; SIGCONT
 //	pause-primary-short (2) SIGSTOP the primary for 0.1 s–60% of its session; SIGCONT

@@ -17,6 +17,7 @@ func (r *runner) finish(ctx context.Context) error {
 	r.out.f("schedule done after %d faults; healing everything", r.res.Faults)
 	r.zkHold = 0
 	r.startZK(ctx)
+	r.releaseNode(ctx)
 	r.reviveNodes(ctx)
 	if _, err := r.primary(ctx, 2*time.Minute); err != nil {
 		r.res.Stalls++

@@ -171,6 +171,10 @@ type runner struct {
 
 	zkDown int // server that is down, -1: none
 	zkHold int // faults left before it is restarted
+	// nodeHeld: a replica a kill-standby holds down across nodeHold more
+	// faults (nil: none).
+	nodeHeld *testnode.Node
+	nodeHold int
 	// needRestart: nodes a fault failed to restart (heal retries).
 	needRestart map[string]bool
 	// bootstrapped: nodes whose state may start at a checkpoint (wiped, or
@@ -478,6 +482,11 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 	case KillStandby:
 		r.out.f("%s: kill -9 standby %s", f, s.ID())
 		_ = s.Kill()
+		if f.Span > 0 && r.nodeHeld == nil {
+			r.nodeHeld, r.nodeHold = s, f.Span
+			r.out.f("    held down across the next %d fault(s)", f.Span)
+			return
+		}
 		sleep(ctx, f.Down)
 		if r.restart(ctx, s) == nil {
 			r.out.f("    %s restarted", s.ID())
@@ -602,6 +611,16 @@ func (r *runner) startZK(ctx context.Context) {
 	r.zkDown = -1
 }
 
+// releaseNode restarts the replica held down.
+func (r *runner) releaseNode(ctx context.Context) {
+	if n := r.nodeHeld; n != nil {
+		r.nodeHeld, r.nodeHold = nil, 0
+		if r.restart(ctx, n) == nil {
+			r.out.f("    %s restarted", n.ID())
+		}
+	}
+}
+
 // reviveNodes resumes paused replicas and restarts those that are down:
 // a replica down that no fault killed is a crash.
 func (r *runner) reviveNodes(ctx context.Context) {
@@ -609,7 +628,7 @@ func (r *runner) reviveNodes(ctx context.Context) {
 		if n.Paused() {
 			_ = n.Resume()
 		}
-		if n.Running() {
+		if n.Running() || n == r.nodeHeld {
 			continue
 		}
 		if !r.needRestart[n.ID()] {
@@ -627,6 +646,13 @@ func (r *runner) reviveNodes(ctx context.Context) {
 // heal undoes what a fault left behind, waits the schedule's pause, then
 // up to HealTimeout for one primary and new acknowledgements.
 func (r *runner) heal(ctx context.Context, f Fault) {
+	if r.nodeHeld != nil {
+		if r.nodeHold > 0 {
+			r.nodeHold-- // stays down across the next fault
+		} else {
+			r.releaseNode(ctx)
+		}
+	}
 	r.reviveNodes(ctx)
 	if r.zkDown >= 0 {
 		if r.zkHold > 0 {

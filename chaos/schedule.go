@@ -75,8 +75,9 @@ type Fault struct {
 	// pause lasts (pause-primary-short, pause-standby), or how long a
 	// pause lasts past the session timeout (pause-primary-long).
 	Down time.Duration
-	// Span (kill-zk-*): how many following faults the server stays down
-	// across (0: restarted before the next fault).
+	// Span (kill-zk-*, kill-standby): how many following faults the
+	// server or replica stays down across (0: restarted before the next
+	// fault).
 	Span int
 	// Primary: checkpoint on the primary (else on a standby); wipe-standby:
 	// ask the primary to checkpoint (rotate, delete) while the standby is
@@ -90,7 +91,9 @@ func (f Fault) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s", f.Seq, f.Kind)
 	switch f.Kind {
-	case KillPrimary, KillStandby, PauseStandby, PausePrimaryShort:
+	case KillStandby:
+		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
+	case KillPrimary, PauseStandby, PausePrimaryShort:
 		fmt.Fprintf(&b, " down=%v", f.Down)
 	case PausePrimaryLong:
 		fmt.Fprintf(&b, " past-session=%v", f.Down)
@@ -127,6 +130,9 @@ type Schedule struct {
 	// zkHeld: faults left during which a ZooKeeper server stays down; no
 	// ZooKeeper fault is drawn while it is > 0 (at most one server down).
 	zkHeld int
+	// nodeHeld: the same for a replica (kill-standby with a span): at most
+	// one replica is held down.
+	nodeHeld int
 }
 
 // NewSchedule returns the schedule of seed for replicas with the given
@@ -164,12 +170,20 @@ func (s *Schedule) Next() Fault {
 	if s.zkHeld > 0 {
 		s.zkHeld--
 	}
+	heldNode := s.nodeHeld > 0
+	if heldNode {
+		s.nodeHeld--
+	}
 	f := Fault{Seq: s.seq, Kind: k, Pick: s.rng.IntN(1 << 16)}
 	switch k {
 	case KillPrimary:
 		f.Down = s.between(0, 4*time.Second)
 	case KillStandby:
 		f.Down = s.between(500*time.Millisecond, 8*time.Second)
+		if s.rng.IntN(4) == 0 && !heldNode {
+			f.Span = 1
+			s.nodeHeld = 1
+		}
 	case PausePrimaryLong:
 		f.Down = s.between(200*time.Millisecond, 3*time.Second)
 	case PausePrimaryShort:
