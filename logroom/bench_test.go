@@ -30,15 +30,53 @@ func benchEnsemble(b *testing.B) *zkensemble.Ensemble {
 		defer cancel()
 		bench3.e, bench3.err = zkensemble.Start(ctx, zkensemble.Options{Servers: 3})
 		if bench3.err == nil {
-			// Closed by TestMain's exit path is not available to benchmarks
-			// alone; register with the shared cleanup.
 			benchCleanup = append(benchCleanup, func() { _ = bench3.e.Close() })
+			bench3.err = warmUp(bench3.e)
 		}
 	})
 	if bench3.err != nil {
 		b.Fatal(bench3.err)
 	}
 	return bench3.e
+}
+
+// warmUp runs a few seconds of Multis against a fresh ensemble so the
+// servers' JIT is warm before anything is measured.
+func warmUp(e *zkensemble.Ensemble) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, DialConfig{Servers: e.Addrs()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := OpenRoom(ctx, c, "warmup", RoomOptions{Base: "/bench"})
+	if err != nil {
+		return err
+	}
+	w, err := r.NewWriter(ctx, WriterConfig{MaxRoomBytes: 1 << 30})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	entry := make([]byte, 256)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 64; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				if _, err := w.Append(ctx, entry); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }
 
 // benchCleanup runs after all tests and benchmarks (from TestMain).
