@@ -369,6 +369,11 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		if err != nil {
 			return nil, rd.room.corrupt(rd.ch, rd.chPath, err)
 		}
+		if !m.Sealed {
+			if m, err = rd.checkNoSuccessor(m); err != nil {
+				return nil, err
+			}
+		}
 		rd.meta, rd.chWatch = m, ech
 	}
 	if rd.meta.Sealed {
@@ -458,6 +463,32 @@ func (rd *Reader) missingInSealed(path string) error {
 	}
 	return rd.room.corrupt(rd.ch, path, fmt.Errorf("%w: batch missing in a channel sealed at index %d",
 		ErrCorrupt, m.Last))
+}
+
+// checkNoSuccessor is called when the current channel's meta says open. A
+// writer seals a channel and creates its successor in one Multi, so an open
+// channel with a successor is damaged (waiting on it would wait forever). A
+// rotation between our meta read and the check is told apart by reading the
+// meta again: it is sealed by then. It returns the newest meta.
+func (rd *Reader) checkNoSuccessor(m channelMeta) (channelMeta, error) {
+	next := rd.room.channelPath(rd.ch + 1)
+	ok, _, err := rd.c.conn.Exists(next)
+	if err != nil || !ok {
+		return m, err
+	}
+	data, _, err := rd.c.conn.Get(rd.chPath)
+	if err != nil {
+		return m, err
+	}
+	m2, err := decodeChannelMeta(data)
+	if err != nil {
+		return m, rd.room.corrupt(rd.ch, rd.chPath, err)
+	}
+	if !m2.Sealed {
+		return m, rd.room.corrupt(rd.ch, rd.chPath, fmt.Errorf("%w: channel is not sealed but its successor %s exists",
+			ErrCorrupt, next))
+	}
+	return m2, nil
 }
 
 // nextChannel moves from the sealed current channel to the next one, which

@@ -302,6 +302,35 @@ func TestReaderChannelSuccessorCorrupt(t *testing.T) {
 	require.Contains(t, err.Error(), r.channelPath(2))
 }
 
+// TestReaderOpenChannelWithSuccessor: a channel whose meta says open while
+// the next channel exists is damaged (seal and open are one Multi); the
+// reader at its end reports ErrCorrupt naming it instead of waiting forever.
+func TestReaderOpenChannelWithSuccessor(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "opensucc")
+	w := newWriter(t, r, WriterConfig{})
+	ctx := testCtx(t, 30*time.Second)
+	_, err := w.Append(ctx, payload(1), payload(2))
+	require.NoError(t, err)
+	_, err = w.Rotate(ctx)
+	require.NoError(t, err)
+	_, err = w.Append(ctx, payload(3))
+	require.NoError(t, err)
+	// Unseal channel 1 although channel 2 follows it.
+	_, err = c.Conn().Set(r.channelPath(1), encodeMeta(channelMeta{Version: channelFormatVersion, First: 1, Epoch: 1}), -1)
+	require.NoError(t, err)
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	defer rd.Close()
+	readN(t, ctx, rd, 2)
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = rd.Next(nctx)
+	require.ErrorIs(t, err, ErrCorrupt, "a reader waiting forever would end with the deadline instead")
+	require.Contains(t, err.Error(), r.channelPath(1))
+}
+
 // TestReaderCatchUp reads a long backlog across channels; a reader that is
 // behind lists the channel once and reads ahead concurrently.
 func TestReaderCatchUp(t *testing.T) {
