@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/roomlog/roomlog/internal/testnode"
 )
@@ -197,7 +198,7 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 			checkAcked(&r, p, nodes, holds)
 			if slices.ContainsFunc(at, func(i uint64) bool { return i != p.Index }) {
 				r.Duplicated++
-				r.violation("duplicated: %s (%s at %d) is at indexes %v", p.Key, p.Outcome, p.Index, at)
+				r.violation("duplicated: %s (%s at %d, answered %s by %s) is at indexes %v", p.Key, p.Outcome, p.Index, wall(p.End), p.Node, at)
 			}
 		case testnode.OutcomeUnknown:
 			r.Unknown++
@@ -206,13 +207,13 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 			}
 			if len(at) > 1 {
 				r.Duplicated++
-				r.violation("duplicated: %s (outcome unknown) is at indexes %v", p.Key, at)
+				r.violation("duplicated: %s (outcome unknown, answered %s by %s: %s) is at indexes %v", p.Key, wall(p.End), p.Node, p.Err, at)
 			}
 		default:
 			r.Failed++
 			if len(at) > 0 {
 				r.Phantom++
-				r.violation("phantom: %s failed definitely (%s) yet is at indexes %v", p.Key, p.Err, at)
+				r.violation("phantom: %s failed definitely (answered %s: %s) yet is at indexes %v", p.Key, wall(p.End), p.Err, at)
 			}
 		}
 	}
@@ -331,7 +332,7 @@ func checkAcked(r *Report, p testnode.Proposal, nodes []NodeDump, holds []map[ui
 	}
 	if len(why) > 0 {
 		r.Lost++
-		r.violation("lost: %s (%s at %d by %s, sha %.12s): %s", p.Key, p.Outcome, p.Index, p.Node, p.SHA256, strings.Join(why, "; "))
+		r.violation("lost: %s (%s at %d by %s, answered %s, sha %.12s): %s", p.Key, p.Outcome, p.Index, p.Node, wall(p.End), p.SHA256, strings.Join(why, "; "))
 	}
 }
 
@@ -361,6 +362,14 @@ func checkZK(r *Report, zk ZKLog, ref map[uint64]testnode.Record) {
 				e.Index, e.Epoch, e.SHA256, rec.Epoch, rec.SHA256)
 		}
 	}
+}
+
+// wall formats t as the node logs do (UTC), to find it there.
+func wall(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.UTC().Format("15:04:05.000Z")
 }
 
 func cmpU64(a, b uint64) int {

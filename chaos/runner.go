@@ -247,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			_ = ens.Close()
 		}()
 	}
-	out.f("ZooKeeper: 3 servers at %s", ens.ConnString())
+	out.f("ZooKeeper: 3 servers at %s; run started %s (node logs are in UTC)", ens.ConnString(), wall(start))
 
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	c, err := testnode.StartCluster(sctx, testnode.ClusterOptions{
