@@ -132,7 +132,11 @@
 //     landed. Other bytes → another writer's: fenced. Absent → resend the
 //     same bytes, fenced: success → landed; NodeExists → compare again (a
 //     request sent before the drop may land late: harmless, same name and
-//     bytes); connection loss → repeat.
+//     bytes); connection loss → repeat. An absent batch is only "absent"
+//     if its channel, read after it, exists and is not marked deleting: a
+//     newer primary may have read the batch, sealed past it and deleted
+//     the channel meanwhile (DeleteChannel marks before it removes), and
+//     then the outcome is unknown (step 4), never "not committed".
 //  3. A failed fence (here or in flight) switches to fenced resolution:
 //     Sync, then the unacknowledged batches present with our bytes as a
 //     contiguous prefix are committed (the new writer read to the first

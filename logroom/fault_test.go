@@ -299,3 +299,52 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 	checkLog(t, log, a)
 	require.Len(t, a.ok, int(nw.LastCommitted()), "every entry in the log was acknowledged")
 }
+
+// TestChannelDeletedDuringConnectionLoss: the old writer's batches land but
+// their replies are lost; a new writer takes over, seals past them and the
+// channel is deleted (as a checkpointing primary does) before the old writer
+// reconnects. The old writer then finds its batches absent: that must be
+// ErrOutcomeUnknown (they were committed), never ErrFenced ("not committed").
+// Found by the chaos suite (seed 627214611).
+func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
+	e := sharedZK(t)
+	p := newProxy(t, e.Addrs()[0])
+	oc := dial(t, []string{p.addr()})
+	nc := dial(t, e.Addrs())
+	ro := openRoom(t, oc, "deleted-loss")
+	rn := openRoom(t, nc, "deleted-loss")
+	ctx := testCtx(t, 90*time.Second)
+	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16, EagerInFlight: 16})
+	a := newAcked()
+	var stop atomic.Bool
+	var okCount atomic.Int64
+	wg := appendLoad(t, ctx, old, 16, "old", a, &stop, &okCount)
+	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 100 })
+
+	p.dropReplies.Store(true)
+	before := old.LastCommitted()
+	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
+		end, err := rn.CommittedIndex(ctx, before)
+		return err == nil && end > before+8
+	})
+	chs, err := rn.Channels(ctx)
+	require.NoError(t, err)
+	oldCh := chs[len(chs)-1].Num
+	nw := newWriter(t, rn, WriterConfig{})
+	require.Greater(t, nw.StartIndex(), before+8, "the new writer sealed past the unacknowledged batches")
+	require.NoError(t, rn.DeleteChannel(ctx, oldCh))
+	p.cut()
+	p.dropReplies.Store(false)
+	waitFor(t, 30*time.Second, "the old writer gives up", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.unknown) > 0 || len(a.fenced) > 0
+	})
+	stop.Store(true)
+	wg.Wait()
+	require.Empty(t, a.fenced, "batches that landed in a channel deleted meanwhile were reported as not committed")
+	require.NotEmpty(t, a.unknown)
+	for _, idx := range a.ok {
+		require.Less(t, idx, nw.StartIndex(), "acknowledged past the new writer's start")
+	}
+}

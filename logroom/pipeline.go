@@ -573,6 +573,25 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			w.log.Warn("batch name holds another writer's data", "path", b.path)
 			return batchFenced, nil
 		case errors.Is(err, zk.ErrNoNode):
+			// Absent because it never landed, or because a newer primary
+			// read it, sealed past it and deleted the channel meanwhile?
+			// DeleteChannel marks the channel before removing any batch, so
+			// a channel read after the batch and not marked means the batch
+			// was not deleted.
+			gone, cerr := w.channelGoing(b.chPath)
+			if isConnErr(cerr) {
+				*synced = false
+				if err := bo.wait(ctx); err != nil {
+					return batchUnknown, err
+				}
+				continue
+			}
+			if cerr != nil {
+				return batchUnknown, cerr
+			}
+			if gone {
+				return batchUnknown, fmt.Errorf("channel %s was deleted: cannot tell whether batch %d landed", b.chPath, b.first)
+			}
 			if fenced {
 				return batchFenced, nil
 			}
@@ -607,6 +626,23 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			return batchUnknown, err
 		}
 	}
+}
+
+// channelGoing reports whether the channel at path is deleted or marked
+// for deletion.
+func (w *Writer) channelGoing(path string) (bool, error) {
+	data, _, err := w.c.conn.Get(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	m, err := decodeChannelMeta(data)
+	if err != nil {
+		return false, err
+	}
+	return m.Deleting, nil
 }
 
 // sealOps returns the metas and ops that seal the open channel at next-1
