@@ -277,6 +277,14 @@ func (w *Writer) formBatch() *batch {
 			}
 			count += j - ls.headOff
 		}
+		if j == 0 {
+			// Nothing of a request taken just now fits what is left of
+			// this batch: give it back, it heads the next batch (an empty
+			// batch always holds its first entry).
+			ls.reserved -= int64(len(r.payload))
+			r.state = reqQueued
+			break
+		}
 		if j < len(r.ends) {
 			ls.headOff = j
 			break // batch full

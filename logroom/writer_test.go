@@ -378,3 +378,32 @@ func TestRotateUnderConcurrentAppends(t *testing.T) {
 	t.Logf("%d channels, %d sealed with batches in flight", len(chs), w.stats.earlySeals.Load())
 	require.Positive(t, w.stats.earlySeals.Load(), "seals sent while batches were in flight")
 }
+
+// TestWriterBatchFullOfOtherRequests: concurrent appends of entries so large
+// that the next request often does not fit what is left of a batch. Found by
+// the benchmark (4 KiB x 256 proposers): the writer panicked with "queued
+// request in state 1". Every append must succeed with dense indexes.
+func TestWriterBatchFullOfOtherRequests(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "batchfull")
+	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 4 << 10, MaxInFlight: 1, EagerInFlight: 1})
+	ctx := testCtx(t, 60*time.Second)
+	a := newAcked()
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				en := append([]byte(fmt.Sprintf("g%d-%d-", g, i)), make([]byte, 1500)...)
+				last, err := w.Append(ctx, en)
+				a.record(t, [][]byte{en}, last, err)
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, a.ok, 320)
+	checkLog(t, readAll(t, ctx, r, w.LastCommitted()), a)
+}
