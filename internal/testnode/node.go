@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/procstat"
 )
 
 // Errors of the process harness.
@@ -556,7 +558,7 @@ func (n *Node) pauseResume(sig syscall.Signal) error {
 	n.log.Info("testnode: signalled", "pid", p.pid, "signal", sig.String())
 	deadline := time.Now().Add(exitTimeout)
 	for {
-		all, anyStopped, ok := threadsStopped(p.pid)
+		all, anyStopped, ok := procstat.ThreadsStopped(p.pid)
 		if !ok || p.exited() || (stop && all) || (!stop && !anyStopped) {
 			return nil
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/procstat"
 )
 
 // proc is one launched JVM. done is closed once cmd.Wait returned (the
@@ -205,7 +207,7 @@ func (e *Ensemble) pauseResume(i int, sig syscall.Signal) error {
 func waitSignalled(p *proc, stop bool) error {
 	deadline := time.Now().Add(exitTimeout)
 	for {
-		all, any, ok := allThreadsStopped(p.pid)
+		all, any, ok := procstat.ThreadsStopped(p.pid)
 		if !ok || p.exited() || (stop && all) || (!stop && !any) {
 			return nil
 		}
