@@ -35,12 +35,7 @@ func TestMain(m *testing.M) {
 // needZK fails under CI=true and skips otherwise when ZooKeeper is missing.
 func needZK(t testing.TB) {
 	t.Helper()
-	if err := zkensemble.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v (CI=true: tests that need ZooKeeper fail instead of skipping)", err)
-		}
-		t.Skip(err)
-	}
+	zkensemble.Require(t)
 }
 
 func sharedZK(t testing.TB) *zkensemble.Ensemble {

@@ -21,12 +21,7 @@ var (
 
 func sharedEnsemble(t testing.TB) *zkensemble.Ensemble {
 	t.Helper()
-	if err := zkensemble.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v", err)
-		}
-		t.Skip(err)
-	}
+	zkensemble.Require(t)
 	sharedOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()

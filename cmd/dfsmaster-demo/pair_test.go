@@ -40,12 +40,7 @@ func buildDemo(t *testing.T) string {
 // ZooKeeper, two serve processes, kill -9, takeover, restart, verification)
 // and checks its RESULT line and exit status.
 func TestPairDemo(t *testing.T) {
-	if err := zkensemble.Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	zkensemble.Require(t)
 	bin := buildDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()

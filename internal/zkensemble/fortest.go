@@ -17,7 +17,16 @@ func ForTest(t testing.TB, opts Options) *Ensemble {
 	return forTest(t, opts, Available())
 }
 
-func forTest(t testing.TB, opts Options, unavailable error) *Ensemble {
+// Require fails the test under CI=true and skips it otherwise when
+// ZooKeeper is not installed: for tests that share or start their own
+// ensembles. It reports whether the test may go on (false only with a fake
+// testing.TB whose Fatalf and Skip return).
+func Require(t testing.TB) bool {
+	t.Helper()
+	return requireAvailable(t, Available())
+}
+
+func requireAvailable(t testing.TB, unavailable error) bool {
 	t.Helper()
 	if unavailable != nil {
 		if os.Getenv("CI") == "true" {
@@ -25,6 +34,14 @@ func forTest(t testing.TB, opts Options, unavailable error) *Ensemble {
 		} else {
 			t.Skip(unavailable)
 		}
+		return false
+	}
+	return true
+}
+
+func forTest(t testing.TB, opts Options, unavailable error) *Ensemble {
+	t.Helper()
+	if !requireAvailable(t, unavailable) {
 		return nil // only reached with a fake testing.TB
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
