@@ -157,7 +157,9 @@
 //     (at most) one GetW on the channel znode, re-armed only after it
 //     fired; sealed and position past its last index → go to channel N+1,
 //     which must exist with first == last+1 (else ErrCorrupt; a missing
-//     N+1 with later channels present → ErrCompacted). Not sealed →
+//     N+1 with later channels present → ErrCompacted). Not sealed but
+//     channel N+1 exists (re-read: still not sealed) → ErrCorrupt, since
+//     seal and open are one Multi. Not sealed →
 //     ExistsW(b-<position>) (re-checking its result) and wait on the
 //     watches and ctx. Caught up, the reader arms the next name's watch
 //     first (two round trips per batch). Behind (two batches in a row found
