@@ -35,7 +35,10 @@ func TestProposeLimits(t *testing.T) {
 	c, proxies := proxiedCluster(t, "solo")
 	c.mutate = func(cfg *Config) {
 		cfg.Servers = []string{proxies[cfg.ID].Addr()}
-		cfg.SessionTimeout = 2 * time.Second
+		// The held proposal below must outlive the cut: a primary cut off
+		// for a whole session timeout ends its term, so leave headroom for
+		// a loaded machine (the default 4s, not 2s).
+		cfg.SessionTimeout = 4 * time.Second
 		cfg.MaxPendingProposals = 1
 	}
 	c.close("solo")
