@@ -562,24 +562,10 @@ func (r *Replica) onTakeoverDone() {
 	}
 }
 
-// abortTakeover cancels a takeover in progress and waits for it.
-func (r *Replica) abortTakeover(reason string) {
-	lp := r.lp
-	tr := lp.takeover
-	lp.takeover = nil
-	tr.cancel()
-	<-tr.done
-	if tr.w != nil {
-		tr.w.Close()
-	}
-	r.log.Info("takeover aborted", "reason", reason)
-	r.setRole(RoleStandby, reason)
-}
-
-// endTerm leaves the primary role: no new proposals, writer closed (its
-// pending appends get their outcome), committed entries drained into the
-// store, then the standby tail resumes from applied+1.
-func (r *Replica) endTerm(reason string) {
+// closeTerm ends the current term: no new proposals, its writer closed
+// (pending appends get their outcome), waiters released. It returns the
+// ended term. The caller checked lp.term != nil.
+func (r *Replica) closeTerm() *term {
 	lp := r.lp
 	t := lp.term
 	lp.term = nil
@@ -589,6 +575,35 @@ func (r *Replica) endTerm(reason string) {
 		r.log.Debug("writer close", "err", err)
 	}
 	close(t.done)
+	return t
+}
+
+// cancelTakeover cancels the takeover in progress, waits for it and closes
+// the writer it may have opened. The caller checked lp.takeover != nil.
+func (r *Replica) cancelTakeover() {
+	lp := r.lp
+	tr := lp.takeover
+	lp.takeover = nil
+	tr.cancel()
+	<-tr.done
+	if tr.w != nil {
+		tr.w.Close()
+	}
+}
+
+// abortTakeover cancels a takeover in progress and waits for it.
+func (r *Replica) abortTakeover(reason string) {
+	r.cancelTakeover()
+	r.log.Info("takeover aborted", "reason", reason)
+	r.setRole(RoleStandby, reason)
+}
+
+// endTerm leaves the primary role: no new proposals, writer closed (its
+// pending appends get their outcome), committed entries drained into the
+// store, then the standby tail resumes from applied+1.
+func (r *Replica) endTerm(reason string) {
+	lp := r.lp
+	t := r.closeTerm()
 	if lp.applier != nil {
 		lp.applier.stop(true)
 		err := lp.applier.err
@@ -670,21 +685,10 @@ func (r *Replica) fail(err error) {
 	r.fatalErr.Store(&err)
 	lp := r.lp
 	if lp.term != nil {
-		t := lp.term
-		lp.term = nil
-		r.setTerm(nil)
-		t.stopAccepting()
-		t.w.Close()
-		close(t.done)
+		r.closeTerm()
 	}
 	if lp.takeover != nil {
-		tr := lp.takeover
-		lp.takeover = nil
-		tr.cancel()
-		<-tr.done
-		if tr.w != nil {
-			tr.w.Close()
-		}
+		r.cancelTakeover()
 	}
 	if lp.applier != nil {
 		lp.applier.stop(false)
@@ -701,21 +705,10 @@ func (r *Replica) fail(err error) {
 func (r *Replica) shutdown() {
 	lp := r.lp
 	if lp.term != nil {
-		t := lp.term
-		lp.term = nil
-		r.setTerm(nil)
-		t.stopAccepting()
-		t.w.Close()
-		close(t.done)
+		r.closeTerm()
 	}
 	if lp.takeover != nil {
-		tr := lp.takeover
-		lp.takeover = nil
-		tr.cancel()
-		<-tr.done
-		if tr.w != nil {
-			tr.w.Close()
-		}
+		r.cancelTakeover()
 	}
 	if lp.applier != nil {
 		lp.applier.stop(lp.applier.primary)
