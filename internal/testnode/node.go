@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/procstat"
+
+	"github.com/roomlog/roomlog/internal/spawn"
 )
 
 // Errors of the process harness.
@@ -156,7 +157,7 @@ func (o NodeOptions) args(httpAddr, addrFile string) []string {
 type Node struct {
 	opts NodeOptions
 	log  *slog.Logger
-	sp   *spawner
+	sp   *spawn.Spawner
 
 	ops sync.Mutex // serialises lifecycle operations
 
@@ -221,7 +222,7 @@ func Start(ctx context.Context, opts NodeOptions) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	n := &Node{opts: opts, log: log.With("node", opts.ID), sp: newSpawner()}
+	n := &Node{opts: opts, log: log.With("node", opts.ID), sp: spawn.New()}
 	n.ops.Lock()
 	err := n.launch(ctx)
 	n.ops.Unlock()
@@ -406,7 +407,7 @@ func (n *Node) launchAt(ctx context.Context, httpAddr string) error {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
-	if err := n.sp.start(cmd); err != nil {
+	if err := n.sp.Start(cmd); err != nil {
 		return fmt.Errorf("testnode %s: start %s: %w", n.opts.ID, n.opts.Binary, err)
 	}
 	p := &proc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
@@ -608,7 +609,7 @@ func (n *Node) Close() error {
 	if c != nil {
 		c.CloseIdle()
 	}
-	n.sp.stop()
+	n.sp.Stop()
 	return err
 }
 
@@ -643,40 +644,3 @@ func (n *Node) Checkpoint(ctx context.Context) error { return n.Client().Checkpo
 
 // Barrier is Client().Barrier.
 func (n *Node) Barrier(ctx context.Context) (uint64, error) { return n.Client().Barrier(ctx) }
-
-// spawner forks every launch of a node from one goroutine locked to its OS
-// thread. Nodes get Pdeathsig=SIGKILL (Linux), which fires when the forking
-// thread dies: a dedicated thread alive until Close makes that mean "when
-// the test process dies", so a killed test leaks no node.
-type spawner struct {
-	reqs chan spawnReq
-	done chan struct{}
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	errc chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
-	go func() { // owner: the Node; Close stops it after the process exited
-		defer close(s.done)
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		for r := range s.reqs {
-			r.errc <- r.cmd.Start()
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	s.reqs <- spawnReq{cmd: cmd, errc: errc}
-	return <-errc
-}
-
-func (s *spawner) stop() {
-	close(s.reqs)
-	<-s.done
-}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/spawn"
 )
 
 // Errors returned by this package, wrapped with %w; check them with errors.Is.
@@ -103,7 +105,7 @@ type Ensemble struct {
 
 	closing chan struct{} // closed by Close: aborts every wait
 	ops     []sync.Mutex  // ops[i] serializes launch/kill/stop of server i
-	spawner *spawner
+	spawner *spawn.Spawner
 
 	mu     sync.Mutex // guards procs, all, closed
 	procs  []*proc    // current (maybe exited) process of server i; nil before its first launch
@@ -162,7 +164,7 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 		closing: make(chan struct{}),
 		ops:     make([]sync.Mutex, opts.Servers),
 		procs:   make([]*proc, opts.Servers),
-		spawner: newSpawner(),
+		spawner: spawn.New(),
 	}
 	defer func() {
 		if err != nil {
@@ -297,7 +299,7 @@ func (e *Ensemble) close() error {
 			errs = append(errs, err)
 		}
 	}
-	e.spawner.stop()
+	e.spawner.Stop()
 	if len(errs) == 0 { // never delete the files of a process still running
 		if err := os.RemoveAll(e.root); err != nil {
 			errs = append(errs, fmt.Errorf("zkensemble: remove %s: %w", e.root, err))

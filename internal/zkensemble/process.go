@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -55,44 +54,6 @@ func (p *proc) waitExit(timeout time.Duration) error {
 	}
 }
 
-// spawner forks every server from one goroutine locked to its OS thread.
-// Servers get Pdeathsig=SIGKILL (Linux), which fires when the forking
-// *thread* dies: a dedicated thread that lives until Close makes that mean
-// "when the test process dies", so a killed test leaks no JVM.
-type spawner struct {
-	reqs chan spawnReq
-	done chan struct{}
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	errc chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		for r := range s.reqs {
-			r.errc <- r.cmd.Start()
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	s.reqs <- spawnReq{cmd: cmd, errc: errc}
-	return <-errc
-}
-
-// stop ends the spawner goroutine; called by Close after every process exited.
-func (s *spawner) stop() {
-	close(s.reqs)
-	<-s.done
-}
-
 // launch starts server i's JVM and records it. The caller holds e.ops[i]
 // (or is tryStart, before the ensemble is shared).
 func (e *Ensemble) launch(i int) (*proc, error) {
@@ -115,7 +76,7 @@ func (e *Ensemble) launch(i int) (*proc, error) {
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
-	if err := e.spawner.start(cmd); err != nil {
+	if err := e.spawner.Start(cmd); err != nil {
 		return nil, fmt.Errorf("zkensemble: server %d: start %s: %w", i, e.inst.java, err)
 	}
 	p := &proc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
