@@ -38,6 +38,7 @@ type Batch struct {
 	Epoch   uint64
 	First   uint64
 	Count   int
+	CRC     uint32
 	// Entries alias the decoded input; they are valid as long as it is.
 	Entries [][]byte
 }
@@ -136,13 +137,15 @@ func encodeHeader(epoch, first uint64, count, size int, crc uint32) []byte {
 }
 
 // encodeBatchParts encodes a batch whose payload is the concatenation of
-// parts (already uvarint-framed), size bytes in total, count entries.
-func encodeBatchParts(epoch, first uint64, count, size int, parts ...[]byte) []byte {
-	out := encodeHeader(epoch, first, count, size, batchCRC(epoch, first, count, parts...))
+// parts (already uvarint-framed), size bytes in total, count entries. It
+// returns the encoding and the batch's checksum.
+func encodeBatchParts(epoch, first uint64, count, size int, parts ...[]byte) ([]byte, uint32) {
+	crc := batchCRC(epoch, first, count, parts...)
+	out := encodeHeader(epoch, first, count, size, crc)
 	for _, p := range parts {
 		out = append(out, p...)
 	}
-	return out
+	return out, crc
 }
 
 // DecodeBatch decodes and verifies one batch znode. Any problem (malformed
@@ -206,6 +209,7 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if crc > math.MaxUint32 || uint32(crc) != batchCRC(b.Epoch, b.First, b.Count, payload) {
 		return b, fmt.Errorf("%w: batch checksum mismatch", ErrCorrupt)
 	}
+	b.CRC = uint32(crc)
 	entries := make([][]byte, 0, b.Count)
 	p := payload
 	for i := 0; i < b.Count; i++ {

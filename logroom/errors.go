@@ -44,6 +44,13 @@ var (
 	ErrUnavailable = errors.New("logroom: zookeeper unavailable")
 	// ErrBadConfig: a configuration field is invalid.
 	ErrBadConfig = errors.New("logroom: bad config")
+	// ErrDiverged: the log no longer holds what the caller applied from it
+	// (another batch at that index, the batch missing, or the log ending
+	// below the caller's applied index): the room was tampered with or the
+	// local state is not of this log. Never continue past it; an operator
+	// must decide which side is right. The message names room, channel,
+	// znode and both batch identities.
+	ErrDiverged = errors.New("logroom: local state diverged from the log")
 	// ErrForeignACL: OpenRoom found a room whose znodes carry another ACL
 	// than the client's (e.g. a world-writable room opened with digest
 	// credentials, which anyone could fence). Nothing was changed.

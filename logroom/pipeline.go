@@ -27,6 +27,7 @@ type batch struct {
 	path   string
 	chPath string // its channel's znode
 	data   []byte
+	crc    uint32 // the batch's checksum (its BatchID's CRC)
 	// finish are the requests whose last entry is in this batch: they are
 	// answered when this batch and all earlier ones are acknowledged.
 	finish []*appendReq
@@ -304,7 +305,7 @@ func (w *Writer) formBatch() *batch {
 	b.count = count
 	b.entries = entries
 	b.path, b.chPath = w.room.batchPath(ls.ch, b.first), ls.chPath
-	b.data = encodeBatchParts(w.epoch, b.first, count, size, parts...)
+	b.data, b.crc = encodeBatchParts(w.epoch, b.first, count, size, parts...)
 	ls.next += uint64(count)
 	return b
 }
@@ -401,8 +402,9 @@ func (w *Writer) ackLanded() {
 		}
 		if w.cfg.OnCommit != nil {
 			es := make([]Entry, len(b.entries))
+			id := BatchID{Epoch: w.epoch, First: b.first, Count: b.count, CRC: b.crc}
 			for i, d := range b.entries {
-				es[i] = Entry{Index: b.first + uint64(i), Epoch: w.epoch, Data: d}
+				es[i] = Entry{Index: b.first + uint64(i), Epoch: w.epoch, Data: d, Batch: id}
 			}
 			w.cfg.OnCommit(es)
 		}

@@ -152,11 +152,12 @@ var errNoChannel = errors.New("logroom: no channel yet")
 func (rd *Reader) locate(ctx context.Context, wait bool) error {
 	r := rd.room
 	pos := rd.skipTo
-	nums, err := r.channelNums(ctx)
+	// The channels must form a checked chain before we follow them.
+	infos, err := r.CheckChain(ctx)
 	if err != nil {
 		return err
 	}
-	if len(nums) == 0 {
+	if len(infos) == 0 {
 		if !wait {
 			return errNoChannel
 		}
@@ -173,35 +174,30 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 		}
 		return nil
 	}
-	for i := len(nums) - 1; i >= 0; i-- {
-		m, _, err := r.readChannel(ctx, nums[i])
-		if errors.Is(err, zk.ErrNoNode) {
-			if i == 0 {
-				return fmt.Errorf("%w: room %q: index %d (channel %d deleted)", ErrCompacted, r.name, pos, nums[i])
-			}
-			continue
-		}
-		if err != nil {
+	if pos < infos[0].FirstIndex {
+		return fmt.Errorf("%w: room %q: index %d precedes the oldest channel %d (first index %d)",
+			ErrCompacted, r.name, pos, infos[0].Num, infos[0].FirstIndex)
+	}
+	i := len(infos) - 1
+	for infos[i].FirstIndex > pos {
+		i--
+	}
+	m, _, err := r.readChannel(ctx, infos[i].Num)
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("%w: room %q: index %d (channel %d deleted)", ErrCompacted, r.name, pos, infos[i].Num)
+	}
+	if err != nil {
+		return err
+	}
+	rd.setChannel(infos[i].Num, m)
+	rd.bpos = m.First
+	if pos > m.First {
+		if err := rd.seek(ctx, pos); err != nil {
 			return err
 		}
-		if m.First > pos {
-			if i == 0 {
-				return fmt.Errorf("%w: room %q: index %d precedes the oldest channel %d (first index %d)",
-					ErrCompacted, r.name, pos, nums[i], m.First)
-			}
-			continue
-		}
-		rd.setChannel(nums[i], m)
-		rd.bpos = m.First
-		if pos > m.First {
-			if err := rd.seek(ctx, pos); err != nil {
-				return err
-			}
-		}
-		rd.located = true
-		return nil
 	}
-	return fmt.Errorf("%w: room %q: index %d", ErrCompacted, r.name, pos)
+	rd.located = true
+	return nil
 }
 
 // seek sets bpos to the batch boundary at or before pos in the current
@@ -359,8 +355,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			if rd.meta.Sealed && rd.bpos > rd.meta.Last {
 				return nil, rd.nextChannel(ctx)
 			}
-			return nil, fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
-				ErrCompacted, rd.room.name, rd.ch, rd.Position())
+			return nil, rd.channelGone(ctx)
 		}
 		if err != nil {
 			return nil, err
@@ -418,6 +413,25 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, ctx.Err()
 	}
 	return nil, nil
+}
+
+// channelGone explains the current channel's disappearance: compaction
+// (ErrCompacted) if a later channel exists, since only sealed channels are
+// deleted and a seal creates the successor; otherwise the open channel was
+// deleted by someone else (ErrCorrupt).
+func (rd *Reader) channelGone(ctx context.Context) error {
+	nums, err := rd.room.channelNums(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range nums {
+		if n > rd.ch {
+			return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
+				ErrCompacted, rd.room.name, rd.ch, rd.Position())
+		}
+	}
+	return rd.room.corrupt(rd.ch, rd.chPath, fmt.Errorf("%w: the open channel was deleted while reading at index %d (no later channel exists)",
+		ErrCorrupt, rd.Position()))
 }
 
 // checkChannelEpoch re-reads the channel meta and returns an ErrCorrupt
@@ -563,10 +577,11 @@ func (rd *Reader) deliver(path string, data []byte) ([]Entry, error) {
 	rd.lastEpoch = b.Epoch
 	rd.bpos = b.First + uint64(b.Count)
 	out := make([]Entry, 0, b.Count)
+	id := b.ID()
 	for i, d := range b.Entries {
 		idx := b.First + uint64(i)
 		if idx >= rd.skipTo {
-			out = append(out, Entry{Index: idx, Epoch: b.Epoch, Data: d})
+			out = append(out, Entry{Index: idx, Epoch: b.Epoch, Data: d, Batch: id})
 		}
 	}
 	return out, nil

@@ -201,7 +201,10 @@ func TestReaderBeforeFirstChannel(t *testing.T) {
 	_, err = w.Append(ctx, []byte("first"))
 	require.NoError(t, err)
 	es := <-got
-	require.Equal(t, []Entry{{Index: 1, Epoch: 1, Data: []byte("first")}}, es)
+	require.Len(t, es, 1)
+	require.NotZero(t, es[0].Batch.CRC)
+	require.Equal(t, []Entry{{Index: 1, Epoch: 1, Data: []byte("first"),
+		Batch: BatchID{Epoch: 1, First: 1, Count: 1, CRC: es[0].Batch.CRC}}}, es)
 }
 
 // plant writes data at the batch name first of the room's open channel.
@@ -288,16 +291,24 @@ func TestReaderChannelSuccessorCorrupt(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	_, err := w.Append(ctx, payload(1), payload(2))
 	require.NoError(t, err)
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
 	_, err = w.Rotate(ctx)
 	require.NoError(t, err)
 	// Rewrite channel 2's first index so it no longer follows channel 1.
 	bad := encodeMeta(channelMeta{Version: channelFormatVersion, First: 5, Epoch: 1})
 	_, err = c.Conn().Set(r.channelPath(2), bad, -1)
 	require.NoError(t, err)
-	rd, err := r.Tail(ctx, 1)
-	require.NoError(t, err)
+	// A reader already in channel 1 stops when it reaches the bad link.
 	readN(t, ctx, rd, 2)
 	_, err = rd.Next(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), r.channelPath(2))
+	// A new reader (and a new writer) refuse the broken chain at once.
+	_, err = r.Tail(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), r.channelPath(2))
+	_, err = r.NewWriter(ctx, WriterConfig{})
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), r.channelPath(2))
 }
@@ -317,12 +328,15 @@ func TestReaderOpenChannelWithSuccessor(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.Append(ctx, payload(3))
 	require.NoError(t, err)
-	// Unseal channel 1 although channel 2 follows it.
-	_, err = c.Conn().Set(r.channelPath(1), encodeMeta(channelMeta{Version: channelFormatVersion, First: 1, Epoch: 1}), -1)
-	require.NoError(t, err)
 	rd, err := r.Tail(ctx, 1)
 	require.NoError(t, err)
 	defer rd.Close()
+	// Unseal channel 1 although channel 2 follows it.
+	_, err = c.Conn().Set(r.channelPath(1), encodeMeta(channelMeta{Version: channelFormatVersion, First: 1, Epoch: 1}), -1)
+	require.NoError(t, err)
+	_, err = r.Tail(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt, "a new reader refuses the chain at once")
+	require.Contains(t, err.Error(), r.channelPath(1))
 	readN(t, ctx, rd, 2)
 	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

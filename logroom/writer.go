@@ -36,6 +36,8 @@ const (
 type Entry struct {
 	Index, Epoch uint64
 	Data         []byte
+	// Batch identifies the batch znode that holds the entry (see MatchLog).
+	Batch BatchID
 }
 
 // WriterConfig configures a Writer. Zero values take the documented defaults.
@@ -66,6 +68,12 @@ type WriterConfig struct {
 	// MaxRoomBytes bounds the batch bytes all channels of the room hold;
 	// beyond it Append fails with ErrRoomFull (default 256 MiB).
 	MaxRoomBytes int64
+	// Applied is the caller's applied index (a replica taking over). If the
+	// log ends below it, NewWriter fails with ErrDiverged before it seals
+	// or opens any channel: a writer never appends at an index at or below
+	// one its caller already applied. (The epoch CAS, which only fences
+	// older writers, has happened by then.)
+	Applied uint64
 	// OnCommit, if set, receives committed entries in index order, from one
 	// goroutine (the writer's loop): it must not block long. Entry.Data must
 	// not be modified.
@@ -267,7 +275,18 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	next := epochMeta{Version: epochFormatVersion, Epoch: m.Epoch + 1, Owner: w.cfg.Owner, Nonce: nonce}
+	// The channels are checked before anything is written, and the new
+	// epoch lies past every epoch they record (a reset epoch znode must not
+	// make us reuse an epoch).
+	infos, err := r.CheckChain(ctx)
+	if err != nil {
+		return err
+	}
+	epoch, err := r.nextEpoch(m.Epoch, infos)
+	if err != nil {
+		return err
+	}
+	next := epochMeta{Version: epochFormatVersion, Epoch: epoch, Owner: w.cfg.Owner, Nonce: nonce}
 	data := encodeMeta(next)
 	var bo backoff
 	for {
@@ -277,7 +296,7 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, zk.ErrBadVersion) {
-			return fmt.Errorf("%w: room %q: another writer took epoch %d concurrently", ErrFenced, r.name, m.Epoch+1)
+			return fmt.Errorf("%w: room %q: another writer took epoch %d concurrently", ErrFenced, r.name, epoch)
 		}
 		if !isConnErr(err) {
 			return zkError("logroom: set epoch", err)
@@ -368,7 +387,9 @@ func (w *Writer) hasData(path string, data []byte) func() (bool, error) {
 // takeOver finds the end of the log and opens this writer's channel.
 func (w *Writer) takeOver(ctx context.Context) error {
 	r := w.room
-	infos, err := r.Channels(ctx)
+	// Re-read after our CAS: an older writer may have rotated meanwhile;
+	// from here on nothing but us can write.
+	infos, err := r.CheckChain(ctx)
 	if err != nil {
 		return err
 	}
@@ -381,6 +402,9 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	ls.seenDeletions = r.deletions.Load()
 	ls.lastRefresh = time.Now()
 	if len(infos) == 0 {
+		if err := w.checkApplied(0, 0, ""); err != nil {
+			return err
+		}
 		meta := channelMeta{Version: channelFormatVersion, First: 1, Epoch: w.epoch}
 		return w.openChannel(ctx, 1, meta, 0, "create first channel",
 			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.acl})
@@ -390,15 +414,21 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if m.Sealed {
-		return w.openNext(ctx, last.Num, m.Last)
-	}
 	path := r.channelPath(last.Num)
+	if m.Sealed {
+		// CheckChain saw it open; only a foreign write seals a channel
+		// without opening its successor.
+		return r.corrupt(last.Num, path, fmt.Errorf("%w: the last channel was sealed at index %d without a successor during takeover",
+			ErrCorrupt, m.Last))
+	}
 	names, err := r.c.children(ctx, path)
 	if err != nil {
 		return zkError("logroom: list channel "+path, err)
 	}
 	if len(names) == 0 {
+		if err := w.checkApplied(last.Num, m.First-1, path); err != nil {
+			return err
+		}
 		// Open and without any child: reuse it under our epoch. No older
 		// writer can add a child any more (fenced), so it stays empty.
 		reuse := m
@@ -415,6 +445,9 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := w.checkApplied(last.Num, end, path); err != nil {
+		return err
+	}
 	sealed := m
 	sealed.Sealed, sealed.Last, sealed.Bytes, sealed.Batches = true, end, nbytes, nbatches
 	ls.sealedBytes += nbytes
@@ -424,6 +457,20 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	return w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
 		&zk.SetDataRequest{Path: path, Data: encodeMeta(sealed), Version: ver},
 		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.acl})
+}
+
+// checkApplied refuses a takeover whose log ends (at end, in channel num)
+// below the caller's applied index: the writer would append at indexes the
+// caller has already applied from another history.
+func (w *Writer) checkApplied(num, end uint64, path string) error {
+	if w.cfg.Applied <= end {
+		return nil
+	}
+	if path == "" {
+		path = w.room.Path(channelsNode)
+	}
+	return fmt.Errorf("%w: room %q channel %d znode %s: the log ends at index %d, below the %d entries the new writer's owner %q applied; refusing to write",
+		ErrDiverged, w.room.name, num, path, end, w.cfg.Applied, w.cfg.Owner)
 }
 
 // openNext opens channel num+1 after the sealed channel num ending at last.

@@ -52,7 +52,7 @@ func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
 	}
 	ub.done = true
 	last := entries[len(entries)-1]
-	if err := pb.Set(keyApplied, encodeApplied(last.Index, last.Epoch), nil); err != nil {
+	if err := pb.Set(keyApplied, encodeApplied(position{last.Index, last.Epoch, last.Batch}), nil); err != nil {
 		return nil, fmt.Errorf("store: apply: %w", err)
 	}
 	if err := pb.Commit(s.writeOpts); err != nil {
@@ -60,6 +60,8 @@ func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
 	}
 	s.applied.Store(last.Index)
 	s.epoch.Store(last.Epoch)
+	ref := last.Batch
+	s.batch.Store(&ref)
 	return responses, nil
 }
 

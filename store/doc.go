@@ -8,7 +8,10 @@
 // space is split in two ranges that cannot overlap:
 //
 //	0x00 "roomlog/format"   uvarint format version (1)
-//	0x00 "roomlog/applied"  8-byte big-endian applied index, 8-byte big-endian applied epoch
+//	0x00 "roomlog/applied"  8-byte big-endian applied index, 8-byte big-endian applied epoch,
+//	                        then the last entry's BatchRef: 8-byte first, 4-byte count,
+//	                        4-byte CRC (stores written before BatchRef existed hold
+//	                        the first 16 bytes only; they read as a zero BatchRef)
 //	0x01 <user key>         user value
 //
 // Internal keys start with 0x00, user keys with 0x01, so no user key can
@@ -20,7 +23,9 @@
 // # Invariants
 //
 //  1. State and position move together: Apply writes the entries' effects
-//     and the new applied position in one Pebble batch. After any crash, the
+//     and the new applied position (index, epoch and the BatchRef of the
+//     last entry: the identity of the log batch it came from) in one
+//     Pebble batch. After any crash, the
 //     stored applied index is exactly the index whose prefix of the log
 //     produced the stored user state.
 //  2. Exactly once, in order: Apply accepts entries only if the first is

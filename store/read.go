@@ -72,7 +72,8 @@ func readPosition(r reader) (index, epoch uint64, err error) {
 		return 0, 0, fmt.Errorf("store: read applied position: %w", err)
 	}
 	defer closer.Close()
-	return decodeApplied(v)
+	p, err := decodeApplied(v)
+	return p.index, p.epoch, err
 }
 
 // stateHash is the hex SHA-256 over every user key and value in key order,

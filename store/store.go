@@ -43,6 +43,20 @@ var (
 type Entry struct {
 	Index, Epoch uint64
 	Data         []byte
+	// Batch identifies the log batch the entry came from. The store keeps
+	// the Batch of the last entry applied, in the same Pebble batch as the
+	// state (AppliedBatch), so that the replica can check on restart that
+	// the log still holds it (log matching). The zero value is allowed.
+	Batch BatchRef
+}
+
+// BatchRef identifies the log batch that held an entry: the batch's first
+// index, entry count and checksum (its epoch is the entry's). It is opaque
+// to the store.
+type BatchRef struct {
+	First uint64
+	Count uint32
+	CRC   uint32
 }
 
 // Batch is what an Applier writes through. It addresses the user keyspace
@@ -193,23 +207,41 @@ const (
 
 var (
 	keyFormat  = []byte(internalPrefix + "format")  // value: uvarint format version
-	keyApplied = []byte(internalPrefix + "applied") // value: 8-byte BE index, 8-byte BE epoch
+	keyApplied = []byte(internalPrefix + "applied") // value: see encodeApplied
 	userLower  = []byte{userPrefixByte}             // first possible user key (inclusive)
 	userUpper  = []byte{userPrefixByte + 1}         // end of the user range (exclusive)
 )
 
-func encodeApplied(index, epoch uint64) []byte {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], index)
-	binary.BigEndian.PutUint64(b[8:], epoch)
+// position is what the applied key holds.
+type position struct {
+	index, epoch uint64
+	batch        BatchRef
+}
+
+// encodeApplied encodes the applied key's value: 8-byte big-endian index,
+// 8-byte big-endian epoch, then (since the log-matching change) the batch
+// reference: 8-byte first, 4-byte count, 4-byte CRC. 16-byte values
+// written before it decode with a zero BatchRef.
+func encodeApplied(p position) []byte {
+	var b [32]byte
+	binary.BigEndian.PutUint64(b[0:], p.index)
+	binary.BigEndian.PutUint64(b[8:], p.epoch)
+	binary.BigEndian.PutUint64(b[16:], p.batch.First)
+	binary.BigEndian.PutUint32(b[24:], p.batch.Count)
+	binary.BigEndian.PutUint32(b[28:], p.batch.CRC)
 	return b[:]
 }
 
-func decodeApplied(v []byte) (index, epoch uint64, err error) {
-	if len(v) != 16 {
-		return 0, 0, fmt.Errorf("%w: applied position is %d bytes, want 16", ErrCorrupt, len(v))
+func decodeApplied(v []byte) (position, error) {
+	if len(v) != 16 && len(v) != 32 {
+		return position{}, fmt.Errorf("%w: applied position is %d bytes, want 16 or 32", ErrCorrupt, len(v))
 	}
-	return binary.BigEndian.Uint64(v[:8]), binary.BigEndian.Uint64(v[8:]), nil
+	p := position{index: binary.BigEndian.Uint64(v[:8]), epoch: binary.BigEndian.Uint64(v[8:16])}
+	if len(v) == 32 {
+		p.batch = BatchRef{First: binary.BigEndian.Uint64(v[16:]), Count: binary.BigEndian.Uint32(v[24:]),
+			CRC: binary.BigEndian.Uint32(v[28:])}
+	}
+	return p, nil
 }
 
 // appendUserKey appends the storage form of a user key to dst.
@@ -260,6 +292,7 @@ type Store struct {
 	// Invariant: applied == stored applied index whenever applyMu is free.
 	applied atomic.Uint64
 	epoch   atomic.Uint64
+	batch   atomic.Pointer[BatchRef] // the last applied entry's Batch (never nil once open)
 
 	gate gate // every operation that touches db holds a reference
 
@@ -336,7 +369,7 @@ func (s *Store) loadPosition() error {
 		defer b.Close()
 		err = errors.Join(
 			b.Set(keyFormat, binary.AppendUvarint(nil, formatVersion), nil),
-			b.Set(keyApplied, encodeApplied(0, 0), nil))
+			b.Set(keyApplied, encodeApplied(position{}), nil))
 		if err == nil {
 			err = b.Commit(pebble.Sync)
 		}
@@ -364,13 +397,14 @@ func (s *Store) loadPosition() error {
 	if err != nil {
 		return fmt.Errorf("store: read applied position: %w", err)
 	}
-	index, epoch, err := decodeApplied(v)
+	p, err := decodeApplied(v)
 	closer.Close()
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.dir, err)
 	}
-	s.applied.Store(index)
-	s.epoch.Store(epoch)
+	s.applied.Store(p.index)
+	s.epoch.Store(p.epoch)
+	s.batch.Store(&p.batch)
 	return nil
 }
 
@@ -399,6 +433,15 @@ func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
 // AppliedEpoch returns the epoch of the last applied entry (0: none).
 func (s *Store) AppliedEpoch() uint64 { return s.epoch.Load() }
+
+// AppliedBatch returns the Batch of the last applied entry (zero for an
+// empty store, or a store whose last Apply carried none).
+func (s *Store) AppliedBatch() BatchRef {
+	if p := s.batch.Load(); p != nil {
+		return *p
+	}
+	return BatchRef{}
+}
 
 // Sync makes every applied batch durable now (a WAL fsync). Under
 // SyncEveryBatch it has nothing to do but is harmless.

@@ -518,3 +518,45 @@ func TestOptionsValidate(t *testing.T) {
 	require.NoError(t, (*Options)(nil).Validate())
 	require.NoError(t, (&Options{}).Validate())
 }
+
+// The applied BatchRef moves with the state: it survives a reopen and is in
+// a checkpoint, and a 16-byte position written before BatchRef existed
+// still opens (with a zero BatchRef).
+func TestAppliedBatchPersists(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	require.Equal(t, BatchRef{}, s.AppliedBatch())
+	ref := BatchRef{First: 1, Count: 2, CRC: 0xdeadbeef}
+	_, err = s.Apply([]Entry{
+		{Index: 1, Epoch: 3, Data: mustOps(t, set("a", "1")), Batch: ref},
+		{Index: 2, Epoch: 3, Data: mustOps(t, set("b", "2")), Batch: ref},
+	})
+	require.NoError(t, err)
+	require.Equal(t, ref, s.AppliedBatch())
+	// A failed Apply leaves the ref alone.
+	_, err = s.Apply([]Entry{{Index: 5, Epoch: 3, Batch: BatchRef{First: 5, Count: 1, CRC: 1}}})
+	require.ErrorIs(t, err, ErrIndexGap)
+	require.Equal(t, ref, s.AppliedBatch())
+	ck := filepath.Join(t.TempDir(), "ck")
+	_, _, err = s.Checkpoint(ck)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	r := openTest(t, dir, nil)
+	require.Equal(t, ref, r.AppliedBatch())
+	require.EqualValues(t, 2, r.AppliedIndex())
+	c := openTest(t, ck, &Options{ReadOnly: true})
+	require.Equal(t, ref, c.AppliedBatch())
+	require.NoError(t, r.Close())
+
+	// A legacy position: index 2, epoch 3, no BatchRef.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{discardLogger()}})
+	require.NoError(t, err)
+	require.NoError(t, db.Set(keyApplied, encodeApplied(position{index: 2, epoch: 3})[:16], pebble.Sync))
+	require.NoError(t, db.Close())
+	l := openTest(t, dir, nil)
+	require.EqualValues(t, 2, l.AppliedIndex())
+	require.EqualValues(t, 3, l.AppliedEpoch())
+	require.Equal(t, BatchRef{}, l.AppliedBatch())
+}

@@ -1,0 +1,232 @@
+package logroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// BatchID identifies one batch of the log: its epoch, first index, entry
+// count and checksum. A replica remembers the BatchID of the last batch it
+// applied (Entry.Batch) and checks with MatchLog that the log still holds
+// that batch before it resumes, tails or takes over (raft's (term, index)
+// check, for this log). Batch znodes are immutable and named by their first
+// index, so the same BatchID at the same name means the same entries.
+type BatchID struct {
+	Epoch, First uint64
+	Count        int
+	CRC          uint32
+}
+
+// Last returns the index of the batch's last entry.
+func (b BatchID) Last() uint64 { return b.First + uint64(b.Count) - 1 }
+
+// IsZero reports whether b identifies no batch.
+func (b BatchID) IsZero() bool { return b == BatchID{} }
+
+func (b BatchID) String() string {
+	if b.IsZero() {
+		return "none"
+	}
+	return fmt.Sprintf("{epoch %d, first %d, count %d, crc %08x}", b.Epoch, b.First, b.Count, b.CRC)
+}
+
+// ID returns the batch's identity.
+func (b Batch) ID() BatchID {
+	return BatchID{Epoch: b.Epoch, First: b.First, Count: b.Count, CRC: b.CRC}
+}
+
+// CheckChain lists the room's channels and checks that they form a chain:
+// consecutive numbers, each channel's first index equal to the previous
+// channel's last + 1, every channel but the last sealed, the last one open
+// (a writer seals a channel and opens its successor in one Multi, and
+// DeleteChannel never deletes the open channel), and no channel ever
+// created if none is left. Anything else fails with ErrCorrupt naming the
+// channel: the room was tampered with (a channel deleted or created by
+// another client) and needs an operator. A listing that raced a rotation
+// (the last channel sealed, its successor created after the listing) is
+// re-read once before it is called corrupt.
+func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
+	var infos []ChannelInfo
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		infos, err = r.Channels(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = r.checkChain(ctx, infos)
+		if err == nil || !errors.Is(err, errLastSealed) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// errLastSealed marks a chain whose last channel is sealed (possibly a
+// listing that raced a rotation).
+var errLastSealed = errors.New("last channel sealed")
+
+func (r *Room) checkChain(ctx context.Context, infos []ChannelInfo) error {
+	if len(infos) == 0 {
+		// No channel: fine for a room no writer ever wrote in; corrupt if
+		// channels existed (the parent's child version counts every create
+		// and delete of a child).
+		var stat *zk.Stat
+		err := r.c.retry(ctx, func() error {
+			var e error
+			_, stat, e = r.c.conn.Exists(r.Path(channelsNode))
+			return e
+		})
+		if err != nil {
+			return zkError("logroom: stat channels", err)
+		}
+		if stat != nil && stat.Cversion > 0 {
+			return fmt.Errorf("%w: room %q: znode %s has no channel left but had %d channel creates/deletes (every channel was deleted)",
+				ErrCorrupt, r.name, r.Path(channelsNode), stat.Cversion)
+		}
+		return nil
+	}
+	for i, c := range infos {
+		path := r.channelPath(c.Num)
+		if i > 0 {
+			p := infos[i-1]
+			if c.Num != p.Num+1 {
+				return r.corrupt(c.Num, path, fmt.Errorf("%w: channel %d follows channel %d (channel %d is missing)",
+					ErrCorrupt, c.Num, p.Num, p.Num+1))
+			}
+			if c.FirstIndex != p.LastIndex+1 {
+				return r.corrupt(c.Num, path, fmt.Errorf("%w: channel first index %d, previous channel %d sealed at %d",
+					ErrCorrupt, c.FirstIndex, p.Num, p.LastIndex))
+			}
+		}
+		if i < len(infos)-1 && !c.Sealed {
+			return r.corrupt(c.Num, path, fmt.Errorf("%w: channel is open but channel %d follows it", ErrCorrupt, infos[i+1].Num))
+		}
+		if i == len(infos)-1 && c.Sealed {
+			return r.corrupt(c.Num, path, fmt.Errorf("%w: %w at index %d and channel %d does not exist (the open channel was deleted)",
+				ErrCorrupt, errLastSealed, c.LastIndex, c.Num+1))
+		}
+	}
+	return nil
+}
+
+// MatchLog checks that the log still holds the batch id, which the caller
+// applied entries up to applied from (id.First <= applied <= id.Last()). A
+// mismatch, a batch missing from a channel that is not being deleted, or a
+// log that ends below applied is divergence: the error wraps ErrDiverged
+// and names the room, channel, znode and both identities. A batch in a
+// channel deleted by compaction cannot be checked and passes (the caller is
+// behind the deleted log and must bootstrap anyway). applied == 0 always
+// passes. A zero id (state written before batch identities were recorded)
+// checks only that the log reaches applied. A broken channel chain fails
+// with ErrCorrupt.
+func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
+	if applied == 0 {
+		return nil
+	}
+	if !id.IsZero() && (id.Count <= 0 || id.First == 0 || applied < id.First || applied > id.Last()) {
+		return fmt.Errorf("%w: room %q: local state at index %d records batch %v, which does not hold that index",
+			ErrDiverged, r.name, applied, id)
+	}
+	if err := r.c.sync(ctx, r.Path(channelsNode)); err != nil {
+		return zkError("logroom: sync", err)
+	}
+	infos, err := r.CheckChain(ctx)
+	if err != nil {
+		return err
+	}
+	if len(infos) == 0 {
+		return fmt.Errorf("%w: room %q: local state at index %d, but the room holds no channel", ErrDiverged, r.name, applied)
+	}
+	if applied < infos[0].FirstIndex-1 {
+		return nil // behind the deleted log: nothing left to compare with
+	}
+	if id.IsZero() {
+		end, err := r.CommittedIndex(ctx, 0)
+		if err != nil {
+			return err
+		}
+		if end < applied {
+			return fmt.Errorf("%w: room %q: local state at index %d, but the log ends at %d", ErrDiverged, r.name, applied, end)
+		}
+		return nil
+	}
+	// The channel that must hold id.First.
+	var ci ChannelInfo
+	found := false
+	for _, c := range infos {
+		if c.FirstIndex <= id.First && (!c.Sealed || id.First <= c.LastIndex) {
+			ci, found = c, true
+		}
+	}
+	if !found {
+		// Below the oldest channel (compacted), or in a gap the chain check
+		// would have refused.
+		return nil
+	}
+	path := r.batchPath(ci.Num, id.First)
+	if ci.Sealed && id.Last() > ci.LastIndex {
+		return fmt.Errorf("%w: room %q channel %d znode %s: local state applied batch %v, but the channel is sealed at index %d",
+			ErrDiverged, r.name, ci.Num, path, id, ci.LastIndex)
+	}
+	data, _, err := r.c.get(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		m, _, merr := r.readChannel(ctx, ci.Num)
+		if errors.Is(merr, zk.ErrNoNode) || (merr == nil && m.Deleting) {
+			return nil // compacted under us
+		}
+		if merr != nil {
+			return merr
+		}
+		if ci.Sealed {
+			return fmt.Errorf("%w: room %q channel %d znode %s: local state applied batch %v, which is missing from the log",
+				ErrDiverged, r.name, ci.Num, path, id)
+		}
+		end, err := r.CommittedIndex(ctx, 0)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: room %q channel %d znode %s: local state applied batch %v up to index %d, but the log ends at %d",
+			ErrDiverged, r.name, ci.Num, path, id, applied, end)
+	}
+	if err != nil {
+		return zkError("logroom: read "+path, err)
+	}
+	b, err := DecodeBatch(data)
+	if err != nil {
+		return r.corrupt(ci.Num, path, err)
+	}
+	if got := b.ID(); got != id {
+		return fmt.Errorf("%w: room %q channel %d znode %s: the log holds batch %v, local state applied batch %v",
+			ErrDiverged, r.name, ci.Num, path, got, id)
+	}
+	return nil
+}
+
+// nextEpoch returns the epoch a new writer takes: one more than the epoch
+// znode's value and than every epoch the channels record (batches carry
+// their channel's epoch, which readers and takeovers check), so a reset or
+// lowered epoch znode never makes a writer reuse an epoch. An epoch that
+// would overflow fails with ErrCorrupt.
+func (r *Room) nextEpoch(cur uint64, infos []ChannelInfo) (uint64, error) {
+	hi, from := cur, "the epoch znode"
+	for _, c := range infos {
+		if c.Epoch > hi {
+			hi, from = c.Epoch, fmt.Sprintf("channel %d", c.Num)
+		}
+	}
+	if hi == math.MaxUint64 {
+		return 0, fmt.Errorf("%w: room %q: %s records epoch %d; a new epoch would overflow", ErrCorrupt, r.name, from, hi)
+	}
+	if hi > cur {
+		r.log.Warn("a channel records a newer epoch than the epoch znode; skipping past it",
+			"epoch_znode", cur, "newest", hi, "where", from)
+	}
+	return hi + 1, nil
+}
