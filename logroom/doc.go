@@ -67,13 +67,43 @@
 //     position, count, epoch not below the previous batch's epoch and equal
 //     to its channel's epoch, not past the channel's seal).
 //
+// # The channel chain (CheckChain)
+//
+// Before a takeover, a reader's Tail or a log-matching check uses the
+// channels, they must form a chain: consecutive numbers; channel N+1's
+// first index = channel N's sealed last index + 1; every channel but the
+// last sealed; the last one open (seal and open are one Multi, and the
+// open channel is never deleted); and no room without channels whose
+// channels znode ever had a child (its Cversion). Anything else is
+// ErrCorrupt naming the channel: another client (or an operator) deleted
+// or created channels. roomlog can detect this, not repair it: the
+// operator must restore the znodes or decide which members' state is
+// right (cmd/roomlog verify names the break).
+//
+// # Log matching (MatchLog)
+//
+// Every Entry carries the BatchID (epoch, first, count, CRC) of its batch
+// znode. A replica keeps the BatchID of the last batch it applied with its
+// state; MatchLog(id, applied) checks that the log still holds that exact
+// batch at that name and reaches applied. Another batch there, the batch
+// missing from a channel that is not being deleted, or a log that ends
+// below applied is ErrDiverged (naming room, channel, znode and both
+// identities); a batch in a channel deleted by compaction cannot be
+// checked and passes.
+//
 // # Protocol: takeover (NewWriter)
 //
-//  1. Read the epoch znode (data and version v); Set it to epoch+1 with
-//     version v (CAS). The writer's fence is version v+1. A lost reply is
+//  1. Read the epoch znode (data and version v; a body that does not
+//     decode is ErrCorrupt) and check the channel chain. The new epoch is
+//     1 + the largest of the epoch znode's value and every channel's epoch
+//     (batches carry their channel's epoch), so a lowered or reset epoch
+//     znode never makes a writer reuse an epoch; an epoch that would
+//     overflow is ErrCorrupt. Set the epoch znode to it with version v
+//     (CAS). The writer's fence is version v+1. A lost reply is
 //     resolved by reading back the nonce. BadVersion → ErrFenced.
-//  2. List the channels. None: create ch-1 (first 1), fenced.
-//  3. Last channel sealed: create the next one at last+1, fenced.
+//  2. Check the chain again (an older writer may have rotated before our
+//     CAS). None: create ch-1 (first 1), fenced.
+//  3. Last channel sealed (only a foreign write can do that): ErrCorrupt.
 //  4. Last channel open without any child: reuse it (fenced Set of its
 //     meta's epoch with its version). No older writer can add a child any
 //     more, so it stays empty until we write.
@@ -83,6 +113,10 @@
 //     checked) and creates the next channel with first E+1. A corrupt batch
 //     in the chain fails NewWriter with ErrCorrupt (the log needs an
 //     operator, a reader would stop there too).
+//  6. In 1, 4 and 5, before anything but the epoch CAS is written: if the
+//     log ends below WriterConfig.Applied (the caller's applied index), fail
+//     with ErrDiverged. A writer never appends at an index its caller
+//     already applied.
 //
 // Close does not seal: the next writer does it at takeover. The takeover
 // reads the whole open channel once (at most MaxChannelBytes).
@@ -168,8 +202,10 @@
 //     changes nothing but speed: each batch is still validated in order.
 //  3. Connection loss and session expiry are retried with backoff from
 //     the same position; watches lost with the session are re-armed.
-//  4. A channel deleted under the reader → ErrCompacted. ErrCorrupt and
-//     ErrCompacted are sticky.
+//  4. A channel deleted under the reader → ErrCompacted if a later channel
+//     exists (it was sealed, then compacted), ErrCorrupt if not (the open
+//     channel was deleted). Tail checks the channel chain first.
+//     ErrCorrupt and ErrCompacted are sticky.
 //
 // # CommittedIndex
 //
