@@ -73,8 +73,14 @@
 // channels, they must form a chain: consecutive numbers; channel N+1's
 // first index = channel N's sealed last index + 1; every channel but the
 // last sealed; the last one open (seal and open are one Multi, and the
-// open channel is never deleted); and no room without channels whose
-// channels znode ever had a child (its Cversion). Anything else is
+// open channel is never deleted); and a history that adds up: the channels
+// znode's child version (Cversion, which counts every child create and
+// delete) equals b + (a-1) (+ foreign children) for listed channels a..b,
+// since channels are created in order and only the oldest are deleted. A
+// channel deleted and created again — the open channel re-created empty
+// at its old first index, say, which would otherwise look like a valid
+// chain — fails this check, and so does a room whose channels are all
+// gone. Anything else is
 // ErrCorrupt naming the channel: another client (or an operator) deleted
 // or created channels. roomlog can detect this, not repair it: the
 // operator must restore the znodes or decide which members' state is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -43,8 +44,9 @@ func (b Batch) ID() BatchID {
 // consecutive numbers, each channel's first index equal to the previous
 // channel's last + 1, every channel but the last sealed, the last one open
 // (a writer seals a channel and opens its successor in one Multi, and
-// DeleteChannel never deletes the open channel), and no channel ever
-// created if none is left. Anything else fails with ErrCorrupt naming the
+// DeleteChannel never deletes the open channel), no channel ever created if
+// none is left, and no channel deleted and created again (see
+// checkHistory). Anything else fails with ErrCorrupt naming the
 // channel: the room was tampered with (a channel deleted or created by
 // another client) and needs an operator. A listing that raced a rotation
 // (the last channel sealed, its successor created after the listing) is
@@ -53,11 +55,20 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
-		infos, err = r.Channels(ctx)
+		var l channelListing
+		l, err = r.listChannels(ctx)
 		if err != nil {
 			return nil, err
 		}
-		err = r.checkChain(ctx, infos)
+		infos, err = r.channelInfos(ctx, l.nums)
+		if err != nil {
+			return nil, err
+		}
+		// The structural checks first: their messages say more.
+		err = r.checkChain(infos, l)
+		if err == nil {
+			err = r.checkHistory(l)
+		}
 		if err == nil || !errors.Is(err, errLastSealed) {
 			break
 		}
@@ -68,27 +79,77 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	return infos, nil
 }
 
+// channelListing is one listing of the channels znode with its stat.
+type channelListing struct {
+	nums    []uint64 // channel numbers, ascending
+	foreign int      // children that are not channel names
+	// cversion counts every create and delete of a child of the channels
+	// znode since the room was created.
+	cversion int32
+}
+
+func (r *Room) listChannels(ctx context.Context) (channelListing, error) {
+	var names []string
+	var stat *zk.Stat
+	err := r.c.retry(ctx, func() error {
+		var e error
+		names, stat, e = r.c.conn.Children(r.Path(channelsNode))
+		return e
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return channelListing{}, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
+	}
+	if err != nil {
+		return channelListing{}, zkError("logroom: list channels", err)
+	}
+	l := channelListing{cversion: stat.Cversion}
+	for _, n := range names {
+		if num, ok := parseNum(n, channelPrefix); ok {
+			l.nums = append(l.nums, num)
+		} else {
+			l.foreign++
+		}
+	}
+	slices.Sort(l.nums)
+	return l, nil
+}
+
+// checkHistory compares the channels znode's child version with the
+// history the listed channels imply. Writers create channels 1, 2, 3… in
+// order and compaction deletes the oldest, so a room listing channels a..b
+// has seen exactly b creates and a-1 deletes (plus one create per foreign
+// child present). More means a channel (or a foreign znode) was deleted and
+// created again: the open channel deleted and re-created with a new
+// history, for instance, which would look like a valid chain.
+func (r *Room) checkHistory(l channelListing) error {
+	want := int64(l.foreign)
+	if len(l.nums) > 0 {
+		want += int64(l.nums[len(l.nums)-1]) + int64(l.nums[0]) - 1
+	}
+	if int64(l.cversion) == want {
+		return nil
+	}
+	what := "no channel"
+	if len(l.nums) > 0 {
+		what = fmt.Sprintf("channels %d..%d", l.nums[0], l.nums[len(l.nums)-1])
+	}
+	return fmt.Errorf("%w: room %q znode %s: %d child creates and deletes recorded, but %s (and %d foreign znodes) account for %d: "+
+		"channels were deleted or re-created by another client",
+		ErrCorrupt, r.name, r.Path(channelsNode), l.cversion, what, l.foreign, want)
+}
+
 // errLastSealed marks a chain whose last channel is sealed (possibly a
 // listing that raced a rotation).
 var errLastSealed = errors.New("last channel sealed")
 
-func (r *Room) checkChain(ctx context.Context, infos []ChannelInfo) error {
+func (r *Room) checkChain(infos []ChannelInfo, l channelListing) error {
 	if len(infos) == 0 {
 		// No channel: fine for a room no writer ever wrote in; corrupt if
 		// channels existed (the parent's child version counts every create
 		// and delete of a child).
-		var stat *zk.Stat
-		err := r.c.retry(ctx, func() error {
-			var e error
-			_, stat, e = r.c.conn.Exists(r.Path(channelsNode))
-			return e
-		})
-		if err != nil {
-			return zkError("logroom: stat channels", err)
-		}
-		if stat != nil && stat.Cversion > 0 {
+		if int(l.cversion) > l.foreign {
 			return fmt.Errorf("%w: room %q: znode %s has no channel left but had %d channel creates/deletes (every channel was deleted)",
-				ErrCorrupt, r.name, r.Path(channelsNode), stat.Cversion)
+				ErrCorrupt, r.name, r.Path(channelsNode), l.cversion)
 		}
 		return nil
 	}

@@ -374,9 +374,15 @@ func (r *Room) Channels(ctx context.Context) ([]ChannelInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.channelInfos(ctx, nums)
+}
+
+// channelInfos reads the metas of the listed channels (skipping channels
+// deleted since the listing).
+func (r *Room) channelInfos(ctx context.Context, nums []uint64) ([]ChannelInfo, error) {
 	infos := make([]ChannelInfo, len(nums))
 	found := make([]bool, len(nums))
-	err = parallel(len(nums), 16, func(i int) error {
+	err := parallel(len(nums), 16, func(i int) error {
 		m, _, err := r.readChannel(ctx, nums[i])
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil // deleted since the listing

@@ -100,25 +100,21 @@ func TestDeletedOpenChannel(t *testing.T) {
 	require.ErrorIs(t, r.MatchLog(ctx, id, 6), ErrCorrupt)
 
 	// The operator "repairs" it by re-creating channel 2 open at the old
-	// first index and a new history is written there: a member that applied
-	// the old history sees divergence, naming both batch identities.
-	meta := encodeMeta(channelMeta{Version: channelFormatVersion, First: 4, Epoch: 2})
+	// first index (what the old error message invited): the chain looks
+	// whole again, but the channels znode's child version shows a channel
+	// deleted and created again. Nobody may write a new history there.
+	meta := encodeMeta(channelMeta{Version: channelFormatVersion, First: 4, Epoch: 1})
 	_, err = foreign.Conn().Create(r.channelPath(2), meta, 0, c.ACL())
 	require.NoError(t, err)
-	w2 := newWriter(t, r, WriterConfig{})
-	appendN(t, ctx, w2, 100, 4) // indexes 4..7 with other data
-	err = r.MatchLog(ctx, id, 6)
-	require.ErrorIs(t, err, ErrDiverged)
-	require.Contains(t, err.Error(), r.batchPath(2, 6))
-	require.Contains(t, err.Error(), id.String())
-	// A writer whose owner applied up to an index the log no longer
-	// reaches is refused before it seals or opens anything.
-	w2.Close()
-	_, err = r.NewWriter(ctx, WriterConfig{Applied: 50})
-	require.ErrorIs(t, err, ErrDiverged)
-	infos, err := r.CheckChain(ctx)
+	_, err = r.NewWriter(ctx, WriterConfig{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "re-created")
+	_, err = r.Tail(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, r.MatchLog(ctx, id, 6), ErrCorrupt)
+	names, _, err := c.Conn().Children(r.channelPath(2))
 	require.NoError(t, err)
-	require.Len(t, infos, 2, "no channel sealed or opened by the refused writer")
+	require.Empty(t, names, "nothing written into the re-created channel")
 }
 
 // TestEpochZnodeForged: the epoch znode set to the largest value, to 0,
@@ -292,6 +288,17 @@ func TestMatchLog(t *testing.T) {
 		})
 	}
 
+	// Another valid batch at the same name (a foreign client replaced it).
+	require.NoError(t, c.Conn().Delete(r.batchPath(2, 7), -1))
+	other, err := EncodeBatch(1, 7, [][]byte{[]byte("not what was applied")})
+	require.NoError(t, err)
+	_, err = c.Conn().Create(r.batchPath(2, 7), other, 0, c.ACL())
+	require.NoError(t, err)
+	err = r.MatchLog(ctx, id7, 7)
+	require.ErrorIs(t, err, ErrDiverged)
+	require.Contains(t, err.Error(), r.batchPath(2, 7))
+	require.Contains(t, err.Error(), id7.String())
+
 	// A batch missing from a sealed channel that is not being deleted.
 	require.NoError(t, c.Conn().Delete(r.batchPath(1, 3), -1))
 	err = r.MatchLog(ctx, id5, 5)
@@ -301,7 +308,7 @@ func TestMatchLog(t *testing.T) {
 	// checked any more and passes.
 	require.NoError(t, r.DeleteChannel(ctx, 1))
 	require.NoError(t, r.MatchLog(ctx, id5, 5))
-	require.NoError(t, r.MatchLog(ctx, id7, 7))
+	require.ErrorIs(t, r.MatchLog(ctx, id7, 7), ErrDiverged, "the replaced batch is still in the log")
 	w.Close()
 }
 
