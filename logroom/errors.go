@@ -1,8 +1,13 @@
 package logroom
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -44,6 +49,10 @@ var (
 	ErrUnavailable = errors.New("logroom: zookeeper unavailable")
 	// ErrBadConfig: a configuration field is invalid.
 	ErrBadConfig = errors.New("logroom: bad config")
+	// ErrWriterStopped: the writer stopped earlier on an outcome it could
+	// not learn (that earlier Append got ErrOutcomeUnknown); nothing of this
+	// Append was sent. Take over with a new writer to go on.
+	ErrWriterStopped = errors.New("logroom: writer stopped")
 	// ErrDiverged: the log no longer holds what the caller applied from it
 	// (another batch at that index, the batch missing, or the log ending
 	// below the caller's applied index): the room was tampered with or the
@@ -57,12 +66,32 @@ var (
 	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
 )
 
-// isConnErr reports whether err says the request's fate is unknown because
-// the connection or session went away.
-func isConnErr(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+// IsConnLoss reports whether err, returned by a go-zookeeper request, says
+// the request's fate is unknown because the connection or session went
+// away: zk.ErrConnectionClosed (in flight when the connection dropped),
+// zk.ErrNoServer, zk.ErrSessionExpired, zk.ErrSessionMoved, and any
+// transport error go-zookeeper hands over raw — a failed socket write
+// reaches the request as a *net.OpError (broken pipe, reset, i/o timeout),
+// and a request may have been sent before the write failed. Such requests
+// must be resolved by reading back, never treated as definite failures.
+func IsConnLoss(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own deadline (it satisfies net.Error too)
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+func isConnErr(err error) bool { return IsConnLoss(err) }
 
 // zkError translates a ZooKeeper error at the package edge. Connection
 // trouble becomes ErrUnavailable, a closing connection ErrClosed; other
@@ -79,3 +108,23 @@ func zkError(what string, err error) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 }
+
+// PartialAppendError answers an Append whose entries First..Last spanned
+// several batches when some of them were committed (First..CommittedThrough
+// are in the log) and the rest failed definitely (Err, e.g. a newer epoch
+// fenced the writer). It wraps ErrOutcomeUnknown, never ErrFenced: a
+// caller that does not look at the type must not believe that nothing of
+// the Append was committed.
+type PartialAppendError struct {
+	First, Last      uint64
+	CommittedThrough uint64
+	Err              error
+}
+
+func (e *PartialAppendError) Error() string {
+	return fmt.Sprintf("%v: append of entries %d..%d partly committed: %d..%d are in the log, the rest are not (%v)",
+		ErrOutcomeUnknown, e.First, e.Last, e.First, e.CommittedThrough, e.Err)
+}
+
+// Unwrap makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *PartialAppendError) Unwrap() error { return ErrOutcomeUnknown }

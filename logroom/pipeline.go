@@ -97,7 +97,9 @@ const refreshInterval = time.Second
 func (w *Writer) run() {
 	defer close(w.done)
 	ls := &w.ls
+	stop := w.stop // nil once seen: a closed channel would be ready on every pass
 	for {
+		w.stats.loops.Add(1)
 		if ls.dead == nil {
 			if ls.needResolve {
 				if ls.sending == 0 {
@@ -137,7 +139,8 @@ func (w *Writer) run() {
 		case <-ls.lingerC:
 			ls.lingerC, ls.lingerTimer = nil, nil
 			ls.lingerFired = true
-		case <-w.stop:
+		case <-stop:
+			stop = nil
 			ls.stopping = true
 			// Queued requests fail; a partly sent head request is finished.
 			w.failQueued(fmt.Errorf("%w: writer", ErrClosed))
@@ -251,6 +254,7 @@ func (w *Writer) formBatch() *batch {
 			}
 			ls.reserved += int64(len(r.payload))
 			r.state = reqTaken
+			r.first = ls.next + uint64(count)
 		}
 		start := 0
 		if ls.headOff > 0 {
@@ -417,7 +421,7 @@ func (w *Writer) failFrom(i int, err error) {
 	ls := &w.ls
 	for _, b := range ls.inflight[i:] {
 		for _, r := range b.finish {
-			r.done <- appendResult{err: err}
+			r.done <- appendResult{err: w.partial(r, r.last, err)}
 		}
 	}
 	ls.inflight = ls.inflight[:i]
@@ -429,9 +433,21 @@ func (w *Writer) failFrom(i int, err error) {
 		w.queuedBytes -= len(r.payload)
 		w.signalSpaceLocked()
 		ls.headOff, ls.reserved = 0, 0
-		r.done <- appendResult{err: err}
+		r.done <- appendResult{err: w.partial(r, r.first+uint64(len(r.ends))-1, err)}
 	}
 	w.mu.Unlock()
+}
+
+// partial turns err for request r (entries r.first..last) into a
+// PartialAppendError when some of its batches were acknowledged: an
+// Append that spans batches must not hear "nothing committed" (ErrFenced)
+// when its first part is in the log.
+func (w *Writer) partial(r *appendReq, last uint64, err error) error {
+	committed := w.lastCommitted.Load()
+	if r.first == 0 || committed < r.first || errors.Is(err, ErrOutcomeUnknown) {
+		return err
+	}
+	return &PartialAppendError{First: r.first, Last: last, CommittedThrough: committed, Err: err}
 }
 
 // failQueued answers every queued request with err (nothing of them was
@@ -466,6 +482,11 @@ func (w *Writer) die(i int, err error) {
 	ls.dead = err
 	ls.needResolve = false
 	w.failFrom(i, err)
+	if !errors.Is(err, ErrFenced) {
+		// Queued requests and later appends were never sent: a definite
+		// answer, not the unknown outcome of the batch that stopped us.
+		err = fmt.Errorf("%w (nothing of this append was sent) after: %v", ErrWriterStopped, err)
+	}
 	w.failQueued(err)
 	for _, rq := range ls.rotateWaiters {
 		rq.done <- rotateResult{err: err}

@@ -193,6 +193,7 @@ type writerStats struct {
 	readBack    atomic.Int64 // batches found landed by reading them back
 	resent      atomic.Int64 // batches resent after being found absent
 	earlySeals  atomic.Int64 // seals that went out with batches in flight and landed
+	loops       atomic.Int64 // passes of the loop (a spinning loop shows here)
 }
 
 // reqState is the lifecycle of an append request; guarded by Writer.mu.
@@ -217,6 +218,7 @@ type appendReq struct {
 	ends    []int
 	state   reqState // guarded by Writer.mu
 	done    chan appendResult
+	first   uint64 // loop-owned: index of the first entry once assigned
 	last    uint64 // loop-owned: index of the last entry once assigned
 }
 

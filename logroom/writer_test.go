@@ -19,10 +19,11 @@ type acked struct {
 	ok      map[string]uint64 // payload -> index
 	fenced  map[string]bool
 	unknown map[string]bool
+	stopped map[string]bool // ErrWriterStopped: nothing sent
 }
 
 func newAcked() *acked {
-	return &acked{ok: map[string]uint64{}, fenced: map[string]bool{}, unknown: map[string]bool{}}
+	return &acked{ok: map[string]uint64{}, fenced: map[string]bool{}, unknown: map[string]bool{}, stopped: map[string]bool{}}
 }
 
 func (a *acked) record(t testing.TB, entries [][]byte, last uint64, err error) {
@@ -36,6 +37,12 @@ func (a *acked) record(t testing.TB, entries [][]byte, last uint64, err error) {
 	case errors.Is(err, ErrFenced):
 		for _, e := range entries {
 			a.fenced[string(e)] = true
+		}
+	case errors.Is(err, ErrWriterStopped):
+		// Definite: never sent, so never in the log (checkLog treats them
+		// as fenced).
+		for _, e := range entries {
+			a.stopped[string(e)] = true
 		}
 	case errors.Is(err, ErrOutcomeUnknown):
 		for _, e := range entries {
@@ -77,6 +84,10 @@ func checkLog(t testing.TB, log []Entry, a *acked) {
 	for p := range a.fenced {
 		_, ok := seen[p]
 		require.False(t, ok, "fenced %q is in the log", p)
+	}
+	for p := range a.stopped {
+		_, ok := seen[p]
+		require.False(t, ok, "%q got ErrWriterStopped (nothing sent) but is in the log", p)
 	}
 }
 
