@@ -143,3 +143,30 @@ func TestSpanningAppendPartlyFenced(t *testing.T) {
 	require.Equal(t, uint64(1), pe.First)
 	_ = context.Background
 }
+
+// TestReaderRelistsWhileBehind: a reader behind a writer that keeps
+// appending must keep reading ahead. Before the fix it listed the channel
+// once, prefetched what that listing named, and then read one batch per
+// round trip however far behind it was.
+func TestReaderRelistsWhileBehind(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "relist")
+	ctx := testCtx(t, 60*time.Second)
+	w := newWriter(t, r, WriterConfig{})
+	for i := 1; i <= 60; i++ {
+		_, err := w.Append(ctx, payload(i))
+		require.NoError(t, err)
+	}
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	defer rd.Close()
+	readN(t, ctx, rd, 5) // behind: the channel is listed, 55 batches ahead
+	for i := 61; i <= 260; i++ {
+		_, err := w.Append(ctx, payload(i))
+		require.NoError(t, err)
+	}
+	readN(t, ctx, rd, 255)
+	t.Logf("prefetched %d of 260 batches in %d listings", rd.prefetched, rd.listings)
+	require.GreaterOrEqual(t, rd.prefetched, 230, "batches past the first listing were read one round trip at a time")
+}

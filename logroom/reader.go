@@ -53,8 +53,11 @@ type Reader struct {
 	ahead   []uint64          // listed batch names > bpos not yet fetched, ascending
 	listed  bool              // the current channel was listed since we last waited
 	fetched map[uint64][]byte // prefetched batch data by first index
-	// prefetched counts batches read ahead (for tests).
+	// lastListed is how many new names the last listing found.
+	lastListed int
+	// prefetched counts batches read ahead, listings the listings (tests).
 	prefetched int
+	listings   int
 }
 
 // prefetchWindow is how many batch Gets a catching-up reader keeps in flight.
@@ -252,7 +255,7 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 func (rd *Reader) setChannel(num uint64, m channelMeta) {
 	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
 	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
-	rd.ahead, rd.listed, rd.fetched, rd.behind = nil, false, nil, 0
+	rd.ahead, rd.listed, rd.fetched, rd.behind, rd.lastListed = nil, false, nil, 0, 0
 }
 
 // prefetch fills rd.fetched with the next listed batches after bpos when the
@@ -262,18 +265,24 @@ func (rd *Reader) prefetch() error {
 	if rd.behind < 2 || rd.fetched[rd.bpos] != nil {
 		return nil
 	}
-	if len(rd.ahead) == 0 && !rd.listed {
+	// List when nothing listed is left: the first time since we waited,
+	// and again as long as the last listing found batches (the writer may
+	// have added many meanwhile; without a new listing we would read one
+	// batch per round trip while behind).
+	if len(rd.ahead) == 0 && (!rd.listed || rd.lastListed > 0) {
 		rd.listed = true
+		rd.listings++
 		names, _, err := rd.c.conn.Children(rd.chPath)
 		if err != nil {
 			return err
 		}
 		for _, n := range names {
-			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos {
+			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos && rd.fetched[f] == nil {
 				rd.ahead = append(rd.ahead, f)
 			}
 		}
 		slices.Sort(rd.ahead)
+		rd.lastListed = len(rd.ahead)
 	}
 	for len(rd.ahead) > 0 && rd.ahead[0] < rd.bpos {
 		rd.ahead = rd.ahead[1:]
@@ -346,7 +355,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		}
 	}
 	// Caught up: forget the catch-up state (a later lag lists afresh).
-	rd.arm, rd.behind, rd.ahead, rd.listed, rd.fetched = true, 0, nil, false, nil
+	rd.arm, rd.behind, rd.ahead, rd.listed, rd.fetched, rd.lastListed = true, 0, nil, false, nil, 0
 	// The next batch is absent (or we are caught up and have not armed its
 	// watch yet). First make sure the channel is not finished.
 	if rd.chWatch == nil {
@@ -365,7 +374,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return nil, rd.room.corrupt(rd.ch, rd.chPath, err)
 		}
 		if !m.Sealed {
-			if m, err = rd.checkNoSuccessor(m); err != nil {
+			if m, err = rd.checkNoSuccessor(ctx, m); err != nil {
 				return nil, err
 			}
 		}
@@ -381,7 +390,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return rd.deliver(path, data)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
-			return nil, rd.missingInSealed(path)
+			return nil, rd.missingInSealed(ctx, path)
 		}
 		return nil, err
 	}
@@ -458,7 +467,15 @@ func (rd *Reader) checkChannelEpoch(epoch uint64) error {
 
 // missingInSealed explains a batch missing from a sealed channel: the
 // channel is being deleted (ErrCompacted) or the log is corrupt.
-func (rd *Reader) missingInSealed(path string) error {
+func (rd *Reader) missingInSealed(ctx context.Context, path string) error {
+	// After a session expiry go-zookeeper may read from a follower behind
+	// what we already saw: sync, then look again before any verdict.
+	if err := rd.c.sync(ctx, rd.chPath); err != nil {
+		return err
+	}
+	if ok, _, err := rd.c.conn.Exists(path); err != nil || ok {
+		return err // present after the sync: read it on the next step
+	}
 	data, _, err := rd.c.conn.Get(rd.chPath)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
@@ -484,10 +501,15 @@ func (rd *Reader) missingInSealed(path string) error {
 // channel with a successor is damaged (waiting on it would wait forever). A
 // rotation between our meta read and the check is told apart by reading the
 // meta again: it is sealed by then. It returns the newest meta.
-func (rd *Reader) checkNoSuccessor(m channelMeta) (channelMeta, error) {
+func (rd *Reader) checkNoSuccessor(ctx context.Context, m channelMeta) (channelMeta, error) {
 	next := rd.room.channelPath(rd.ch + 1)
 	ok, _, err := rd.c.conn.Exists(next)
 	if err != nil || !ok {
+		return m, err
+	}
+	// Our meta read may come from a server behind the one that showed us
+	// the successor (reads after a session expiry): sync, then re-read.
+	if err := rd.c.sync(ctx, rd.chPath); err != nil {
 		return m, err
 	}
 	data, _, err := rd.c.conn.Get(rd.chPath)
@@ -512,6 +534,15 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 	num := rd.ch + 1
 	path := r.channelPath(num)
 	data, _, err := rd.c.conn.Get(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		// The seal and the successor's create are one transaction, but a
+		// server behind what we read (after a session expiry) may not
+		// have it yet: sync and look again before any verdict.
+		if serr := rd.c.sync(ctx, r.Path(channelsNode)); serr != nil {
+			return serr
+		}
+		data, _, err = rd.c.conn.Get(path)
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		nums, lerr := r.channelNums(ctx)
 		if lerr != nil {

@@ -304,11 +304,17 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 			return zkError("logroom: set epoch", err)
 		}
 		// Unknown outcome: read back; our nonce tells whether it landed.
+		// Sync first: a new session may read from a follower that has not
+		// seen our Set yet (go-zookeeper resets its last zxid on expiry),
+		// and the stale version would read as another writer's.
 		if err := r.c.waitSession(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
 		}
 		if err := bo.wait(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
+		}
+		if err := r.c.sync(ctx, w.epochPath); err != nil {
+			return zkError("logroom: set epoch: sync before reading back", err)
 		}
 		cur, curVer, err := r.readEpoch(ctx)
 		if err != nil {
