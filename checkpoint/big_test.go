@@ -87,7 +87,7 @@ func TestBigMeasurement(t *testing.T) {
 
 	root := filepath.Join(base, "ckpts")
 	t0 := time.Now()
-	info, err := Create(ctx, s, root, "big")
+	info, err := Create(ctx, s, root, Origin{Room: "big", RoomCzxid: 1})
 	require.NoError(t, err)
 	createTime := time.Since(t0)
 	t.Logf("checkpoint create: %v for %.1f MB in %d files (index %d)", createTime.Round(time.Millisecond), float64(info.Bytes)/1e6, len(info.Manifest.Files), info.Manifest.Index)
@@ -107,7 +107,7 @@ func TestBigMeasurement(t *testing.T) {
 	fetchTime := time.Since(t0)
 	t1 := time.Now()
 	restored := filepath.Join(base, "restored")
-	require.NoError(t, Restore(ctx, got.Path, restored))
+	require.NoError(t, Restore(ctx, got.Path, restored, Origin{Room: "big", RoomCzxid: 1}))
 	restoreTime := time.Since(t1)
 	total := time.Since(t0)
 	mb := float64(info.Bytes) / 1e6

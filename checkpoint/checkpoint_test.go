@@ -20,7 +20,7 @@ func TestRoundTripOverHTTP(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 6000, 1000)
 	root := filepath.Join(t.TempDir(), "ckpts")
-	info, err := Create(ctx, s, root, "room-a")
+	info, err := Create(ctx, s, root, Origin{Room: "room-a", RoomCzxid: 1})
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(root, dirName(s.AppliedIndex())), info.Path)
 	require.Equal(t, s.AppliedIndex(), info.Manifest.Index)
@@ -90,7 +90,7 @@ func TestRoundTripOverHTTP(t *testing.T) {
 
 	// Restore and open.
 	storeDir := filepath.Join(t.TempDir(), "restored")
-	require.NoError(t, Restore(ctx, got.Path, storeDir))
+	require.NoError(t, Restore(ctx, got.Path, storeDir, Origin{Room: "room-a", RoomCzxid: 1}))
 	r, err := store.Open(storeDir, nil)
 	require.NoError(t, err)
 	h, idx, err := r.StateHash()
@@ -109,9 +109,9 @@ func TestCreateExistingIndex(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 300, 100)
 	root := t.TempDir()
-	a, err := Create(ctx, s, root, "r")
+	a, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
-	b, err := Create(ctx, s, root, "r")
+	b, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err, "a second Create of the same index returns the first")
 	require.Equal(t, a.Path, b.Path)
 	require.Equal(t, a.Manifest.Checksum, b.Manifest.Checksum)
@@ -120,7 +120,7 @@ func TestCreateExistingIndex(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(a.Path, DBDir, "extra"), []byte("x"), 0o644))
 	_, err = Verify(a.Path)
 	require.ErrorIs(t, err, ErrCorrupt)
-	c, err := Create(ctx, s, root, "r")
+	c, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	require.Equal(t, a.Path, c.Path)
 	_, err = Verify(c.Path)
@@ -140,15 +140,15 @@ func TestCreateExistingIndex(t *testing.T) {
 func TestRestoreRefusesNonEmptyDir(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 100, 100)
-	info, err := Create(ctx, s, t.TempDir(), "r")
+	info, err := Create(ctx, s, t.TempDir(), Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "x"), nil, 0o644))
-	require.ErrorIs(t, Restore(ctx, info.Path, dir), ErrNotEmpty)
+	require.ErrorIs(t, Restore(ctx, info.Path, dir, Origin{Room: "r", RoomCzxid: 1}), ErrNotEmpty)
 	require.Equal(t, []string{"x"}, dirNames(t, dir))
 
 	empty := t.TempDir()
-	require.NoError(t, Restore(ctx, info.Path, empty))
+	require.NoError(t, Restore(ctx, info.Path, empty, Origin{Room: "r", RoomCzxid: 1}))
 	requireSameState(t, s, info.Manifest.Index, empty)
 }
 
@@ -158,7 +158,7 @@ func TestRetainKeepsNewest(t *testing.T) {
 	root := t.TempDir()
 	var created []uint64
 	for i := 0; i < 4; i++ {
-		info, err := Create(ctx, s, root, "r")
+		info, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 		require.NoError(t, err)
 		created = append(created, info.Manifest.Index)
 		fill(t, s, 10, 10)
@@ -232,7 +232,7 @@ func TestStreamSurvivesRetain(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 4000, 1000)
 	root := t.TempDir()
-	first, err := Create(ctx, s, root, "r")
+	first, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	srv := httptest.NewServer(Handler(root))
 	defer srv.Close()
@@ -245,7 +245,7 @@ func TestStreamSurvivesRetain(t *testing.T) {
 		}
 		deleted = true
 		fill(t, s, 10, 10)
-		_, err := Create(ctx, s, root, "r")
+		_, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 		require.NoError(t, err)
 		require.NoError(t, Retain(root, 1))
 		_, err = os.Stat(first.Path)
@@ -261,7 +261,7 @@ func TestStreamSurvivesRetain(t *testing.T) {
 func TestFetchCancelled(t *testing.T) {
 	s := newStore(t, 2000, 1000)
 	root := t.TempDir()
-	_, err := Create(context.Background(), s, root, "r")
+	_, err := Create(context.Background(), s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	srv := httptest.NewServer(Handler(root))
 	defer srv.Close()
@@ -274,7 +274,7 @@ func TestFetchCancelled(t *testing.T) {
 }
 
 func TestManifestJSON(t *testing.T) {
-	m := Manifest{FormatVersion: FormatVersion, Room: "r", Epoch: 2, Index: 9,
+	m := Manifest{FormatVersion: FormatVersion, Room: "r", RoomCzxid: 0x2a, Epoch: 2, Index: 9,
 		Created: time.Date(2025, 1, 2, 3, 4, 5, 6000000, time.UTC),
 		Files:   []File{{Name: "000001.sst", Size: 10, CRC32C: 7}}}
 	b, err := m.Marshal()
@@ -285,12 +285,12 @@ func TestManifestJSON(t *testing.T) {
 
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(b, &raw))
-	for _, field := range []string{"FormatVersion", "Room", "Epoch", "Index", "Created", "Files", "Checksum"} {
+	for _, field := range []string{"FormatVersion", "Room", "RoomCzxid", "Epoch", "Index", "Created", "Files", "Checksum"} {
 		require.Contains(t, raw, field)
 	}
 
 	bad := []Manifest{
-		{FormatVersion: 2, Files: []File{}},
+		{FormatVersion: 3, RoomCzxid: 1, Files: []File{}},
 		{FormatVersion: 1, Files: []File{{Name: "../x"}}},
 		{FormatVersion: 1, Files: []File{{Name: "a/b"}}},
 		{FormatVersion: 1, Files: []File{{Name: ".hidden"}}},

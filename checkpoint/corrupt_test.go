@@ -105,7 +105,7 @@ func TestFetchRejectsCorruption(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 3000, 1000)
 	src := t.TempDir()
-	info, err := Create(ctx, s, src, "r")
+	info, err := Create(ctx, s, src, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	m, good := ckptEntries(t, info.Path)
 	big := largestFile(m)
@@ -276,7 +276,7 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 func TestLocalCorruptionDetected(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 3000, 1000)
-	info, err := Create(ctx, s, t.TempDir(), "r")
+	info, err := Create(ctx, s, t.TempDir(), Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
 	big := largestFile(info.Manifest)
 
@@ -316,7 +316,7 @@ func TestLocalCorruptionDetected(t *testing.T) {
 			require.ErrorIs(t, err, ErrCorrupt)
 			t.Logf("verify: %v", err)
 			storeDir := filepath.Join(t.TempDir(), "store")
-			require.ErrorIs(t, Restore(ctx, dir, storeDir), ErrCorrupt)
+			require.ErrorIs(t, Restore(ctx, dir, storeDir, Origin{Room: "r", RoomCzxid: 1}), ErrCorrupt)
 			_, err = os.Stat(storeDir)
 			require.True(t, os.IsNotExist(err), "restore left a store directory behind")
 			require.Equal(t, []string{}, append([]string{}, dirNames(t, filepath.Dir(storeDir))...), "restore left a temp dir behind")
@@ -335,7 +335,7 @@ func TestLocalCorruptionDetected(t *testing.T) {
 		_, err := Verify(dir)
 		require.NoError(t, err)
 		storeDir := filepath.Join(t.TempDir(), "store")
-		err = Restore(ctx, dir, storeDir)
+		err = Restore(ctx, dir, storeDir, Origin{Room: "r", RoomCzxid: 1})
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.Contains(t, err.Error(), "store holds index")
 		_, err = os.Stat(storeDir)
@@ -353,7 +353,7 @@ func TestLocalCorruptionDetected(t *testing.T) {
 }
 
 func FuzzParseManifest(f *testing.F) {
-	m := Manifest{FormatVersion: FormatVersion, Room: "r", Epoch: 1, Index: 5,
+	m := Manifest{FormatVersion: FormatVersion, Room: "r", RoomCzxid: 9, Epoch: 1, Index: 5,
 		Files: []File{{Name: "000001.sst", Size: 3, CRC32C: 9}, {Name: "MANIFEST-000001", Size: 0}}}
 	b, err := m.Marshal()
 	if err != nil {

@@ -31,21 +31,24 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// 1. Checkpoint it and serve the newest checkpoint over HTTP.
+	// 1. Checkpoint it and serve the newest checkpoint over HTTP. The origin
+	// is the room's name and the czxid of its znode (here made up).
+	origin := checkpoint.Origin{Room: "room", RoomCzxid: 0x100000002}
 	root := filepath.Join(tmp, "primary-ckpts")
-	if _, err := checkpoint.Create(ctx, src, root, "room"); err != nil {
+	if _, err := checkpoint.Create(ctx, src, root, origin); err != nil {
 		log.Fatal(err)
 	}
 	srv := httptest.NewServer(checkpoint.Handler(root))
 	defer srv.Close()
 
-	// 2. A new standby fetches (verified), restores and opens it.
-	info, err := checkpoint.Fetch(ctx, srv.URL, filepath.Join(tmp, "standby-ckpts"), checkpoint.FetchOptions{})
+	// 2. A new standby fetches (verified, of that origin only), restores and
+	// opens it.
+	info, err := checkpoint.Fetch(ctx, srv.URL, filepath.Join(tmp, "standby-ckpts"), checkpoint.FetchOptions{Origin: origin})
 	if err != nil {
 		log.Fatal(err)
 	}
 	storeDir := filepath.Join(tmp, "standby")
-	if err := checkpoint.Restore(ctx, info.Path, storeDir); err != nil {
+	if err := checkpoint.Restore(ctx, info.Path, storeDir, origin); err != nil {
 		log.Fatal(err)
 	}
 	s, err := store.Open(storeDir, nil)

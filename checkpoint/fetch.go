@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,7 +25,21 @@ type Progress struct {
 	Elapsed time.Duration // since the request was sent
 }
 
-// FetchOptions configure Fetch.
+// Fetch defaults (see FetchOptions).
+const (
+	DefaultConnectTimeout        = 5 * time.Second
+	DefaultResponseHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout           = 30 * time.Second
+	DefaultMaxBytes              = 64 << 30 // 64 GiB of checkpoint files
+	DefaultMaxManifestBytes      = 8 << 20  // ~100k files
+)
+
+// streamSlack is what a fetched stream may hold beyond the exact USTAR
+// size of its manifest and files (PAX records of another tar writer).
+const streamSlack = 1 << 20
+
+// FetchOptions configure Fetch and FetchManifest. Zero (or negative)
+// fields take the defaults.
 type FetchOptions struct {
 	// Progress, if set, is called from Fetch's goroutine at most every
 	// ProgressInterval while bytes arrive, and once more after success with
@@ -31,47 +47,282 @@ type FetchOptions struct {
 	Progress func(Progress)
 	// ProgressInterval: default 100ms.
 	ProgressInterval time.Duration
-	// Client: default a plain &http.Client{} (no timeout: ctx bounds the fetch).
+	// Client: default a client of Fetch's own with the timeouts below, no
+	// proxy and no compression. A caller's client is used as given except
+	// that redirects are never followed; its transport's own timeouts then
+	// apply, and ConnectTimeout+ResponseHeaderTimeout bounds the wait for
+	// the response headers.
 	Client *http.Client
+
+	// Origin, when set (RoomCzxid != 0), is the room incarnation the
+	// checkpoint must belong to: a manifest of any other origin (or a
+	// format-1 manifest, which records none) fails with ErrForeign before
+	// any file is received. Zero: any origin (Restore checks it anyway).
+	Origin Origin
+	// ConnectTimeout bounds the TCP connect (and TLS handshake). Default 5s.
+	ConnectTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for the response headers once
+	// the request is sent. Default 10s.
+	ResponseHeaderTimeout time.Duration
+	// IdleTimeout: the fetch fails (ErrTimeout) when no byte of the body
+	// arrives for this long. Default 30s.
+	IdleTimeout time.Duration
+	// MaxBytes bounds the total size of the checkpoint's files as its
+	// manifest declares them: a larger checkpoint fails with ErrTooLarge
+	// before any file is written. Every file is received to exactly its
+	// declared size, so this bounds what Fetch writes. Default 64 GiB.
+	MaxBytes int64
+	// MaxManifestBytes bounds the manifest (its tar entry, or the body of
+	// FetchManifest). Default 8 MiB.
+	MaxManifestBytes int64
+}
+
+func (o FetchOptions) withDefaults() FetchOptions {
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = 100 * time.Millisecond
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ResponseHeaderTimeout <= 0 {
+		o.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxManifestBytes <= 0 {
+		o.MaxManifestBytes = DefaultMaxManifestBytes
+	}
+	o.MaxManifestBytes = min(o.MaxManifestBytes, maxManifestBytes)
+	return o
+}
+
+// client returns the HTTP client to use (never following redirects) and a
+// function that releases it.
+func (o FetchOptions) client() (*http.Client, func()) {
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if o.Client != nil {
+		c := *o.Client
+		c.CheckRedirect = noRedirect
+		return &c, func() {}
+	}
+	tr := &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 15 * time.Second}).DialContext,
+		TLSHandshakeTimeout:    o.ConnectTimeout,
+		ResponseHeaderTimeout:  o.ResponseHeaderTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, tr.CloseIdleConnections
+}
+
+// watchdog cancels a request's context with a cause when a deadline
+// passes; kick pushes the deadline back (the idle timeout).
+type watchdog struct {
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	t      *time.Timer
+	d      time.Duration
+}
+
+func newWatchdog(cancel context.CancelCauseFunc) *watchdog { return &watchdog{cancel: cancel} }
+
+// arm (re)starts the watchdog: after d without a kick, the context ends
+// with cause.
+func (w *watchdog) arm(d time.Duration, cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.t != nil {
+		w.t.Stop()
+	}
+	w.d = d
+	w.t = time.AfterFunc(d, func() { w.cancel(cause) })
+}
+
+func (w *watchdog) kick() {
+	w.mu.Lock()
+	w.t.Reset(w.d)
+	w.mu.Unlock()
+}
+
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	if w.t != nil {
+		w.t.Stop()
+	}
+	w.mu.Unlock()
+}
+
+// kickReader kicks the watchdog on every read that makes progress.
+type kickReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (k kickReader) Read(p []byte) (int, error) {
+	n, err := k.r.Read(p)
+	if n > 0 {
+		k.wd.kick()
+	}
+	return n, err
+}
+
+// boundedReader fails with ErrCorrupt once more than limit bytes arrive
+// (limit may be lowered as the stream's exact size becomes known).
+type boundedReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.n >= b.limit {
+		var one [1]byte
+		n, err := b.r.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w: stream longer than the %d bytes its manifest allows", ErrCorrupt, b.limit)
+		}
+		return 0, err
+	}
+	if rem := b.limit - b.n; int64(len(p)) > rem {
+		p = p[:rem]
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// request sends GET url with the options' timeouts and returns the
+// response to a 200. Other answers are errors: 404 wraps ErrNoCheckpoint,
+// a redirect names its Location (never followed). The returned ctx ends
+// with the watchdog's cause; the caller arms the idle timeout and must
+// call done.
+func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response, _ context.Context, _ *watchdog, _ func(), err error) {
+	client, release := o.client()
+	rctx, cancel := context.WithCancelCause(ctx)
+	wd := newWatchdog(cancel)
+	cleanup := func() {
+		wd.stop()
+		cancel(nil)
+		release()
+	}
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch: %w", err)
+	}
+	headerWait := o.ConnectTimeout + o.ResponseHeaderTimeout
+	wd.arm(headerWait, fmt.Errorf("%w: %s: no response within %v (connect %v + response headers %v)",
+		ErrTimeout, url, headerWait, o.ConnectTimeout, o.ResponseHeaderTimeout))
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, nil, nil, fetchErr(ctx, rctx, url, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, rctx, wd, cleanup, nil
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return nil, nil, nil, nil, fmt.Errorf("%w: fetch %s: %s: %s", ErrNoCheckpoint, url, resp.Status, strings.TrimSpace(string(msg)))
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch %s: %s: redirect to %q refused (checkpoint fetches follow no redirects)",
+			url, resp.Status, resp.Header.Get("Location"))
+	default:
+		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
+	}
+}
+
+// fetchErr explains a failed request or stream read: the watchdog's cause
+// (ErrTimeout) if it fired, the caller's ctx error if that ended, a
+// transport timeout as ErrTimeout, else err.
+func fetchErr(ctx, rctx context.Context, url string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("checkpoint: fetch %s: %w", url, cerr)
+	}
+	if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		if errors.Is(err, cause) {
+			return err // (the transport already reports the cause)
+		}
+		return fmt.Errorf("%w (%v)", cause, err)
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return fmt.Errorf("%w: fetch %s: %w", ErrTimeout, url, err)
+	}
+	return fmt.Errorf("checkpoint: fetch %s: %w", url, err)
+}
+
+// FetchManifest returns the manifest of the checkpoint served by Handler
+// at url (GET url+"manifest"), parsed and validated, with the same
+// timeouts, size limit and redirect rule as Fetch; with opts.Origin set it
+// also checks the origin (ErrForeign). It proves what a peer serves now
+// without downloading the checkpoint.
+func FetchManifest(ctx context.Context, url string, opts FetchOptions) (Manifest, error) {
+	o := opts.withDefaults()
+	murl := strings.TrimSuffix(url, "/") + "/manifest"
+	resp, rctx, wd, done, err := o.request(ctx, murl)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer done()
+	defer resp.Body.Close()
+	wd.arm(o.IdleTimeout, fmt.Errorf("%w: %s sent nothing for %v (idle timeout)", ErrTimeout, murl, o.IdleTimeout))
+	b, err := io.ReadAll(io.LimitReader(kickReader{resp.Body, wd}, o.MaxManifestBytes+1))
+	if err != nil {
+		return Manifest{}, fetchErr(ctx, rctx, murl, err)
+	}
+	if int64(len(b)) > o.MaxManifestBytes {
+		return Manifest{}, fmt.Errorf("%w: fetch %s: manifest longer than %d bytes (MaxManifestBytes)", ErrCorrupt, murl, o.MaxManifestBytes)
+	}
+	m, err := ParseManifest(b)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
+	}
+	if o.Origin.RoomCzxid != 0 {
+		if err := m.CheckOrigin(o.Origin); err != nil {
+			return Manifest{}, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
+		}
+	}
+	return m, nil
 }
 
 // Fetch downloads the checkpoint served by Handler at url into
-// root/ckpt-%020d and returns it, verified: the manifest's self checksum,
-// every file's size and CRC32C (computed while streaming), no missing,
-// extra, duplicated, oversized or misnamed entry (so no path traversal).
-// The download goes to root/.tmp-fetch-*; files and directories are fsynced
-// before the rename into place. On any failure the temp directory is
-// removed, nothing new is listed under root, and the error wraps ErrCorrupt
-// (bad or truncated stream), ErrNoCheckpoint (404), or is the network or
-// ctx error. If root already holds a valid checkpoint of the same index, it
-// is returned instead.
+// root/ckpt-%020d and returns it, verified: the manifest's self checksum
+// and size (MaxManifestBytes), its origin (when opts.Origin is set), the
+// total it declares (MaxBytes), every file's size and CRC32C (computed
+// while streaming; no file is ever written past its declared size), no
+// missing, extra, duplicated, oversized or misnamed entry (so no path
+// traversal), a stream no longer than its manifest implies, and finally
+// that the files open as a store at the manifest's index and epoch. The
+// request follows no redirect; connect, response headers and every gap in
+// the body are bounded by the options' timeouts (ErrTimeout).
+//
+// The download goes to root/.tmp-fetch-*; files and directories are
+// fsynced before the rename into place. On any failure the temp directory
+// is removed, nothing new is listed under root, and the error wraps
+// ErrCorrupt (bad or truncated stream, not a store), ErrForeign,
+// ErrTooLarge, ErrNoCheckpoint (404), ErrTimeout, or is the network or ctx
+// error. If root already holds a valid checkpoint of the same index (and,
+// with opts.Origin, of that origin), it is returned instead; one of another
+// origin is moved aside and replaced.
 func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info, err error) {
-	client := opts.Client
-	if client == nil {
-		client = &http.Client{}
-	}
-	interval := opts.ProgressInterval
-	if interval <= 0 {
-		interval = 100 * time.Millisecond
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return Info{}, fmt.Errorf("checkpoint: fetch: %w", err)
-	}
+	o := opts.withDefaults()
 	start := time.Now()
-	resp, err := client.Do(req)
+	resp, rctx, wd, done, err := o.request(ctx, url)
 	if err != nil {
-		return Info{}, fmt.Errorf("checkpoint: fetch %s: %w", url, err)
+		return Info{}, err
 	}
+	defer done()
 	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return Info{}, fmt.Errorf("%w: fetch %s: %s: %s", ErrNoCheckpoint, url, resp.Status, strings.TrimSpace(string(msg)))
-	case resp.StatusCode != http.StatusOK:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return Info{}, fmt.Errorf("checkpoint: fetch %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
-	}
+	wd.arm(o.IdleTimeout, fmt.Errorf("%w: %s sent nothing for %v (idle timeout)", ErrTimeout, url, o.IdleTimeout))
 
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: fetch: %w", err)
@@ -86,24 +337,24 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 		}
 	}()
 
-	cr := &countingReader{r: resp.Body, total: resp.ContentLength, start: start, interval: interval, fn: opts.Progress}
-	m, err := receive(ctx, bufio.NewReaderSize(cr, copyBufSize), tmp)
+	bounded := &boundedReader{r: kickReader{resp.Body, wd}, limit: o.MaxManifestBytes + 512 + streamSlack}
+	cr := &countingReader{r: bounded, total: resp.ContentLength, start: start, interval: o.ProgressInterval, fn: opts.Progress}
+	m, err := receive(rctx, bufio.NewReaderSize(cr, copyBufSize), tmp, o, bounded)
 	if err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return Info{}, fmt.Errorf("checkpoint: fetch %s: %w", url, ctxErr)
-		}
+		return Info{}, fetchErr(ctx, rctx, url, err)
+	}
+	wd.stop()
+	if err := checkOpens(filepath.Join(tmp, DBDir), root, m); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: fetch %s: %w", url, err)
 	}
-	// Let the connection be reused; what follows the end marker is ignored.
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 
 	final := filepath.Join(root, dirName(m.Index))
-	if info, ok, err := existing(final); ok || err != nil {
+	if info, ok, err := existing(final, m.Origin()); ok || err != nil {
 		cr.final()
 		return info, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		if info, ok, err2 := existing(final); ok || err2 != nil {
+		if info, ok, err2 := existing(final, m.Origin()); ok || err2 != nil {
 			cr.final()
 			return info, err2
 		}
@@ -118,7 +369,7 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 }
 
 // receive reads the tar stream into dir (manifest + db/) and verifies it.
-func receive(ctx context.Context, r io.Reader, dir string) (Manifest, error) {
+func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bounded *boundedReader) (Manifest, error) {
 	tr := tar.NewReader(r)
 	hdr, err := tr.Next()
 	if err != nil {
@@ -127,8 +378,8 @@ func receive(ctx context.Context, r io.Reader, dir string) (Manifest, error) {
 	if hdr.Name != ManifestName || hdr.Typeflag != tar.TypeReg {
 		return Manifest{}, fmt.Errorf("%w: stream starts with %q (type %c), want %s", ErrCorrupt, hdr.Name, hdr.Typeflag, ManifestName)
 	}
-	if hdr.Size < 0 || hdr.Size > maxManifestBytes {
-		return Manifest{}, fmt.Errorf("%w: manifest of %d bytes", ErrCorrupt, hdr.Size)
+	if hdr.Size < 0 || hdr.Size > o.MaxManifestBytes {
+		return Manifest{}, fmt.Errorf("%w: manifest of %d bytes, limit %d (MaxManifestBytes)", ErrCorrupt, hdr.Size, o.MaxManifestBytes)
 	}
 	mb := make([]byte, hdr.Size)
 	if _, err := io.ReadFull(tr, mb); err != nil {
@@ -138,6 +389,17 @@ func receive(ctx context.Context, r io.Reader, dir string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	if o.Origin.RoomCzxid != 0 {
+		if err := m.CheckOrigin(o.Origin); err != nil {
+			return Manifest{}, err
+		}
+	}
+	if total := m.Bytes(); total > o.MaxBytes {
+		return Manifest{}, fmt.Errorf("%w: the manifest declares %d bytes in %d files, limit %d (MaxBytes)", ErrTooLarge, total, len(m.Files), o.MaxBytes)
+	}
+	// From here the stream's exact length is known (USTAR, as Handler
+	// writes it); a little slack admits another tar writer's PAX records.
+	bounded.limit = tarSize(int64(len(mb)), m.Files) + streamSlack
 	dbDir := filepath.Join(dir, DBDir)
 	if err := os.Mkdir(dbDir, 0o755); err != nil {
 		return Manifest{}, err
@@ -202,6 +464,9 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 			chunk = chunk[:rem]
 		}
 		n, rerr := r.Read(chunk)
+		if size+int64(n) > f.Size { // (chunk never allows it; defence in depth)
+			return fmt.Errorf("%w: %s: more than the manifest's %d bytes", ErrCorrupt, f.Name, f.Size)
+		}
 		if n > 0 {
 			crc = crc32.Update(crc, castagnoli, chunk[:n])
 			if _, err := out.Write(chunk[:n]); err != nil {

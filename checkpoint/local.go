@@ -32,12 +32,17 @@ func newInfo(path string, m Manifest) Info {
 }
 
 // Create checkpoints s at its current applied index into
-// root/ckpt-%020d (see doc.go for the protocol). If a valid checkpoint of
-// that index already exists it is returned as is; an invalid one is moved
+// root/ckpt-%020d (see doc.go for the protocol), recording origin (the
+// room's name and its znode's czxid, which must be positive) in the
+// manifest. If a valid checkpoint of that index and origin already exists
+// it is returned as is; an invalid one, or one of another origin, is moved
 // aside to root/.corrupt-ckpt-… and replaced.
-func Create(ctx context.Context, s *store.Store, root, room string) (info Info, err error) {
+func Create(ctx context.Context, s *store.Store, root string, origin Origin) (info Info, err error) {
 	if err := ctx.Err(); err != nil {
 		return Info{}, err
+	}
+	if origin.RoomCzxid <= 0 {
+		return Info{}, fmt.Errorf("checkpoint: create: origin %v has no room czxid", origin)
 	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
@@ -56,12 +61,13 @@ func Create(ctx context.Context, s *store.Store, root, room string) (info Info, 
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	final := filepath.Join(root, dirName(index))
-	if info, ok, err := existing(final); ok || err != nil {
+	if info, ok, err := existing(final, origin); ok || err != nil {
 		return info, err
 	}
 	m := Manifest{
 		FormatVersion: FormatVersion,
-		Room:          room,
+		Room:          origin.Room,
+		RoomCzxid:     origin.RoomCzxid,
 		Epoch:         epoch,
 		Index:         index,
 		Created:       time.Now().UTC().Round(time.Millisecond),
@@ -102,7 +108,7 @@ func Create(ctx context.Context, s *store.Store, root, room string) (info Info, 
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		// Lost a race with another Create of the same index?
-		if info, ok, err2 := existing(final); ok || err2 != nil {
+		if info, ok, err2 := existing(final, origin); ok || err2 != nil {
 			return info, err2
 		}
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
@@ -115,25 +121,108 @@ func Create(ctx context.Context, s *store.Store, root, room string) (info Info, 
 }
 
 // existing returns the valid checkpoint at path (ok), nothing if there is
-// none, or moves an invalid one aside and returns nothing.
-func existing(path string) (Info, bool, error) {
+// none, or moves an invalid one, or one whose origin is not want (when
+// want.RoomCzxid != 0), aside and returns nothing.
+func existing(path string, want Origin) (Info, bool, error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return Info{}, false, nil
 	} else if err != nil {
 		return Info{}, false, fmt.Errorf("checkpoint: %w", err)
 	}
 	m, err := Verify(path)
+	if err == nil && want.RoomCzxid != 0 {
+		err = m.CheckOrigin(want)
+	}
 	if err == nil {
 		return newInfo(path, m), true, nil
 	}
-	if !errors.Is(err, ErrCorrupt) {
+	if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrForeign) {
 		return Info{}, false, err
 	}
-	aside := filepath.Join(filepath.Dir(path), fmt.Sprintf(".corrupt-%s-%d", filepath.Base(path), time.Now().UnixNano()))
-	if rerr := os.Rename(path, aside); rerr != nil {
-		return Info{}, false, fmt.Errorf("checkpoint: move corrupt %s aside (%v): %w", path, err, rerr)
+	if rerr := discard(path); rerr != nil {
+		return Info{}, false, fmt.Errorf("checkpoint: move %s aside (%v): %w", path, err, rerr)
 	}
 	return Info{}, false, nil
+}
+
+// discard moves the checkpoint directory at path aside, to
+// root/.corrupt-<name>-<nanos>: never listed, kept for inspection. A path
+// already gone is not an error.
+func discard(path string) error {
+	aside := filepath.Join(filepath.Dir(path), fmt.Sprintf("%s%s-%d", corruptPrefix, filepath.Base(path), time.Now().UnixNano()))
+	if err := os.Rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// Remove deletes the checkpoint directory at path (one that failed to
+// restore, say): after it returns, the checkpoint is neither listed nor
+// served. A path already gone is not an error.
+func Remove(path string) error {
+	if _, ok := parseDirName(filepath.Base(path)); !ok {
+		return fmt.Errorf("checkpoint: remove %s: not a checkpoint directory", path)
+	}
+	// Rename first, so that a crash midway never leaves a listed, partial
+	// checkpoint; then delete.
+	gone := filepath.Join(filepath.Dir(path), fmt.Sprintf("%sremove-%s-%d", tmpPrefix, filepath.Base(path), time.Now().UnixNano()))
+	if err := os.Rename(path, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("checkpoint: remove %s: %w", path, err)
+	}
+	if err := errors.Join(syncDir(filepath.Dir(path)), os.RemoveAll(gone)); err != nil {
+		return fmt.Errorf("checkpoint: remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// Check is the cheap full check of a local checkpoint, for a replica that
+// is about to advertise or restore it: a valid manifest of origin want
+// (ErrForeign otherwise), exactly the manifest's files at their sizes, and
+// files that open as a store at the manifest's index and epoch (through
+// hard links in a temp dir under the checkpoint's parent: the checkpoint
+// itself is never opened, nor written). It does not compute the files'
+// CRCs (Verify does, and Restore while copying). Failures wrap ErrCorrupt
+// or ErrForeign.
+func Check(path string, want Origin) (Manifest, error) {
+	m, err := readManifest(path)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if err := m.CheckOrigin(want); err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkLayout(path, m); err != nil {
+		return Manifest{}, err
+	}
+	if err := checkOpens(filepath.Join(path, DBDir), filepath.Dir(path), m); err != nil {
+		return Manifest{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// checkOpens opens a hard-linked image of dbDir (in a temp dir under
+// scratch) read-only and compares its position with m. Pebble creates a
+// LOCK file even when read-only, so dbDir itself is never opened.
+func checkOpens(dbDir, scratch string, m Manifest) error {
+	probe, err := os.MkdirTemp(scratch, tmpPrefix+"probe-")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.RemoveAll(probe)
+	buf := make([]byte, copyBufSize)
+	for _, f := range m.Files {
+		src, dst := filepath.Join(dbDir, f.Name), filepath.Join(probe, f.Name)
+		if err := os.Link(src, dst); err != nil {
+			// No hard links here: copy (checking the CRC on the way).
+			if err := copyChecked(context.Background(), src, dst, f, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return checkStore(probe, m)
 }
 
 // Verify checks the checkpoint directory at path: a valid manifest (self
@@ -238,15 +327,21 @@ func checkLayout(path string, m Manifest) error {
 
 // Restore turns the checkpoint at ckptPath into a store directory at
 // storeDir, which must not exist or be an empty directory (else
-// ErrNotEmpty). It checks the manifest and the file list first, then copies
-// every file into a temp directory next to storeDir while checking its
-// CRC32C, fsyncs, opens the copy read-only to check its applied index and
-// epoch against the manifest, and renames it into place. On any failure
-// nothing is left at storeDir.
-func Restore(ctx context.Context, ckptPath, storeDir string) (err error) {
+// ErrNotEmpty). It checks the manifest, its origin (ErrForeign, naming
+// both origins, unless it records exactly want; a format-1 manifest records
+// none; a zero want is refused) and the file list first, then copies every
+// file into a temp directory next to storeDir (.tmp-restore-*) while
+// checking its CRC32C, fsyncs, opens the copy read-only to check its
+// applied index and epoch against the manifest, and renames it into place.
+// On any failure nothing is left at storeDir (a crash can leave the temp
+// directory: the caller removes .tmp-restore-* before it next restores).
+func Restore(ctx context.Context, ckptPath, storeDir string, want Origin) (err error) {
 	m, err := readManifest(ckptPath)
 	if err != nil {
 		return err
+	}
+	if err := m.CheckOrigin(want); err != nil {
+		return fmt.Errorf("checkpoint: restore %s: %w", ckptPath, err)
 	}
 	if err := checkLayout(ckptPath, m); err != nil {
 		return err
@@ -486,11 +581,8 @@ func Retain(root string, keep int) error {
 	}
 	var errs []error
 	for _, info := range l[keep:] {
-		if err := os.RemoveAll(info.Path); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, Remove(info.Path))
 	}
-	errs = append(errs, syncDir(root))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("checkpoint: retain: %w", err)
 	}

@@ -22,17 +22,34 @@ var (
 	ErrNoCheckpoint = errors.New("checkpoint: no checkpoint")
 	// ErrNotEmpty: Restore's destination exists and is not an empty directory.
 	ErrNotEmpty = errors.New("checkpoint: destination is not empty")
+	// ErrForeign: the checkpoint belongs to another room or another
+	// incarnation of the room (Origin differs), or records no origin at all
+	// (a format-1 manifest). It is valid as such, but not for this room.
+	ErrForeign = errors.New("checkpoint: checkpoint of another room or room incarnation")
+	// ErrTooLarge: a fetched checkpoint declares more bytes than
+	// FetchOptions.MaxBytes allows; nothing of it was written.
+	ErrTooLarge = errors.New("checkpoint: checkpoint larger than the fetch limit")
+	// ErrTimeout: a fetch gave up on a peer that did not connect, did not
+	// answer or stopped sending within FetchOptions' timeouts.
+	ErrTimeout = errors.New("checkpoint: fetch timed out")
 )
 
-// FormatVersion is the manifest format this package writes and reads.
-const FormatVersion = 1
+// FormatVersion is the manifest format this package writes. It reads
+// FormatVersion and legacyFormatVersion (see doc.go: a format-1 manifest
+// records no origin and is refused by Restore, Check and Fetch with an
+// Origin).
+const FormatVersion = 2
+
+// legacyFormatVersion: manifests written before origins existed.
+const legacyFormatVersion = 1
 
 // Layout names (see doc.go).
 const (
-	ManifestName = "roomlog-checkpoint.json" // the manifest, at the top of a checkpoint directory
-	DBDir        = "db"                      // the Pebble files, flat
-	dirPrefix    = "ckpt-"                   // + %020d index
-	tmpPrefix    = ".tmp-"                   // temp dirs under root (create, fetch)
+	ManifestName  = "roomlog-checkpoint.json" // the manifest, at the top of a checkpoint directory
+	DBDir         = "db"                      // the Pebble files, flat
+	dirPrefix     = "ckpt-"                   // + %020d index
+	tmpPrefix     = ".tmp-"                   // temp dirs under root (create, fetch, probe, remove)
+	corruptPrefix = ".corrupt-"               // invalid or foreign checkpoints moved aside
 )
 
 // Limits on what a manifest may describe, so that parsing foreign input
@@ -58,11 +75,47 @@ type File struct {
 type Manifest struct {
 	FormatVersion int
 	Room          string
-	Epoch         uint64
-	Index         uint64
-	Created       time.Time
-	Files         []File
-	Checksum      string
+	// RoomCzxid is the zxid that created the room znode (format 2; absent
+	// and 0 in format 1): it tells a room deleted and re-created under the
+	// same name, or a same-named room of another ZooKeeper, apart.
+	RoomCzxid int64 `json:",omitempty"`
+	Epoch     uint64
+	Index     uint64
+	Created   time.Time
+	Files     []File
+	Checksum  string
+}
+
+// Origin identifies the room incarnation a checkpoint belongs to: the
+// room's name and the zxid that created its znode (Stat.Czxid).
+type Origin struct {
+	Room      string
+	RoomCzxid int64
+}
+
+func (o Origin) String() string {
+	return fmt.Sprintf("room %q created at zxid 0x%x", o.Room, o.RoomCzxid)
+}
+
+// Origin returns the origin the manifest records (RoomCzxid 0 for a
+// format-1 manifest).
+func (m *Manifest) Origin() Origin { return Origin{Room: m.Room, RoomCzxid: m.RoomCzxid} }
+
+// CheckOrigin returns nil if the manifest records exactly want, else an
+// error wrapping ErrForeign that names both origins. A format-1 manifest
+// (no origin recorded) never matches.
+func (m *Manifest) CheckOrigin(want Origin) error {
+	if want.RoomCzxid == 0 {
+		return fmt.Errorf("checkpoint: no origin to check the checkpoint against (want %v)", want)
+	}
+	if m.RoomCzxid == 0 {
+		return fmt.Errorf("%w: the checkpoint of room %q at index %d has a format %d manifest, which records no room incarnation; want %v",
+			ErrForeign, m.Room, m.Index, m.FormatVersion, want)
+	}
+	if m.Origin() != want {
+		return fmt.Errorf("%w: the checkpoint at index %d is of %v; want %v", ErrForeign, m.Index, m.Origin(), want)
+	}
+	return nil
 }
 
 // Bytes returns the total size of the manifest's files.
@@ -140,8 +193,13 @@ func ParseManifest(b []byte) (Manifest, error) {
 // validate checks everything but the checksum.
 func (m *Manifest) validate() error {
 	var errs []error
-	if m.FormatVersion != FormatVersion {
-		errs = append(errs, fmt.Errorf("unknown format version %d (want %d)", m.FormatVersion, FormatVersion))
+	switch {
+	case m.FormatVersion == FormatVersion && m.RoomCzxid <= 0:
+		errs = append(errs, fmt.Errorf("format %d needs a positive RoomCzxid, not %d", m.FormatVersion, m.RoomCzxid))
+	case m.FormatVersion == legacyFormatVersion && m.RoomCzxid != 0:
+		errs = append(errs, fmt.Errorf("format %d has no RoomCzxid (got %d)", m.FormatVersion, m.RoomCzxid))
+	case m.FormatVersion != FormatVersion && m.FormatVersion != legacyFormatVersion:
+		errs = append(errs, fmt.Errorf("unknown format version %d (want %d or %d)", m.FormatVersion, legacyFormatVersion, FormatVersion))
 	}
 	if len(m.Room) > maxRoomLen || !utf8.ValidString(m.Room) {
 		errs = append(errs, fmt.Errorf("bad room name (%d bytes)", len(m.Room)))

@@ -70,10 +70,12 @@ func (o *opened) close() {
 }
 
 // open opens the newest checkpoint, retrying when a concurrent Retain
-// deletes it between listing and opening.
+// deletes it between listing and opening. A newest checkpoint whose files
+// do not match its manifest is moved aside (never served again) and the
+// next newest is tried.
 func (h *handler) open(withFiles bool) (*opened, error) {
 	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < 16; attempt++ {
 		info, err := Newest(h.root)
 		if err != nil {
 			return nil, err
@@ -83,13 +85,21 @@ func (h *handler) open(withFiles bool) (*opened, error) {
 			return o, nil
 		}
 		lastErr = err
-		if !errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, ErrCorrupt):
+			if derr := discard(info.Path); derr != nil {
+				return nil, errors.Join(err, derr)
+			}
+		default:
 			return nil, err
 		}
 	}
 	return nil, lastErr
 }
 
+// openCheckpoint re-reads info's manifest and checks its files' sizes;
+// withFiles, it opens them too (a stream then survives their deletion).
 func openCheckpoint(info Info, withFiles bool) (*opened, error) {
 	mb, err := os.ReadFile(filepath.Join(info.Path, ManifestName))
 	if err != nil {
@@ -104,21 +114,23 @@ func openCheckpoint(info Info, withFiles bool) (*opened, error) {
 		return nil, fmt.Errorf("%s changed: %w", info.Path, fs.ErrNotExist)
 	}
 	o := &opened{info: info, manifest: mb}
-	if !withFiles {
-		return o, nil
-	}
 	for _, f := range m.Files {
 		p := filepath.Join(info.Path, DBDir, f.Name)
-		fh, err := os.Open(p)
-		if err != nil {
-			o.close()
-			return nil, err
+		var fi os.FileInfo
+		if withFiles {
+			fh, err := os.Open(p)
+			if err != nil {
+				o.close()
+				return nil, missingIsCorrupt(err)
+			}
+			o.files = append(o.files, fh)
+			fi, err = fh.Stat()
+		} else {
+			fi, err = os.Stat(p)
 		}
-		o.files = append(o.files, fh)
-		fi, err := fh.Stat()
 		if err != nil {
 			o.close()
-			return nil, err
+			return nil, missingIsCorrupt(err)
 		}
 		if fi.Size() != f.Size {
 			o.close()
@@ -126,6 +138,18 @@ func openCheckpoint(info Info, withFiles bool) (*opened, error) {
 		}
 	}
 	return o, nil
+}
+
+// missingIsCorrupt: a file missing while its manifest is still there (not
+// a concurrent Retain, which deletes the whole directory) is corruption.
+func missingIsCorrupt(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(pe.Path)), ManifestName)); serr == nil {
+			return fmt.Errorf("%w: %s: missing", ErrCorrupt, pe.Path)
+		}
+	}
+	return err
 }
 
 func (h *handler) fail(w http.ResponseWriter, err error) {

@@ -52,7 +52,8 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 	ses := make([]store.Entry, len(es))
 	var n int64
 	for i, e := range es {
-		ses[i] = store.Entry{Index: e.Index, Epoch: e.Epoch, Data: e.Data}
+		ses[i] = store.Entry{Index: e.Index, Epoch: e.Epoch, Data: e.Data, Batch: store.BatchRef{
+			First: e.Batch.First, Count: uint32(e.Batch.Count), CRC: e.Batch.CRC}}
 		n += int64(len(e.Data))
 	}
 	r.storeMu.RLock()
@@ -255,7 +256,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.tailErr.Store(&err)
+		r.setTailErr(err)
 		if r.applied.Load() != before {
 			corrupt = 0
 		}
@@ -278,7 +279,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 		if errors.Is(err, logroom.ErrCompacted) {
 			r.log.Info("standby: log position compacted; bootstrapping from a checkpoint", "applied", r.applied.Load())
 			err = r.bootstrap(ctx)
-			r.tailErr.Store(&err)
+			r.setTailErr(err)
 			if err == nil {
 				r.tailErr.Store(nil)
 				backoff.reset()
@@ -297,11 +298,25 @@ func (r *Replica) runStandby(ctx context.Context) error {
 	return nil
 }
 
+// setTailErr publishes the tail's last error for Status (a copy: the
+// caller's variable changes afterwards).
+func (r *Replica) setTailErr(err error) {
+	if err == nil {
+		r.tailErr.Store(nil)
+		return
+	}
+	r.tailErr.Store(&err)
+}
+
 // follow tails from applied+1 until an error. A reader goroutine fetches
 // batches ahead while this goroutine applies: everything fetched meanwhile
 // goes into one store.Apply (one fsync), so a standby keeps up with a
 // primary that pipelines its writes.
 func (r *Replica) follow(ctx context.Context) error {
+	// Log matching: the log must still hold the batch we last applied.
+	if err := r.matchLog(ctx); err != nil {
+		return err
+	}
 	from := r.applied.Load() + 1
 	rd, err := r.room.Tail(ctx, from)
 	if err != nil {
@@ -368,6 +383,34 @@ func (r *Replica) follow(ctx context.Context) error {
 			return pending
 		}
 	}
+}
+
+// appliedBatch returns the identity of the last batch the store applied
+// from (zero for an empty store or one written before identities were
+// recorded).
+func (r *Replica) appliedBatch() (logroom.BatchID, uint64) {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	ref := r.st.AppliedBatch()
+	applied := r.st.AppliedIndex()
+	if ref == (store.BatchRef{}) {
+		return logroom.BatchID{}, applied
+	}
+	return logroom.BatchID{Epoch: r.st.AppliedEpoch(), First: ref.First, Count: int(ref.Count), CRC: ref.CRC}, applied
+}
+
+// matchLog checks that the log still holds the last batch this replica
+// applied and reaches its applied index (logroom.Room.MatchLog). Divergence
+// is fatal: the replica stops applying and writing and reports it.
+func (r *Replica) matchLog(ctx context.Context) error {
+	id, applied := r.appliedBatch()
+	err := r.room.MatchLog(ctx, id, applied)
+	if errors.Is(err, logroom.ErrDiverged) {
+		return fatal(fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
+			"do not start a fresh member or re-create channels to \"fix\" it: compare the named batch with the "+
+			"other members' state and decide which history is right)", err, applied))
+	}
+	return err
 }
 
 func entriesBytes(es []logroom.Entry) int {

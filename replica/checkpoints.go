@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -65,10 +70,13 @@ func (r *Replica) runCheckpointer(ctx context.Context) {
 			req.reply <- r.doCheckpoint(cctx)
 			cancel()
 		case <-sweep.C:
+			// What we advertise follows what is on disk (the handler moves
+			// a broken checkpoint aside).
+			r.refreshLocalCkpt()
 			// Members may have caught up since the last checkpoint: retry
 			// deletion (primary only).
 			if t := r.currentTerm(); t != nil {
-				if err := r.deleteChannels(ctx, r.localCkpt.Load()); err != nil && ctx.Err() == nil {
+				if err := r.deleteChannels(ctx, r.localCkpt.Load(), true); err != nil && ctx.Err() == nil {
 					r.log.Debug("channel deletion sweep failed", "err", err)
 				}
 			}
@@ -108,7 +116,7 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 	r.sinceEntries.Store(0)
 	r.sinceBytes.Store(0)
 	r.storeMu.RLock()
-	info, err := checkpoint.Create(ctx, r.st, r.ckptRoot, r.cfg.Room)
+	info, err := checkpoint.Create(ctx, r.st, r.ckptRoot, r.origin())
 	r.storeMu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("replica: checkpoint: %w", err)
@@ -132,7 +140,45 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 	if err := r.recordCheckpoint(rec); err != nil {
 		return fmt.Errorf("replica: record checkpoint: %w", err)
 	}
-	return r.deleteChannels(ctx, info.Manifest.Index)
+	return r.deleteChannels(ctx, info.Manifest.Index, false)
+}
+
+// refreshLocalCkpt sets the advertised checkpoint index to the newest
+// checkpoint listed on disk (0: none), publishing a change. It may lower
+// it: a checkpoint that was removed is no longer advertised.
+func (r *Replica) refreshLocalCkpt() {
+	old := r.localCkpt.Load()
+	var idx uint64
+	if n, err := checkpoint.Newest(r.ckptRoot); err == nil {
+		idx = n.Manifest.Index
+	} else if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return
+	}
+	if idx != old && r.localCkpt.CompareAndSwap(old, idx) {
+		select {
+		case r.ckptReady <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dropCheckpoint removes a local checkpoint that failed to restore or
+// check (it must never be kept, advertised or served) and updates what we
+// advertise.
+func (r *Replica) dropCheckpoint(path string, why error) {
+	r.log.Warn("removing a checkpoint that cannot be used", "path", path, "err", why)
+	if err := checkpoint.Remove(path); err != nil {
+		r.log.Error("removing a bad checkpoint failed; it stays on disk", "path", path, "err", err)
+	}
+	r.refreshLocalCkpt()
+}
+
+// fetchOptions are the options of every fetch and probe: the configured
+// bounds, and our origin.
+func (r *Replica) fetchOptions() checkpoint.FetchOptions {
+	o := r.cfg.CheckpointFetch
+	o.Origin = r.origin()
+	return o
 }
 
 // recordCheckpoint writes /<room>/checkpoints (persistent; newest wins).
@@ -150,16 +196,17 @@ func (r *Replica) recordCheckpoint(rec checkpointRecord) error {
 }
 
 // deleteChannels deletes sealed channels from the oldest on, as invariant
-// 6 allows: a channel goes only when its last index is covered by a durable
-// checkpoint that a member serves (ours: ckpt, if we advertise an address;
-// or a live member's that advertises one) AND every live member has
-// applied it — or, past the retention limit (room bytes above
-// RetainRoomBytes), when such a served checkpoint covers it regardless of
-// lagging members (they bootstrap from it). When no member serves
-// checkpoints, only our own checkpoint counts and the retention limit does
-// not apply (nobody could bootstrap). Never a channel in the middle: the
-// log stays contiguous from the oldest.
-func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
+// 5 allows: a channel goes only when its last index is covered by our
+// durable checkpoint (ckpt) AND by a checkpoint a live member serves —
+// proven by fetching that member's manifest (right origin, index), not
+// taken from its member data — AND every live member has applied it; or,
+// past the retention limit (room bytes above RetainRoomBytes), when both
+// checkpoints cover it regardless of lagging members (they bootstrap from
+// the served one). When no live member serves a covering checkpoint
+// nothing is deleted: the room grows until the writer answers ErrRoomFull
+// (logged at Warn unless sweep). Never a channel in the middle: the log
+// stays contiguous from the oldest.
+func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) error {
 	if ckpt == 0 {
 		return nil
 	}
@@ -167,29 +214,34 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
 	if err != nil {
 		return err
 	}
+	if len(chans) == 0 || !chans[0].Sealed || chans[0].LastIndex > ckpt {
+		return nil // nothing our checkpoint covers
+	}
 	members, err := readMembers(r.conn, r.room.Path(membersDir))
 	if err != nil {
 		return err
 	}
 	minApplied := r.applied.Load()
-	var served uint64
-	if r.cfg.AdvertiseAddr != "" {
-		served = ckpt
-	}
 	for _, m := range members {
 		minApplied = min(minApplied, m.Applied)
-		if m.Addr != "" && m.ID != r.cfg.ID {
-			served = max(served, m.Checkpoint)
+	}
+	served, src, probeErrs := r.servedCheckpoint(ctx, members, chans[0].LastIndex)
+	if served < chans[0].LastIndex {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		lvl := slog.LevelWarn
+		if sweep {
+			lvl = slog.LevelDebug
+		}
+		r.log.Log(ctx, lvl, "channel deletion held: no live member serves a checkpoint covering the oldest channel; the room grows until appends get ErrRoomFull",
+			"channel", chans[0].Num, "last", chans[0].LastIndex, "served", served, "probes", errors.Join(probeErrs...))
+		return nil
 	}
+	// Our own checkpoint covers what we apply; the served one covers what a
+	// newcomer can restore.
+	ckpt = min(ckpt, served)
 	retain := r.cfg.RetainRoomBytes
-	if served == 0 {
-		retain = -1
-	} else {
-		// Our own checkpoint covers what we apply; a served one covers
-		// what a newcomer can restore.
-		ckpt = min(ckpt, served)
-	}
 	var total int64
 	for _, c := range chans {
 		total += c.Bytes
@@ -208,17 +260,92 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64) error {
 		total -= c.Bytes
 		if c.LastIndex > minApplied {
 			r.log.Warn("deleted a channel a live member has not applied (room over its retention bound); it will bootstrap",
-				"channel", c.Num, "last", c.LastIndex, "min_applied", minApplied, "room_bytes", total+c.Bytes)
+				"channel", c.Num, "last", c.LastIndex, "min_applied", minApplied, "room_bytes", total+c.Bytes, "served_by", src)
 		} else {
-			r.log.Debug("deleted channel", "channel", c.Num, "last", c.LastIndex)
+			r.log.Debug("deleted channel", "channel", c.Num, "last", c.LastIndex, "served_by", src)
 		}
 	}
 	return nil
 }
 
-// bootstrap replaces the local store with the newest suitable checkpoint of
-// a live member: one whose index covers everything before the oldest
-// channel. Called by the standby apply goroutine (which owns store writes).
+// ckptSource is a live member advertising a checkpoint.
+type ckptSource struct {
+	id    string
+	addr  string
+	index uint64 // advertised
+}
+
+// ckptSources returns the live members (and us, if self and we advertise
+// an address) that advertise a checkpoint index >= need, best (highest
+// index) first.
+func (r *Replica) ckptSources(members map[string]memberData, need uint64, self bool) []ckptSource {
+	var out []ckptSource
+	for _, m := range members {
+		if m.ID == r.cfg.ID || m.Addr == "" || m.Checkpoint < need || m.Checkpoint == 0 {
+			continue
+		}
+		out = append(out, ckptSource{id: m.ID, addr: m.Addr, index: m.Checkpoint})
+	}
+	if self && r.cfg.AdvertiseAddr != "" {
+		if own := r.localCkpt.Load(); own >= need && own > 0 {
+			out = append(out, ckptSource{id: r.cfg.ID, addr: r.cfg.AdvertiseAddr, index: own})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].index != out[j].index {
+			return out[i].index > out[j].index
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// sourceURL is where src serves this room's checkpoint.
+func (r *Replica) sourceURL(src ckptSource) (string, error) {
+	base, err := checkpointBaseURL(src.addr)
+	if err != nil {
+		return "", fmt.Errorf("member %q advertises %q: %w", src.id, src.addr, err)
+	}
+	return base + CheckpointPath(r.cfg.Room), nil
+}
+
+// probeTimeout bounds one manifest probe of the deletion check.
+const probeTimeout = 5 * time.Second
+
+// servedCheckpoint returns the index of the best checkpoint a live member
+// (us included) demonstrably serves, covering at least need: its manifest,
+// fetched over HTTP, parses and records our origin. Members are probed
+// best first until one answers; 0 if none does.
+func (r *Replica) servedCheckpoint(ctx context.Context, members map[string]memberData, need uint64) (uint64, string, []error) {
+	var errs []error
+	for _, src := range r.ckptSources(members, need, true) {
+		url, err := r.sourceURL(src)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		m, err := checkpoint.FetchManifest(pctx, url, r.fetchOptions())
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("member %q: %w", src.id, err))
+			continue
+		}
+		if m.Index >= need {
+			return m.Index, src.id, errs
+		}
+		errs = append(errs, fmt.Errorf("member %q advertises index %d but serves %d", src.id, src.index, m.Index))
+	}
+	return 0, "", errs
+}
+
+// bootstrap replaces the local store with a suitable checkpoint of a live
+// member: one whose index covers everything before the oldest channel.
+// Sources are tried best (highest advertised index) first; a failed,
+// refused or stalled fetch (each bounded by Config.CheckpointFetch) falls
+// back to the next one, and when all fail the error (wrapping
+// ErrNoCheckpointSource) names every source and why it failed. Called by
+// the standby apply goroutine (which owns store writes).
 func (r *Replica) bootstrap(ctx context.Context) error {
 	chans, err := r.room.Channels(ctx)
 	if err != nil {
@@ -236,51 +363,68 @@ func (r *Replica) bootstrap(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var src memberData
-	for _, m := range members {
-		if m.ID == r.cfg.ID || m.Addr == "" || m.Checkpoint < need || m.Checkpoint <= applied {
-			continue
-		}
-		if m.Checkpoint > src.Checkpoint {
-			src = m
-		}
-	}
-	if src.ID == "" {
+	sources := r.ckptSources(members, max(need, applied+1), false)
+	if len(sources) == 0 {
 		return fmt.Errorf("%w: need index >= %d", ErrNoCheckpointSource, need)
 	}
-	base, err := checkpointBaseURL(src.Addr)
-	if err != nil {
-		return fmt.Errorf("bootstrap: member %q advertises %q: %w", src.ID, src.Addr, err)
+	var failed []string
+	for _, src := range sources {
+		err := r.bootstrapFrom(ctx, src, need)
+		if err == nil {
+			return nil
+		}
+		if isFatal(err) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("bootstrap: source failed; trying the next", "from", src.id, "addr", src.addr, "advertised", src.index, "err", err)
+		failed = append(failed, fmt.Sprintf("%q (index %d at %s): %v", src.id, src.index, src.addr, err))
 	}
-	url := base + CheckpointPath(r.cfg.Room)
-	r.log.Info("bootstrap: fetching checkpoint", "from", src.ID, "url", url, "index", src.Checkpoint, "need", need)
+	return fmt.Errorf("%w: need index >= %d; all %d sources failed: %s", ErrNoCheckpointSource, need, len(sources), strings.Join(failed, "; "))
+}
+
+// bootstrapFrom fetches src's checkpoint and installs it. A checkpoint
+// that turns out unusable is removed.
+func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64) error {
+	url, err := r.sourceURL(src)
+	if err != nil {
+		return err
+	}
+	r.log.Info("bootstrap: fetching checkpoint", "from", src.id, "url", url, "index", src.index, "need", need)
 	start := time.Now()
-	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, checkpoint.FetchOptions{})
+	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, r.fetchOptions())
 	if err != nil {
-		return fmt.Errorf("bootstrap: fetch from %q: %w", src.ID, err)
+		return err
 	}
-	if info.Manifest.Room != r.cfg.Room {
-		_ = os.RemoveAll(info.Path)
-		return fmt.Errorf("bootstrap: %q served a checkpoint of room %q", src.ID, info.Manifest.Room)
-	}
+	applied := r.applied.Load()
 	if info.Manifest.Index < need || info.Manifest.Index <= applied {
-		return fmt.Errorf("bootstrap: %q served index %d, need >= %d", src.ID, info.Manifest.Index, need)
+		// A valid checkpoint of ours, just not far enough: Retain will
+		// drop it.
+		return fmt.Errorf("served index %d, need >= %d (and > applied %d)", info.Manifest.Index, need, applied)
 	}
 	if err := r.installCheckpoint(ctx, info); err != nil {
+		if !isFatal(err) && (errors.Is(err, checkpoint.ErrCorrupt) || errors.Is(err, checkpoint.ErrForeign) || errors.Is(err, errStoreOpen)) {
+			r.dropCheckpoint(info.Path, err)
+		}
 		return err
 	}
 	r.bootstraps.Add(1)
-	r.log.Info("bootstrap: restored checkpoint", "from", src.ID, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
+	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
 	return nil
 }
 
+// errStoreOpen marks a restored checkpoint that does not open as a store.
+var errStoreOpen = errors.New("the restored checkpoint does not open as a store")
+
 // installCheckpoint swaps the store for the checkpoint's image: close, move
-// the old directory aside, restore, reopen; on failure the old store comes
-// back. Only the standby apply goroutine calls it.
+// the old directory aside (DataDir/store.old), restore (of our origin
+// only), reopen; on failure the old store comes back. Every step is a
+// rename or leaves only temp names, so a crash anywhere leaves a state
+// recoverInterruptedRestore resolves at Open. Only the standby apply
+// goroutine calls it.
 func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) error {
 	r.storeMu.Lock()
 	defer r.storeMu.Unlock()
-	aside := r.storeDir + ".old"
+	aside := r.storeDir + oldStoreSuffix
 	if err := os.RemoveAll(aside); err != nil {
 		return fmt.Errorf("bootstrap: remove %s: %w", aside, err)
 	}
@@ -288,10 +432,17 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 		r.log.Warn("bootstrap: closing the old store", "err", err)
 	}
 	reopenOld := func(cause error) error {
-		_ = os.RemoveAll(r.storeDir)
+		// Out of the way under a temp name first (a rename: a crash never
+		// leaves a half-deleted store next to store.old).
+		failed := filepath.Join(r.cfg.DataDir, fmt.Sprintf("%sfailed-%d", restoreTmpPrefix, time.Now().UnixNano()))
+		if err := os.Rename(r.storeDir, failed); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fatal(fmt.Errorf("bootstrap failed (%v) and the failed store could not be moved away: %w", cause, err))
+		}
 		if err := os.Rename(aside, r.storeDir); err != nil {
 			return fatal(fmt.Errorf("bootstrap failed (%v) and the old store could not be put back: %w", cause, err))
 		}
+		_ = fsyncDir(r.cfg.DataDir)
+		_ = os.RemoveAll(failed)
 		st, err := store.Open(r.storeDir, r.storeOptions())
 		if err != nil {
 			return fatal(fmt.Errorf("bootstrap failed (%v) and the old store does not reopen: %w", cause, err))
@@ -307,12 +458,16 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 		r.st = st
 		return fmt.Errorf("bootstrap: move store aside: %w", err)
 	}
-	if err := checkpoint.Restore(ctx, info.Path, r.storeDir); err != nil {
+	// The move aside is durable before the restored store can appear.
+	if err := fsyncDir(r.cfg.DataDir); err != nil {
+		return reopenOld(fmt.Errorf("bootstrap: sync %s: %w", r.cfg.DataDir, err))
+	}
+	if err := checkpoint.Restore(ctx, info.Path, r.storeDir, r.origin()); err != nil {
 		return reopenOld(fmt.Errorf("bootstrap: restore: %w", err))
 	}
 	st, err := store.Open(r.storeDir, r.storeOptions())
 	if err != nil {
-		return reopenOld(fmt.Errorf("bootstrap: open restored store: %w", err))
+		return reopenOld(fmt.Errorf("bootstrap: %w: %w", errStoreOpen, err))
 	}
 	r.st = st
 	_ = os.RemoveAll(aside)
@@ -331,6 +486,15 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	return nil
 }
 
+// fsyncDir fsyncs a directory, making renames in it durable.
+func fsyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
 // CheckpointHandler serves this member's newest checkpoint for peers that
 // bootstrap. Mount it at CheckpointPath(room):
 //
@@ -338,9 +502,52 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 //
 // GET <path> streams the checkpoint (tar), GET <path>manifest returns its
 // manifest. When Config.ListenAddr is set the replica serves it itself.
+//
+// It works for every room name logroom.ValidateName accepts: the room's
+// prefix is stripped from the decoded request path (http.StripPrefix
+// compares its prefix with the decoded r.URL.Path, and with RawPath when
+// that is set, so an escaped prefix never matches a name that escaping
+// changes).
 func (r *Replica) CheckpointHandler() http.Handler {
-	prefix := strings.TrimSuffix(CheckpointPath(r.cfg.Room), "/")
-	return http.StripPrefix(prefix, checkpoint.Handler(r.ckptRoot))
+	h := stripRoomPrefix(r.cfg.Room, checkpoint.Handler(r.ckptRoot))
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// A failed replica may hold state of a diverged history: it
+		// serves no checkpoint (it also left the membership, so no peer
+		// picks it as a source).
+		if p := r.fatalErr.Load(); p != nil {
+			http.Error(w, fmt.Sprintf("replica %q failed; it serves no checkpoint: %v", r.cfg.ID, *p), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// stripRoomPrefix serves h below CheckpointPath(room): the decoded prefix
+// is cut from r.URL.Path, the escaped one from r.URL.RawPath (dropped when
+// it does not match: Path is what the checkpoint handler reads).
+func stripRoomPrefix(room string, h http.Handler) http.Handler {
+	escaped := strings.TrimSuffix(CheckpointPath(room), "/")
+	decoded, err := url.PathUnescape(escaped)
+	if err != nil { // (PathEscape's output always unescapes)
+		decoded = escaped
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p, ok := strings.CutPrefix(req.URL.Path, decoded)
+		if !ok || (p != "" && p[0] != '/') {
+			http.NotFound(w, req)
+			return
+		}
+		r2 := new(http.Request)
+		*r2 = *req
+		r2.URL = new(url.URL)
+		*r2.URL = *req.URL
+		r2.URL.Path = p
+		r2.URL.RawPath = ""
+		if rp, ok := strings.CutPrefix(req.URL.RawPath, escaped); ok {
+			r2.URL.RawPath = rp
+		}
+		h.ServeHTTP(w, r2)
+	})
 }
 
 // serveHTTP serves CheckpointHandler on Config.ListenAddr.

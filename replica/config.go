@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 )
@@ -82,6 +83,13 @@ type Config struct {
 	CheckpointEveryBytes int64
 	// KeepCheckpoints is how many local checkpoints to keep. Default 2.
 	KeepCheckpoints int
+	// CheckpointFetch bounds every checkpoint download (bootstrap) and
+	// manifest probe (the primary's check that a member really serves the
+	// checkpoint deletion relies on). Zero fields take package checkpoint's
+	// defaults: ConnectTimeout 5s, ResponseHeaderTimeout 10s, IdleTimeout
+	// 30s, MaxBytes 64 GiB, MaxManifestBytes 8 MiB. Origin is always set by
+	// the replica (the room's incarnation); Client and Progress may be set.
+	CheckpointFetch checkpoint.FetchOptions
 	// RetainRoomBytes is the retention limit: when the room holds more than
 	// this many bytes, the primary deletes sealed channels its durable
 	// checkpoint covers even if a live member has not applied them yet (that

@@ -6,7 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/roomlog/roomlog/checkpoint"
 )
+
+// origin is the room incarnation this replica's state and checkpoints
+// belong to.
+func (r *Replica) origin() checkpoint.Origin {
+	return checkpoint.Origin{Room: r.cfg.Room, RoomCzxid: r.roomCzxid}
+}
 
 // markerName is the file in DataDir that ties it to one incarnation of one
 // room: {"Base", "Room", "RoomCzxid"} (JSON). RoomCzxid is the zxid that
@@ -23,7 +32,20 @@ type dirMarker struct {
 // checkDataDir refuses a data dir whose state belongs to another room (or
 // to an earlier incarnation of this one): its applied index would not
 // match this log. An empty store adopts the room.
+//
+// It then drops the local checkpoints this replica must not advertise or
+// serve (dropBadCheckpoints).
 func (r *Replica) checkDataDir(czxid int64) error {
+	r.roomCzxid = czxid
+	if err := r.checkMarker(czxid); err != nil {
+		return err
+	}
+	r.dropBadCheckpoints()
+	return nil
+}
+
+// checkMarker checks (or writes) DataDir's room marker.
+func (r *Replica) checkMarker(czxid int64) error {
 	want := dirMarker{Base: r.cfg.Base, Room: r.cfg.Room, RoomCzxid: czxid}
 	path := filepath.Join(r.cfg.DataDir, markerName)
 	b, err := os.ReadFile(path)
@@ -68,4 +90,103 @@ func (r *Replica) checkDataDir(czxid int64) error {
 		return fmt.Errorf("replica: rename %s: %w", tmp, err)
 	}
 	return nil
+}
+
+// dropBadCheckpoints runs in Open once the room's incarnation is known:
+// every local checkpoint is checked (checkpoint.Check: our origin, its
+// files at their sizes, and that they open as a store at its index), and
+// one that fails is removed, so that nothing we advertise or serve is junk
+// (a manifest that passes its checksum but describes no store), another
+// incarnation's, or a format-1 checkpoint (which records no origin: the
+// replica refuses those rather than guess). The advertised index is
+// recomputed; if something was dropped and the store holds state, a fresh
+// checkpoint is asked for at once.
+func (r *Replica) dropBadCheckpoints() {
+	l, err := checkpoint.List(r.ckptRoot)
+	if err != nil {
+		r.log.Warn("listing local checkpoints failed", "err", err)
+		return
+	}
+	dropped := false
+	for _, info := range l {
+		if _, err := checkpoint.Check(info.Path, r.origin()); err != nil {
+			if !errors.Is(err, checkpoint.ErrCorrupt) && !errors.Is(err, checkpoint.ErrForeign) {
+				r.log.Warn("checking a local checkpoint failed (not a verdict on it: kept)", "path", info.Path, "err", err)
+				continue
+			}
+			r.log.Warn("dropping a local checkpoint this replica must not serve", "path", info.Path, "index", info.Manifest.Index, "err", err)
+			if err := checkpoint.Remove(info.Path); err != nil {
+				r.log.Error("removing a bad checkpoint failed", "path", info.Path, "err", err)
+			}
+			dropped = true
+		}
+	}
+	var idx uint64
+	if n, err := checkpoint.Newest(r.ckptRoot); err == nil {
+		idx = n.Manifest.Index
+	}
+	r.localCkpt.Store(idx)
+	applied := r.applied.Load()
+	r.sinceEntries.Store(int64(applied - min(idx, applied)))
+	if dropped && applied > idx {
+		select {
+		case r.ckptTrig <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Names a bootstrap's store swap leaves in DataDir (see installCheckpoint
+// and checkpoint.Restore, which builds the new store in DataDir/.tmp-restore-*).
+const (
+	oldStoreSuffix   = ".old"
+	restoreTmpPrefix = ".tmp-restore-"
+)
+
+// recoverInterruptedRestore resolves what a crash in the middle of a
+// bootstrap's store swap left in DataDir, before the store is opened:
+//
+//   - DataDir/store.old without DataDir/store: the crash came after the
+//     old store was moved aside and before the restored one was renamed
+//     into place (or while a failed restore was being undone): the old
+//     store is put back.
+//   - both: the restored store was renamed into place (atomically, after
+//     it was complete and fsynced): store.old is deleted.
+//   - DataDir/.tmp-restore-*: a partial restore or a failed store being
+//     deleted: removed.
+func (r *Replica) recoverInterruptedRestore() error {
+	dir := r.cfg.DataDir
+	aside := r.storeDir + oldStoreSuffix
+	if _, err := os.Lstat(aside); err == nil {
+		if _, err := os.Lstat(r.storeDir); errors.Is(err, os.ErrNotExist) {
+			r.log.Warn("a bootstrap was interrupted before its new store was in place; putting the old store back", "dir", aside)
+			if err := os.Rename(aside, r.storeDir); err != nil {
+				return fmt.Errorf("replica: put %s back: %w", aside, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("replica: %w", err)
+		} else {
+			r.log.Warn("a bootstrap was interrupted after its new store was in place; removing the old store", "dir", aside)
+			if err := os.RemoveAll(aside); err != nil {
+				return fmt.Errorf("replica: remove %s: %w", aside, err)
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("replica: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: data dir: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), restoreTmpPrefix) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("replica: remove %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return fsyncDir(dir)
 }

@@ -50,6 +50,25 @@
 //	                     made after rotating (informational: bootstrap picks
 //	                     its source from member data).
 //
+// Acceptance (trust boundary): a members/ or election/ child counts only if
+// it is ephemeral (Stat.EphemeralOwner != 0), readable, and its data passes
+// a bounded msgpack check (one value, nesting <= 4, every length within the
+// input) and decodes as format v1 with a valid member id (Config.ID rules)
+// and an address that is empty or parses as Config.AdvertiseAddr does
+// (host:port or an http(s) URL). A member's node name must equal its id; a
+// candidate's name must be c-<32 hex>-<seq> with seq ZooKeeper's 10-digit
+// suffix of a non-negative 32-bit counter (a negative one, e.g.
+// "c-<guid>--000000001", is forged), and a node with our guid is ours only
+// if our session holds it. Anything else is foreign: ignored for every
+// decision (election order and predecessor watch, the primary's id and
+// address and so every redirect, the committed hint, deletion's and
+// bootstrap's view of members, transfer and compaction checks), logged
+// once (Warn, with its path and reason) and listed in Status().Foreign.
+// Nothing foreign is ever deleted by a replica: an operator removes it
+// (cmd/roomlog members and verify show it). A forged ephemeral node that
+// follows every rule, held by a live foreign session, cannot be told from
+// a member: keep the room's ACL (Config.Auth) to the masters.
+//
 // On disk: DataDir/store (Pebble, package store), DataDir/store.old (the
 // store a bootstrap replaced, deleted once the new one opens),
 // DataDir/checkpoints (package checkpoint's root) and
@@ -74,12 +93,18 @@
 //  4. Propose returns success only for an entry that is committed in a
 //     ZooKeeper quorum AND applied locally.
 //  5. A sealed channel is deleted only if its last index is <= the
-//     primary's durable local checkpoint and <= a checkpoint some live
-//     member serves (AdvertiseAddr set), AND <= the applied index of every
-//     live member — or, past the retention limit (room bytes above
-//     RetainRoomBytes), if those checkpoints cover it. When no member
-//     serves checkpoints the retention limit never applies. Deletion goes
-//     from the oldest channel on, never leaving a hole.
+//     primary's durable local checkpoint AND <= a checkpoint a live member
+//     (the primary included) demonstrably serves — its manifest, fetched
+//     from the member's AdvertiseAddr within Config.CheckpointFetch's
+//     bounds, records this room's incarnation and an index covering the
+//     channel; advertised member data alone does not count — AND <= the
+//     applied index of every live member; or, past the retention limit
+//     (room bytes above RetainRoomBytes), if those two checkpoints cover it.
+//     Without a served covering checkpoint nothing is deleted, retention
+//     limit included: the room grows until the writer's MaxRoomBytes
+//     answers ErrRoomFull, a clear and recoverable state (a member that
+//     serves a checkpoint ends it). Deletion goes from the oldest channel
+//     on, never leaving a hole.
 //  6. A member never skips entries: if the log it needs was deleted it
 //     restores a peer's checkpoint that covers the gap, then tails.
 //
@@ -88,7 +113,10 @@
 // Open:
 //
 //  1. Validate the Config (every bad field named at once).
-//  2. Open DataDir/store; clean checkpoint temp dirs.
+//  2. Recover an interrupted restore (store.old without store is put
+//     back; store.old beside store and .tmp-restore-* are removed); open
+//     DataDir/store; clean checkpoint temp dirs; delete local checkpoints
+//     that are junk, of another origin or of the old manifest format.
 //  3. logroom.Dial (one Client, one session); Subscribe to session events;
 //     OpenRoom; create members/ and election/ if absent.
 //  4. Serve the checkpoint handler if ListenAddr is set.
@@ -118,13 +146,22 @@
 //
 // Takeover (a goroutine owned by the loop, role "takeover"):
 //
-//  1. room.NewWriter: CAS epoch N+1 (fences every older writer), find the
-//     log end, seal the last channel there, open the next.
+//  1. Log matching (see "Trust boundary"): the log must still hold the
+//     batch we applied last. Then room.NewWriter with WriterConfig.Applied
+//     = our applied index: check the channel chain, CAS an epoch above
+//     every recorded one (fences every older writer), find the log end —
+//     below our applied index → ErrDiverged, nothing sealed or opened —
+//     seal the last channel there, open the next.
 //  2. Wait until the standby tail has applied StartIndex-1.
-//  3. Loop: stop the standby tail; check applied == StartIndex-1 (ahead of
-//     the log → the replica fails: wrong data dir or room); start the
+//  3. Loop: stop the standby tail; if applied > StartIndex-1 a newer
+//     primary wrote while we caught up (our session expired meanwhile):
+//     close the writer and re-queue as a standby. Else start the
 //     primary applier on the writer's OnCommit feed; accept proposals;
 //     publish role "primary"; delete a transfer record naming us.
+//  4. A takeover that fails with ErrDiverged fails the replica; with
+//     logroom.ErrCorrupt (a broken chain, an epoch znode that does not
+//     decode or would overflow) three times in a row, too; ErrFenced
+//     re-queues; anything else retries.
 //
 // Propose (caller's goroutine, primary):
 //
@@ -186,14 +223,22 @@
 //
 //  1. Trigger: Tail/Next returns logroom.ErrCompacted (the position lies in
 //     a deleted channel — also an empty disk when channel 1 is gone).
-//  2. need = oldest channel's FirstIndex - 1. Pick the live member (not
-//     us) advertising the highest checkpoint >= need with an address
-//     (ErrNoCheckpointSource → retry with backoff).
-//  3. checkpoint.Fetch (verified) into our checkpoint root.
+//  2. need = oldest channel's FirstIndex - 1. Sources: the live members
+//     (not us; only accepted member znodes) advertising a checkpoint >=
+//     need with an address, best (highest index) first. None →
+//     ErrNoCheckpointSource, retried with backoff.
+//  3. checkpoint.Fetch into our checkpoint root, bounded by
+//     Config.CheckpointFetch (connect, header and idle timeouts, no
+//     redirects, every file and the total capped by the manifest and
+//     MaxBytes) and checked for our origin (room and room czxid). A
+//     failed, refused or stalled source → the next one; all failed →
+//     ErrNoCheckpointSource naming each and why.
 //  4. Under the store lock: close the store, move DataDir/store to
-//     store.old, checkpoint.Restore, store.Open; on failure put the old
-//     store back. Proposals waiting on skipped indexes get ErrNoResponse.
-//  5. Tail from applied+1.
+//     store.old (fsynced), checkpoint.Restore (our origin only),
+//     store.Open; on failure put the old store back and delete the
+//     checkpoint if it is unusable (never kept or advertised). Proposals
+//     waiting on skipped indexes get ErrNoResponse.
+//  5. Tail from applied+1 (after log matching).
 //
 // Close: stop the loop (end the term, close the writer, stop the applier,
 // delete our candidate and member nodes), stop every goroutine and wait for
@@ -204,8 +249,36 @@
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
 // ErrFenced, ErrQueueFull, ErrClosed, ErrFailed, ErrTransfer,
 // ErrDuplicateID, ErrWrongDataDir, ErrInvalidConfig,
-// ErrNoCheckpointSource; logroom's ErrEntryTooLarge and ErrRoomFull pass
-// through (wrapped).
+// ErrNoCheckpointSource, ErrDiverged (= logroom.ErrDiverged); logroom's
+// ErrEntryTooLarge, ErrRoomFull and ErrCorrupt pass through (wrapped).
+//
+// # Trust boundary
+//
+// ZooKeeper's contents and peers' answers are input, not truth:
+//
+//   - Log matching. The store keeps, in the same Pebble batch as the
+//     state, the identity (epoch, first, count, CRC) of the last log batch
+//     applied. Before the standby tail starts (at Open and every restart)
+//     and before a takeover writes anything, logroom.Room.MatchLog checks
+//     that the log still holds that batch at that index and reaches our
+//     applied index. Anything else is ErrDiverged: the replica fails
+//     (stops applying and writing, keeps its state, Status().Err names the
+//     room, channel, znode and both identities). roomlog detects this; it
+//     cannot repair it. The operator compares the named batch with the
+//     other members' state (StateHash at the same index) and decides which
+//     history is right; starting a fresh member or re-creating channels
+//     does not help (the chain check refuses a re-created channel).
+//   - The channel chain, the epoch rule and corrupt batches are checked by
+//     logroom (see its doc); a room that fails them is ErrCorrupt, confirmed
+//     by repeated attempts, then fatal.
+//   - Only accepted member and candidate znodes count (see "Znodes").
+//   - Checkpoints carry their origin and are fetched with bounds (see
+//     Bootstrap).
+//   - A failed replica gets out of the way: it deletes its candidate and
+//     member znodes (retried each tick until done, so failover proceeds),
+//     answers waiting proposals (ErrNoResponse wrapping ErrFailed), wakes
+//     WaitApplied and Barrier callers, serves no checkpoint (503) and keeps
+//     reporting Status() with role "failed" and the cause.
 //
 // # Observability
 //

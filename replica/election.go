@@ -18,6 +18,12 @@ import (
 // was still queued when the session expired and then ran in the new session
 // — is recognised by listing the children: nodes with our guid are ours; we
 // keep one and delete the others (Curator's protection mode, generalised).
+//
+// Only children acceptCandidate accepts count (for the order, the
+// predecessor watch, the primary's identity, isLiveCandidate, ...); a node
+// carrying our guid counts as ours only if our session holds it. Everything
+// else is reported as foreign and otherwise ignored: never watched, adopted
+// or deleted.
 type election struct {
 	conn *zk.Conn
 	acl  []zk.ACL
@@ -34,9 +40,12 @@ type election struct {
 	// drop: names of our own nodes we tried to delete without knowing if it
 	// happened (re-queue or resign hit a connection loss).
 	drop map[string]bool
-	// datas caches candidate data by node name (candidate data never
-	// changes; names are never reused).
+	// datas caches accepted candidates' data by node name, as of the last
+	// listing (candidate data never changes; a name that leaves a listing
+	// is dropped, so a forged re-creation is checked afresh).
 	datas map[string]candidateData
+	// foreign: the children the last listing did not accept.
+	foreign *foreignSet
 }
 
 func newElection(conn *zk.Conn, acl []zk.ACL, dir, guid string, d candidateData, log *slog.Logger) *election {
@@ -44,6 +53,7 @@ func newElection(conn *zk.Conn, acl []zk.ACL, dir, guid string, d candidateData,
 	return &election{
 		conn: conn, acl: acl, dir: dir, guid: guid, data: encode(d), log: log,
 		drop: map[string]bool{}, datas: map[string]candidateData{},
+		foreign: newForeignSet(log, "election candidate"),
 	}
 }
 
@@ -97,14 +107,41 @@ func (e *election) ensure() error {
 	return nil
 }
 
-// list reads the candidates and reconciles our own nodes: keeps mine (or
-// adopts one when a create's outcome was unknown) and deletes the others.
+// list reads the candidates — every child's data and Stat, keeping only
+// those acceptCandidate accepts — and reconciles our own nodes: keeps mine
+// (or adopts one when a create's outcome was unknown) and deletes the
+// others.
 func (e *election) list() ([]candidate, error) {
 	names, _, err := e.conn.Children(e.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list candidates: %w", err)
 	}
-	all := sortCandidates(names)
+	all := make([]candidate, 0, len(names))
+	datas := make(map[string]candidateData, len(names))
+	foreign := map[string]string{}
+	for _, n := range names {
+		p := e.dir + "/" + n
+		b, st, err := e.conn.Get(p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue
+		case errors.Is(err, zk.ErrNoAuth):
+			foreign[p] = "unreadable: its ACL denies this replica READ"
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read candidate %s: %w", n, err)
+		}
+		c, d, err := e.accept(n, b, st)
+		if err != nil {
+			foreign[p] = err.Error()
+			continue
+		}
+		all = append(all, c)
+		datas[n] = d
+	}
+	sortBySeq(all)
+	e.foreign.replace(foreign)
+	e.datas = datas
 	var ours []candidate
 	mineSeen := false
 	for _, c := range all {
@@ -139,6 +176,7 @@ func (e *election) list() ([]candidate, error) {
 				return nil, fmt.Errorf("delete duplicate candidate %s: %w", c.Name, err)
 			}
 			delete(e.drop, c.Name)
+			delete(e.datas, c.Name)
 			continue
 		}
 		out = append(out, c)
@@ -186,22 +224,36 @@ func (e *election) evaluate() (electionView, error) {
 	return electionView{}, errors.New("election: candidates kept changing; retrying")
 }
 
-// dataOf returns a candidate's data (cached). ok is false when the node is
-// gone or its data is not ours to read.
+// accept is acceptCandidate plus: a node carrying our guid is ours only if
+// our current session holds it.
+func (e *election) accept(name string, data []byte, st *zk.Stat) (candidate, candidateData, error) {
+	c, d, err := acceptCandidate(name, data, st.EphemeralOwner)
+	if err != nil {
+		return c, d, err
+	}
+	if sid := e.conn.SessionID(); c.GUID == e.guid && st.EphemeralOwner != sid {
+		return candidate{}, candidateData{}, fmt.Errorf("carries this replica's guid but is held by session 0x%x, not ours (0x%x)", st.EphemeralOwner, sid)
+	}
+	return c, d, nil
+}
+
+// dataOf returns an accepted candidate's data (cached by the last
+// listing). ok is false when the node is gone, unreadable or foreign.
 func (e *election) dataOf(name string) (candidateData, bool, error) {
 	if d, ok := e.datas[name]; ok {
 		return d, true, nil
 	}
-	b, _, err := e.conn.Get(e.dir + "/" + name)
-	if errors.Is(err, zk.ErrNoNode) {
+	p := e.dir + "/" + name
+	b, st, err := e.conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
 		return candidateData{}, false, nil
 	}
 	if err != nil {
 		return candidateData{}, false, err
 	}
-	var d candidateData
-	if err := decode(b, &d); err != nil {
-		e.log.Warn("election: ignoring candidate with bad data", "node", name, "err", err)
+	_, d, err := e.accept(name, b, st)
+	if err != nil {
+		e.foreign.report(p, err.Error())
 		return candidateData{}, false, nil
 	}
 	e.datas[name] = d

@@ -3,6 +3,8 @@ package replica
 import (
 	"errors"
 	"fmt"
+
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // Sentinel errors. Check them with errors.Is; the errors the replica returns
@@ -42,6 +44,13 @@ var (
 	// Applier error, corruption in the log, local state ahead of the log).
 	// Status().Err holds the cause; only Close remains useful.
 	ErrFailed = errors.New("replica: failed")
+	// ErrDiverged: this replica's local state and the room's log disagree
+	// (the log holds another batch at an index the replica applied, lost a
+	// batch it applied, or ends below its applied index), e.g. after a
+	// channel was deleted or re-created by another client. The replica
+	// fails (Status().Err) instead of continuing on either history. It is
+	// logroom.ErrDiverged, so errors.Is works with both.
+	ErrDiverged = logroom.ErrDiverged
 	// ErrTransfer: TransferLeadership could not hand over (target not a live,
 	// caught-up standby, or it did not take over in time).
 	ErrTransfer = errors.New("replica: leadership transfer failed")

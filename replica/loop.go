@@ -41,10 +41,15 @@ type loopState struct {
 	lastPublish   time.Time
 	lastChannels  time.Time
 	notBefore     time.Time // takeover attempts wait until then (after a failure)
-	oldestFirst   uint64    // first index of the oldest channel at the last refresh (0: unknown)
-	view          electionView
-	primaryID     string
-	primaryAddr   string
+	// corruptTakeovers counts consecutive takeovers that failed with
+	// ErrCorrupt; at confirmCorruptTakeovers the replica fails.
+	corruptTakeovers int
+	// resigned: a failed replica deleted its candidate and member nodes.
+	resigned    bool
+	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
+	view        electionView
+	primaryID   string
+	primaryAddr string
 }
 
 func newLoopState(r *Replica) *loopState {
@@ -59,6 +64,10 @@ func newLoopState(r *Replica) *loopState {
 		memberDirty:   map[string]bool{},
 	}
 }
+
+// confirmCorruptTakeovers is how many consecutive takeovers must fail with
+// ErrCorrupt before the replica calls the room damaged and fails.
+const confirmCorruptTakeovers = 3
 
 // Requests from API calls to the loop.
 type reqKind int
@@ -292,7 +301,11 @@ func (r *Replica) onTick() {
 // set; the tick retries.
 func (r *Replica) reconcile() {
 	lp := r.lp
-	if r.fatalErr.Load() != nil || !lp.connected {
+	if r.fatalErr.Load() != nil {
+		r.resignFailed()
+		return
+	}
+	if !lp.connected {
 		return
 	}
 	// Our member node (role changes at once, applied at most every
@@ -520,6 +533,23 @@ func (r *Replica) onTakeoverDone() {
 		if tr.w != nil {
 			tr.w.Close()
 		}
+		if isFatal(tr.err) || errors.Is(tr.err, logroom.ErrDiverged) {
+			r.fail(tr.err)
+			return
+		}
+		if errors.Is(tr.err, logroom.ErrCorrupt) {
+			// The room is damaged (a channel chain, an epoch znode or a
+			// batch that does not validate). Confirmed by repeated
+			// attempts, it is fatal: a visible failed state, not an endless
+			// quiet retry loop.
+			lp.corruptTakeovers++
+			if lp.corruptTakeovers >= confirmCorruptTakeovers {
+				r.fail(tr.err)
+				return
+			}
+		} else {
+			lp.corruptTakeovers = 0
+		}
 		r.setRole(RoleStandby, "takeover failed")
 		if errors.Is(tr.err, logroom.ErrFenced) {
 			r.log.Warn("takeover fenced by a concurrent writer; re-queueing", "err", tr.err)
@@ -544,9 +574,16 @@ func (r *Replica) onTakeoverDone() {
 			return
 		}
 	}
+	lp.corruptTakeovers = 0
 	if a := r.applied.Load(); a != w.StartIndex()-1 {
+		// NewWriter checked that the log reached our applied index, so our
+		// tail applied entries past its start: a newer primary wrote them
+		// (our session expired while we caught up). Step back.
 		w.Close()
-		r.fail(fmt.Errorf("local state at index %d but the log ends at %d: local state ahead of the log (wrong data dir or room?)", a, w.StartIndex()-1))
+		r.log.Warn("takeover overtaken: the standby tail applied entries past the writer's start; re-queueing",
+			"applied", a, "start", w.StartIndex(), "epoch", w.Epoch())
+		r.setRole(RoleStandby, "takeover overtaken by a newer primary")
+		r.requeue()
 		return
 	}
 	t := &term{w: w, epoch: w.Epoch(), start: w.StartIndex(), q: tr.q, done: make(chan struct{}), accepting: true}
@@ -694,11 +731,32 @@ func (r *Replica) fail(err error) {
 		lp.applier.stop(false)
 		lp.applier = nil
 	}
-	if lp.connected {
-		_ = lp.el.resign()
-		_ = lp.mem.resign()
-	}
 	r.setRole(RoleFailed, err.Error())
+	r.resignFailed()
+	// Proposals waiting for their entry's apply (it is committed) and
+	// WaitApplied/Barrier callers return now instead of at their deadline.
+	r.failWaiters(fmt.Errorf("%w: %w", ErrNoResponse, ErrFailed))
+	r.signalApplied()
+}
+
+// resignFailed deletes a failed replica's candidate and member nodes so
+// that failover proceeds without it. The loop's reconcile retries it while
+// it has not succeeded (the nodes would otherwise stay as long as the
+// session lives, and a lowest candidate that never takes over blocks every
+// other one).
+func (r *Replica) resignFailed() {
+	lp := r.lp
+	if lp.resigned || !lp.connected {
+		return
+	}
+	errE := lp.el.resign()
+	errM := lp.mem.resign()
+	if errE != nil || errM != nil {
+		r.log.Warn("failed replica: resigning election and membership incomplete; will retry", "election", errE, "membership", errM)
+		return
+	}
+	lp.resigned = true
+	r.log.Info("failed replica resigned its election candidate and member node")
 }
 
 // shutdown is the loop's part of Close.

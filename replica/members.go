@@ -16,7 +16,9 @@ import (
 // node and a cache of every member's data, kept fresh by watches (a children
 // watch on the directory, a data watch per member) and by diffing each
 // listing against the previous one, so no join or leave is missed even
-// though go-zookeeper's watches fire once. Owned by the run loop.
+// though go-zookeeper's watches fire once. Only children acceptMember
+// accepts are members; the others are reported as foreign and ignored.
+// Owned by the run loop (foreign has its own lock, for Status).
 type membership struct {
 	conn *zk.Conn
 	acl  []zk.ACL
@@ -36,12 +38,16 @@ type membership struct {
 	listed map[string]bool
 	// childWatched: a children watch is armed.
 	childWatched bool
+	// foreign: listed children that break the acceptance rules
+	// (acceptMember); never in known.
+	foreign *foreignSet
 }
 
 func newMembership(conn *zk.Conn, acl []zk.ACL, dir, id string, log *slog.Logger) *membership {
 	return &membership{
 		conn: conn, acl: acl, dir: dir, id: id, log: log,
 		known: map[string]memberData{}, dataWatched: map[string]bool{}, listed: map[string]bool{},
+		foreign: newForeignSet(log, "member"),
 	}
 }
 
@@ -60,6 +66,9 @@ func (m *membership) path() string { return m.dir + "/" + m.id }
 type errStaleOwner struct{ owner int64 }
 
 func (e errStaleOwner) Error() string {
+	if e.owner == 0 {
+		return "member node exists as a persistent znode (foreign: not a live member's; an operator must delete it)"
+	}
 	return fmt.Sprintf("member node held by session 0x%x", e.owner)
 }
 
@@ -112,7 +121,7 @@ func (m *membership) publish(d memberData) error {
 // join publishes d, waiting up to wait for a node of our id held by another
 // session to disappear (our own previous incarnation, killed less than a
 // session timeout ago). A node still held after that belongs to a live
-// process: ErrDuplicateID.
+// process: ErrDuplicateID; so is, at once, a persistent node of our id.
 func (m *membership) join(ctx context.Context, d memberData, wait time.Duration) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -121,6 +130,10 @@ func (m *membership) join(ctx context.Context, d memberData, wait time.Duration)
 		var stale errStaleOwner
 		if !errors.As(err, &stale) {
 			return err
+		}
+		if stale.owner == 0 {
+			// A persistent node (foreign): no session expiry removes it.
+			return fmt.Errorf("%w: %q (node %s: %v)", ErrDuplicateID, m.id, m.path(), stale)
 		}
 		ok, _, ch, werr := m.conn.ExistsW(m.path())
 		if werr != nil {
@@ -173,6 +186,7 @@ func (m *membership) refreshChildren() (<-chan zk.Event, []string, error) {
 		if !now[n] {
 			m.log.Debug("membership: member left", "id", n)
 			delete(m.known, n)
+			m.foreign.drop(m.dir + "/" + n)
 		}
 	}
 	for n := range now {
@@ -188,22 +202,31 @@ func (m *membership) refreshChildren() (<-chan zk.Event, []string, error) {
 // refreshMember reads one member's data with a watch. The watch is nil when
 // the node is gone (the children watch reports that).
 func (m *membership) refreshMember(name string) (<-chan zk.Event, error) {
-	b, _, ch, err := m.conn.GetW(m.dir + "/" + name)
+	p := m.dir + "/" + name
+	b, st, ch, err := m.conn.GetW(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		delete(m.known, name)
 		delete(m.dataWatched, name)
+		m.foreign.drop(p)
+		return nil, nil
+	}
+	if errors.Is(err, zk.ErrNoAuth) {
+		// No watch was armed: re-read at the next listing.
+		delete(m.known, name)
+		m.foreign.report(p, "unreadable: its ACL denies this replica READ")
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read member %s: %w", name, err)
 	}
 	m.dataWatched[name] = true
-	var d memberData
-	if err := decode(b, &d); err != nil {
-		m.log.Warn("membership: ignoring member with bad data", "id", name, "err", err)
+	d, err := acceptMember(name, b, st.EphemeralOwner)
+	if err != nil {
 		delete(m.known, name)
+		m.foreign.report(p, err.Error())
 		return ch, nil
 	}
+	m.foreign.drop(p)
 	m.known[name] = d
 	return ch, nil
 }
@@ -220,6 +243,8 @@ func (m *membership) snapshot() []MemberStatus {
 
 // readMembers reads every member's data afresh (no watches): used where a
 // stale cache would be unsafe or slow (deletion, bootstrap source choice).
+// Only accepted members are returned (by id); foreign children are skipped
+// (the run loop's membership view reports them).
 func readMembers(conn *zk.Conn, dir string) (map[string]memberData, error) {
 	names, _, err := conn.Children(dir)
 	if err != nil {
@@ -227,15 +252,15 @@ func readMembers(conn *zk.Conn, dir string) (map[string]memberData, error) {
 	}
 	out := make(map[string]memberData, len(names))
 	for _, n := range names {
-		b, _, err := conn.Get(dir + "/" + n)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue
+		b, st, err := conn.Get(dir + "/" + n)
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
+			continue // gone, or foreign (unreadable)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read member %s: %w", n, err)
 		}
-		var d memberData
-		if err := decode(b, &d); err != nil {
+		d, err := acceptMember(n, b, st.EphemeralOwner)
+		if err != nil {
 			continue
 		}
 		out[n] = d

@@ -179,6 +179,12 @@ func (r *Replica) appendError(ctx context.Context, t *term, err error) error {
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	case errors.Is(err, logroom.ErrEntryTooLarge), errors.Is(err, logroom.ErrRoomFull):
 		return fmt.Errorf("replica: propose: %w", err)
+	case errors.Is(err, logroom.ErrWriterStopped):
+		// Never sent: the writer had stopped on an earlier unknown
+		// outcome. Definite; the term ends and the caller may retry at
+		// the next primary.
+		r.writerFailed(t, err)
+		return r.notPrimary()
 	case errors.Is(err, logroom.ErrOutcomeUnknown):
 		if ctx.Err() == nil {
 			// Not the caller's deadline: the writer could not learn the
@@ -399,6 +405,13 @@ func (r *Replica) startTakeover() *takeoverRun {
 	go func() {
 		defer r.wg.Done()
 		defer close(tr.done)
+		// Before anything is written: the log must hold what we applied,
+		// and the writer refuses a log that ends below our applied index.
+		if err := r.matchLog(ctx); err != nil {
+			tr.err = err
+			return
+		}
+		wcfg.Applied = r.applied.Load()
 		w, err := r.room.NewWriter(ctx, wcfg)
 		if err != nil {
 			tr.err = err

@@ -71,6 +71,7 @@ type Replica struct {
 	sinceEntries atomic.Int64
 	sinceBytes   atomic.Int64
 	localCkpt    atomic.Uint64 // index of the newest local checkpoint
+	roomCzxid    int64         // the room znode's czxid (set by checkDataDir in Open; read-only after)
 	bootstraps   atomic.Int64
 	ckptTrig     chan struct{}    // cap 1: the policy asks for a checkpoint
 	ckptReq      chan ckptRequest // on-demand checkpoints
@@ -182,6 +183,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	if err := checkpoint.CleanTemp(r.ckptRoot, 0); err != nil {
 		r.log.Warn("checkpoint temp cleanup failed", "err", err)
+	}
+	if err := r.recoverInterruptedRestore(); err != nil {
+		return nil, err
 	}
 	st, err := store.Open(r.storeDir, r.storeOptions())
 	if err != nil {
@@ -377,7 +381,7 @@ func (r *Replica) Status() Status {
 	st := Status{
 		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
 		Applied: applied, Committed: committed, Lag: committed - applied,
-		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members,
+		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: r.foreignZnodes(),
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),

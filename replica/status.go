@@ -2,6 +2,9 @@ package replica
 
 import (
 	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
 	"time"
 )
 
@@ -84,6 +87,15 @@ type Status struct {
 	PrimaryID   string // "" when unknown
 	PrimaryAddr string
 	Members     []MemberStatus // live members, sorted by ID (includes this one)
+	// Foreign lists the znodes under members/ and election/ that this
+	// replica saw and ignored because they break the acceptance rules
+	// (package doc, "Znodes"): a persistent node, a name that does not
+	// match its data's id, a negative or malformed sequence, data that does
+	// not decode, an address that does not parse. Each is also logged once
+	// (Warn). Sorted by path; an entry goes when the znode goes. Election
+	// children are checked when this replica evaluates the election, member
+	// children whenever they change.
+	Foreign []ForeignZnode
 
 	Connected   bool   // ZooKeeper session usable right now
 	ConnState   string // go-zookeeper state name
@@ -98,4 +110,85 @@ type Status struct {
 	Pending         int    // proposals in flight
 	TailErr         error  // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
 	Err             error  // the unrecoverable error when Role == RoleFailed
+}
+
+// ForeignZnode is a znode under the room's members/ or election/ that does
+// not count as a member or candidate: ignored for every decision.
+type ForeignZnode struct {
+	Path   string // full znode path
+	Reason string // which acceptance rule it breaks
+}
+
+// foreignSet records the foreign znodes of one directory (members/ or
+// election/). The run loop writes it; Status reads it: mu guards byPath.
+type foreignSet struct {
+	log  *slog.Logger
+	what string // "member" or "election candidate", for the log line
+
+	mu     sync.Mutex
+	byPath map[string]string // path -> reason
+}
+
+func newForeignSet(log *slog.Logger, what string) *foreignSet {
+	return &foreignSet{log: log, what: what, byPath: map[string]string{}}
+}
+
+// report records path as foreign, logging it once (again only if the
+// reason changes).
+func (f *foreignSet) report(path, reason string) {
+	f.mu.Lock()
+	old, seen := f.byPath[path]
+	f.byPath[path] = reason
+	f.mu.Unlock()
+	if !seen || old != reason {
+		f.log.Warn("ignoring foreign znode: not a valid "+f.what, "path", path, "reason", reason)
+	}
+}
+
+// drop forgets path (it is gone, or now accepted).
+func (f *foreignSet) drop(path string) {
+	f.mu.Lock()
+	delete(f.byPath, path)
+	f.mu.Unlock()
+}
+
+// replace sets the whole set to now (a full listing), logging the new ones.
+func (f *foreignSet) replace(now map[string]string) {
+	for p, reason := range now {
+		f.report(p, reason)
+	}
+	f.mu.Lock()
+	for p := range f.byPath {
+		if _, ok := now[p]; !ok {
+			delete(f.byPath, p)
+		}
+	}
+	f.mu.Unlock()
+}
+
+// list returns the set sorted by path.
+func (f *foreignSet) list() []ForeignZnode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]ForeignZnode, 0, len(f.byPath))
+	for p, reason := range f.byPath {
+		out = append(out, ForeignZnode{Path: p, Reason: reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// foreignZnodes is Status().Foreign. The loop state's election and
+// membership are created before Open returns and never replaced; their
+// foreign sets carry their own lock.
+func (r *Replica) foreignZnodes() []ForeignZnode {
+	if r.lp == nil {
+		return nil
+	}
+	out := append(r.lp.mem.foreign.list(), r.lp.el.foreign.list()...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,10 @@ type transferRecord struct {
 
 var errBadZnodeData = errors.New("replica: malformed znode data")
 
+// znodeMaxDepth bounds the msgpack nesting of the znode data this package
+// decodes: every format is a flat map, so anything deeper is foreign.
+const znodeMaxDepth = 4
+
 func encode(v any) []byte {
 	b, err := msgpack.Marshal(v)
 	if err != nil {
@@ -82,11 +87,214 @@ func encode(v any) []byte {
 	return b
 }
 
+// decode unmarshals znode data (peers' or a foreign client's: input, not
+// truth). The bytes are first checked to hold exactly one msgpack value,
+// nested at most znodeMaxDepth deep, whose every declared length fits in
+// the input, so decoding allocates O(len(b)) and cannot recurse deeply.
 func decode(b []byte, v any) error {
+	if err := checkMsgpackBounds(b, znodeMaxDepth); err != nil {
+		return fmt.Errorf("%w: %v", errBadZnodeData, err)
+	}
 	if err := msgpack.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %v", errBadZnodeData, err)
 	}
 	return nil
+}
+
+// checkMsgpackBounds verifies that data holds exactly one msgpack value,
+// nested at most maxDepth deep, whose every declared length (string, bin,
+// ext, array, map) fits in the bytes that remain. (The same check as
+// logroom's, which is unexported.)
+func checkMsgpackBounds(data []byte, maxDepth int) error {
+	// pending[i] counts the values still expected at nesting level i.
+	pending := []uint64{1}
+	p := 0
+	for len(pending) > 0 {
+		top := len(pending) - 1
+		if pending[top] == 0 {
+			pending = pending[:top]
+			continue
+		}
+		pending[top]--
+		if p >= len(data) {
+			return fmt.Errorf("truncated msgpack at byte %d", p)
+		}
+		rest := uint64(len(data) - p - 1)
+		c := data[p]
+		p++
+		var skip, n uint64 // bytes to skip; elements of a container
+		container := false
+		switch {
+		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		case c >= 0x80 && c <= 0x8f:
+			n, container = 2*uint64(c&0x0f), true
+		case c >= 0x90 && c <= 0x9f:
+			n, container = uint64(c&0x0f), true
+		case c >= 0xa0 && c <= 0xbf:
+			skip = uint64(c & 0x1f)
+		default:
+			w := 0 // width of a length field
+			switch c {
+			case 0xc4, 0xc7, 0xd9:
+				w = 1
+			case 0xc5, 0xc8, 0xda, 0xdc, 0xde:
+				w = 2
+			case 0xc6, 0xc9, 0xdb, 0xdd, 0xdf:
+				w = 4
+			case 0xcc, 0xd0:
+				skip = 1
+			case 0xcd, 0xd1:
+				skip = 2
+			case 0xca, 0xce, 0xd2:
+				skip = 4
+			case 0xcb, 0xcf, 0xd3:
+				skip = 8
+			case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8:
+				skip = 1 + 1<<(c-0xd4) // type byte + 1, 2, 4, 8 or 16 data bytes
+			default:
+				return fmt.Errorf("invalid msgpack code %#x at byte %d", c, p-1)
+			}
+			if w > 0 {
+				if uint64(w) > rest {
+					return fmt.Errorf("truncated msgpack length at byte %d", p)
+				}
+				var l uint64
+				for _, x := range data[p : p+w] {
+					l = l<<8 | uint64(x)
+				}
+				p += w
+				rest -= uint64(w)
+				switch c {
+				case 0xdc, 0xdd:
+					n, container = l, true
+				case 0xde, 0xdf:
+					n, container = 2*l, true
+				case 0xc7, 0xc8, 0xc9:
+					skip = 1 + l // ext type byte + data
+				default:
+					skip = l
+				}
+			}
+		}
+		if container {
+			// Every element takes at least one byte.
+			if n > rest {
+				return fmt.Errorf("msgpack container of %d values at byte %d, %d bytes remain", n, p, rest)
+			}
+			if len(pending) > maxDepth {
+				return fmt.Errorf("msgpack nested deeper than %d", maxDepth)
+			}
+			pending = append(pending, n)
+			continue
+		}
+		if skip > uint64(len(data)-p) {
+			return fmt.Errorf("msgpack value of %d bytes at byte %d, %d remain", skip, p, len(data)-p)
+		}
+		p += int(skip)
+	}
+	if p != len(data) {
+		return fmt.Errorf("%d trailing bytes after the msgpack value", len(data)-p)
+	}
+	return nil
+}
+
+// Acceptance of members/ and election/ children (see doc.go, "Znodes").
+// Only what passes counts for any decision; everything else is foreign:
+// ignored, and reported (Status().Foreign, one Warn log line).
+
+// acceptMember checks a members/<name> znode: ephemeral, data that decodes
+// (format version 1) naming member name (a valid id), and an advertised
+// address, when set, that parses as Config.AdvertiseAddr does. The error
+// says why it is foreign.
+func acceptMember(name string, data []byte, ephemeralOwner int64) (memberData, error) {
+	if ephemeralOwner == 0 {
+		return memberData{}, errors.New("not ephemeral (a persistent znode is never a live member)")
+	}
+	var d memberData
+	if err := decode(data, &d); err != nil {
+		return memberData{}, fmt.Errorf("data does not decode: %v", err)
+	}
+	if d.V != formatVersion1 {
+		return memberData{}, fmt.Errorf("unknown format version %d", d.V)
+	}
+	if d.ID == "" {
+		return memberData{}, errors.New("no member id in its data")
+	}
+	if d.ID != name {
+		return memberData{}, fmt.Errorf("node name %q but its data names member %q", name, d.ID)
+	}
+	if err := checkPeerIdentity(d.ID, d.Addr); err != nil {
+		return memberData{}, err
+	}
+	return d, nil
+}
+
+// acceptCandidate checks an election/<name> znode: a name
+// "c-<32 hex>-<seq>" whose seq is ZooKeeper's 10-digit suffix of a
+// non-negative 32-bit counter, ephemeral, and data that decodes (format
+// version 1) with a valid member id and an address that parses.
+func acceptCandidate(name string, data []byte, ephemeralOwner int64) (candidate, candidateData, error) {
+	c, ok := parseCandidate(name)
+	if !ok {
+		return candidate{}, candidateData{}, fmt.Errorf("not a candidate name (want %s<%d hex>-<10-digit sequence>)", candidatePfx, guidHexLen)
+	}
+	seq := name[len(candidatePfx)+guidHexLen+1:]
+	switch {
+	case c.Seq < 0 || strings.HasPrefix(seq, "-"):
+		return candidate{}, candidateData{}, fmt.Errorf("negative sequence %s", seq)
+	case len(seq) != 10 || strings.Trim(seq, "0123456789") != "":
+		return candidate{}, candidateData{}, fmt.Errorf("sequence %q is not ZooKeeper's 10-digit suffix", seq)
+	case c.Seq > math.MaxInt32:
+		return candidate{}, candidateData{}, fmt.Errorf("sequence %s out of range of ZooKeeper's 32-bit counter", seq)
+	}
+	if ephemeralOwner == 0 {
+		return candidate{}, candidateData{}, errors.New("not ephemeral (a persistent znode is never a live candidate)")
+	}
+	var d candidateData
+	if err := decode(data, &d); err != nil {
+		return candidate{}, candidateData{}, fmt.Errorf("data does not decode: %v", err)
+	}
+	if d.V != formatVersion1 {
+		return candidate{}, candidateData{}, fmt.Errorf("unknown format version %d", d.V)
+	}
+	if d.ID == "" {
+		return candidate{}, candidateData{}, errors.New("no member id in its data")
+	}
+	if err := checkPeerIdentity(d.ID, d.Addr); err != nil {
+		return candidate{}, candidateData{}, err
+	}
+	return c, d, nil
+}
+
+// checkPeerIdentity applies Config.Validate's rules for ID and
+// AdvertiseAddr to a peer's published id and address, so that every
+// address a replica redirects to or fetches from is one a Config accepts.
+func checkPeerIdentity(id, addr string) error {
+	if err := validateID(id); err != nil {
+		return fmt.Errorf("bad member id: %v", err)
+	}
+	if addr != "" {
+		if _, err := checkpointBaseURL(addr); err != nil {
+			return fmt.Errorf("bad advertised addr: %v", err)
+		}
+	}
+	return nil
+}
+
+// CheckMemberZnode reports whether a znode under a room's members/ (its
+// name, data and Stat.EphemeralOwner) counts as a live member: nil if it
+// does, else an error saying why replicas ignore it as foreign. Tools use
+// it to show what replicas see.
+func CheckMemberZnode(name string, data []byte, ephemeralOwner int64) error {
+	_, err := acceptMember(name, data, ephemeralOwner)
+	return err
+}
+
+// CheckCandidateZnode is CheckMemberZnode for a znode under a room's
+// election/.
+func CheckCandidateZnode(name string, data []byte, ephemeralOwner int64) error {
+	_, _, err := acceptCandidate(name, data, ephemeralOwner)
+	return err
 }
 
 // newGUID returns 32 hex characters of randomness.
@@ -137,13 +345,19 @@ func sortCandidates(names []string) []candidate {
 			out = append(out, c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Seq != out[j].Seq {
-			return out[i].Seq < out[j].Seq
-		}
-		return out[i].Name < out[j].Name
-	})
+	sortBySeq(out)
 	return out
+}
+
+// sortBySeq sorts candidates by ascending sequence (ties, impossible in one
+// parent, broken by name).
+func sortBySeq(cs []candidate) {
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].Seq != cs[j].Seq {
+			return cs[i].Seq < cs[j].Seq
+		}
+		return cs[i].Name < cs[j].Name
+	})
 }
 
 // isConnErr reports whether err means "the request may not have reached

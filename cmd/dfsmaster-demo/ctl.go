@@ -28,7 +28,9 @@ commands (flags go before the arguments):
   delete [-r] PATH              remove a file or an empty directory (-r: a directory and its subtree)
   ls [--min-index N] PATH       list a directory (waiting until index N is applied)
   stat [--min-index N] PATH     describe a path
-  status                        the master's role, indexes, members and channels
+  status                        the master's role, indexes, members and channels ("failure": why it failed)
+  health                        exit 0 while the master takes part in the room; exit 1 with the reason
+                                once it failed (or while it shuts down)
   hash [--min-index N]          the state hash and the index it reflects
 
 Mutations sent to a standby follow its redirect to the primary. The answer is
@@ -112,7 +114,7 @@ func ctlCommand(ctx context.Context, c *client.Client, name string, args []strin
 		nargs = 1
 	case "hash":
 		fs.Uint64Var(&minIndex, "min-index", 0, "wait until this index is applied")
-	case "status":
+	case "status", "health":
 	default:
 		return nil, fmt.Errorf("%w: unknown command %q", errUsage, name)
 	}
@@ -144,6 +146,8 @@ func ctlCommand(ctx context.Context, c *client.Client, name string, args []strin
 		return c.Stat(ctx, a[0], minIndex)
 	case "hash":
 		return c.Hash(ctx, minIndex)
+	case "health":
+		return c.Health(ctx)
 	default: // "status"
 		return c.Status(ctx)
 	}

@@ -32,7 +32,8 @@
 // # serve
 //
 //	dfsmaster-demo serve --zk host:port[,...] --id ID --data DIR [--room NAME] [--http ADDR]
-//	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N] [--log-level L]
+//	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N] [--exit-on-failure]
+//	    [--log-level L]
 //
 // One master: replica.Open with namespace.Applier, AdvertiseAddr = the HTTP
 // address (what a standby's 307 points at and where peers fetch
@@ -51,16 +52,33 @@
 // *api.NotPrimaryError (307 to the primary's advertised address, or 503
 // no_primary when none is known); ErrOutcomeUnknown and ErrNoResponse ->
 // outcome_unknown; ErrQueueFull and logroom.ErrRoomFull -> overloaded;
-// ErrClosed, ErrFenced, ErrFailed -> unavailable; context errors unchanged.
+// ErrClosed, ErrFenced -> unavailable; ErrFailed -> failed; context errors
+// unchanged.
 // Status never touches ZooKeeper: the channel list it shows is refreshed
 // every second by a goroutine the adapter owns.
+//
+// A failed replica (replica.Status().Err set, role "failed": a broken
+// applier, corruption, divergence from the log) no longer takes part in the
+// room, but serve keeps running so the failure is visible where operators
+// and supervisors look: /v1/status and the status page show role "failed"
+// and the reason, GET /v1/health answers 503 {"error":"failed"} with the
+// reason (200 in every other state, 503 unavailable while shutting down),
+// and commands and reads answer 503 failed — never a 307 to the primary the
+// failed master last knew, and no stale reads (its state may be the side
+// that diverged). The checkpoint handler answers 503 too, so no peer
+// bootstraps from it. The failure is logged once, with the reason; the
+// master stays failed until it is restarted, which an operator should do
+// only after finding the cause (see package replica). --exit-on-failure makes serve exit with status 1 as soon as
+// the replica fails instead, for a supervisor that restarts or alerts on
+// exit (the behaviour before this flag existed).
 //
 // Shutdown (SIGINT/SIGTERM): 1. replica.Close — in-flight proposals get
 // their outcome and the election candidate is deleted, so a standby takes
 // over at once rather than after a session timeout; 2. HTTP shutdown,
 // forcing connections still open after 2 s closed. Exit status: 0 after a
-// clean shutdown, 1 when the replica failed (Status().Err is logged) or the
-// shutdown reported an error, 2 for a bad command line.
+// clean shutdown; 1 when the replica failed (at once with
+// --exit-on-failure, else when stopped), the HTTP server stopped by itself
+// or the shutdown reported an error; 2 for a bad command line.
 //
 // # pair
 //
@@ -110,6 +128,9 @@
 // nothing, so one with an unknown outcome is simply sent again and not
 // counted.)
 //
+// A master that reports itself failed (serve keeps serving its status) ends
+// the demo at once with its reason; the progress lines show it as FAILED.
+//
 // RESULT fields: ok, ops_acked, ops_lost (acknowledged operations whose
 // effect is missing on a master), ops_unknown, ops_unknown_landed,
 // mismatches (state no operation explains: a duplicate, a phantom entry),
@@ -144,7 +165,9 @@
 //
 // ctl's commands: mkdir [-p] PATH, create [-r N] PATH, addblock PATH SIZE,
 // rename SRC DST, delete [-r] PATH, ls [--min-index N] PATH,
-// stat [--min-index N] PATH, status, hash [--min-index N]. The address
+// stat [--min-index N] PATH, status, health, hash [--min-index N]. status
+// shows a failed master's reason ("failure"); health exits 1 with it. The
+// address
 // defaults to $DFSMASTER_ADDR, else 127.0.0.1:8080. Answers are printed as
 // indented JSON; a failure prints "dfsmaster-demo ctl <command>: <code>:
 // <message>" to stderr and exits 1; a bad command line exits 2.

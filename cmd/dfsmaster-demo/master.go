@@ -99,7 +99,8 @@ func (m *replicaMaster) Propose(ctx context.Context, entry []byte) (api.Result, 
 //	ErrOutcomeUnknown, ErrNoResponse    -> api.ErrOutcomeUnknown (ErrNoResponse: committed, but
 //	                                       whether the namespace accepted it is not known here)
 //	ErrQueueFull, logroom.ErrRoomFull   -> api.ErrOverloaded (nothing sent)
-//	ErrClosed, ErrFenced, ErrFailed     -> api.ErrUnavailable (nothing committed by this call)
+//	ErrFailed                           -> api.ErrFailed (the replica failed; the cause stays in the chain)
+//	ErrClosed, ErrFenced                -> api.ErrUnavailable (nothing committed by this call)
 //	context errors                      -> unchanged (the API maps them to timeout/outcome unknown)
 //
 // The order matters: an in-flight proposal whose context ended is
@@ -113,15 +114,22 @@ func translateProposeError(err error) error {
 		return fmt.Errorf("%w: %w", api.ErrOutcomeUnknown, err)
 	case errors.Is(err, replica.ErrQueueFull), errors.Is(err, logroom.ErrRoomFull):
 		return fmt.Errorf("%w: %w", api.ErrOverloaded, err)
-	case errors.Is(err, replica.ErrClosed), errors.Is(err, replica.ErrFenced), errors.Is(err, replica.ErrFailed):
+	case errors.Is(err, replica.ErrFailed):
+		return fmt.Errorf("%w: %w", api.ErrFailed, err)
+	case errors.Is(err, replica.ErrClosed), errors.Is(err, replica.ErrFenced):
 		return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
 	}
 	return err
 }
 
-// WaitApplied implements api.Master.
+// WaitApplied implements api.Master (a failed replica's error wraps
+// api.ErrFailed).
 func (m *replicaMaster) WaitApplied(ctx context.Context, index uint64) error {
-	return m.r.WaitApplied(ctx, index)
+	err := m.r.WaitApplied(ctx, index)
+	if errors.Is(err, replica.ErrFailed) {
+		return fmt.Errorf("%w: %w", api.ErrFailed, err)
+	}
+	return err
 }
 
 // Store implements api.Master. The replica swaps its store when it

@@ -496,6 +496,9 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 		if err == nil && s.Role == role && s.PrimaryAddr != "" {
 			break
 		}
+		if err == nil && s.Failed() {
+			return fmt.Errorf("%s failed: %s; last lines of %s:\n%s", id, s.Error, n.log, tail(n.log, 15))
+		}
 		if !c.alive() {
 			return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", id, c.waitErr, n.log, tail(n.log, 15))
 		}
@@ -555,6 +558,9 @@ func (p *pair) converge(ctx context.Context) (uint64, map[string]api.Status, err
 				break
 			}
 			sts[id] = s
+			if s.Failed() {
+				return 0, nil, fmt.Errorf("masters cannot converge: %s failed: %s", id, s.Error)
+			}
 			if s.Role == api.RolePrimary {
 				primaries++
 			}
@@ -586,7 +592,11 @@ func describe(sts map[string]api.Status, order []string) string {
 			parts = append(parts, id+" unreachable")
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s applied %d", id, s.Role, s.AppliedIndex))
+		part := fmt.Sprintf("%s %s applied %d", id, s.Role, s.AppliedIndex)
+		if s.Failed() {
+			part += " (failed: " + s.Error + ")"
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -616,6 +626,8 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 					parts[i] = id + " down"
 				case err != nil:
 					parts[i] = id + " unreachable"
+				case s.Failed():
+					parts[i] = fmt.Sprintf("%s FAILED (%s) applied %6d", id, s.Error, s.AppliedIndex)
 				default:
 					parts[i] = fmt.Sprintf("%s %-8s applied %6d", id, s.Role, s.AppliedIndex)
 				}

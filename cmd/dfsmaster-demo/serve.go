@@ -16,6 +16,7 @@ import (
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/store"
 )
 
 const serveUsage = `usage: dfsmaster-demo serve --zk host:port[,host:port...] --id ID --data DIR [flags]
@@ -24,6 +25,14 @@ Runs one namespace master: a roomlog replica (primary or standby) behind the
 HTTP JSON API, with the replica's checkpoint handler on the same server.
 SIGINT or SIGTERM shuts it down gracefully: the replica leaves the room
 first (a standby takes over at once), then the HTTP server stops.
+
+When the replica fails (an unrecoverable error: a broken applier,
+corruption, divergence from the log), serve keeps running so the failure
+stays visible: GET /v1/status and the status page show role "failed" and
+the reason, GET /v1/health answers 503 {"error":"failed"} with it, and
+commands and reads answer 503 failed. With --exit-on-failure it exits with
+status 1 instead, for a supervisor. Either way the exit status is 1 once
+the replica failed.
 
 flags:
 `
@@ -44,6 +53,15 @@ type serveConfig struct {
 	SessionTimeout  time.Duration // 0 = replica default
 	CheckpointEvery int           // entries; 0 = replica default, <0 disables
 	Logger          *slog.Logger
+	// Applier is the replica's applier; nil means namespace.Applier{}.
+	// Tests set one that breaks, to make a replica fail for real.
+	Applier store.Applier
+}
+
+// serveOptions is serveConfig plus what only the serve command uses.
+type serveOptions struct {
+	cfg           serveConfig
+	exitOnFailure bool // exit 1 as soon as the replica fails (else keep serving status)
 }
 
 // master is one running dfsmaster: listener, HTTP server, replica and the
@@ -75,6 +93,10 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 			return nil, err
 		}
 	}
+	applier := cfg.Applier
+	if applier == nil {
+		applier = namespace.Applier{}
+	}
 	rep, err := replica.Open(ctx, replica.Config{
 		Servers:                cfg.Servers,
 		SessionTimeout:         cfg.SessionTimeout,
@@ -82,7 +104,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		ID:                     cfg.ID,
 		DataDir:                cfg.Data,
 		AdvertiseAddr:          adv,
-		Applier:                namespace.Applier{},
+		Applier:                applier,
 		CheckpointEveryEntries: cfg.CheckpointEvery,
 		Logger:                 log.With("component", "replica"),
 	})
@@ -98,7 +120,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		return nil, errors.Join(err, rep.Close())
 	}
 	mux := http.NewServeMux()
-	mux.Handle(replica.CheckpointPath(cfg.Room), rep.CheckpointHandler())
+	mux.Handle(replica.CheckpointPath(cfg.Room), refuseWhileFailed(rep, rep.CheckpointHandler()))
 	mux.Handle("/", apiSrv)
 	m := &master{
 		rep: rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1),
@@ -107,6 +129,19 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
 	return m, nil
+}
+
+// refuseWhileFailed serves h until the replica fails, then 503: a failed
+// replica's checkpoints may hold the side of a divergence, so no peer
+// bootstraps from them.
+func refuseWhileFailed(rep *replica.Replica, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := rep.Status().Err; err != nil {
+			http.Error(w, fmt.Sprintf("replica failed, its checkpoints are not served: %v", err), http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // advertiseFor turns a bound listener address into one peers can dial: the
@@ -157,6 +192,16 @@ func (m *master) Close() error {
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts, code, ok := parseServeFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	return serve(ctx, opts, stdout, stderr)
+}
+
+// parseServeFlags parses serve's command line. ok false means: exit with
+// code (help was printed, or the command line was bad and stderr says why).
+func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code int, ok bool) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
@@ -168,12 +213,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	advertise := fs.String("advertise", "", "address peers and clients reach this master at (default: the bound listen address)")
 	sessionTimeout := fs.Duration("session-timeout", replica.DefaultSessionTimeout, "ZooKeeper session timeout: a killed primary is replaced about this long after it died")
 	ckptEvery := fs.Int("checkpoint-every", replica.DefaultCheckpointEveryEntries, "checkpoint the store every N applied entries (<0: never)")
+	exitOnFailure := fs.Bool("exit-on-failure", false, "exit with status 1 as soon as the replica fails, for a supervisor (default: keep serving /v1/status and a 503 /v1/health)")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return opts, exitOK, false
 		}
-		return exitUsage
+		return opts, exitUsage, false
 	}
 	var bad []string
 	if fs.NArg() > 0 {
@@ -195,24 +241,45 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %s\n", strings.Join(bad, "; "))
-		return exitUsage
+		return opts, exitUsage, false
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("id", *id)
+	return serveOptions{
+		cfg: serveConfig{
+			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
+			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery, Logger: log,
+		},
+		exitOnFailure: *exitOnFailure,
+	}, exitOK, true
+}
 
+// serve runs one master until ctx ends (SIGINT/SIGTERM) or its HTTP server
+// stops — or, with exitOnFailure, its replica fails — and returns the exit
+// code: 1 when the replica failed (at once with exitOnFailure, else when
+// stopped), when the HTTP server stopped by itself or when the shutdown
+// reported an error; 0 otherwise.
+//
+// A failed replica no longer takes part in the room, but serve keeps its
+// HTTP server up (unless exitOnFailure): /v1/status and the status page say
+// why it failed, /v1/health answers 503, commands and reads get 503 failed.
+func serve(ctx context.Context, opts serveOptions, stdout, stderr io.Writer) int {
+	cfg := opts.cfg
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	m, err := openMaster(openCtx, serveConfig{
-		Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
-		AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery, Logger: log,
-	})
+	m, err := openMaster(openCtx, cfg)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "%s%s id=%s room=%s\n", servingPrefix, m.Addr(), *id, *room)
-	log.Info("serving", "addr", m.Addr(), "room", *room, "data", *data)
+	fmt.Fprintf(stdout, "%s%s id=%s room=%s\n", servingPrefix, m.Addr(), cfg.ID, cfg.Room)
+	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data)
 
 	code := exitOK
+	failed := false // the replica failed (reported once)
 	roles := m.rep.RoleChanges()
 wait:
 	for {
@@ -227,11 +294,19 @@ wait:
 			break wait
 		case rc := <-roles:
 			log.Info("role change", "role", rc.Role.String(), "epoch", rc.Epoch, "reason", rc.Reason)
-			if rc.Role == replica.RoleFailed {
-				log.Error("replica failed", "err", m.rep.Status().Err)
-				code = exitError
+			// RoleChanges drops the oldest change when nobody reads it in
+			// time; Status().Err is the truth.
+			ferr := m.rep.Status().Err
+			if failed || (ferr == nil && rc.Role != replica.RoleFailed) {
+				continue
+			}
+			failed, code = true, exitError
+			if opts.exitOnFailure {
+				log.Error("replica failed; exiting (--exit-on-failure)", "err", ferr)
 				break wait
 			}
+			log.Error("replica failed; it no longer takes part in the room. Still serving /v1/status and the status page; "+
+				"/v1/health, commands and reads answer 503 failed. Find the cause before restarting it", "err", ferr)
 		}
 	}
 	if err := m.Close(); err != nil {

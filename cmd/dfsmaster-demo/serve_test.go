@@ -282,7 +282,7 @@ func TestTranslateProposeError(t *testing.T) {
 		{"room full", fmt.Errorf("%w", logroom.ErrRoomFull), api.ErrOverloaded},
 		{"closed", replica.ErrClosed, api.ErrUnavailable},
 		{"fenced", replica.ErrFenced, api.ErrUnavailable},
-		{"failed", replica.ErrFailed, api.ErrUnavailable},
+		{"failed", fmt.Errorf("%w: %w", replica.ErrFailed, errors.New("applier broke")), api.ErrFailed},
 		{"context", context.Canceled, context.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -299,4 +299,7 @@ func TestTranslateProposeError(t *testing.T) {
 	require.Equal(t, api.RolePrimary, roleName(replica.RolePrimary))
 	require.Equal(t, api.RoleStandby, roleName(replica.RoleStandby))
 	require.Equal(t, replica.RoleTakingOver.String(), roleName(replica.RoleTakingOver))
+	require.Equal(t, api.RoleFailed, roleName(replica.RoleFailed))
+	require.Equal(t, api.RoleClosed, roleName(replica.RoleClosed))
+	require.ErrorContains(t, translateProposeError(fmt.Errorf("%w: %w", replica.ErrFailed, errors.New("applier broke"))), "applier broke")
 }

@@ -101,11 +101,11 @@ func roomSummary(in *inspector, name string) (roomRow, bool, error) {
 			}
 		}
 	}
-	members, err := rv.childrenOptional(rv.path(membersNode))
+	members, err := readMembers(rv)
 	if err != nil {
 		row.Error = err.Error()
 	}
-	row.Members = len(members)
+	row.Members = liveMembers(members)
 	return row, true, nil
 }
 
@@ -214,8 +214,12 @@ type memberRow struct {
 	// Election is the member's place in the election line (1 = the lowest
 	// candidate, primary or about to be; 0 = no candidate node).
 	Election int `json:"election"`
-	// Session is the ZooKeeper session holding the ephemeral node (hex).
+	// Session is the ZooKeeper session holding the ephemeral node (hex;
+	// 0x0: a persistent node).
 	Session string `json:"session"`
+	// Foreign: replicas ignore this node (replica.CheckMemberZnode); Error
+	// says why.
+	Foreign bool   `json:"foreign,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
@@ -227,12 +231,44 @@ type transferOut struct {
 }
 
 type membersOut struct {
-	Room     string       `json:"room"`
-	Members  []memberRow  `json:"members"`
-	Transfer *transferOut `json:"transfer,omitempty"`
+	Room    string      `json:"room"`
+	Members []memberRow `json:"members"`
+	// Foreign lists every znode under members/ and election/ that replicas
+	// ignore, with the reason (members/ ones are also rows of Members).
+	Foreign  []foreignZnode `json:"foreign"`
+	Transfer *transferOut   `json:"transfer,omitempty"`
 }
 
-// readMembers reads every member node, sorted by id.
+// foreignZnode is a child of members/ or election/ that breaks replica's
+// acceptance rules (replica/doc.go, "Znodes"): replicas ignore it for
+// every decision, and an operator should delete it.
+type foreignZnode struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// unreadableReason is the reason given for a child the tool may not read.
+const unreadableReason = "unreadable: its ACL denies READ"
+
+// getChild reads a child of members/ or election/; st is nil when it is
+// gone, and noAuth is true when its ACL denies us READ (foreign: the
+// replicas, which hold the room's credentials, could not read it either
+// when the tool runs with them).
+func getChild(rv *roomView, p string) (data []byte, st *zk.Stat, noAuth bool, err error) {
+	data, st, err = rv.conn().Get(p)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return nil, nil, false, nil
+	case errors.Is(err, zk.ErrNoAuth):
+		return nil, nil, true, nil
+	case err != nil:
+		return nil, nil, false, zkErr("read "+p, err)
+	}
+	return data, st, false, nil
+}
+
+// readMembers reads every member node, sorted by id, marking those that
+// replicas ignore as foreign (replica.CheckMemberZnode).
 func readMembers(rv *roomView) ([]memberRow, error) {
 	dir := rv.path(membersNode)
 	names, err := rv.childrenOptional(dir)
@@ -241,9 +277,13 @@ func readMembers(rv *roomView) ([]memberRow, error) {
 	}
 	rows := []memberRow{}
 	for _, n := range names {
-		data, st, err := rv.getOptional(dir + "/" + n)
+		data, st, noAuth, err := getChild(rv, dir+"/"+n)
 		if err != nil {
 			return nil, err
+		}
+		if noAuth {
+			rows = append(rows, memberRow{ID: n, Session: "?", Foreign: true, Error: unreadableReason})
+			continue
 		}
 		if st == nil {
 			continue // left since the listing
@@ -254,31 +294,75 @@ func readMembers(rv *roomView) ([]memberRow, error) {
 			row.Error = err.Error()
 		} else {
 			row.Addr, row.Role, row.Epoch, row.Applied, row.Checkpoint = m.Addr, m.Role, m.Epoch, m.Applied, m.Checkpoint
-			if m.ID != n {
-				row.Error = fmt.Sprintf("node name %q, data names member %q", n, m.ID)
-			}
+		}
+		if err := replica.CheckMemberZnode(n, data, st.EphemeralOwner); err != nil {
+			row.Foreign, row.Error = true, err.Error()
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
 }
 
-// electionRanks maps member ids to their place in the election line.
-func electionRanks(rv *roomView) (map[string]int, error) {
+// liveMembers counts the members replicas accept.
+func liveMembers(rows []memberRow) int {
+	n := 0
+	for _, r := range rows {
+		if !r.Foreign {
+			n++
+		}
+	}
+	return n
+}
+
+// foreignMembers returns the foreign rows of readMembers as foreign znodes.
+func foreignMembers(rv *roomView, rows []memberRow) []foreignZnode {
+	var out []foreignZnode
+	for _, r := range rows {
+		if r.Foreign {
+			out = append(out, foreignZnode{Path: rv.path(membersNode, r.ID), Reason: r.Error})
+		}
+	}
+	return out
+}
+
+// electionScan maps member ids to their place in the election line, as
+// replicas see it (only candidates replica.CheckCandidateZnode accepts
+// count), and returns the foreign children of election/.
+func electionScan(rv *roomView) (map[string]int, []foreignZnode, error) {
 	dir := rv.path(electionNode)
 	names, err := rv.childrenOptional(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type cand struct {
 		name string
 		seq  int64
+		id   string
 	}
-	var cands []cand
+	var (
+		cands   []cand
+		foreign []foreignZnode
+	)
 	for _, n := range names {
-		if seq, ok := parseCandidateSeq(n); ok {
-			cands = append(cands, cand{n, seq})
+		p := dir + "/" + n
+		data, st, noAuth, err := getChild(rv, p)
+		if err != nil {
+			return nil, nil, err
 		}
+		if noAuth {
+			foreign = append(foreign, foreignZnode{Path: p, Reason: unreadableReason})
+			continue
+		}
+		if st == nil {
+			continue
+		}
+		if err := replica.CheckCandidateZnode(n, data, st.EphemeralOwner); err != nil {
+			foreign = append(foreign, foreignZnode{Path: p, Reason: err.Error()})
+			continue
+		}
+		seq, _ := parseCandidateSeq(n) // accepted: it parses
+		d, _ := decodeCandidate(data)  // accepted: it decodes
+		cands = append(cands, cand{n, seq, d.ID})
 	}
 	slices.SortFunc(cands, func(a, b cand) int {
 		if c := cmp.Compare(a.seq, b.seq); c != 0 {
@@ -287,23 +371,12 @@ func electionRanks(rv *roomView) (map[string]int, error) {
 		return strings.Compare(a.name, b.name)
 	})
 	ranks := map[string]int{}
-	rank := 0
-	for _, c := range cands {
-		data, st, err := rv.getOptional(dir + "/" + c.name)
-		if err != nil {
-			return nil, err
-		}
-		if st == nil {
-			continue
-		}
-		rank++
-		if d, err := decodeCandidate(data); err == nil {
-			if _, seen := ranks[d.ID]; !seen {
-				ranks[d.ID] = rank
-			}
+	for i, c := range cands {
+		if _, seen := ranks[c.id]; !seen {
+			ranks[c.id] = i + 1
 		}
 	}
-	return ranks, nil
+	return ranks, foreign, nil
 }
 
 func cmdMembers(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
@@ -315,14 +388,19 @@ func cmdMembers(ctx context.Context, in *inspector, o options, args []string, st
 	if err != nil {
 		return err
 	}
-	ranks, err := electionRanks(rv)
+	ranks, electionForeign, err := electionScan(rv)
 	if err != nil {
 		return err
 	}
 	for i := range rows {
-		rows[i].Election = ranks[rows[i].ID]
+		if !rows[i].Foreign {
+			rows[i].Election = ranks[rows[i].ID]
+		}
 	}
-	out := membersOut{Room: rv.name, Members: rows}
+	out := membersOut{Room: rv.name, Members: rows, Foreign: append(foreignMembers(rv, rows), electionForeign...)}
+	if out.Foreign == nil {
+		out.Foreign = []foreignZnode{}
+	}
 	data, st, err := rv.getOptional(rv.path(transferNode))
 	if err != nil {
 		return err
@@ -341,10 +419,17 @@ func cmdMembers(ctx context.Context, in *inspector, o options, args []string, st
 		if r.Election > 0 {
 			el = fmt.Sprint(r.Election)
 		}
-		t.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), el, r.Session, r.Error)
+		note := r.Error
+		if r.Foreign {
+			note = "FOREIGN (ignored by replicas): " + r.Error
+		}
+		t.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), el, r.Session, note)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	for _, f := range electionForeign {
+		fmt.Fprintf(stdout, "FOREIGN election znode %s (ignored by replicas): %s\n", f.Path, f.Reason)
 	}
 	if tr := out.Transfer; tr != nil {
 		fmt.Fprintf(stdout, "leadership transfer from %s to %s (epoch %d) binding until %s\n", tr.From, tr.To, tr.Epoch, tr.Deadline)
@@ -443,6 +528,9 @@ func cmdCheckpoints(ctx context.Context, in *inspector, o options, args []string
 		return err
 	}
 	for _, m := range members {
+		if m.Foreign {
+			continue // ignored by replicas: never a bootstrap source (see members)
+		}
 		out.Members = append(out.Members, memberCheckpoint{ID: m.ID, Role: m.Role, Applied: m.Applied,
 			Checkpoint: m.Checkpoint, URL: checkpointURL(m.Addr, rv.name)})
 	}

@@ -11,7 +11,9 @@
 //	                       index, batches and bytes are read from its chain)
 //	members ROOM           live members: id, addr, role, epoch, applied,
 //	                       checkpoint, place in the election line, session;
-//	                       a leadership transfer record if one exists
+//	                       a leadership transfer record if one exists;
+//	                       znodes under members/ and election/ that
+//	                       replicas ignore are shown as FOREIGN, with why
 //	dump ROOM [--from N] [--to N] [--no-ops]
 //	                       one JSON object per entry and line: index, epoch,
 //	                       channel, znode, size, data (base64) and, when the
@@ -60,6 +62,16 @@
 //     deposed writer, ignored by readers): warning; past the open channel's
 //     first hole (in flight, or an orphan the next takeover seals out):
 //     warning.
+//  6. Every child of members/ and election/ meets the rules replicas apply
+//     (replica.CheckMemberZnode, replica.CheckCandidateZnode: ephemeral,
+//     name matching the body's id, a non-negative 10-digit sequence, data
+//     that decodes, an address that parses, readable). A foreign one is a
+//     warning naming the znode and the rule it breaks: replicas ignore it
+//     for every decision, so the log is unaffected, but it was put there
+//     by a foreign client or an operator's mistake and should be deleted.
+//
+// The members, rooms and checkpoints commands apply the same rules: rooms
+// counts only accepted members, checkpoints lists only them.
 //
 // Every finding names the room, the channel and the znode. Findings go to
 // stdout, then one summary line ("OK room …" or "FAILED room …").

@@ -95,11 +95,19 @@ func (rv *roomView) epoch() (epochMeta, error) {
 // channelNums lists the channel numbers (ascending) and the names under
 // channels/ that are not channels.
 func (rv *roomView) channelNums() (nums []uint64, foreign []string, err error) {
+	nums, foreign, _, err = rv.channelListing()
+	return nums, foreign, err
+}
+
+// channelListing is channelNums with the channels znode's child version
+// (every create and delete of a child counts) from the same listing.
+func (rv *roomView) channelListing() (nums []uint64, foreign []string, cversion int32, err error) {
 	p := rv.path(channelsNode)
-	names, _, err := rv.conn().Children(p)
+	names, stat, err := rv.conn().Children(p)
 	if err != nil {
-		return nil, nil, zkErr("list "+p, err)
+		return nil, nil, 0, zkErr("list "+p, err)
 	}
+	cversion = stat.Cversion
 	for _, n := range names {
 		if num, ok := parseNum(n, channelPrefix); ok {
 			nums = append(nums, num)
@@ -109,7 +117,7 @@ func (rv *roomView) channelNums() (nums []uint64, foreign []string, err error) {
 	}
 	slices.Sort(nums)
 	slices.Sort(foreign)
-	return nums, foreign, nil
+	return nums, foreign, cversion, nil
 }
 
 // channel reads channel num's meta. A deleted channel wraps errChannelGone;

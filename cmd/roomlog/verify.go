@@ -40,9 +40,26 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	}
 	// The channels are listed before the epoch is read: every channel
 	// listed was opened by an epoch <= the one read.
-	nums, foreign, err := rv.channelNums()
+	nums, foreign, cversion, err := rv.channelListing()
 	if err != nil {
 		return out, err
+	}
+	// Channels are created in order and only the oldest are deleted, so
+	// the channels znode's child version must be last + (first-1) (plus
+	// the foreign children present); more means channels were deleted and
+	// created again (the open channel deleted and re-created, say), which
+	// looks like a valid chain otherwise. Replicas refuse such a room.
+	want := int64(len(foreign))
+	if len(nums) > 0 {
+		want += int64(nums[len(nums)-1]) + int64(nums[0]) - 1
+	}
+	if int64(cversion) != want {
+		what := "no channel"
+		if len(nums) > 0 {
+			what = fmt.Sprintf("channels %d..%d", nums[0], nums[len(nums)-1])
+		}
+		fault(0, rv.path(channelsNode), "%d child creates and deletes recorded, but %s (and %d foreign znodes) account for %d: "+
+			"channels were deleted or re-created by another client (replicas refuse the room)", cversion, what, len(foreign), want)
 	}
 	em, err := rv.epoch()
 	if errors.Is(err, errFormat) {
@@ -105,7 +122,13 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 			warn(num, chPath, "channel is being deleted (DeleteChannel in progress, or interrupted: the next deletion finishes it)")
 		}
 		if m.Sealed && last {
-			warn(num, chPath, "the newest channel is sealed: no open channel follows (the next writer opens one)")
+			// A rotation after our listing seals this channel and creates
+			// the next in one transaction: look for the successor first.
+			if _, err := rv.channel(num + 1); errors.Is(err, errChannelGone) {
+				fault(num, chPath, "the newest channel is sealed and channel %d does not exist: the open channel was deleted (replicas refuse the room)", num+1)
+			} else if err != nil && !errors.Is(err, errFormat) {
+				return out, err
+			}
 		}
 		if prevMeta != nil && prevNum+1 == num && m.First != prevEnd+1 {
 			fault(num, chPath, "channel first index %d, but channel %d ends at %d (want %d)", m.First, prevNum, prevEnd, prevEnd+1)
@@ -137,6 +160,18 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	}
 	if !haveFirst || out.Summary.LastIndex < out.Summary.FirstIndex {
 		out.Summary.FirstIndex, out.Summary.LastIndex = 0, 0
+	}
+	// Membership and election: znodes replicas ignore as foreign.
+	members, err := readMembers(rv)
+	if err != nil {
+		return out, err
+	}
+	_, electionForeign, err := electionScan(rv)
+	if err != nil {
+		return out, err
+	}
+	for _, f := range append(foreignMembers(rv, members), electionForeign...) {
+		warn(0, f.Path, "foreign znode, ignored by replicas (%s); delete it", f.Reason)
 	}
 	out.Summary.Epoch = roomEpoch
 	out.Summary.Faults, out.Summary.Warnings = len(out.Faults), len(out.Warnings)

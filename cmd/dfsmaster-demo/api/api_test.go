@@ -287,6 +287,7 @@ func TestProposeErrors(t *testing.T) {
 		{fmt.Errorf("append: %w", api.ErrOutcomeUnknown), 503, "outcome_unknown"},
 		{fmt.Errorf("queue: %w", api.ErrOverloaded), 503, "overloaded"},
 		{fmt.Errorf("closed: %w", api.ErrUnavailable), 503, "unavailable"},
+		{fmt.Errorf("replica: %w: applier broke", api.ErrFailed), 503, "failed"},
 		{fmt.Errorf("election: %w", api.ErrNotPrimary), 503, "no_primary"},
 		{context.DeadlineExceeded, 504, "timeout"},
 		{context.Canceled, 503, "outcome_unknown"},
@@ -412,4 +413,67 @@ func TestConfigValidate(t *testing.T) {
 		require.ErrorContains(t, err, field)
 	}
 	require.NoError(t, api.Config{Master: newFakeMaster(t, "m", api.RolePrimary)}.Validate())
+}
+
+// TestFailedMaster: a master whose replica failed keeps answering
+// /v1/status (200, with the reason) and the page; /v1/health, mutations and
+// reads answer 503 "failed" with the reason, and a mutation is never sent
+// to a primary the failed master still names.
+func TestFailedMaster(t *testing.T) {
+	p := newPair(t, api.Config{})
+	ok(t, post(t, p.primarySrv.URL, "/v1/mkdir", `{"path":"/x"}`))
+	p.standby.catchUp(t, p.primary)
+	base := p.standbySrv.URL
+
+	// Healthy: 200 with the role.
+	h := ok(t, get(t, base, "/v1/health"))
+	require.Equal(t, map[string]any{"status": "ok", "id": "m2", "role": "standby", "applied_index": num(1)}, h)
+	r := do(t, noRedirect, http.MethodHead, base+"/v1/health", "")
+	require.Equal(t, http.StatusOK, r.status)
+
+	const reason = "replica: diverged: batch 7 of ch-0000000002 is <not> ours"
+	p.standby.set(func(f *fakeMaster) { f.status.Role, f.status.Error = api.RoleFailed, reason })
+
+	st := ok(t, get(t, base, "/v1/status"))
+	require.Equal(t, "failed", st["role"])
+	require.Equal(t, reason, st["failure"])
+	page := get(t, base, "/")
+	require.Equal(t, http.StatusOK, page.status)
+	require.Contains(t, string(page.raw), "failed: replica: diverged: batch 7 of ch-0000000002 is &lt;not&gt; ours")
+
+	failed := func(r reply) {
+		t.Helper()
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "body %s", r.raw)
+		require.Equal(t, api.CodeFailed, r.code(t))
+		require.Contains(t, r.obj(t)["message"], reason)
+		require.Empty(t, r.header.Get("Location"))
+	}
+	failed(get(t, base, "/v1/health"))
+	r = do(t, noRedirect, http.MethodHead, base+"/v1/health", "")
+	require.Equal(t, http.StatusServiceUnavailable, r.status)
+	for path, body := range map[string]string{
+		"/v1/mkdir":    `{"path":"/y"}`,
+		"/v1/create":   `{"path":"/y"}`,
+		"/v1/addblock": `{"path":"/x","size":1}`,
+		"/v1/rename":   `{"src":"/x","dst":"/y"}`,
+		"/v1/delete":   `{"path":"/x"}`,
+	} {
+		failed(post(t, base, path, body)) // not a 307 to the primary it names
+	}
+	for _, q := range []string{"/v1/ls?path=/", "/v1/stat?path=/x", "/v1/hash", "/v1/ls?path=/&min_index=1000"} {
+		failed(get(t, base, q))
+	}
+	// A client mistake is still a client mistake.
+	require.Equal(t, http.StatusBadRequest, post(t, base, "/v1/mkdir", `{"path":"y"}`).status)
+
+	// Propose itself reporting the failure (the master failed meanwhile).
+	p.primary.set(func(f *fakeMaster) { f.proposeErr = fmt.Errorf("%w: %s", api.ErrFailed, reason) })
+	failed(post(t, p.primarySrv.URL, "/v1/mkdir", `{"path":"/z"}`))
+
+	// Closed (shutting down): 503 unavailable.
+	p.standby.set(func(f *fakeMaster) { f.status.Role, f.status.Error = api.RoleClosed, "" })
+	r = get(t, base, "/v1/health")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "body %s", r.raw)
+	require.Equal(t, api.CodeUnavailable, r.code(t))
+	require.Equal(t, "closed", ok(t, get(t, base, "/v1/status"))["role"])
 }

@@ -17,6 +17,7 @@
 //	GET  /v1/stat      ?path=/a/f[&min_index=N]            -> {"index":N,"path","type","size","replication","blocks","block_list":[{"id","size"}...]}
 //	GET  /v1/status                                        -> Status
 //	GET  /v1/hash      [?min_index=N]                      -> {"applied_index":N,"hash":"..."}
+//	GET  /v1/health                                        -> {"status":"ok","id","role","applied_index"}, or 503 (below)
 //	GET  /                                                 -> HTML status page, refreshes itself
 //
 // "index" is the log index the answer reflects: for a mutation, the index of
@@ -44,16 +45,40 @@
 //	503 no_primary       a mutation while no primary is known (or during an election)
 //	503 outcome_unknown  the command may or may not have committed: read before retrying
 //	503 overloaded       nothing was sent (queue or room full): retry later (Retry-After)
-//	503 unavailable      the master is closed, failed or was deposed; nothing was committed
+//	503 unavailable      the master is shutting down or was deposed; nothing was committed
+//	503 failed           the master failed (below); the message gives the reason
 //	504 timeout          min_index not applied within Config.ReadWait, or a proposal
 //	                     that did not finish within Config.ProposeTimeout (outcome unknown)
 //	500 internal         a bug or a storage failure, never a client mistake
+//
+// # A failed master
+//
+// A master whose replica failed (an unrecoverable error: a broken applier,
+// corruption, divergence from the log; Master.Status().Error says which)
+// no longer takes part in the room. Its API stays up so the failure is
+// visible:
+//
+//	GET /v1/status, GET /      200, role "failed" and "failure": the reason
+//	GET /v1/health             503 {"error":"failed","message":"... <reason> ..."}
+//	mutations                  503 failed, checked before proposing: never a 307, since the
+//	                           primary a failed master last knew is not verified
+//	ls, stat, hash             503 failed, also with min_index
+//
+// Reads are refused rather than served stale: a failed master's state is
+// frozen at its applied index and, after a divergence, may be the wrong
+// side; clients read from another master. /v1/health answers 200 in every
+// other state (primary, standby, takeover, even with the ZooKeeper session
+// down, which the master recovers from by itself) and 503 unavailable while
+// the master shuts down (role "closed"). HEAD works on every GET endpoint,
+// so a probe can use HEAD /v1/health.
 //
 // # Protocol of a mutation
 //
 //  1. Decode the body strictly and build a namespace.Command; validate it
 //     (syntax errors never reach the log).
-//  2. Master.Propose the encoded command; map its error as above.
-//  3. Decode the applier's Response: success -> 200 with the index (and block
+//  2. A failed or closed master answers 503 failed / unavailable here.
+//  3. Master.Propose the encoded command; map its error as above
+//     (ErrFailed: 503 failed).
+//  4. Decode the applier's Response: success -> 200 with the index (and block
 //     id); a rejection -> its 4xx code with the index of the rejected entry.
 package api

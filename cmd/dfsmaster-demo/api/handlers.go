@@ -158,6 +158,10 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, c namespace.Comm
 		s.fail(w, r, namespaceError(err, 0))
 		return
 	}
+	if herr := s.unusable(); herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProposeTimeout)
 	defer cancel()
 	res, err := s.m.Propose(ctx, entry)
@@ -219,6 +223,8 @@ func (s *Server) proposeError(r *http.Request, err error) *httpError {
 		return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 	case errors.Is(err, ErrOutcomeUnknown):
 		return unavailable(CodeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; read before retrying (%v)", err))
+	case errors.Is(err, ErrFailed):
+		return unavailable(CodeFailed, fmt.Sprintf("this master failed and takes no more commands; nothing was applied; use another master (%v)", err))
 	case errors.Is(err, ErrOverloaded):
 		e := unavailable(CodeOverloaded, fmt.Sprintf("nothing was applied; retry later (%v)", err))
 		e.header = map[string]string{"Retry-After": "1"}
@@ -282,15 +288,42 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// unusable is the answer for a master that cannot serve commands or reads
+// at all, nil otherwise: 503 failed (with the reason) once it failed, 503
+// unavailable while it shuts down. Its Status says the same.
+func (s *Server) unusable() *httpError {
+	st := s.m.Status()
+	switch {
+	case st.Failed():
+		reason := st.Error
+		if reason == "" {
+			reason = "no reason recorded"
+		}
+		return &httpError{status: http.StatusServiceUnavailable, code: CodeFailed,
+			msg: fmt.Sprintf("master %s failed and no longer takes part in the room: %s (it needs an operator; use another master)", st.ID, reason)}
+	case st.Role == RoleClosed:
+		return &httpError{status: http.StatusServiceUnavailable, code: CodeUnavailable,
+			msg: fmt.Sprintf("master %s is shutting down", st.ID)}
+	}
+	return nil
+}
+
 // view waits (bounded) until minIndex is applied and returns a consistent
-// view at or past it.
+// view at or past it. A failed master serves no reads: its state is frozen
+// and may be the side that diverged.
 func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError) {
+	if herr := s.unusable(); herr != nil {
+		return nil, herr
+	}
 	st := s.m.Store()
 	if minIndex > st.AppliedIndex() {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadWait)
 		err := s.m.WaitApplied(ctx, minIndex)
 		cancel()
 		if err != nil {
+			if herr := s.unusable(); herr != nil { // failed (or closed) while waiting
+				return nil, herr
+			}
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return nil, &httpError{status: http.StatusGatewayTimeout, code: CodeTimeout,
 					msg: fmt.Sprintf("index %d not applied within %v (applied %d)", minIndex, s.cfg.ReadWait, st.AppliedIndex())}
@@ -377,4 +410,21 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.m.Status())
+}
+
+// handleHealth answers 200 while the master takes part in the room (in any
+// role, even while its ZooKeeper session is down: it recovers by itself),
+// 503 failed with the reason once it failed, 503 unavailable while it shuts
+// down.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if _, _, herr := readQuery(r); herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	if herr := s.unusable(); herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	st := s.m.Status()
+	writeJSON(w, http.StatusOK, HealthResponse{Status: "ok", ID: st.ID, Role: st.Role, AppliedIndex: st.AppliedIndex})
 }

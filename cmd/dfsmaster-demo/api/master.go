@@ -44,9 +44,14 @@ var (
 	// ErrOverloaded: nothing was sent (too many proposals in flight, room
 	// full); retry later.
 	ErrOverloaded = errors.New("api: overloaded")
-	// ErrUnavailable: the master cannot serve (closed, failed, deposed while
+	// ErrUnavailable: the master cannot serve (closed, deposed while
 	// proposing); nothing was committed by this call.
 	ErrUnavailable = errors.New("api: unavailable")
+	// ErrFailed: the master stopped for good (an unrecoverable error of its
+	// replica: a broken applier, corruption, divergence); nothing was
+	// committed by this call. Status.Error says why. The client's errors
+	// for a 503 "failed" also match it.
+	ErrFailed = errors.New("api: master failed")
 	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
 	ErrInvalidConfig = errors.New("api: invalid config")
 )
@@ -69,17 +74,20 @@ func (e *NotPrimaryError) Error() string {
 // Unwrap makes errors.Is(err, ErrNotPrimary) true.
 func (e *NotPrimaryError) Unwrap() error { return ErrNotPrimary }
 
-// Roles as reported in Status.
+// Roles as reported in Status. A master can also report a transitional
+// role of its replica ("takeover").
 const (
 	RolePrimary = "primary"
 	RoleStandby = "standby"
+	RoleFailed  = "failed" // stopped by an unrecoverable error (Status.Error); needs an operator
+	RoleClosed  = "closed" // shutting down
 )
 
 // Status is what /v1/status and the HTML page show.
 type Status struct {
 	ID              string    `json:"id"`
 	Room            string    `json:"room"`
-	Role            string    `json:"role"` // RolePrimary, RoleStandby, or a transitional role of the replica
+	Role            string    `json:"role"` // RolePrimary, RoleStandby, RoleFailed, RoleClosed, or a transitional role of the replica
 	Addr            string    `json:"addr"` // this master's advertised HTTP address
 	Epoch           uint64    `json:"epoch"`
 	AppliedIndex    uint64    `json:"applied_index"`
@@ -93,7 +101,20 @@ type Status struct {
 	RoomBytes       int64     `json:"room_bytes"`        // bytes the room's channels hold in ZooKeeper
 	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
 	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
-	Error           string    `json:"failure,omitempty"` // why the master stopped, if it did
+	Error           string    `json:"failure,omitempty"` // why the master failed (Role is RoleFailed), if it did
+}
+
+// Failed reports whether the master failed: it no longer takes part in the
+// room and needs an operator (Error says why).
+func (s Status) Failed() bool { return s.Error != "" || s.Role == RoleFailed }
+
+// HealthResponse is the body of a healthy /v1/health (200). A failed or
+// closed master answers 503 with an ErrorBody instead.
+type HealthResponse struct {
+	Status       string `json:"status"` // "ok"
+	ID           string `json:"id"`
+	Role         string `json:"role"`
+	AppliedIndex uint64 `json:"applied_index"`
 }
 
 // Member is one master of the room.

@@ -19,12 +19,14 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.75em; text-align: right; }
 th { background: #f4f4f4; }
 td.l, th.l { text-align: left; }
 .primary { font-weight: bold; color: #0a6b0a; }
-.failure { color: #b00; font-weight: bold; }
+.failure, .failed { color: #b00; font-weight: bold; }
 </style>
 </head>
 <body>
 <h1>dfsmaster <code>{{.S.ID}}</code> <span class="{{.S.Role}}">{{.S.Role}}</span></h1>
-{{if .S.Error}}<p class="failure">stopped: {{.S.Error}}</p>{{end}}
+{{if .S.Error}}<p class="failure">failed: {{.S.Error}}</p>
+<p>This master no longer takes part in the room: it applies nothing, accepts no commands and serves no reads
+(<a href="/v1/health">/v1/health</a> answers 503). Its state stays as it was; an operator must find the cause before restarting it.</p>{{end}}
 <table>
 <tr><th class="l">room</th><td class="l">{{.S.Room}}</td></tr>
 <tr><th class="l">epoch</th><td>{{.S.Epoch}}</td></tr>
@@ -49,7 +51,7 @@ td.l, th.l { text-align: left; }
 {{range .S.Channels}}<tr><td>{{.Num}}</td><td>{{.Epoch}}</td><td>{{.FirstIndex}}</td><td>{{if .Sealed}}{{.LastIndex}}{{else}}…{{end}}</td><td class="l">{{if .Sealed}}sealed{{else}}open{{end}}</td><td>{{.Batches}}</td><td>{{.Bytes}}</td></tr>
 {{else}}<tr><td colspan="7" class="l">none</td></tr>
 {{end}}</table>
-<p>JSON: <a href="/v1/status">/v1/status</a> · <a href="/v1/hash">/v1/hash</a> · <a href="/v1/ls?path=/">/v1/ls?path=/</a></p>
+<p>JSON: <a href="/v1/status">/v1/status</a> · <a href="/v1/health">/v1/health</a> · <a href="/v1/hash">/v1/hash</a> · <a href="/v1/ls?path=/">/v1/ls?path=/</a></p>
 </body>
 </html>
 `

@@ -116,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		"/v1/stat":     {http.MethodGet, s.handleStat},
 		"/v1/status":   {http.MethodGet, s.handleStatus},
 		"/v1/hash":     {http.MethodGet, s.handleHash},
+		"/v1/health":   {http.MethodGet, s.handleHealth},
 	}
 	return s, nil
 }
@@ -145,6 +146,7 @@ const (
 	CodeOutcomeUnknown = "outcome_unknown"
 	CodeOverloaded     = "overloaded"
 	CodeUnavailable    = "unavailable"
+	CodeFailed         = "failed" // the master failed for good; the message says why
 	CodeTimeout        = "timeout"
 	CodeInternal       = "internal"
 )

@@ -59,8 +59,14 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
 }
 
-// Unwrap returns the namespace sentinel of Code, if it has one.
-func (e *Error) Unwrap() error { return namespace.Sentinel(namespace.Code(e.Code)) }
+// Unwrap returns api.ErrFailed for a master that failed (code "failed"),
+// else the namespace sentinel of Code, if it has one.
+func (e *Error) Unwrap() error {
+	if e.Code == api.CodeFailed {
+		return api.ErrFailed
+	}
+	return namespace.Sentinel(namespace.Code(e.Code))
+}
 
 // Mkdir creates a directory (and its missing parents with parents=true).
 func (c *Client) Mkdir(ctx context.Context, path string, parents bool) (api.MutationResponse, error) {
@@ -109,6 +115,15 @@ func (c *Client) Stat(ctx context.Context, path string, minIndex uint64) (api.St
 func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	var out api.Status
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &out)
+	return out, err
+}
+
+// Health returns the master's health: a healthy master's answer, or an
+// *Error: 503 "failed" (errors.Is api.ErrFailed, the message gives the
+// reason) for a master that failed, 503 "unavailable" while it shuts down.
+func (c *Client) Health(ctx context.Context) (api.HealthResponse, error) {
+	var out api.HealthResponse
+	err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &out)
 	return out, err
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 )
@@ -38,6 +39,11 @@ func TestErrors(t *testing.T) {
 		case "/v1/mkdir":
 			w.WriteHeader(http.StatusConflict)
 			w.Write([]byte(`{"error":"already_exists","message":"mkdir /x: already exists","index":7}`))
+		case "/v1/health", "/v1/create":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"error":"failed","message":"master m2 failed: replica: diverged at index 9"}`))
+		case "/v1/status":
+			w.Write([]byte(`{"id":"m2","role":"failed","failure":"replica: diverged at index 9"}`))
 		case "/v1/hash":
 			w.WriteHeader(http.StatusBadGateway)
 			w.Write([]byte("<html>proxy error</html>"))
@@ -66,6 +72,18 @@ func TestErrors(t *testing.T) {
 	require.Equal(t, "http_502", e.Code)
 	require.Contains(t, e.Message, "proxy error")
 	require.NotErrorIs(t, err, namespace.ErrBadRequest)
+
+	// A failed master: a clear error carrying the reason, errors.Is api.ErrFailed.
+	_, err = c.Health(ctx)
+	require.ErrorIs(t, err, api.ErrFailed)
+	require.EqualError(t, err, "failed: master m2 failed: replica: diverged at index 9 (HTTP 503)")
+	_, err = c.Create(ctx, "/x", 0)
+	require.ErrorIs(t, err, api.ErrFailed)
+	require.NotErrorIs(t, err, namespace.ErrBadRequest)
+	st, err := c.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "replica: diverged at index 9", st.Error)
+	require.NotErrorIs(t, e, api.ErrFailed) // the 502 above
 
 	_, err = c.Delete(ctx, "/x", false)
 	require.ErrorContains(t, err, "decode response")

@@ -10,4 +10,9 @@
 // client follows them and re-sends the body (each request body is a
 // *bytes.Reader, so net/http can replay it). A 503 no_primary is returned as
 // is: retrying is the caller's choice.
+//
+// A master that failed answers 503 "failed" (see package api): the *Error's
+// Message carries the reason and errors.Is(err, api.ErrFailed) holds.
+// Status still works on it (Status.Error is the reason); Health is the
+// cheap check (nil error while the master takes part in the room).
 package client
