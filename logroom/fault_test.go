@@ -47,7 +47,7 @@ func appendLoad(t testing.TB, ctx context.Context, w *Writer, goroutines int, ta
 func TestConnectionLossMidAppend(t *testing.T) {
 	e := sharedZK(t)
 	p := newProxy(t, e.Addrs()[0])
-	wc := dial(t, []string{p.addr()})
+	wc := dial(t, []string{p.Addr()})
 	r := openRoom(t, wc, "connloss")
 	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 4 << 10, MaxChannelBatches: 30})
 	ctx := testCtx(t, 90*time.Second)
@@ -62,15 +62,15 @@ func TestConnectionLossMidAppend(t *testing.T) {
 		if cut%2 == 0 {
 			// Requests sent now never reach the server: after the cut the
 			// writer must find them absent and resend them.
-			before := p.discarded.Load()
-			p.blackhole.Store(true)
+			before := p.Stats().DroppedUp
+			p.DropRequests()
 			// More than a ping (12 bytes): at least one Multi was lost.
-			waitFor(t, 30*time.Second, "requests lost on the wire", func() bool { return p.discarded.Load() > before+100 })
-			p.cut()
-			p.blackhole.Store(false)
+			waitFor(t, 30*time.Second, "requests lost on the wire", func() bool { return p.Stats().DroppedUp > before+100 })
+			p.Cut()
+			p.Heal()
 			continue
 		}
-		p.cut()
+		p.Reset()
 	}
 	waitFor(t, 30*time.Second, "appends after the last cut", func() bool { return okCount.Load() >= 2100 })
 	stop.Store(true)
@@ -107,7 +107,7 @@ func TestSessionExpiry(t *testing.T) {
 	p := newProxy(t, e.Addrs()[0])
 	ctx := testCtx(t, 90*time.Second)
 	dialP := func() *Client {
-		c, err := Dial(ctx, DialConfig{Servers: []string{p.addr()}, SessionTimeout: time.Second})
+		c, err := Dial(ctx, DialConfig{Servers: []string{p.Addr()}, SessionTimeout: time.Second})
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
 		return c
@@ -152,7 +152,8 @@ func TestSessionExpiry(t *testing.T) {
 		require.NoError(t, err)
 	}
 	sid := wc.SessionID()
-	p.freeze()
+	p.Blackhole()
+	p.Reset()
 	probe := dial(t, e.Addrs())
 	waitFor(t, 30*time.Second, "both sessions expired on the server", func() bool {
 		for _, m := range markers {
@@ -163,7 +164,7 @@ func TestSessionExpiry(t *testing.T) {
 		}
 		return true
 	})
-	p.thaw()
+	p.Heal()
 	expired := false
 	waitFor(t, 30*time.Second, "expiry event", func() bool {
 		for {
@@ -259,7 +260,7 @@ func TestKillConnectedServer(t *testing.T) {
 func TestFencedDuringConnectionLoss(t *testing.T) {
 	e := sharedZK(t)
 	p := newProxy(t, e.Addrs()[0])
-	oc := dial(t, []string{p.addr()})
+	oc := dial(t, []string{p.Addr()})
 	nc := dial(t, e.Addrs())
 	ro := openRoom(t, oc, "fenced-loss")
 	rn := openRoom(t, nc, "fenced-loss")
@@ -271,15 +272,15 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 	wg := appendLoad(t, ctx, old, 64, "old", a, &stop, &okCount)
 	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 300 })
 
-	p.dropReplies.Store(true)
+	p.DropReplies()
 	before := old.LastCommitted()
 	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
 		end, err := rn.CommittedIndex(ctx, before)
 		return err == nil && end > before+8
 	})
 	nw := newWriter(t, rn, WriterConfig{})
-	p.cut()
-	p.dropReplies.Store(false)
+	p.Cut()
+	p.Heal()
 	// Every appender ends with ErrFenced (appendLoad stops on it).
 	wg.Wait()
 	require.Len(t, a.fenced, 64, "each appender's last append was fenced")
@@ -309,7 +310,7 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	e := sharedZK(t)
 	p := newProxy(t, e.Addrs()[0])
-	oc := dial(t, []string{p.addr()})
+	oc := dial(t, []string{p.Addr()})
 	nc := dial(t, e.Addrs())
 	ro := openRoom(t, oc, "deleted-loss")
 	rn := openRoom(t, nc, "deleted-loss")
@@ -321,7 +322,7 @@ func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	wg := appendLoad(t, ctx, old, 16, "old", a, &stop, &okCount)
 	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 100 })
 
-	p.dropReplies.Store(true)
+	p.DropReplies()
 	before := old.LastCommitted()
 	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
 		end, err := rn.CommittedIndex(ctx, before)
@@ -333,8 +334,8 @@ func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	nw := newWriter(t, rn, WriterConfig{})
 	require.Greater(t, nw.StartIndex(), before+8, "the new writer sealed past the unacknowledged batches")
 	require.NoError(t, rn.DeleteChannel(ctx, oldCh))
-	p.cut()
-	p.dropReplies.Store(false)
+	p.Cut()
+	p.Heal()
 	waitFor(t, 30*time.Second, "the old writer gives up", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -16,21 +16,21 @@ import (
 func TestCloseDoesNotSpin(t *testing.T) {
 	e := sharedZK(t)
 	p := newProxy(t, e.Addrs()[0])
-	c := dial(t, []string{p.addr()})
+	c := dial(t, []string{p.Addr()})
 	r := openRoom(t, c, "nospin")
 	ctx := testCtx(t, 60*time.Second)
 	w := newWriter(t, r, WriterConfig{})
 	_, err := w.Append(ctx, payload(1))
 	require.NoError(t, err)
 
-	p.blackhole.Store(true)
-	before := p.discarded.Load()
+	p.DropRequests()
+	before := p.Stats().DroppedUp
 	appended := make(chan error, 1)
 	go func() {
 		_, err := w.Append(ctx, payload(2))
 		appended <- err
 	}()
-	waitFor(t, 10*time.Second, "the append's Multi sent into the blackhole", func() bool { return p.discarded.Load() > before })
+	waitFor(t, 10*time.Second, "the append's Multi sent into the blackhole", func() bool { return p.Stats().DroppedUp > before })
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close() }()
 	// Measure the loop over a window while the request is stuck.
@@ -44,8 +44,8 @@ func TestCloseDoesNotSpin(t *testing.T) {
 	default:
 	}
 	require.Less(t, passes, int64(100), "the writer loop spun %d times in 300ms while closing", passes)
-	p.blackhole.Store(false)
-	p.cut()
+	p.Heal()
+	p.Reset()
 	select {
 	case <-closed:
 	case <-time.After(30 * time.Second):
@@ -61,7 +61,7 @@ func TestCloseDoesNotSpin(t *testing.T) {
 func TestStoppedWriterNothingSent(t *testing.T) {
 	e := sharedZK(t)
 	p := newProxy(t, e.Addrs()[0])
-	c := dial(t, []string{p.addr()})
+	c := dial(t, []string{p.Addr()})
 	other := dial(t, e.Addrs())
 	r := openRoom(t, c, "stopped")
 	ro := openRoom(t, other, "stopped")
@@ -74,7 +74,7 @@ func TestStoppedWriterNothingSent(t *testing.T) {
 	// The next batch lands, its reply is lost, and before the writer can
 	// read it back its channel is sealed and deleted by a newer writer: the
 	// outcome is unknown and the writer stops.
-	p.dropReplies.Store(true)
+	p.DropReplies()
 	appended := make(chan error, 1)
 	go func() {
 		_, err := w.Append(ctx, payload(2))
@@ -88,8 +88,8 @@ func TestStoppedWriterNothingSent(t *testing.T) {
 	_, err = nw.Rotate(ctx)
 	require.NoError(t, err)
 	require.NoError(t, ro.DeleteChannel(ctx, 2))
-	p.cut()
-	p.dropReplies.Store(false)
+	p.Cut()
+	p.Heal()
 	err = <-appended
 	require.ErrorIs(t, err, ErrOutcomeUnknown, "the batch in flight: unknown")
 	// Appends after the stop were never sent.

@@ -75,7 +75,7 @@ func TestThreeServerEnsemble(t *testing.T) {
 		failovers = append(failovers, time.Since(start))
 		// Restart the dead one from its data dir.
 		c.close(old.ID())
-		proxies[old.ID()].Restore()
+		proxies[old.ID()].Heal()
 		c.open(old.ID())
 		c.waitPrimary(30 * time.Second)
 		l.waitAcked(t, 50, 30*time.Second)

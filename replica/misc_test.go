@@ -64,7 +64,7 @@ func TestProposeLimits(t *testing.T) {
 	eventually(t, 5*time.Second, func() bool { return p.Status().Pending == 1 }, "one proposal pending")
 	_, err = p.Propose(ctx, setOp("extra", "1"))
 	require.ErrorIs(t, err, ErrQueueFull)
-	proxies["solo"].Restore()
+	proxies["solo"].Heal()
 	require.NoError(t, <-done)
 	_, err = p.Propose(ctx, setOp("extra", "1"))
 	require.NoError(t, err)

@@ -2,106 +2,34 @@ package replica
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/roomlog/roomlog/internal/faultnet"
 	"github.com/roomlog/roomlog/internal/zkensemble"
 )
 
-// zkProxy forwards TCP to a ZooKeeper server and can cut a replica off:
-// Cut closes every connection and refuses new ones until Restore, which is
-// what a network partition (or a long pause) looks like to the client.
-type zkProxy struct {
-	ln      net.Listener
-	targets []string
-	wg      sync.WaitGroup
-
-	mu    sync.Mutex // guards conns, cut and next
-	conns map[net.Conn]bool
-	cut   bool
-	next  int // the target of the next connection (round robin)
-}
-
-func newProxy(t *testing.T, targets ...string) *zkProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newProxy is a faultnet proxy to the ensemble (round robin over targets)
+// that a test can Cut (reset every connection and refuse new ones until
+// Heal): what a network partition, or a long pause, looks like to the
+// client.
+func newProxy(t *testing.T, targets ...string) *faultnet.Proxy {
+	t.Helper()
+	p, err := faultnet.New(faultnet.Config{Targets: targets})
 	require.NoError(t, err)
-	p := &zkProxy{ln: ln, targets: targets, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Cut()
-		p.wg.Wait()
-	})
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
-func (p *zkProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *zkProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		target := p.targets[p.next%len(p.targets)]
-		p.next++
-		up, err := net.DialTimeout("tcp", target, time.Second)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
-	}
-}
-
-func (p *zkProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-func (p *zkProxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-func (p *zkProxy) Restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
-
 // proxiedCluster gives each replica its own proxy to the shared ensemble.
-func proxiedCluster(t *testing.T, ids ...string) (*cluster, map[string]*zkProxy) {
+func proxiedCluster(t *testing.T, ids ...string) (*cluster, map[string]*faultnet.Proxy) {
 	return proxiedClusterOn(t, sharedEnsemble(t), ids...)
 }
 
-func proxiedClusterOn(t *testing.T, ens *zkensemble.Ensemble, ids ...string) (*cluster, map[string]*zkProxy) {
-	proxies := map[string]*zkProxy{}
+func proxiedClusterOn(t *testing.T, ens *zkensemble.Ensemble, ids ...string) (*cluster, map[string]*faultnet.Proxy) {
+	proxies := map[string]*faultnet.Proxy{}
 	for _, id := range ids {
 		proxies[id] = newProxy(t, ens.Addrs()...)
 	}
@@ -150,7 +78,7 @@ func TestSessionExpiryPrimary(t *testing.T) {
 	require.False(t, old.Status().Connected)
 	l.waitAcked(t, 100, 20*time.Second)
 
-	proxies[old.ID()].Restore()
+	proxies[old.ID()].Heal()
 	eventually(t, 20*time.Second, func() bool {
 		s := old.Status()
 		return s.Connected && s.SessionID != oldSession && len(s.Members) == 3 && s.PrimaryID == next.ID()
@@ -188,7 +116,7 @@ func TestSuspendedPrimary(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(100 * time.Millisecond) // let it block on the suspended connection (not a synchronisation: the result is checked below)
-	proxies[p.ID()].Restore()
+	proxies[p.ID()].Heal()
 	require.NoError(t, <-done)
 	s := p.Status()
 	require.Equal(t, RolePrimary, s.Role)
@@ -232,7 +160,7 @@ func TestTransferTargetLeaves(t *testing.T) {
 	require.Less(t, took, 2*time.Second+2*time.Second, "fails about when the target's session expires: %v", err)
 	_, err = p.Propose(ctx, setOp("c", "1"))
 	require.NoError(t, err, "the primary accepts proposals again")
-	proxies[s.ID()].Restore()
+	proxies[s.ID()].Heal()
 	idx, err := p.Barrier(ctx)
 	require.NoError(t, err)
 	c.waitConverged(idx, 30*time.Second)
