@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		c.acl = zk.DigestACL(zk.PermAll, cfg.Auth.User, cfg.Auth.Password)
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
+		zk.WithDialer(boundedDialer(handshakeBound(cfg.SessionTimeout))),
 		zk.WithEventCallback(c.onEvent),
 		zk.WithLogger(zkLogger{c.log}),
 		zk.WithLogInfo(false))
@@ -264,3 +266,43 @@ func (c *Client) Close() {
 		c.conn.Close()
 	}
 }
+
+// handshakeBound is the longest any single read or write on a ZooKeeper
+// connection may wait: the client's own read timeout (2/3 of the session
+// timeout, at least 1s).
+func handshakeBound(session time.Duration) time.Duration { return max(session*2/3, time.Second) }
+
+// boundedDialer dials ZooKeeper servers with connections whose I/O
+// deadlines are capped at bound. go-zookeeper waits up to ten read
+// timeouts (13 s for a 2 s session) for a server's answer to its session
+// handshake; a server that accepts the connection and then says nothing (a
+// partition at a proxy, a stopped process) held the client that long per
+// server, and every request queued meanwhile — a replica's run loop
+// included — with it. Capped, a silent server costs one read timeout and
+// the client moves on to the next.
+func boundedDialer(bound time.Duration) zk.Dialer {
+	return func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := net.DialTimeout(network, address, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &boundedConn{Conn: conn, bound: bound}, nil
+	}
+}
+
+// boundedConn caps every deadline set on it at bound from now.
+type boundedConn struct {
+	net.Conn
+	bound time.Duration
+}
+
+func (c *boundedConn) cap(t time.Time) time.Time {
+	if limit := time.Now().Add(c.bound); !t.IsZero() && t.After(limit) {
+		return limit
+	}
+	return t
+}
+
+func (c *boundedConn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c.cap(t)) }
+func (c *boundedConn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.cap(t)) }
+func (c *boundedConn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.cap(t)) }

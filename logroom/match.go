@@ -50,11 +50,13 @@ func (b Batch) ID() BatchID {
 // channel: the room was tampered with (a channel deleted or created by
 // another client) and needs an operator. A listing that raced a rotation
 // (the last channel sealed, its successor created after the listing) is
-// re-read once before it is called corrupt.
+// re-read (up to four times) before it is called corrupt.
 func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	// Each retry follows a rotation that raced the listing; a real break
+	// stays.
+	for attempt := 0; attempt < 5; attempt++ {
 		var l channelListing
 		l, err = r.listChannels(ctx)
 		if err != nil {

@@ -391,12 +391,11 @@ func (r *Replica) follow(ctx context.Context) error {
 func (r *Replica) appliedBatch() (logroom.BatchID, uint64) {
 	r.storeMu.RLock()
 	defer r.storeMu.RUnlock()
-	ref := r.st.AppliedBatch()
-	applied := r.st.AppliedIndex()
+	applied, epoch, ref := r.st.AppliedPosition() // one Apply's, never mixed
 	if ref == (store.BatchRef{}) {
 		return logroom.BatchID{}, applied
 	}
-	return logroom.BatchID{Epoch: r.st.AppliedEpoch(), First: ref.First, Count: int(ref.Count), CRC: ref.CRC}, applied
+	return logroom.BatchID{Epoch: epoch, First: ref.First, Count: int(ref.Count), CRC: ref.CRC}, applied
 }
 
 // matchLog checks that the log still holds the last batch this replica

@@ -65,6 +65,12 @@ func newLoopState(r *Replica) *loopState {
 	}
 }
 
+// loopZKWait bounds the logroom calls the loop makes (they retry and wait
+// for a session on connection loss): the loop must stay free to notice a
+// lost session and end a term, so it never waits longer than this for
+// ZooKeeper; what failed is retried on a later tick.
+const loopZKWait = 300 * time.Millisecond
+
 // confirmCorruptTakeovers is how many consecutive takeovers must fail with
 // ErrCorrupt before the replica calls the room damaged and fails.
 const confirmCorruptTakeovers = 3
@@ -305,7 +311,11 @@ func (r *Replica) reconcile() {
 		r.resignFailed()
 		return
 	}
-	if !lp.connected {
+	if !lp.connected || r.client.State() != zk.StateHasSession {
+		// Not while the session is not live right now (the loop may not
+		// have handled the disconnect event yet): a request queued while
+		// go-zookeeper reconnects waits for the next session, and the loop
+		// must stay free to end a term that lost its session.
 		return
 	}
 	// Our member node (role changes at once, applied at most every
@@ -441,7 +451,9 @@ func (r *Replica) maybeTakeOver() {
 			lp.electionDirty = true
 			return
 		}
-		epoch, err := r.room.Epoch(r.bgCtx)
+		ectx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+		epoch, err := r.room.Epoch(ectx)
+		cancel()
 		if err != nil {
 			lp.electionDirty = true
 			return
@@ -583,6 +595,7 @@ func (r *Replica) onTakeoverDone() {
 		r.log.Warn("takeover overtaken: the standby tail applied entries past the writer's start; re-queueing",
 			"applied", a, "start", w.StartIndex(), "epoch", w.Epoch())
 		r.setRole(RoleStandby, "takeover overtaken by a newer primary")
+		lp.applier = r.startStandbyApplier()
 		r.requeue()
 		return
 	}
@@ -640,6 +653,13 @@ func (r *Replica) abortTakeover(reason string) {
 // store, then the standby tail resumes from applied+1.
 func (r *Replica) endTerm(reason string) {
 	lp := r.lp
+	// Visible at once: no new proposals and role standby in Status, before
+	// the writer's close, which waits for its in-flight requests (queued
+	// in go-zookeeper until it gives up on every server when the session
+	// is lost).
+	lp.term.stopAccepting()
+	r.setTerm(nil)
+	r.setRole(RoleStandby, reason)
 	t := r.closeTerm()
 	if lp.applier != nil {
 		lp.applier.stop(true)
@@ -651,7 +671,6 @@ func (r *Replica) endTerm(reason string) {
 		}
 	}
 	r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
-	r.setRole(RoleStandby, reason)
 	lp.applier = r.startStandbyApplier()
 }
 
@@ -820,7 +839,7 @@ func (r *Replica) setRole(role Role, reason string) {
 func (r *Replica) refreshChannels() {
 	lp := r.lp
 	lp.lastChannels = time.Now()
-	ctx, cancel := context.WithTimeout(r.bgCtx, r.cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
 	defer cancel()
 	chans, err := r.room.Channels(ctx)
 	if err != nil {

@@ -58,10 +58,9 @@ func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
 	if err := pb.Commit(s.writeOpts); err != nil {
 		return nil, fmt.Errorf("store: apply: commit indexes %d..%d: %w", entries[0].Index, last.Index, err)
 	}
+	s.pos.Store(&position{index: last.Index, epoch: last.Epoch, batch: last.Batch})
 	s.applied.Store(last.Index)
 	s.epoch.Store(last.Epoch)
-	ref := last.Batch
-	s.batch.Store(&ref)
 	return responses, nil
 }
 

@@ -292,7 +292,9 @@ type Store struct {
 	// Invariant: applied == stored applied index whenever applyMu is free.
 	applied atomic.Uint64
 	epoch   atomic.Uint64
-	batch   atomic.Pointer[BatchRef] // the last applied entry's Batch (never nil once open)
+	// pos is the whole stored position (index, epoch, batch) in one
+	// pointer, so AppliedPosition never mixes two Applies.
+	pos atomic.Pointer[position]
 
 	gate gate // every operation that touches db holds a reference
 
@@ -404,7 +406,7 @@ func (s *Store) loadPosition() error {
 	}
 	s.applied.Store(p.index)
 	s.epoch.Store(p.epoch)
-	s.batch.Store(&p.batch)
+	s.pos.Store(&p)
 	return nil
 }
 
@@ -437,10 +439,17 @@ func (s *Store) AppliedEpoch() uint64 { return s.epoch.Load() }
 // AppliedBatch returns the Batch of the last applied entry (zero for an
 // empty store, or a store whose last Apply carried none).
 func (s *Store) AppliedBatch() BatchRef {
-	if p := s.batch.Load(); p != nil {
-		return *p
+	_, _, b := s.AppliedPosition()
+	return b
+}
+
+// AppliedPosition returns the applied index, epoch and batch of one and the
+// same Apply (the three are published together).
+func (s *Store) AppliedPosition() (index, epoch uint64, batch BatchRef) {
+	if p := s.pos.Load(); p != nil {
+		return p.index, p.epoch, p.batch
 	}
-	return BatchRef{}
+	return 0, 0, BatchRef{}
 }
 
 // Sync makes every applied batch durable now (a WAL fsync). Under
