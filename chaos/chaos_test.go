@@ -60,14 +60,26 @@ func TestChaosShort(t *testing.T) {
 			t.Logf("chaos seed %d for %v (rerun: go run ./chaos -seed %d -duration %v)", seed, d, seed, d)
 			ctx, cancel := context.WithTimeout(context.Background(), d+6*time.Minute)
 			defer cancel()
-			res, err := Run(ctx, Config{
+			cfg := Config{
 				Seed: seed, Duration: d, Session: sessionForTest,
 				Dir: t.TempDir(), Out: t.Output(), Ensemble: ens, Binary: bin,
-			})
+			}
+			if seed == fixedSeed {
+				// The bounded run always includes the network faults:
+				// a primary partitioned from ZooKeeper past its session
+				// while it keeps running, a stalled checkpoint source, and
+				// lost replies; with latency on every link.
+				cfg.Force = []Kind{PartitionPrimaryLong, StallCheckpoint, DropRepliesPrimary}
+				cfg.Latency = 2 * time.Millisecond
+			}
+			res, err := Run(ctx, cfg)
 			require.NoError(t, err)
 			printResult(t.Output(), res)
 			require.True(t, res.OK(), "%s", res.Line())
 			require.Positive(t, res.Faults)
+			for _, k := range cfg.Force {
+				require.Positive(t, res.Kinds[k], "forced fault %s ran", k)
+			}
 			require.Positive(t, res.Report.Acked)
 			require.True(t, res.Converged)
 		})

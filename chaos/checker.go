@@ -75,6 +75,11 @@ type Report struct {
 	HashMismatch     int // replicas whose final state differs
 	ZKMismatch       int // ZooKeeper's log and the replicas disagree
 
+	// Reads: the linearizability check of the reads (reads.go, AddReads);
+	// each key whose reads and writes have no linearization is a
+	// violation.
+	Reads ReadReport
+
 	Violations []string
 }
 
@@ -87,7 +92,17 @@ func (r *Report) violation(format string, args ...any) {
 // Total is the number of violations found.
 func (r Report) Total() int {
 	return r.Lost + r.Duplicated + r.Divergent + r.EpochRegressions + r.Gaps +
-		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch
+		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch + r.Reads.Illegal
+}
+
+// AddReads records the verdict of CheckReads: its explanations become
+// violations, and each key found not linearizable counts in Total. An
+// unknown verdict (the check timed out) is no violation.
+func (r *Report) AddReads(rr ReadReport) {
+	r.Reads = rr
+	for _, e := range rr.Explanations {
+		r.violation("%s", e)
+	}
 }
 
 // OK reports whether no violation was found.

@@ -55,6 +55,36 @@
 //	checkpoint (3)          on-demand checkpoint on the primary (2/3) or a standby
 //	transfer (1)            graceful leadership transfer to a standby
 //
+// Network faults run on internal/faultnet proxies: every replica reaches
+// each ZooKeeper server through its own link ("n0->zk1"), and peers reach
+// its checkpoint port through another ("peers->n0", which it advertises).
+// The processes keep running:
+//
+//	partition-primary-long (2)  blackhole every link of the primary to ZooKeeper
+//	                            for two session timeouts plus 0.2–3 s: a new
+//	                            primary must lead while the old one still runs;
+//	                            an old primary still reporting role primary by
+//	                            then is printed as SLOW STEP-DOWN (counted in
+//	                            slow_stepdowns; not a violation: it acknowledges
+//	                            nothing while disconnected)
+//	partition-primary-short (2) the same for 0.1 s–60% of a session
+//	partition-link (1)          blackhole one replica's link to one ZooKeeper
+//	                            server for 0.5–2 sessions
+//	drop-replies-primary (2)    the primary's requests reach ZooKeeper, every
+//	                            answer is lost for 0.3 s–1.5 sessions (the
+//	                            ambiguous outcome); then its connections reset
+//	stall-checkpoint (1)        kill and wipe a standby, checkpoint on the
+//	                            primary, cap the peers' checkpoint links at
+//	                            32 KiB/s, restart the standby and blackhole the
+//	                            source it streams from mid-stream for longer
+//	                            than the fetch idle timeout (-fetch-idle, 2 s):
+//	                            it must fall back to another source
+//
+// -latency D delays every link by D ± D/2 for the whole run; -force k1,k2
+// runs those kinds first (the bounded run in make test forces a long
+// partition, a stall and lost replies, with 2 ms of latency). The summary
+// line ends with the count of faults by kind (kinds=…).
+//
 // After the last fault every process is healed, proposals run until 50 more
 // are acknowledged, the proposers stop (every outcome is then final), the
 // replicas must converge (same applied index and StateHash, 3 minutes at
@@ -111,6 +141,30 @@
 //  7. ZooKeeper: the log it still holds (oldest channel to the committed
 //     end, read through logroom) equals the replicas' records there, and
 //     its committed end is the replicas' applied index.
+//  8. Reads (reads.go): while the proposers run, two readers read keys
+//     they proposed (half the picks among the 8 newest attempts, in flight
+//     or just acknowledged, the rest among older ones) on a random live
+//     replica with GET /get?barrier=1: replica.Barrier, then a local read.
+//     Standbys and the primary alike: a primary's role is only its own
+//     belief, and the replica has no barrier-free read that is safe on a
+//     primary being deposed, so the primary reads through Barrier too (a
+//     deposed one answers fresh data or an error). Each read's invoke and
+//     return times, node and result are recorded; a read without an
+//     answer (error, timeout) changed nothing and is left out. porcupine
+//     (v1.3.1) then checks, key by key, that one order of the writes and
+//     the answered reads that respects real time explains every read:
+//     an acknowledged or committed proposal is a write from its start to
+//     its answer; an outcome-unknown one a write that never returns (it
+//     may take effect any time after its start, or never) unless no
+//     replica's records hold it (then it never happened, as a definitely
+//     failed one). A key without such an order is a violation ("not
+//     linearizable: key …" with its operations; porcupine's HTML
+//     visualization goes to reads-linearizability.html in the kept work
+//     dir). The check is bounded (60 s): past it the verdict is unknown,
+//     which is no violation. The summary line carries reads= (answered
+//     reads checked), reads_failed= and
+//     reads_linearizable=true|false|unknown; reads_test.go proves the check
+//     fails on stale reads, values never written and reads going back.
 //
 // Besides violations the run reports anomalies, which also fail it: a
 // stall (no primary or no acknowledged proposal within 60 s after a fault),

@@ -28,6 +28,7 @@ func (r *runner) finish(ctx context.Context) error {
 		r.res.Anomalies = append(r.res.Anomalies, "final: no progress: "+firstLine(err))
 		r.out.f("final: no progress: %v", firstLine(err))
 	}
+	r.reads.stop()
 	r.load.stop()
 	r.out.f("proposers stopped: %d acknowledged; failed attempts by code: %v", r.load.acked(), r.load.errorCounts())
 
@@ -54,6 +55,7 @@ func (r *runner) finish(ctx context.Context) error {
 		r.out.f("ZooKeeper read-back skipped: %v", err)
 	}
 	r.res.Report = Check(r.h.Proposals(), nodes, zk)
+	r.checkReads(nodes)
 	if zk.Read {
 		r.res.ChannelsDeleted = int(zk.OldestChannel) - 1
 		r.out.f("ZooKeeper still holds indexes %d..%d (channels from %d on: %d deleted)",

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,14 +40,21 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "parent of the work dir (default: the temp dir)")
 	keep := fs.Bool("keep", false, "keep the work dir (node and ZooKeeper logs) even on success")
 	verbose := fs.Bool("v", false, "verbose: harness logs and replica status after each fault")
+	latency := fs.Duration("latency", 0, "delay every link by this ± half of it for the whole run (e.g. 3ms: 1.5–4.5 ms)")
+	force := fs.String("force", "", "comma-separated fault kinds to run first (e.g. partition-primary-long,stall-checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return exitHarness
 	}
 	if *seed == 0 {
 		*seed = randomSeed()
 	}
-	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d workers=%d session=%v (rerun: go run ./chaos -seed %d)\n",
-		*seed, *duration, *faults, *replicas, *workers, *session, *seed)
+	forced, err := parseKinds(*force)
+	if err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		return exitHarness
+	}
+	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d workers=%d session=%v latency=%v (rerun: go run ./chaos -seed %d)\n",
+		*seed, *duration, *faults, *replicas, *workers, *session, *latency, *seed)
 	if err := zkensemble.Available(); err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
@@ -58,6 +66,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	res, err := Run(ctx, Config{
 		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
+		Latency: *latency, Force: forced,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
@@ -95,4 +104,30 @@ func randomSeed() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return binary.LittleEndian.Uint64(b[:])%1_000_000_000 + 1 // short enough to retype
+}
+
+// parseKinds parses a comma-separated list of fault kind names.
+func parseKinds(s string) ([]Kind, error) {
+	var out []Kind
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		k, ok := kindByName(name)
+		if !ok {
+			return nil, fmt.Errorf("-force: unknown fault kind %q (kinds: %s)", name, strings.Join(kindNames[:], ", "))
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+func kindByName(name string) (Kind, bool) {
+	for k := Kind(0); k < numKinds; k++ {
+		if kindNames[k] == name {
+			return k, true
+		}
+	}
+	return 0, false
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +33,9 @@ type proposers struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu     sync.Mutex     // guards errors
+	mu     sync.Mutex     // guards errors and keys
 	errors map[string]int // failed attempts by error code
+	keys   []string       // the key of every attempt started, in order (readers pick from it)
 }
 
 // startProposers starts workers proposers; stop ends them.
@@ -115,6 +117,9 @@ func (p *proposers) worker(ctx context.Context, w int) {
 			return // cannot happen: the key is not empty
 		}
 		prop := testnode.Proposal{Key: key, SHA256: testnode.EntrySHA(entry), Node: n.ID(), Attempts: 1, Start: time.Now()}
+		p.mu.Lock()
+		p.keys = append(p.keys, key)
+		p.mu.Unlock()
 		// The attempt is not bound to ctx: stopping the load must not turn
 		// an attempt in flight into an unknown outcome.
 		actx, cancel := context.WithTimeout(context.Background(), p.timeout)
@@ -152,6 +157,28 @@ func (p *proposers) worker(ctx context.Context, w int) {
 			sleep(ctx, 10*time.Millisecond)
 		}
 	}
+}
+
+// pickKey returns a key some attempt was started for (false: none yet):
+// half the time one of the 8 newest (often in flight or just
+// acknowledged: the state a lagging or deposed replica would miss), a
+// quarter one of the 256 newest, else any (old state: what a checkpoint
+// restore must have carried).
+func (p *proposers) pickKey(rng *mrand.Rand) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.keys)
+	if n == 0 {
+		return "", false
+	}
+	window := n
+	switch x := rng.IntN(4); {
+	case x < 2:
+		window = min(n, 8)
+	case x == 2:
+		window = min(n, 256)
+	}
+	return p.keys[n-1-rng.IntN(window)], true
 }
 
 func (p *proposers) count(err error) {

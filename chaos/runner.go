@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomlog/roomlog/internal/faultnet"
 	"github.com/roomlog/roomlog/internal/testnode"
 	"github.com/roomlog/roomlog/internal/zkensemble"
 )
@@ -47,6 +48,16 @@ type Config struct {
 	Ensemble *zkensemble.Ensemble
 	// Binary is the roomlog-testnode executable ("": testnode.Build).
 	Binary string
+	// Latency, when > 0, delays every link (each replica to each
+	// ZooKeeper server, and peers to each replica's checkpoint port) by
+	// Latency ± Latency/2 for the whole run: a data center, not loopback.
+	Latency time.Duration
+	// Force: kinds the schedule draws first (a bounded run that must
+	// include, say, a partition and a stall); the seeded draws follow.
+	Force []Kind
+	// FetchIdle bounds a replica's checkpoint fetch without progress
+	// (what a stalled source costs before the next is tried). Default 2s.
+	FetchIdle time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -67,6 +78,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxChannelBatches == 0 {
 		c.MaxChannelBatches = 20
+	}
+	if c.FetchIdle == 0 {
+		c.FetchIdle = 2 * time.Second
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
@@ -126,6 +140,12 @@ type Result struct {
 	Anomalies []string
 	// WorkDir holds the node and ZooKeeper logs if it was kept.
 	WorkDir string
+	// Kinds counts the faults that ran, by kind.
+	Kinds [numKinds]int
+	// SlowStepDowns: primaries cut off from ZooKeeper (process running)
+	// that still reported role primary two session timeouts later (not a
+	// violation: they acknowledge nothing while disconnected).
+	SlowStepDowns int
 }
 
 // OK reports whether the run found nothing wrong.
@@ -137,12 +157,26 @@ func (r Result) OK() bool {
 func (r Result) Line() string {
 	p := r.Report
 	return fmt.Sprintf("CHAOS seed=%d faults=%d acked=%d lost=%d duplicated=%d divergent=%d unknown=%d"+
-		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
+		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d reads=%d reads_failed=%d reads_linearizable=%s"+
 		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d partial_replicas=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
 		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
-		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
+		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch, p.Reads.Reads, p.Reads.Failed, p.Reads.Linearizable(),
 		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
-		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second))
+		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts())
+}
+
+// kindCounts is "kill-primary:3,partition-link:1,…" over the kinds that ran.
+func (r Result) kindCounts() string {
+	var parts []string
+	for k := Kind(0); k < numKinds; k++ {
+		if n := r.Kinds[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", k, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
 }
 
 // printer writes timestamped lines to the run's output.
@@ -168,6 +202,12 @@ type runner struct {
 	h    *testnode.History
 	load *proposers
 	res  *Result
+
+	// reads: the readers (reads.go), started and stopped with load.
+	reads *readers
+
+	// net holds the faultnet links of every replica (see ClusterOptions.Net).
+	net *faultnet.Net
 
 	zkDown int // server that is down, -1: none
 	zkHold int // faults left before it is restarted
@@ -249,6 +289,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	out.f("ZooKeeper: 3 servers at %s; run started %s (node logs are in UTC)", ens.ConnString(), wall(start))
 
+	fnet := faultnet.NewNet(cfg.Seed)
+	defer fnet.Close()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	c, err := testnode.StartCluster(sctx, testnode.ClusterOptions{
 		Nodes: cfg.Replicas,
@@ -260,18 +302,24 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			CheckpointEvery:   cfg.CheckpointEvery,
 			KeepCheckpoints:   2,
 			MaxChannelBatches: cfg.MaxChannelBatches,
+			FetchIdleTimeout:  cfg.FetchIdle,
 			Logger:            logger,
 		},
 		Logger: logger,
+		Net:    fnet,
 	})
 	cancel()
+	if cfg.Latency > 0 {
+		fnet.DelayAll(cfg.Latency, cfg.Latency/2)
+		out.f("latency %v ± %v on every link for the whole run", cfg.Latency, cfg.Latency/2)
+	}
 	if err != nil {
 		return res, fmt.Errorf("chaos: start replicas: %w", err)
 	}
 	defer c.Close()
 
 	r := &runner{
-		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res,
+		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
 	}
 	if err := r.run(ctx); err != nil {
@@ -300,11 +348,14 @@ func (r *runner) run(ctx context.Context) error {
 
 	r.load = startProposers(ctx, r.c, r.h, r.cfg.Workers)
 	defer r.load.stop()
+	r.reads = startReaders(ctx, r.c, r.load, readerCount)
+	defer r.reads.stop()
 	if err := r.progress(ctx, 20, 2*time.Minute); err != nil {
 		return fmt.Errorf("chaos: first proposals: %w", err)
 	}
 
 	sched := NewSchedule(r.cfg.Seed, r.cfg.Session)
+	sched.Force(r.cfg.Force...)
 	end := time.Now().Add(r.cfg.Duration)
 	for ctx.Err() == nil {
 		if r.cfg.Faults > 0 && r.res.Faults >= r.cfg.Faults {
@@ -315,6 +366,7 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		f := sched.Next()
 		r.res.Faults++
+		r.res.Kinds[f.Kind]++
 		r.exec(ctx, f)
 		r.heal(ctx, f)
 	}
@@ -461,7 +513,7 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		}
 	}
 	needsStandby := f.Kind == KillStandby || f.Kind == PauseStandby || f.Kind == WipeStandby ||
-		f.Kind == Transfer || f.Kind == Checkpoint && !f.Primary
+		f.Kind == Transfer || f.Kind == Checkpoint && !f.Primary || f.Kind == StallCheckpoint
 	if needsStandby && s == nil {
 		r.out.f("%s: skipped, no live standby", f)
 		return
@@ -519,6 +571,8 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		}
 	case KillZKLeader, KillZKFollower:
 		r.killZK(ctx, f)
+	case PartitionPrimaryLong, PartitionPrimaryShort, PartitionLink, DropRepliesPrimary, StallCheckpoint:
+		r.netFault(ctx, f, p, s)
 	case WipeStandby:
 		r.out.f("%s: kill -9 standby %s, wipe its disk, restart", f, s.ID())
 		_ = s.Kill()

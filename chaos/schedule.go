@@ -22,6 +22,11 @@ const (
 	WipeStandby
 	Checkpoint
 	Transfer
+	PartitionPrimaryLong
+	PartitionPrimaryShort
+	PartitionLink
+	DropRepliesPrimary
+	StallCheckpoint
 	numKinds
 )
 
@@ -36,6 +41,13 @@ var kindNames = [numKinds]string{
 	WipeStandby:       "wipe-standby",
 	Checkpoint:        "checkpoint",
 	Transfer:          "transfer",
+	// Network faults, made on faultnet proxies: the processes keep
+	// running.
+	PartitionPrimaryLong:  "partition-primary-long",
+	PartitionPrimaryShort: "partition-primary-short",
+	PartitionLink:         "partition-link",
+	DropRepliesPrimary:    "drop-replies-primary",
+	StallCheckpoint:       "stall-checkpoint",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -50,6 +62,12 @@ var weights = [numKinds]int{
 	WipeStandby:       2,
 	Checkpoint:        3,
 	Transfer:          1,
+
+	PartitionPrimaryLong:  2,
+	PartitionPrimaryShort: 2,
+	PartitionLink:         1,
+	DropRepliesPrimary:    2,
+	StallCheckpoint:       1,
 }
 
 func (k Kind) String() string {
@@ -95,8 +113,10 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
 	case KillPrimary, PauseStandby, PausePrimaryShort:
 		fmt.Fprintf(&b, " down=%v", f.Down)
-	case PausePrimaryLong:
+	case PausePrimaryLong, PartitionPrimaryLong:
 		fmt.Fprintf(&b, " past-session=%v", f.Down)
+	case PartitionPrimaryShort, PartitionLink, DropRepliesPrimary:
+		fmt.Fprintf(&b, " for=%v", f.Down)
 	case KillZKLeader, KillZKFollower:
 		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
 	case WipeStandby:
@@ -109,7 +129,7 @@ func (f Fault) String() string {
 		}
 	}
 	switch f.Kind {
-	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer:
+	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint:
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
 	case Checkpoint:
 		if !f.Primary {
@@ -133,6 +153,9 @@ type Schedule struct {
 	// nodeHeld: the same for a replica (kill-standby with a span): at most
 	// one replica is held down.
 	nodeHeld int
+	// forced: kinds drawn first, in order, before the seeded draws (a
+	// bounded run that must include some kinds).
+	forced []Kind
 }
 
 // NewSchedule returns the schedule of seed for replicas with the given
@@ -147,6 +170,10 @@ func (s *Schedule) between(lo, hi time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
+// Force makes the next faults these kinds, in order (their parameters
+// are still drawn from the seed); the seeded kinds follow.
+func (s *Schedule) Force(kinds ...Kind) { s.forced = append(s.forced, kinds...) }
+
 // Next draws the next fault.
 func (s *Schedule) Next() Fault {
 	s.seq++
@@ -155,7 +182,7 @@ func (s *Schedule) Next() Fault {
 		total += w
 	}
 	var k Kind
-	for {
+	for len(s.forced) == 0 {
 		x := s.rng.IntN(total)
 		for k = 0; k < numKinds; k++ {
 			if x < weights[k] {
@@ -166,6 +193,9 @@ func (s *Schedule) Next() Fault {
 		if !(k.isZK() && s.zkHeld > 0) {
 			break
 		}
+	}
+	if len(s.forced) > 0 {
+		k, s.forced = s.forced[0], s.forced[1:]
 	}
 	if s.zkHeld > 0 {
 		s.zkHeld--
@@ -198,6 +228,14 @@ func (s *Schedule) Next() Fault {
 		}
 	case WipeStandby:
 		f.Primary = s.rng.IntN(4) != 0
+	case PartitionPrimaryLong:
+		f.Down = s.between(200*time.Millisecond, 3*time.Second)
+	case PartitionPrimaryShort:
+		f.Down = s.between(100*time.Millisecond, s.session*6/10)
+	case PartitionLink:
+		f.Down = s.between(s.session/2, 2*s.session)
+	case DropRepliesPrimary:
+		f.Down = s.between(300*time.Millisecond, s.session*3/2)
 	case Checkpoint:
 		f.Primary = s.rng.IntN(3) != 0
 	}

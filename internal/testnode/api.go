@@ -126,6 +126,24 @@ type BarrierResponse struct {
 	Index uint64 `json:"index"`
 }
 
+// GetResponse is the answer of GET /get: the value of Key in one
+// consistent view of the node's store (Found false: no such key), taken at
+// applied index Index. With barrier=1, Barrier is the read point
+// replica.Barrier returned before the read (Index >= Barrier): the read is
+// linearizable on any member. Without it (Barrier 0) the read is a plain
+// local read, which may be stale on any member, a deposed primary that
+// still believes it leads included. Role and Epoch are the node's own view
+// just before the read (informational: a primary's belief proves nothing).
+type GetResponse struct {
+	Key     string `json:"key"`
+	Found   bool   `json:"found"`
+	Value   []byte `json:"value,omitempty"` // base64 in JSON
+	Index   uint64 `json:"index"`
+	Barrier uint64 `json:"barrier,omitempty"`
+	Role    string `json:"role"`
+	Epoch   uint64 `json:"epoch"`
+}
+
 // DumpResponse is the answer of GET /dump: the records of the indexes in
 // [from, to] this node's state holds, in index order. Applied is the node's
 // applied index when the records were read (a consistent view). More is

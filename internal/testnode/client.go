@@ -147,6 +147,20 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 	return out.Index, err
 }
 
+// Get reads key on the node (GET /get). With barrier the node first waits
+// for replica.Barrier, which makes the read linearizable on any member (a
+// deposed primary included: it answers fresh data or an error); without
+// it the read is a plain local read, possibly stale on any member.
+func (c *Client) Get(ctx context.Context, key string, barrier bool) (GetResponse, error) {
+	q := url.Values{"key": {key}}
+	if barrier {
+		q.Set("barrier", "1")
+	}
+	var out GetResponse
+	err := c.do(ctx, http.MethodGet, "/get", q, nil, &out)
+	return out, err
+}
+
 // StepDown asks the primary to step down.
 func (c *Client) StepDown(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/stepdown", nil, nil, nil)

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/faultnet"
 )
 
 // ClusterOptions configure a Cluster.
@@ -30,6 +33,12 @@ type ClusterOptions struct {
 	Node NodeOptions
 	// Logger receives harness logs. nil: discard.
 	Logger *slog.Logger
+	// Net, if set, puts every node's links on faultnet proxies added to
+	// it: "<id>->zk<i>" from the node to ZooKeeper server i (the node's
+	// ZK list is those proxies), and "peers-><id>" in front of its HTTP
+	// port, which it advertises (so peers' checkpoint fetches cross it;
+	// the harness's own API calls go direct).
+	Net *faultnet.Net
 }
 
 // Cluster is a set of nodes of one room on one ZooKeeper ensemble.
@@ -79,7 +88,12 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodes[i], errs[i] = Start(ctx, c.nodeOptions(fmt.Sprintf("n%d", i)))
+			o, err := c.nodeOptions(fmt.Sprintf("n%d", i))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			nodes[i], errs[i] = Start(ctx, o)
 		}()
 	}
 	wg.Wait()
@@ -118,7 +132,7 @@ func ClusterForTest(t testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-func (c *Cluster) nodeOptions(id string) NodeOptions {
+func (c *Cluster) nodeOptions(id string) (NodeOptions, error) {
 	o := c.opts.Node
 	o.ZK = c.opts.ZK
 	o.Room = c.opts.Room
@@ -127,7 +141,48 @@ func (c *Cluster) nodeOptions(id string) NodeOptions {
 	if o.Logger == nil {
 		o.Logger = c.log
 	}
-	return o
+	if c.opts.Net == nil {
+		return o, nil
+	}
+	o.ZK = nil
+	for i, zk := range c.opts.ZK {
+		name := fmt.Sprintf("%s->zk%d", id, i)
+		p := c.opts.Net.Link(name)
+		if p == nil {
+			var err error
+			if p, err = c.opts.Net.Add(name, faultnet.Config{Targets: []string{zk}}); err != nil {
+				return o, fmt.Errorf("testnode: link %s: %w", name, err)
+			}
+		}
+		o.ZK = append(o.ZK, p.Addr())
+	}
+	name := "peers->" + id
+	p := c.opts.Net.Link(name)
+	if p == nil {
+		// The node's HTTP port is picked now so the proxy can target it.
+		port, err := freePort()
+		if err != nil {
+			return o, err
+		}
+		o.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		if p, err = c.opts.Net.Add(name, faultnet.Config{Targets: []string{o.HTTPAddr}}); err != nil {
+			return o, fmt.Errorf("testnode: link %s: %w", name, err)
+		}
+	} else {
+		o.HTTPAddr = p.Targets()[0]
+	}
+	o.Advertise = p.Addr()
+	return o, nil
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("testnode: pick a port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Room is the room's name.
@@ -139,7 +194,10 @@ func (c *Cluster) Add(ctx context.Context, id string, tune func(*NodeOptions)) (
 	if c.Node(id) != nil {
 		return nil, fmt.Errorf("%w: node %q exists", ErrInvalidOptions, id)
 	}
-	o := c.nodeOptions(id)
+	o, err := c.nodeOptions(id)
+	if err != nil {
+		return nil, err
+	}
 	if tune != nil {
 		tune(&o)
 	}

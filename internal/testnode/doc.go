@@ -62,6 +62,17 @@
 //	                         200 {"applied":N,"records":[Record…],"more":bool}
 //	                         (one consistent store view; limit default 10000,
 //	                         at most 100000; page on from = last index + 1)
+//	GET  /get?key=K&barrier=1
+//	                         200 {"key":K,"found":bool,"value":"<base64>",
+//	                         "index":N,"barrier":B,"role":…,"epoch":E}: K in
+//	                         one store view at applied index N. barrier=1:
+//	                         replica.Barrier first (B), so the read is
+//	                         linearizable on every member, the primary and a
+//	                         deposed primary still answering included (fresh
+//	                         data or an error, never its stale state: the
+//	                         replica has no safe barrier-free read on a
+//	                         primary). barrier=0: a plain local read, no
+//	                         recency guarantee anywhere
 //	GET  replica.CheckpointPath(room)…   the replica's CheckpointHandler
 //
 // Every call that waits takes ?timeout=<Go duration> (default 30s); Client

@@ -60,6 +60,13 @@ type NodeOptions struct {
 	// HTTPAddr is the API listen address of the first launch (default
 	// "127.0.0.1:0"). Restarts reuse the address the node had, if free.
 	HTTPAddr string
+	// Advertise is the address peers fetch checkpoints from (--advertise;
+	// default the bound HTTP address): a faultnet proxy in front of it
+	// puts the node's checkpoint traffic on a link a test can break.
+	Advertise string
+	// FetchIdleTimeout bounds a checkpoint fetch that makes no progress
+	// (0: the checkpoint package's default).
+	FetchIdleTimeout time.Duration
 
 	SessionTimeout       time.Duration // default 2s
 	CheckpointEvery      int           // entries; <0 off
@@ -138,6 +145,12 @@ func (o NodeOptions) args(httpAddr, addrFile string) []string {
 	addInt("--max-pending", int64(o.MaxPending))
 	if o.TransferTimeout > 0 {
 		a = append(a, "--transfer-timeout", o.TransferTimeout.String())
+	}
+	if o.Advertise != "" {
+		a = append(a, "--advertise", o.Advertise)
+	}
+	if o.FetchIdleTimeout > 0 {
+		a = append(a, "--fetch-idle-timeout", o.FetchIdleTimeout.String())
 	}
 	if o.MemberUpdate > 0 {
 		a = append(a, "--member-update", o.MemberUpdate.String())

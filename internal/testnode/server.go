@@ -55,6 +55,7 @@ func NewServer(room string, pid int, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /transfer", s.withReplica(s.transfer))
 	s.mux.HandleFunc("POST /checkpoint", s.withReplica(s.checkpoint))
 	s.mux.HandleFunc("GET /dump", s.withReplica(s.dump))
+	s.mux.HandleFunc("GET /get", s.withReplica(s.get))
 	s.mux.HandleFunc(s.ckpath, s.withReplica(func(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
 		r.CheckpointHandler().ServeHTTP(w, req)
 	}))
@@ -238,24 +239,102 @@ func (s *Server) dump(w http.ResponseWriter, req *http.Request, r *replica.Repli
 		badRequest(w, "limit must be 1..%d", MaxDumpLimit)
 		return
 	}
-	// The store is replaced when the replica bootstraps: retry on a closed one.
+	resp, err := readStore(req.Context(), r, func(st *store.Store) (DumpResponse, error) {
+		return readDump(st, from, to, int(limit))
+	})
+	if err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readStore runs read on the replica's store. The store is replaced when
+// the replica bootstraps: a read that finds the old one closed is retried
+// on the new one (every 20 ms, at most 50 times, while ctx lasts).
+func readStore[T any](ctx context.Context, r *replica.Replica, read func(*store.Store) (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := readDump(r.Store(), from, to, int(limit))
-		if err == nil {
-			writeJSON(w, http.StatusOK, resp)
-			return
-		}
-		if !errors.Is(err, store.ErrClosed) || attempt >= 50 || req.Context().Err() != nil {
-			writeErr(w, err, 0)
-			return
+		v, err := read(r.Store())
+		if err == nil || !errors.Is(err, store.ErrClosed) || attempt >= 50 || ctx.Err() != nil {
+			return v, err
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
-		case <-req.Context().Done():
+		case <-ctx.Done():
 		case <-t.C:
 		}
 		t.Stop()
 	}
+}
+
+// get answers GET /get?key=K[&barrier=1]: the value of K in one view of
+// the local store. With barrier=1 it first waits for replica.Barrier (a
+// ZooKeeper sync, the log's committed end, then until that much is applied
+// locally), which makes the read linearizable on any member: a standby, the
+// primary, and a primary being deposed alike. The replica offers no
+// cheaper safe read on a primary: its role is only its own belief (a
+// primary cut off from ZooKeeper keeps believing it leads until it hears of
+// its session's expiry, while a successor commits), so a primary reads
+// through Barrier too. A deposed primary that still answers then either
+// sees its successor's entries (its Barrier waits until it has applied
+// them, as a standby) or fails (it cannot sync: error, no value); it never
+// returns its stale state as a barrier read. barrier=0 is a plain local
+// read at the node's applied index: no recency guarantee on any member.
+func (s *Server) get(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	q := req.URL.Query()
+	key := q.Get("key")
+	if key == "" {
+		badRequest(w, "missing key")
+		return
+	}
+	var barrier bool
+	switch v := q.Get("barrier"); v {
+	case "", "0", "false":
+	case "1", "true":
+		barrier = true
+	default:
+		badRequest(w, "bad barrier %q (want 0 or 1)", v)
+		return
+	}
+	ctx, cancel, err := requestCtx(req)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	defer cancel()
+	var point uint64
+	if barrier {
+		if point, err = r.Barrier(ctx); err != nil {
+			writeErr(w, err, 0)
+			return
+		}
+	}
+	self := r.Status()
+	resp, err := readStore(ctx, r, func(st *store.Store) (GetResponse, error) { return readKey(st, key) })
+	if err != nil {
+		writeErr(w, err, 0)
+		return
+	}
+	resp.Barrier, resp.Role, resp.Epoch = point, self.Role.String(), self.Epoch
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// readKey reads key in one view of st.
+func readKey(st *store.Store, key string) (GetResponse, error) {
+	v, err := st.View()
+	if err != nil {
+		return GetResponse{}, err
+	}
+	defer v.Close()
+	resp := GetResponse{Key: key, Index: v.Index()}
+	val, err := v.Get([]byte(key))
+	switch {
+	case err == nil:
+		resp.Found, resp.Value = true, val
+	case !errors.Is(err, store.ErrNotFound):
+		return GetResponse{}, err
+	}
+	return resp, nil
 }
 
 func readDump(st *store.Store, from, to uint64, limit int) (DumpResponse, error) {

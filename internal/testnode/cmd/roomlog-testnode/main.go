@@ -45,6 +45,7 @@ func main() {
 type flags struct {
 	zk, room, id, data, httpAddr, advertise, addrFile, base, logLevel, sync string
 	sessionTimeout, transferTimeout, openTimeout, memberUpdate              time.Duration
+	fetchIdleTimeout                                                        time.Duration
 	checkpointEvery, keepCheckpoints, maxPending, maxBatchBytes             int
 	maxChannelBatches                                                       int
 	checkpointEveryBytes, retainBytes, maxRoomBytes, maxChannelBytes        int64
@@ -67,6 +68,7 @@ func parseFlags() (flags, error) {
 	fs.DurationVar(&f.transferTimeout, "transfer-timeout", 0, "leadership transfer timeout (0: replica default)")
 	fs.DurationVar(&f.openTimeout, "open-timeout", 60*time.Second, "bound on replica.Open")
 	fs.DurationVar(&f.memberUpdate, "member-update", 0, "membership update interval (0: replica default)")
+	fs.DurationVar(&f.fetchIdleTimeout, "fetch-idle-timeout", 0, "checkpoint fetch: longest stretch without progress (0: checkpoint default)")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "checkpoint every N entries (0: replica default, <0: off)")
 	fs.Int64Var(&f.checkpointEveryBytes, "checkpoint-every-bytes", 0, "checkpoint every N entry bytes (0: replica default, <0: off)")
 	fs.IntVar(&f.keepCheckpoints, "keep-checkpoints", 0, "local checkpoints kept (0: replica default)")
@@ -152,6 +154,7 @@ func run() error {
 		MemberUpdateInterval:   f.memberUpdate,
 		Logger:                 log,
 	}
+	cfg.CheckpointFetch.IdleTimeout = f.fetchIdleTimeout
 	cfg.Writer.MaxRoomBytes = f.maxRoomBytes
 	cfg.Writer.MaxBatchBytes = f.maxBatchBytes
 	cfg.Writer.MaxChannelBatches = f.maxChannelBatches
