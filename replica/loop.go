@@ -311,11 +311,7 @@ func (r *Replica) reconcile() {
 		r.resignFailed()
 		return
 	}
-	if !lp.connected || r.client.State() != zk.StateHasSession {
-		// Not while the session is not live right now (the loop may not
-		// have handled the disconnect event yet): a request queued while
-		// go-zookeeper reconnects waits for the next session, and the loop
-		// must stay free to end a term that lost its session.
+	if !r.sessionLive() {
 		return
 	}
 	// Our member node (role changes at once, applied at most every
@@ -332,14 +328,26 @@ func (r *Replica) reconcile() {
 			lp.lastPublish = time.Now()
 		}
 	}
-	r.refreshMembers()
-	if lp.electionDirty {
+	if r.sessionLive() {
+		r.refreshMembers()
+	}
+	if lp.electionDirty && r.sessionLive() {
 		r.evaluateElection()
 	}
-	if time.Since(lp.lastChannels) >= time.Second {
+	if time.Since(lp.lastChannels) >= time.Second && r.sessionLive() {
 		r.refreshChannels()
 	}
 	r.publishStatus()
+}
+
+// sessionLive reports whether the loop may do ZooKeeper work now: it
+// believes it is connected and the session is live right now (the loop may
+// not have handled a disconnect event yet). A request made while
+// go-zookeeper reconnects waits until it has tried every server (seconds),
+// and the loop must stay free to notice a lost session and end a term, so
+// each step of reconcile checks again.
+func (r *Replica) sessionLive() bool {
+	return r.lp.connected && r.client.State() == zk.StateHasSession
 }
 
 func (r *Replica) roleChangedSincePublish() bool {
@@ -380,6 +388,9 @@ func (r *Replica) refreshMembers() {
 		}
 	}
 	for n := range lp.memberDirty {
+		if !r.sessionLive() {
+			break
+		}
 		ch, err := lp.mem.refreshMember(n)
 		if err != nil {
 			r.log.Debug("member read failed; will retry", "member", n, "err", err)
