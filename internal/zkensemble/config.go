@@ -37,10 +37,15 @@ func limits(tick time.Duration) (initLimit, syncLimit int) {
 	return initLimit, syncLimit
 }
 
+// peerView says at which "host:quorumPort:electionPort" server i's zoo.cfg
+// lists server j (i == j included). nil: every server at its real ports on
+// 127.0.0.1, the same line in every zoo.cfg.
+type peerView func(i, j int) string
+
 // writeFiles writes zoo.cfg, myid and both logging configurations (log4j
 // for the Debian classpath and ZooKeeper <= 3.7 tarballs, logback for 3.8+
 // tarballs: whichever SLF4J binding is on the classpath picks its own).
-func writeFiles(s *server, all []*server, tick time.Duration) error {
+func writeFiles(s *server, all []*server, view peerView, tick time.Duration) error {
 	if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
 		return err
 	}
@@ -63,7 +68,11 @@ func writeFiles(s *server, all []*server, tick time.Duration) error {
 	fmt.Fprintf(&b, "admin.enableServer=false\n")
 	if len(all) > 1 {
 		for _, o := range all {
-			fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.index+1, o.quorumPort, o.electionPort)
+			if view != nil {
+				fmt.Fprintf(&b, "server.%d=%s\n", o.index+1, view(s.index, o.index))
+			} else {
+				fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.index+1, o.quorumPort, o.electionPort)
+			}
 		}
 	}
 	if err := os.WriteFile(s.cfgPath(), []byte(b.String()), 0o644); err != nil {

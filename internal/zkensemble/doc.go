@@ -12,6 +12,8 @@
 //     Elsewhere: e, err := zkensemble.Start(ctx, opts) and defer e.Close().
 //  2. Connect clients to e.Addrs() (or e.ConnString()). Start has already
 //     seen a client session, and every server has joined the quorum.
+//     With Options.FaultNet, clients whose network faults matter connect
+//     to e.ProxiedAddrs() or e.ClientLinks(name) instead (below).
 //  3. Break things: e.Kill(i), e.Stop(i), e.Pause(i)/e.Resume(i);
 //     e.Leader(ctx) says which index leads; e.Start(ctx, i) restarts server i
 //     on the same ports and data dir and waits until it is back in the quorum.
@@ -21,6 +23,82 @@
 //     for each to be reaped and removes the temp dir. It is idempotent.
 //
 // Server i is the API index (0-based); its ZooKeeper myid is i+1.
+//
+// # Fault network (Options.FaultNet)
+//
+// With Options.FaultNet every link of the ensemble goes through a
+// userspace fault proxy of internal/faultnet, one per link, held in a
+// faultnet.Net (e.Net()) and named "<client side>-><server side>" with
+// zk<i> for server i (API index, not myid):
+//
+//	client->zk<i>           the default client link to server i: ProxiedAddrs()[i]
+//	<name>->zk<i>           a client's own link, made by e.ClientLinks(name)
+//	zk<i>->zk<j>/quorum     server i to server j's quorum port (follower i to leader j)
+//	zk<i>->zk<j>/election   server i to server j's election port
+//
+// A 3-server ensemble has 3 default client links and 12 peer links (a
+// quorum and an election link per directed pair; both directions of every
+// pair exist, whichever ZooKeeper dials: election connections are kept
+// only when the higher myid dialed them, quorum connections go from
+// follower to leader). Server i's zoo.cfg lists each peer j at the proxies
+// of zk<i>->zk<j> and itself at its real ports on 0.0.0.0. The wildcard is
+// needed: a server sends its own election address when it dials a peer,
+// and a peer with a lower myid closes that connection and dials back to
+// the address it was sent, straight to the real port, unless it is a
+// wildcard; then it dials the address in its own zoo.cfg, the proxy. So in
+// this mode the quorum and election ports listen on every interface (the
+// client port stays on 127.0.0.1). ZooKeeper 3.8 accepts zoo.cfg files
+// that differ per server: reconfig is disabled, so the configuration a
+// leader sends its followers is ignored ("Dynamic reconfig is disabled,
+// we don't store the last seen config") and election notifications carry
+// config version 0 on every server.
+//
+// Quorum links reach the real quorum port through a relay in this package
+// that redials while the port refuses (up to 2 s). A faultnet proxy
+// accepts a connection before it dials its target, so a follower dialing
+// its newly elected leader a few milliseconds before the leader binds its
+// quorum port would see a connect succeed and then a reset, abandon that
+// leader, and leave it waiting initLimit (10 s) before a new election;
+// with the relay it sees the connect complete once the leader listens, as
+// its own retries of a refused connect would have made it.
+//
+// Ports: the servers' real ports are picked as without the option (and
+// re-picked, proxies and all, when a server cannot bind one); the proxies
+// listen on free ports of their own, picked while the real ones are held.
+// Restarting a server (Start(ctx, i)) changes no port: the proxies keep
+// theirs and their targets are the real ports. While a server is down its
+// proxies accept connections and reset them (the target refuses).
+//
+// Which address to use:
+//
+//   - Addrs() and ConnString() stay direct, in both modes: Mode, Leader,
+//     FourLetter and Start's readiness checks use them, so a fault on a
+//     client link never hides a server's state from the harness.
+//   - ProxiedAddrs() are the default client links: tests connect there
+//     when the client side of a partition matters.
+//   - e.ClientLinks(name) gives a client its own links, one per server, so
+//     a test can partition that one client from one server:
+//     e.Net().Partition(zkensemble.ClientLinkName(name, i)). It is
+//     idempotent. IndexOf knows every client link address.
+//
+// Helpers: e.Isolate(i) blackholes PeerLinks(i), the quorum and election
+// links between server i and every peer in both directions, while its
+// client links stay up: its clients still connect and four-letter words
+// still answer, and once it notices it lost its quorum (about syncLimit,
+// 4 s) srvr says "not currently serving requests" and it accepts no
+// session, while the two others elect a leader between them. e.HealNet()
+// heals every link, client links included; an isolated server rejoins as
+// a follower, in the tests here within half a second of the heal (the
+// election notifications it sent meanwhile were held, not lost, and are
+// answered at once). ZooKeeper's own back-off between notifications (up to
+// 60 s) bounds it otherwise. e.DelayAll(d, jitter) puts latency on every
+// link, including client links made later. Anything else (Cut, Reset,
+// DropReplies, Bandwidth, one link at a time) goes through e.Net() and
+// the names above; faultnet.To(ServerNode(i)) selects the client links to
+// server i. Close closes the Net and the relays and waits for every
+// goroutine they started. Without the option Net() is nil, ProxiedAddrs()
+// and PeerLinks are nil, and the helpers return ErrNoFaultNet; nothing is
+// proxied and zoo.cfg is what it always was.
 //
 // # Temp dir layout
 //
@@ -102,6 +180,9 @@
 //   - After Start returns, every server is running and in the quorum.
 //   - Close leaves no process it started and no file it wrote; after Close
 //     nothing is launched again (ErrClosed).
-//   - Ports and data dirs of server i never change over restarts.
+//   - Ports and data dirs of server i never change over restarts, nor do
+//     the addresses of its proxies.
+//   - Without Options.FaultNet nothing is proxied and nothing differs
+//     from an ensemble started before the option existed.
 //   - Bad caller input (an index, Options) is an error, never a panic.
 package zkensemble

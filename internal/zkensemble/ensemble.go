@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomlog/roomlog/internal/faultnet"
 	"github.com/roomlog/roomlog/internal/spawn"
 )
 
@@ -61,6 +62,15 @@ type Options struct {
 
 	// JVMFlags are extra java flags placed before the main class (e.g. a GC choice).
 	JVMFlags []string
+
+	// FaultNet routes every link through a faultnet proxy: a client link
+	// per server (ProxiedAddrs, ClientLinks) and, in a 3-server ensemble,
+	// a quorum and an election link per directed server pair, so a test can
+	// partition a server from its peers while clients still reach it
+	// (Isolate, Net). Off by default: nothing is proxied, nothing changes.
+	FaultNet bool
+	// FaultNetSeed seeds the jitter of every link (faultnet.NewNet).
+	FaultNetSeed uint64
 }
 
 // withDefaults fills in defaults and validates, naming every bad field.
@@ -114,6 +124,14 @@ type Ensemble struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// Fault network, Options.FaultNet only (net is nil otherwise).
+	net           *faultnet.Net
+	relays        []*relay       // relays[j] forwards the quorum links to server j; immutable after Start
+	proxied       []string       // default client link addresses; immutable after Start
+	netMu         sync.Mutex     // guards clientAddrs, delay, jitter; serializes link creation with DelayAll
+	clientAddrs   map[string]int // client link address -> server index
+	delay, jitter time.Duration  // the last DelayAll, for links made later
 }
 
 // Start starts opts.Servers servers concurrently on free loopback ports in a
@@ -141,7 +159,7 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 		e, err := tryStart(ctx, opts, inst, log)
 		if err == nil {
 			log.Info("zkensemble: started", "servers", opts.Servers, "addrs", e.ConnString(),
-				"dir", e.root, "elapsed", time.Since(began), "zookeeper", inst.source)
+				"dir", e.root, "elapsed", time.Since(began), "zookeeper", inst.source, "faultnet", opts.FaultNet)
 			return e, nil
 		}
 		if !errors.Is(err, ErrPortInUse) || attempt >= startAttempts || ctx.Err() != nil {
@@ -171,7 +189,20 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 			_ = e.Close() // the error already carries the log tails
 		}
 	}()
-	ports, err := freePorts(3 * opts.Servers)
+	var ports []int
+	release := func() {}
+	if opts.FaultNet {
+		// Quorum and election ports are bound on the wildcard address (see
+		// proxiedView): pick them free there. They stay held while the
+		// proxies pick their own ports.
+		addrs := make([]string, 0, 3*opts.Servers)
+		for i := 0; i < opts.Servers; i++ {
+			addrs = append(addrs, "127.0.0.1:0", ":0", ":0")
+		}
+		ports, release, err = holdPorts(addrs)
+	} else {
+		ports, err = freePorts(3 * opts.Servers)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -184,8 +215,17 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 			dir:          fmt.Sprintf("%s/server-%d", root, i),
 		})
 	}
+	var view peerView
+	if opts.FaultNet {
+		err := e.startNet()
+		release()
+		if err != nil {
+			return nil, err
+		}
+		view = e.proxiedView
+	}
 	for _, s := range e.servers {
-		if err := writeFiles(s, e.servers, opts.TickTime); err != nil {
+		if err := writeFiles(s, e.servers, view, opts.TickTime); err != nil {
 			return nil, fmt.Errorf("zkensemble: server %d files: %w", s.index, err)
 		}
 	}
@@ -215,14 +255,15 @@ func (e *Ensemble) Addrs() []string {
 func (e *Ensemble) ConnString() string { return strings.Join(e.Addrs(), ",") }
 
 // IndexOf returns the index of the server with client address addr (as in
-// Addrs, or as go-zookeeper's (*zk.Conn).Server() reports it), or -1.
+// Addrs, ProxiedAddrs or ClientLinks, or as go-zookeeper's
+// (*zk.Conn).Server() reports it), or -1.
 func (e *Ensemble) IndexOf(addr string) int {
 	for i, s := range e.servers {
 		if s.addr() == addr {
 			return i
 		}
 	}
-	return -1
+	return e.proxiedIndex(addr)
 }
 
 // Size returns the number of servers.
@@ -300,6 +341,14 @@ func (e *Ensemble) close() error {
 		}
 	}
 	e.spawner.Stop()
+	if e.net != nil {
+		if err := e.net.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("zkensemble: faultnet: %w", err))
+		}
+	}
+	for _, r := range e.relays {
+		r.close()
+	}
 	if len(errs) == 0 { // never delete the files of a process still running
 		if err := os.RemoveAll(e.root); err != nil {
 			errs = append(errs, fmt.Errorf("zkensemble: remove %s: %w", e.root, err))

@@ -146,22 +146,39 @@ func (l zkLogger) Printf(format string, args ...any) {
 // closing. Another process can take one before the server binds it; Start
 // then retries with new ports.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = "127.0.0.1:0"
+	}
+	ports, release, err := holdPorts(addrs)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	return ports, nil
+}
+
+// holdPorts listens on each of addrs (host:0) and returns the ports picked,
+// still held until release is called: a caller that must open listeners of
+// its own on :0 (faultnet proxies) does it in between, so the kernel cannot
+// hand it a port picked for a server.
+func holdPorts(addrs []string) (ports []int, release func(), err error) {
 	var ls []net.Listener
-	defer func() {
+	release = func() {
 		for _, l := range ls {
 			_ = l.Close()
 		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	}
+	for _, a := range addrs {
+		l, err := net.Listen("tcp", a)
 		if err != nil {
-			return nil, fmt.Errorf("zkensemble: pick a free port: %w", err)
+			release()
+			return nil, nil, fmt.Errorf("zkensemble: pick a free port: %w", err)
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
 // tailFile returns the last n lines of path, reading at most its last 256 KiB.

@@ -1,0 +1,126 @@
+package zkensemble
+
+import (
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// relayTarget returns a free loopback address nothing listens on (yet).
+func relayTarget(t *testing.T) string {
+	t.Helper()
+	ports, err := freePorts(1)
+	require.NoError(t, err)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+}
+
+func TestRelayRedialsUntilTheTargetListens(t *testing.T) {
+	target := relayTarget(t)
+	r, err := newRelay(target, 5*time.Second)
+	require.NoError(t, err)
+	defer r.close()
+
+	c, err := net.Dial("tcp", r.addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("hello"))
+	require.NoError(t, err)
+
+	// While the target refuses, the client's connection stays open and
+	// silent (no reset)...
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
+	_, err = c.Read(make([]byte, 1))
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "%v", err)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
+	// ...and once it listens, the relay forwards what the client sent,
+	// both ways.
+	ln, err := net.Listen("tcp", target)
+	require.NoError(t, err)
+	defer ln.Close()
+	s, err := ln.Accept()
+	require.NoError(t, err)
+	defer s.Close()
+	buf := make([]byte, 5)
+	_, err = io.ReadFull(s, buf)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(buf))
+	_, err = s.Write([]byte("world"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	require.Equal(t, "world", string(buf))
+
+	// A half-close passes through; the other direction still works.
+	require.NoError(t, c.(*net.TCPConn).CloseWrite())
+	n, err := s.Read(buf)
+	require.Zero(t, n)
+	require.ErrorIs(t, err, io.EOF)
+	_, err = s.Write([]byte("after"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	require.Equal(t, "after", string(buf))
+
+	// A reset on one side resets the other.
+	reset(s)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.Read(buf)
+	require.True(t, errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF), "client after the target reset: %v", err)
+}
+
+func TestRelayResetsWhenTheTargetNeverListens(t *testing.T) {
+	r, err := newRelay(relayTarget(t), 200*time.Millisecond)
+	require.NoError(t, err)
+	defer r.close()
+	c, err := net.Dial("tcp", r.addr())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, syscall.ECONNRESET)
+}
+
+func TestRelayCloseLeavesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	r, err := newRelay(ln.Addr().String(), time.Second)
+	require.NoError(t, err)
+	c, err := net.Dial("tcp", r.addr())
+	require.NoError(t, err)
+	defer c.Close()
+	s, err := ln.Accept()
+	require.NoError(t, err)
+	defer s.Close()
+	// A second client whose target never answers is mid-redial at close.
+	r2, err := newRelay(relayTarget(t), time.Minute)
+	require.NoError(t, err)
+	c2, err := net.Dial("tcp", r2.addr())
+	require.NoError(t, err)
+	defer c2.Close()
+
+	done := make(chan struct{})
+	go func() { r.close(); r2.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("relay close hangs")
+	}
+	r.close() // idempotent
+	_, err = net.Dial("tcp", r.addr())
+	require.Error(t, err, "a closed relay does not listen")
+	require.NoError(t, s.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = s.Read(make([]byte, 1))
+	require.Error(t, err, "the target side ends with the relay")
+	buf := make([]byte, 1<<20)
+	require.NotContains(t, string(buf[:runtime.Stack(buf, true)]), "zkensemble.(*relay)")
+}
