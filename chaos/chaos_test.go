@@ -48,7 +48,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	d := shortDuration(t)
 	bin := testnode.BuildT(t) // before the ensemble: the build is CPU-heavy
-	ens := zkensemble.ForTest(t, zkensemble.Options{Servers: 3, TickTime: 200 * time.Millisecond})
+	ens := zkensemble.ForTest(t, zkensemble.Options{Servers: 3, TickTime: 200 * time.Millisecond, FaultNet: true})
 	seeds := []uint64{fixedSeed, randomSeed()}
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -69,7 +69,7 @@ func TestChaosShort(t *testing.T) {
 				// a primary partitioned from ZooKeeper past its session
 				// while it keeps running, a stalled checkpoint source, and
 				// lost replies; with latency on every link.
-				cfg.Force = []Kind{PartitionPrimaryLong, StallCheckpoint, DropRepliesPrimary}
+				cfg.Force = []Kind{PartitionPrimaryLong, StallCheckpoint, DropRepliesPrimary, PartitionZKLeader}
 				cfg.Latency = 2 * time.Millisecond
 			}
 			res, err := Run(ctx, cfg)

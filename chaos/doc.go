@@ -79,10 +79,16 @@
 //	                            source it streams from mid-stream for longer
 //	                            than the fetch idle timeout (-fetch-idle, 2 s):
 //	                            it must fall back to another source
+//	partition-zk-leader (2)     blackhole the ZooKeeper leader's quorum and
+//	                            election links for 3–8 s (zkensemble FaultNet;
+//	                            past syncLimit, about 4 s, the others elect a
+//	                            new leader): it still accepts clients; never while a
+//	                            server is down
 //
 // -latency D delays every link by D ± D/2 for the whole run; -force k1,k2
 // runs those kinds first (the bounded run in make test forces a long
-// partition, a stall and lost replies, with 2 ms of latency). The summary
+// partition, a stall, lost replies and a ZooKeeper leader partition, with 2 ms
+// of latency). The summary
 // line ends with the count of faults by kind (kinds=…).
 //
 // After the last fault every process is healed, proposals run until 50 more

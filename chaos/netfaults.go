@@ -157,3 +157,38 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 	_ = r.net.Heal(src)
 	r.out.f("    %s healed; %s restarted with an empty disk", strings.TrimPrefix(src, "peers->"), s.ID())
 }
+
+// partitionZKLeader cuts the ZooKeeper leader off from its followers (its
+// quorum and election links blackholed) while clients still reach it: its
+// clients' sessions must move to the servers that form the new quorum.
+func (r *runner) partitionZKLeader(ctx context.Context, f Fault) {
+	if r.ens.Net() == nil {
+		r.out.f("%s: skipped, the ensemble has no fault network (zkensemble.Options.FaultNet)", f)
+		return
+	}
+	if r.zkDown >= 0 {
+		r.out.f("%s: skipped, server %d is down", f, r.zkDown)
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	leader, err := r.ens.Leader(lctx)
+	cancel()
+	if err != nil {
+		r.out.f("%s: skipped, no ZooKeeper leader: %v", f, firstLine(err))
+		return
+	}
+	r.out.f("%s: partition ZooKeeper leader %d from its followers (clients still reach it)", f, leader)
+	t0 := time.Now()
+	if err := r.ens.Isolate(leader); err != nil {
+		r.out.f("    isolate: %v", err)
+		return
+	}
+	sleep(ctx, f.Down)
+	if err := r.ens.HealNet(); err != nil {
+		r.out.f("    heal: %v", err)
+	}
+	lctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	now, err := r.ens.Leader(lctx)
+	cancel()
+	r.out.f("    healed after %v; leader now %d (%v)", time.Since(t0).Round(time.Millisecond), now, errText(err))
+}

@@ -272,6 +272,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 		ens, err = zkensemble.Start(sctx, zkensemble.Options{
 			Servers: 3, TickTime: 200 * time.Millisecond, Dir: work, Logger: logger,
+			FaultNet: true, FaultNetSeed: cfg.Seed,
 		})
 		cancel()
 		if err != nil {
@@ -500,7 +501,7 @@ func (r *runner) roles(ctx context.Context) string {
 // are printed and left to heal.
 func (r *runner) exec(ctx context.Context, f Fault) {
 	p, err := r.primary(ctx, 30*time.Second)
-	if err != nil && f.Kind != KillZKLeader && f.Kind != KillZKFollower {
+	if err != nil && !f.Kind.isZK() {
 		r.out.f("%s: skipped, no primary: %v", f, firstLine(err))
 		return
 	}
@@ -571,6 +572,8 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		}
 	case KillZKLeader, KillZKFollower:
 		r.killZK(ctx, f)
+	case PartitionZKLeader:
+		r.partitionZKLeader(ctx, f)
 	case PartitionPrimaryLong, PartitionPrimaryShort, PartitionLink, DropRepliesPrimary, StallCheckpoint:
 		r.netFault(ctx, f, p, s)
 	case WipeStandby:

@@ -27,6 +27,7 @@ const (
 	PartitionLink
 	DropRepliesPrimary
 	StallCheckpoint
+	PartitionZKLeader
 	numKinds
 )
 
@@ -48,6 +49,7 @@ var kindNames = [numKinds]string{
 	PartitionLink:         "partition-link",
 	DropRepliesPrimary:    "drop-replies-primary",
 	StallCheckpoint:       "stall-checkpoint",
+	PartitionZKLeader:     "partition-zk-leader",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -68,6 +70,7 @@ var weights = [numKinds]int{
 	PartitionLink:         1,
 	DropRepliesPrimary:    2,
 	StallCheckpoint:       1,
+	PartitionZKLeader:     2,
 }
 
 func (k Kind) String() string {
@@ -78,7 +81,7 @@ func (k Kind) String() string {
 }
 
 // isZK reports whether k takes a ZooKeeper server down.
-func (k Kind) isZK() bool { return k == KillZKLeader || k == KillZKFollower }
+func (k Kind) isZK() bool { return k == KillZKLeader || k == KillZKFollower || k == PartitionZKLeader }
 
 // Fault is one step of a schedule. Every field is drawn from the seed; which
 // process a role ("the primary", "standby 1") names is resolved when the
@@ -115,7 +118,7 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " down=%v", f.Down)
 	case PausePrimaryLong, PartitionPrimaryLong:
 		fmt.Fprintf(&b, " past-session=%v", f.Down)
-	case PartitionPrimaryShort, PartitionLink, DropRepliesPrimary:
+	case PartitionPrimaryShort, PartitionLink, DropRepliesPrimary, PartitionZKLeader:
 		fmt.Fprintf(&b, " for=%v", f.Down)
 	case KillZKLeader, KillZKFollower:
 		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
@@ -236,6 +239,8 @@ func (s *Schedule) Next() Fault {
 		f.Down = s.between(s.session/2, 2*s.session)
 	case DropRepliesPrimary:
 		f.Down = s.between(300*time.Millisecond, s.session*3/2)
+	case PartitionZKLeader:
+		f.Down = s.between(3*time.Second, 8*time.Second)
 	case Checkpoint:
 		f.Primary = s.rng.IntN(3) != 0
 	}
