@@ -237,6 +237,37 @@ func TestCkptTrustFetchStalledPeer(t *testing.T) {
 		requireNothingListed(t, dst)
 		t.Logf("after %v: %v", took, err)
 	})
+	t.Run("trickle", func(t *testing.T) {
+		// A byte every 100 ms: never idle for 300 ms, but far below
+		// MinRate once the grace (the idle timeout) has passed.
+		done := make(chan struct{})
+		t.Cleanup(func() { close(done) })
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(stream)))
+			w.WriteHeader(http.StatusOK)
+			rc := http.NewResponseController(w)
+			for i := 0; i < len(stream); i++ {
+				if _, err := w.Write(stream[i : i+1]); err != nil {
+					return
+				}
+				rc.Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-done:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}))
+		t.Cleanup(srv.Close)
+		dst := filepath.Join(t.TempDir(), "dst")
+		_, took, err := fetchBounded(t, srv.URL, dst, FetchOptions{IdleTimeout: idle, MinRate: 1 << 10})
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Contains(t, err.Error(), "MinRate")
+		require.Less(t, took, idle+3*time.Second, "a trickling peer must not hold the fetch")
+		requireNothingListed(t, dst)
+	})
 	t.Run("headers only", func(t *testing.T) {
 		var stalled atomic.Int64
 		srv := httptest.NewServer(stallHandler(t, stream, 0, &stalled))

@@ -31,6 +31,7 @@ const (
 	DefaultResponseHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout           = 30 * time.Second
 	DefaultMaxBytes              = 64 << 30 // 64 GiB of checkpoint files
+	DefaultMinRate               = 16 << 10 // bytes/s, after the idle timeout
 	DefaultMaxManifestBytes      = 8 << 20  // ~100k files
 )
 
@@ -75,6 +76,11 @@ type FetchOptions struct {
 	// MaxManifestBytes bounds the manifest (its tar entry, or the body of
 	// FetchManifest). Default 8 MiB.
 	MaxManifestBytes int64
+	// MinRate (bytes/s) bounds a peer that trickles: once IdleTimeout has
+	// passed since the response, the body must have averaged at least
+	// MinRate since then, or the fetch fails (ErrTimeout). With the size
+	// bound, this bounds the whole fetch. Default 16 KiB/s.
+	MinRate int64
 }
 
 func (o FetchOptions) withDefaults() FetchOptions {
@@ -95,6 +101,9 @@ func (o FetchOptions) withDefaults() FetchOptions {
 	}
 	if o.MaxManifestBytes <= 0 {
 		o.MaxManifestBytes = DefaultMaxManifestBytes
+	}
+	if o.MinRate <= 0 {
+		o.MinRate = DefaultMinRate
 	}
 	o.MaxManifestBytes = min(o.MaxManifestBytes, maxManifestBytes)
 	return o
@@ -166,6 +175,28 @@ func (k kickReader) Read(p []byte) (int, error) {
 	n, err := k.r.Read(p)
 	if n > 0 {
 		k.wd.kick()
+	}
+	return n, err
+}
+
+// rateReader fails with ErrTimeout once, grace after start, the bytes read
+// average less than rate since then: a peer that sends a byte just often
+// enough to defeat the idle timeout is still bounded.
+type rateReader struct {
+	r     io.Reader
+	start time.Time
+	grace time.Duration
+	rate  int64
+	url   string
+	n     int64
+}
+
+func (s *rateReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += int64(n)
+	if over := time.Since(s.start) - s.grace; over > 0 && s.n < int64(over.Seconds()*float64(s.rate)) {
+		return n, fmt.Errorf("%w: %s sent %d bytes in %v, below the minimum of %d bytes/s after the first %v (MinRate)",
+			ErrTimeout, s.url, s.n, time.Since(s.start).Round(time.Millisecond), s.rate, s.grace)
 	}
 	return n, err
 }
@@ -337,7 +368,8 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 		}
 	}()
 
-	bounded := &boundedReader{r: kickReader{resp.Body, wd}, limit: o.MaxManifestBytes + 512 + streamSlack}
+	slow := &rateReader{r: kickReader{resp.Body, wd}, start: time.Now(), grace: o.IdleTimeout, rate: o.MinRate, url: url}
+	bounded := &boundedReader{r: slow, limit: o.MaxManifestBytes + 512 + streamSlack}
 	cr := &countingReader{r: bounded, total: resp.ContentLength, start: start, interval: o.ProgressInterval, fn: opts.Progress}
 	m, err := receive(rctx, bufio.NewReaderSize(cr, copyBufSize), tmp, o, bounded)
 	if err != nil {
