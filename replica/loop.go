@@ -45,7 +45,10 @@ type loopState struct {
 	// ErrCorrupt; at confirmCorruptTakeovers the replica fails.
 	corruptTakeovers int
 	// resigned: a failed replica deleted its candidate and member nodes.
-	resigned    bool
+	resigned bool
+	// staleSince: when publishing first found our member node held by
+	// another session (zero: not now).
+	staleSince  time.Time
 	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
 	view        electionView
 	primaryID   string
@@ -320,12 +323,24 @@ func (r *Replica) reconcile() {
 		if err := lp.mem.publish(r.ownMemberData()); err != nil {
 			var stale errStaleOwner
 			if errors.As(err, &stale) {
-				r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
-				return
+				// Our previous session's node lingers until that session
+				// expires on every server (or a stale server still shows
+				// it): only a node held past the session timeout belongs
+				// to another live process.
+				if lp.staleSince.IsZero() {
+					lp.staleSince = time.Now()
+					r.log.Warn("membership: our member node is held by another session; waiting for it to expire", "err", err)
+				}
+				if stale.owner == 0 || time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
+					r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
+					return
+				}
+			} else {
+				r.log.Debug("membership publish failed; will retry", "err", err)
 			}
-			r.log.Debug("membership publish failed; will retry", "err", err)
 		} else {
 			lp.lastPublish = time.Now()
+			lp.staleSince = time.Time{}
 		}
 	}
 	if r.sessionLive() {

@@ -100,6 +100,11 @@ func (m *membership) publish(d memberData) error {
 	}
 	// Ours (a create that landed although its answer was lost, or one that
 	// ran in this session after the previous one expired) or someone else's.
+	// Sync first: after a session expiry the new session may read from a
+	// server that has not yet seen our old session's node deleted.
+	if _, err := m.conn.Sync(m.path()); err != nil {
+		return fmt.Errorf("sync member node: %w", err)
+	}
 	_, st, err := m.conn.Get(m.path())
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("create member node: raced with a delete; retrying")
