@@ -179,7 +179,18 @@
 //
 //   - Disconnected (SUSPENDED): proposals neither sent nor acknowledged;
 //     watches survive. After a whole SessionTimeout disconnected, the
-//     primary ends its term (its session is gone on the servers' side).
+//     primary ends its term (its session is gone on the servers' side):
+//     role standby at once, then the writer closes. A primary cut off by a
+//     partition thus notices within go-zookeeper's read timeout (2/3 of a
+//     session) and steps down one session later. The loop stays free to
+//     do so: it does ZooKeeper work only while the session is live right
+//     now (checked before every step: a request made while go-zookeeper
+//     reconnects waits until it has tried every server), its logroom calls
+//     wait at most 300 ms, and logroom caps every connection deadline at
+//     the read timeout (go-zookeeper's session handshake waits ten).
+//   - Our member node found held by another session: waited out for 1.5
+//     session timeouts + 1 s (our previous session's node, or a server
+//     behind); still held → ErrDuplicateID (a persistent node: at once).
 //   - Expired (LOST) — seen as StateExpired or as a new session id: end the
 //     term (close the writer: in-flight appends get their outcome,
 //     ErrOutcomeUnknown where it cannot be learned; queued ones were never
