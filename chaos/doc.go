@@ -85,7 +85,8 @@
 //	                            new leader): it still accepts clients; never while a
 //	                            server is down
 //
-// -latency D delays every link by D ± D/2 for the whole run; -force k1,k2
+// -latency D delays every link (replicas to ZooKeeper and to peers, and the
+// ensemble's client, quorum and election links) by D ± D/2 for the whole run; -force k1,k2
 // runs those kinds first (the bounded run in make test forces a long
 // partition, a stall, lost replies and a ZooKeeper leader partition, with 2 ms
 // of latency). The summary

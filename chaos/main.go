@@ -41,6 +41,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep", false, "keep the work dir (node and ZooKeeper logs) even on success")
 	verbose := fs.Bool("v", false, "verbose: harness logs and replica status after each fault")
 	latency := fs.Duration("latency", 0, "delay every link by this ± half of it for the whole run (e.g. 3ms: 1.5–4.5 ms)")
+	fetchIdle := fs.Duration("fetch-idle", 2*time.Second, "replicas' checkpoint fetch idle timeout (what a stalled source costs)")
 	force := fs.String("force", "", "comma-separated fault kinds to run first (e.g. partition-primary-long,stall-checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return exitHarness
@@ -66,7 +67,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	res, err := Run(ctx, Config{
 		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
-		Latency: *latency, Force: forced,
+		Latency: *latency, Force: forced, FetchIdle: *fetchIdle,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)

@@ -133,6 +133,7 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 	defer r.net.Apply(func(l *faultnet.Proxy) { l.Bandwidth(0) }, peers...)
 	before := r.net.Stats()
 	if r.restart(ctx, s) != nil {
+		r.res.Kinds[f.Kind]--
 		return
 	}
 	// Wait for a stream (more than a manifest) on one of the links.
@@ -149,6 +150,7 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 	}
 	if src == "" {
 		r.out.f("    no checkpoint stream seen within 15s (the log may not have been compacted): nothing stalled")
+		r.res.Kinds[f.Kind]--
 		return
 	}
 	_ = r.net.Partition(src)
@@ -164,10 +166,12 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 func (r *runner) partitionZKLeader(ctx context.Context, f Fault) {
 	if r.ens.Net() == nil {
 		r.out.f("%s: skipped, the ensemble has no fault network (zkensemble.Options.FaultNet)", f)
+		r.res.Kinds[f.Kind]--
 		return
 	}
 	if r.zkDown >= 0 {
 		r.out.f("%s: skipped, server %d is down", f, r.zkDown)
+		r.res.Kinds[f.Kind]--
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -175,6 +179,7 @@ func (r *runner) partitionZKLeader(ctx context.Context, f Fault) {
 	cancel()
 	if err != nil {
 		r.out.f("%s: skipped, no ZooKeeper leader: %v", f, firstLine(err))
+		r.res.Kinds[f.Kind]--
 		return
 	}
 	r.out.f("%s: partition ZooKeeper leader %d from its followers (clients still reach it)", f, leader)

@@ -312,7 +312,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	cancel()
 	if cfg.Latency > 0 {
 		fnet.DelayAll(cfg.Latency, cfg.Latency/2)
-		out.f("latency %v ± %v on every link for the whole run", cfg.Latency, cfg.Latency/2)
+		what := "every replica link"
+		if ens.Net() != nil {
+			if err := ens.DelayAll(cfg.Latency, cfg.Latency/2); err == nil {
+				what = "every link (replicas, clients and ZooKeeper quorum and election)"
+			}
+		}
+		out.f("latency %v ± %v on %s for the whole run", cfg.Latency, cfg.Latency/2, what)
 	}
 	if err != nil {
 		return res, fmt.Errorf("chaos: start replicas: %w", err)
@@ -367,7 +373,6 @@ func (r *runner) run(ctx context.Context) error {
 		}
 		f := sched.Next()
 		r.res.Faults++
-		r.res.Kinds[f.Kind]++
 		r.exec(ctx, f)
 		r.heal(ctx, f)
 	}
@@ -519,6 +524,10 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		r.out.f("%s: skipped, no live standby", f)
 		return
 	}
+	// Counted as run from here; a fault that turns out to have done
+	// nothing (a ZooKeeper fault while a server is down, a stall that
+	// found no stream) takes itself back.
+	r.res.Kinds[f.Kind]++
 	switch f.Kind {
 	case KillPrimary:
 		r.out.f("%s: kill -9 primary %s", f, p.ID())

@@ -267,9 +267,8 @@ func (c *Client) Close() {
 	}
 }
 
-// handshakeBound is the longest any single read or write on a ZooKeeper
-// connection may wait: the client's own read timeout (2/3 of the session
-// timeout, at least 1s).
+// handshakeBound is the client's read timeout for the session asked for
+// (2/3 of it, at least 1s); boundedConn caps the handshake at twice it.
 func handshakeBound(session time.Duration) time.Duration { return max(session*2/3, time.Second) }
 
 // boundedDialer dials ZooKeeper servers with connections whose I/O
@@ -278,7 +277,7 @@ func handshakeBound(session time.Duration) time.Duration { return max(session*2/
 // handshake; a server that accepts the connection and then says nothing (a
 // partition at a proxy, a stopped process) held the client that long per
 // server, and every request queued meanwhile — a replica's run loop
-// included — with it. Capped, a silent server costs one read timeout and
+// included — with it. Capped, a silent server costs two read timeouts and
 // the client moves on to the next.
 func boundedDialer(bound time.Duration) zk.Dialer {
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
@@ -290,15 +289,19 @@ func boundedDialer(bound time.Duration) zk.Dialer {
 	}
 }
 
-// boundedConn caps every deadline set on it at bound from now.
+// boundedConn caps a deadline set more than 4×bound from now (go-zookeeper's
+// session handshake: ten read timeouts) at 2×bound. Ordinary read and write
+// deadlines (one read timeout of the session the server granted, which may
+// exceed the one asked for) are left alone.
 type boundedConn struct {
 	net.Conn
 	bound time.Duration
 }
 
 func (c *boundedConn) cap(t time.Time) time.Time {
-	if limit := time.Now().Add(c.bound); !t.IsZero() && t.After(limit) {
-		return limit
+	now := time.Now()
+	if !t.IsZero() && t.After(now.Add(4*c.bound)) {
+		return now.Add(2 * c.bound)
 	}
 	return t
 }

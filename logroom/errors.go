@@ -75,15 +75,12 @@ var (
 // and a request may have been sent before the write failed. Such requests
 // must be resolved by reading back, never treated as definite failures.
 func IsConnLoss(err error) bool {
-	if err == nil {
-		return false
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's own deadline (it satisfies net.Error too)
 	}
 	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) {
 		return true
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false // the caller's own deadline (it satisfies net.Error too)
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||

@@ -186,8 +186,10 @@
 //     do so: it does ZooKeeper work only while the session is live right
 //     now (checked before every step: a request made while go-zookeeper
 //     reconnects waits until it has tried every server), its logroom calls
-//     wait at most 300 ms, and logroom caps every connection deadline at
-//     the read timeout (go-zookeeper's session handshake waits ten).
+//     wait at most 300 ms (its raw go-zookeeper calls are bounded by
+//     go-zookeeper: a read timeout on a live connection, a flush when it
+//     gives up on every server), and logroom caps go-zookeeper's session
+//     handshake (ten read timeouts) at two.
 //   - Our member node found held by another session: waited out for 1.5
 //     session timeouts + 1 s (our previous session's node, or a server
 //     behind); still held → ErrDuplicateID (a persistent node: at once).

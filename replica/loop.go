@@ -256,6 +256,7 @@ func (r *Replica) sessionLost(reason string) {
 	}
 	lp.el.sessionReset()
 	lp.mem.sessionReset()
+	lp.staleSince = time.Time{}
 	lp.watchGen++
 	r.rearmAll()
 }
@@ -336,6 +337,7 @@ func (r *Replica) reconcile() {
 					return
 				}
 			} else {
+				lp.staleSince = time.Time{}
 				r.log.Debug("membership publish failed; will retry", "err", err)
 			}
 		} else {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // Znode names under the room (see doc.go for the formats).
@@ -362,10 +364,7 @@ func sortBySeq(cs []candidate) {
 
 // isConnErr reports whether err means "the request may not have reached
 // ZooKeeper or its answer was lost": retry after checking state.
-func isConnErr(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
-}
+func isConnErr(err error) bool { return logroom.IsConnLoss(err) }
 
 // createParents creates path's missing persistent ancestors and path itself
 // (idempotent, race-safe).
