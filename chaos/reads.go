@@ -474,6 +474,67 @@ func CheckReads(props []testnode.Proposal, reads []Read, nodes []NodeDump, opts 
 	return rr
 }
 
+// exactCheck compares every answered read with the log itself: a node
+// that read at applied index A holds exactly the log's first A entries, so
+// the key must be found, with its write's value, iff the log writes it at
+// an index <= A, and A must not be below the read's barrier. Porcupine
+// cannot see this for a write of unknown outcome that is in the log (it may
+// place such a write after any read that missed it); this check can. It
+// needs complete dumps (every index held by some replica).
+// The run's final verdict applies it after CheckReads (checkReads).
+func exactCheck(rr *ReadReport, props []testnode.Proposal, reads []Read, nodes []NodeDump) {
+	at := map[string]uint64{} // entry SHA -> its index in the log
+	var top uint64
+	for _, n := range nodes {
+		top = max(top, n.Applied)
+		for _, rec := range n.Records {
+			at[rec.SHA256] = rec.Index
+		}
+	}
+	if uint64(len(at)) < top {
+		return // incomplete dumps: nothing exact to say
+	}
+	type write struct {
+		index uint64
+		sha   string
+	}
+	byKey := map[string]write{}
+	for _, p := range props {
+		if i, ok := at[p.SHA256]; ok {
+			byKey[p.Key] = write{i, p.SHA256}
+		}
+	}
+	for _, rd := range reads {
+		if !rd.OK || rd.Index == 0 {
+			continue
+		}
+		w, written := byKey[rd.Key]
+		want := written && w.index <= rd.Index
+		bad := ""
+		switch {
+		case rd.Index < rd.Barrier:
+			bad = fmt.Sprintf("read at applied index %d below its barrier %d", rd.Index, rd.Barrier)
+		case rd.Found != want && want:
+			bad = fmt.Sprintf("not found at applied index %d, but the log writes it at index %d", rd.Index, w.index)
+		case rd.Found != want:
+			bad = fmt.Sprintf("found at applied index %d, but the log does not write it by then", rd.Index)
+		case rd.Found && rd.Entry != w.sha:
+			bad = fmt.Sprintf("read another value (%s) than the log's write at index %d (%s)", short(rd.Entry), w.index, short(w.sha))
+		}
+		if bad == "" {
+			continue
+		}
+		rr.Illegal++
+		if rr.Result != porcupine.Illegal {
+			rr.Result = porcupine.Illegal
+		}
+		if len(rr.Explanations) < 10 {
+			rr.Explanations = append(rr.Explanations, fmt.Sprintf("read of key %q on %s (%s, %s..%s): %s",
+				rd.Key, rd.Node, rd.Role, rd.Start.UTC().Format("15:04:05.000"), rd.End.UTC().Format("15:04:05.000"), bad))
+		}
+	}
+}
+
 // longest is the length of the longest partial linearization.
 func longest(ls [][]int) int {
 	n := 0
@@ -590,7 +651,9 @@ func (r *runner) checkReads(nodes []NodeDump) {
 	if ns := r.c.Nodes(); len(ns) > 0 {
 		dir = filepath.Dir(filepath.Dir(ns[0].Options().Dir))
 	}
-	rr := CheckReads(r.h.Proposals(), r.reads.history(), nodes, ReadCheckOptions{Dir: dir})
+	props, reads := r.h.Proposals(), r.reads.history()
+	rr := CheckReads(props, reads, nodes, ReadCheckOptions{Dir: dir})
+	exactCheck(&rr, props, reads, nodes)
 	r.res.Report.AddReads(rr)
 	what := fmt.Sprintf("reads: %d answered (%d by a primary), %d without an answer %v, %d keys, %d writes of them (%d of unknown outcome); linearizable=%s (porcupine, %v)",
 		rr.Reads, rr.Primary, rr.Failed, rr.FailedBy, rr.Keys, rr.Writes, rr.UnknownWrites, rr.Linearizable(), rr.Took.Round(time.Millisecond))
