@@ -9,10 +9,13 @@ import (
 // flat maps, so anything deeper is foreign data.
 const metaMaxDepth = 4
 
-// checkMsgpack verifies that data holds exactly one msgpack value, nested at
+// CheckMsgpack verifies that data holds exactly one msgpack value, nested at
 // most maxDepth deep, whose every declared length (string, bin, ext, array,
 // map) fits in the bytes that remain. Decoding a value that passes it
-// allocates O(len(data)) and cannot recurse deeply, whatever the input.
+// allocates O(len(data)) and cannot recurse deeply, whatever the input: run
+// it on znode data (input, not truth) before msgpack.Unmarshal.
+func CheckMsgpack(data []byte, maxDepth int) error { return checkMsgpack(data, maxDepth) }
+
 func checkMsgpack(data []byte, maxDepth int) error {
 	// pending[i] counts the values still expected at nesting level i.
 	pending := []uint64{1}
