@@ -80,23 +80,10 @@ func (r *runner) newPrimary(ctx context.Context, old *testnode.Node, t0 time.Tim
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.HealTimeout)
 	defer cancel()
 	for {
-		sts, _ := r.c.Statuses(wctx)
-		primary, ok := "", true
-		for id, s := range sts {
-			if id != old.ID() && s.Role == testnode.RolePrimary {
-				ok = ok && primary == ""
-				primary = id
-			}
-		}
-		for id, s := range sts {
-			if id != old.ID() && id != primary && (s.Role != testnode.RoleStandby || s.PrimaryID != primary) {
-				ok = false
-			}
-		}
-		if ok && primary != "" {
+		if np, _ := r.c.PrimaryAmong(wctx, old.ID()); np != nil && np.ID() != old.ID() {
 			took := time.Since(t0)
 			r.res.MaxFailover = max(r.res.MaxFailover, took)
-			return fmt.Sprintf("%s primary after %v", primary, took.Round(time.Millisecond))
+			return fmt.Sprintf("%s primary after %v", np.ID(), took.Round(time.Millisecond))
 		}
 		select {
 		case <-wctx.Done():
@@ -113,15 +100,7 @@ func (r *runner) newPrimary(ctx context.Context, old *testnode.Node, t0 time.Tim
 // source be tried; s must catch up.
 func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.Node) {
 	r.out.f("%s: stall the checkpoint source in the middle of %s's bootstrap", f, s.ID())
-	_ = s.Kill()
-	if err := s.WipeData(); err != nil {
-		r.out.f("    wipe: %v", err)
-	}
-	r.bootstrapped[s.ID()] = true
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err := p.Checkpoint(cctx)
-	cancel()
-	r.out.f("    checkpoint on primary %s: %v", p.ID(), errText(err))
+	r.wipe(ctx, s, p)
 	var peers []string
 	for _, n := range r.c.Live() {
 		if n.ID() != s.ID() {

@@ -587,17 +587,11 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		r.netFault(ctx, f, p, s)
 	case WipeStandby:
 		r.out.f("%s: kill -9 standby %s, wipe its disk, restart", f, s.ID())
-		_ = s.Kill()
-		if err := s.WipeData(); err != nil {
-			r.out.f("    wipe: %v", err)
-		}
-		r.bootstrapped[s.ID()] = true
+		var cp *testnode.Node
 		if f.Primary {
-			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			err := p.Checkpoint(cctx)
-			cancel()
-			r.out.f("    checkpoint on primary %s: %v", p.ID(), errText(err))
+			cp = p
 		}
+		r.wipe(ctx, s, cp)
 		if r.restart(ctx, s) == nil {
 			r.out.f("    %s restarted with an empty disk", s.ID())
 		}
@@ -617,6 +611,23 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		err := p.Transfer(tctx, s.ID())
 		cancel()
 		r.out.f("    transfer: %v", errText(err))
+	}
+}
+
+// wipe kills standby s and deletes its data dir; if p is set, the primary
+// checkpoints meanwhile (rotates and deletes covered channels), so s must
+// bootstrap from a peer's checkpoint when it restarts.
+func (r *runner) wipe(ctx context.Context, s, p *testnode.Node) {
+	_ = s.Kill()
+	if err := s.WipeData(); err != nil {
+		r.out.f("    wipe: %v", err)
+	}
+	r.bootstrapped[s.ID()] = true
+	if p != nil {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err := p.Checkpoint(cctx)
+		cancel()
+		r.out.f("    checkpoint on primary %s: %v", p.ID(), errText(err))
 	}
 }
 

@@ -481,13 +481,6 @@ func (w *Writer) checkApplied(num, end uint64, path string) error {
 		ErrDiverged, w.room.name, num, path, end, w.cfg.Applied, w.cfg.Owner)
 }
 
-// openNext opens channel num+1 after the sealed channel num ending at last.
-func (w *Writer) openNext(ctx context.Context, num, last uint64) error {
-	next := channelMeta{Version: channelFormatVersion, First: last + 1, Epoch: w.epoch}
-	return w.openChannel(ctx, num+1, next, 0, "open channel",
-		&zk.CreateRequest{Path: w.room.channelPath(num + 1), Data: encodeMeta(next), Acl: w.c.acl})
-}
-
 // openChannel applies ops (fenced) that leave channel num with meta at
 // znode version ver, then makes it the writer's channel.
 func (w *Writer) openChannel(ctx context.Context, num uint64, meta channelMeta, ver int32, what string, ops ...interface{}) error {

@@ -291,11 +291,16 @@ func poll(ctx context.Context, interval time.Duration, what string, cond func() 
 // PrimaryNow returns the live node that reports role primary while every
 // other live node is a standby naming it, or an explanation why there is
 // none right now.
-func (c *Cluster) PrimaryNow(ctx context.Context) (*Node, string) {
+func (c *Cluster) PrimaryNow(ctx context.Context) (*Node, string) { return c.PrimaryAmong(ctx, "") }
+
+// PrimaryAmong is PrimaryNow leaving node exclude out (a node cut off from
+// ZooKeeper that cannot take part, but still answers).
+func (c *Cluster) PrimaryAmong(ctx context.Context, exclude string) (*Node, string) {
 	sts, err := c.Statuses(ctx)
 	if err != nil {
 		return nil, err.Error()
 	}
+	delete(sts, exclude)
 	var primary string
 	for id, s := range sts {
 		if s.Role == RolePrimary {
