@@ -837,28 +837,31 @@ func (r *Replica) setRole(role Role, reason string) {
 		return
 	}
 	lp.role = role
-	r.publishStatus()
-	if lp.connected && role != RoleClosed && role != RoleFailed {
-		if err := lp.mem.publish(r.ownMemberData()); err == nil {
-			lp.lastPublish = time.Now()
-		}
-	}
 	var epoch uint64
 	if lp.term != nil {
 		epoch = lp.term.epoch
 	} else {
 		epoch = r.appliedEpoch.Load()
 	}
+	// RoleChanges first: whoever sees the new role in Status finds the
+	// change already queued (the member publish below is a ZooKeeper
+	// round trip).
 	rc := RoleChange{Role: role, Epoch: epoch, Reason: reason, At: time.Now()}
-	for {
+	for sent := false; !sent; {
 		select {
 		case r.roleCh <- rc:
-			return
+			sent = true
 		default:
+			select {
+			case <-r.roleCh: // drop the oldest
+			default:
+			}
 		}
-		select {
-		case <-r.roleCh: // drop the oldest
-		default:
+	}
+	r.publishStatus()
+	if lp.connected && role != RoleClosed && role != RoleFailed {
+		if err := lp.mem.publish(r.ownMemberData()); err == nil {
+			lp.lastPublish = time.Now()
 		}
 	}
 }
