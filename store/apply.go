@@ -12,12 +12,27 @@ import (
 // index and epoch (those of the last entry), committed under the store's
 // SyncPolicy. entries[0].Index must be AppliedIndex()+1 and the indexes
 // contiguous, else ErrIndexGap and nothing is applied. responses[i] is the
-// Applier's response to entries[i].
+// response to entries[i]: the Applier's, or for a deduplicated request the
+// original's (ApplyOutcomes tells them apart).
 //
 // An Applier error (or panic) aborts the call: nothing of it is written, and
 // the error wraps ErrApply and the Applier's error. An empty entries is a
 // no-op.
 func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
+	outs, err := s.ApplyOutcomes(entries)
+	if err != nil || outs == nil {
+		return nil, err
+	}
+	responses = make([][]byte, len(outs))
+	for i, o := range outs {
+		responses[i] = o.Response
+	}
+	return responses, nil
+}
+
+// ApplyOutcomes is Apply, reporting for each entry whether it was applied
+// or deduplicated through the request table (see doc.go, "Request table").
+func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 	if !s.gate.enter() {
 		return nil, ErrClosed
 	}
@@ -42,13 +57,20 @@ func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
 	pb := s.db.NewIndexedBatch()
 	defer pb.Close()
 	ub := &batch{b: pb}
-	responses = make([][]byte, len(entries))
+	ra := &reqApplier{s: s, pb: pb}
+	committed := false
+	defer func() {
+		if !committed {
+			s.reqQ.valid = false // the queue may hold this batch's changes
+		}
+	}()
+	outcomes = make([]Outcome, len(entries))
 	for i, e := range entries {
-		resp, err := s.applyOne(ub, e)
+		out, err := s.applyEntry(ub, ra, e)
 		if err != nil {
 			return nil, fmt.Errorf("%w: index %d: %w", ErrApply, e.Index, err)
 		}
-		responses[i] = resp
+		outcomes[i] = out
 	}
 	ub.done = true
 	last := entries[len(entries)-1]
@@ -58,10 +80,42 @@ func (s *Store) Apply(entries []Entry) (responses [][]byte, err error) {
 	if err := pb.Commit(s.writeOpts); err != nil {
 		return nil, fmt.Errorf("store: apply: commit indexes %d..%d: %w", entries[0].Index, last.Index, err)
 	}
+	committed = true
 	s.pos.Store(&position{index: last.Index, epoch: last.Epoch, batch: last.Batch})
 	s.applied.Store(last.Index)
 	s.epoch.Store(last.Epoch)
-	return responses, nil
+	return outcomes, nil
+}
+
+// applyEntry applies one entry: a plain one through the Applier; a request
+// through the request table (expire, then deduplicate or apply and record).
+func (s *Store) applyEntry(ub *batch, ra *reqApplier, e Entry) (Outcome, error) {
+	req, payload, ok := DecodeRequest(e.Data)
+	e.Data, e.RequestID = payload, req.ID
+	if !ok || req.ID.IsZero() {
+		resp, err := s.applyOne(ub, e)
+		return Outcome{Response: resp, Index: e.Index}, err
+	}
+	if err := ra.expire(e.Index, req); err != nil {
+		return Outcome{}, err
+	}
+	rec, found, err := ra.lookup(req.ID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ph := payloadHash(payload)
+	if found {
+		if rec.PayloadHash != ph {
+			return Outcome{Index: rec.Index, Conflict: true}, nil
+		}
+		return Outcome{Response: rec.Response, Index: rec.Index, Duplicate: true}, nil
+	}
+	resp, err := s.applyOne(ub, e)
+	if err != nil {
+		return Outcome{}, err
+	}
+	err = ra.record(req.ID, RequestRecord{Index: e.Index, Stamp: req.Stamp, Response: resp, PayloadHash: ph})
+	return Outcome{Response: resp, Index: e.Index}, err
 }
 
 // applyOne runs the Applier on one entry, turning a panic into an error.

@@ -12,6 +12,11 @@
 //	                        then the last entry's BatchRef: 8-byte first, 4-byte count,
 //	                        4-byte CRC (stores written before BatchRef existed hold
 //	                        the first 16 bytes only; they read as a zero BatchRef)
+//	0x00 "roomlog/req/i/" <16-byte request id>
+//	                        request record: 8-byte index, 8-byte stamp, 8-byte payload hash, response
+//	0x00 "roomlog/req/o/" <8-byte big-endian index>
+//	                        expiry queue: 16-byte request id, 8-byte stamp
+//	0x00 "roomlog/req/low"  8-byte index below which the queue holds nothing (a hint)
 //	0x01 <user key>         user value
 //
 // Internal keys start with 0x00, user keys with 0x01, so no user key can
@@ -51,12 +56,53 @@
 // and performs the ops in order; an entry that fails to decode or holds an
 // invalid op is rejected as a whole, with nothing written.
 //
+// # Request table (exactly-once requests)
+//
+// An entry may come wrapped in a request envelope (EncodeRequest):
+//
+//	c1 72 71 01            magic ("\xc1rq", version 1; 0xc1 is never valid msgpack)
+//	16 bytes               request id (zero: no id, see WrapPlain)
+//	uvarint stamp          proposer's clock, Unix ms: log time
+//	uvarint ttl            ms, 1 ms ..= 30 days
+//	uvarint window         entries, 1 ..= 2^26
+//	payload                the rest: what the Applier sees as Entry.Data
+//
+// Only the canonical encoding is an envelope; an entry that starts with the
+// magic but is not a well-formed envelope is plain and reaches the Applier
+// unchanged, as does plain data that WrapPlain wrapped (zero id, zero
+// policy) because it happened to start with the magic.
+//
+// Applying an entry with a request id, in this order:
+//
+//  1. Expire: records are removed oldest index first while the oldest is
+//     more than the entry's window indexes before it, or its stamp is more
+//     than the entry's TTL before the entry's stamp. The policy is the one
+//     the entry carries, so expiry depends only on the log and the table:
+//     every replica removes the same records at the same entry, whatever
+//     its Apply calls' boundaries (a clock that went back expires nothing).
+//  2. Look the id up. Found with the same payload (8 bytes of SHA-256):
+//     Outcome.Duplicate, the Applier is not called, the response is the
+//     original's and Outcome.Index the original's index. Found with another
+//     payload: Outcome.Conflict, nothing applied.
+//  3. Not found: the Applier runs (Entry.RequestID set) and the record
+//     (index, stamp, payload hash, response) joins the table, in the same
+//     Pebble batch as the entry's effects.
+//
+// Bounds: at most window records (the largest window in effect); a record
+// costs about 90 bytes plus its response. A retry that arrives after its
+// record expired is applied again: deduplication is promised within the
+// window and TTL only. The table is outside the user key space (no Scan
+// sees it), is covered by StateHash and travels in checkpoints.
+//
 // # State hash
 //
 // StateHash is the lowercase hex SHA-256 of, for every user key in
 // ascending byte order: uint64be(len(key)) || key || uint64be(len(value)) ||
-// value. It is computed on a Pebble snapshot and returned with the applied
-// index read from that same snapshot.
+// value; then, only when the request table is not empty, uint64be(2^64-1)
+// followed by each record as uint64be(len(k)) || k || uint64be(len(v)) || v
+// with k the record's key without the 0x00 "roomlog/" prefix, in key order.
+// It is computed on a Pebble snapshot and returned with the applied index
+// read from that same snapshot.
 //
 // # Protocol
 //

@@ -94,6 +94,9 @@ func stateHash(r reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := hashRequests(r, h); err != nil {
+		return "", err
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 

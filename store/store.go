@@ -48,6 +48,11 @@ type Entry struct {
 	// state (AppliedBatch), so that the replica can check on restart that
 	// the log still holds it (log matching). The zero value is allowed.
 	Batch BatchRef
+	// RequestID is set by the store for an entry that came in a request
+	// envelope (see EncodeRequest); the Applier sees the payload in Data.
+	// Zero for plain entries. Applier must not make its effects depend on
+	// it beyond what Data would (it may, e.g., log it).
+	RequestID RequestID
 }
 
 // BatchRef identifies the log batch that held an entry: the batch's first
@@ -295,6 +300,8 @@ type Store struct {
 	// pos is the whole stored position (index, epoch, batch) in one
 	// pointer, so AppliedPosition never mixes two Applies.
 	pos atomic.Pointer[position]
+	// reqQ caches the request table's expiry queue; applyMu guards it.
+	reqQ reqQueue
 
 	gate gate // every operation that touches db holds a reference
 
