@@ -15,31 +15,54 @@ import (
 type proposalOutcome struct {
 	resp []byte
 	err  error
+	// index is the index that produced resp: the entry's own, or the
+	// original's for a deduplicated request (dup).
+	index uint64
+	dup   bool
 }
 
-// respRing keeps the responses of the last n applied entries by index, so a
+// outcomeOf turns the store's outcome for the entry at index into what a
+// waiting Propose gets.
+func outcomeOf(index uint64, o store.Outcome) proposalOutcome {
+	if o.Conflict {
+		return proposalOutcome{index: o.Index, err: fmt.Errorf("%w: entry %d repeats the request applied at %d",
+			ErrRequestConflict, index, o.Index)}
+	}
+	return proposalOutcome{resp: o.Response, index: o.Index, dup: o.Duplicate}
+}
+
+// result is the Result of the entry at index with outcome o.
+func (o proposalOutcome) result(index uint64) (Result, error) {
+	res := Result{Index: index, Response: o.resp, Duplicate: o.dup}
+	if o.index != 0 {
+		res.Index = o.index
+	}
+	return res, o.err
+}
+
+// respRing keeps the outcomes of the last n applied entries by index, so a
 // Propose whose entry was applied before it registered still gets its
 // response. Guarded by Replica.propMu.
 type respRing struct {
-	idx  []uint64
-	resp [][]byte
+	idx []uint64
+	out []proposalOutcome
 }
 
 func newRespRing(n int) *respRing {
-	return &respRing{idx: make([]uint64, n), resp: make([][]byte, n)}
+	return &respRing{idx: make([]uint64, n), out: make([]proposalOutcome, n)}
 }
 
-func (g *respRing) put(index uint64, resp []byte) {
+func (g *respRing) put(index uint64, o proposalOutcome) {
 	i := index % uint64(len(g.idx))
-	g.idx[i], g.resp[i] = index, resp
+	g.idx[i], g.out[i] = index, o
 }
 
-func (g *respRing) get(index uint64) ([]byte, bool) {
+func (g *respRing) get(index uint64) (proposalOutcome, bool) {
 	i := index % uint64(len(g.idx))
 	if g.idx[i] != index {
-		return nil, false
+		return proposalOutcome{}, false
 	}
-	return g.resp[i], true
+	return g.out[i], true
 }
 
 // applyEntries applies one contiguous run to the store and publishes the
@@ -57,7 +80,7 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 		n += int64(len(e.Data))
 	}
 	r.storeMu.RLock()
-	resps, err := r.st.Apply(ses)
+	outs, err := r.st.ApplyOutcomes(ses)
 	r.storeMu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("apply entries %d..%d: %w", es[0].Index, es[len(es)-1].Index, err)
@@ -68,9 +91,10 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 	// applied first: a woken Propose must see applied >= its index.
 	r.applied.Store(last)
 	for i, e := range es {
-		r.resps.put(e.Index, resps[i])
+		o := outcomeOf(e.Index, outs[i])
+		r.resps.put(e.Index, o)
 		if ch, ok := r.waiters[e.Index]; ok {
-			ch <- proposalOutcome{resp: resps[i]}
+			ch <- o
 			delete(r.waiters, e.Index)
 		}
 	}

@@ -27,6 +27,8 @@ const (
 	DefaultTransferTimeout        = 5 * time.Second
 	DefaultMemberUpdateInterval   = 50 * time.Millisecond
 	DefaultMaxRoomBytes           = 256 << 20 // logroom's default WriterConfig.MaxRoomBytes
+	DefaultRequestTTL             = 10 * time.Minute
+	DefaultRequestWindow          = 1 << 20
 
 	// MaxIDLen bounds Config.ID (it is a znode name under /members).
 	MaxIDLen = 128
@@ -101,6 +103,16 @@ type Config struct {
 	// MaxPendingProposals bounds the proposals in flight on the primary;
 	// beyond it Propose returns ErrQueueFull. Default 4096.
 	MaxPendingProposals int
+	// RequestTTL and RequestWindow are the deduplication policy this
+	// replica writes into the request envelopes it proposes as primary
+	// (ProposeRequest): a request id is remembered for RequestTTL of log
+	// time (proposers' clocks) and at most RequestWindow log entries,
+	// whichever ends first. The policy travels in the log, so replicas
+	// with different settings still agree. Defaults 10m and 2^20 entries
+	// (about 100 MB of table at 10-byte responses); TTL 1ms..30 days,
+	// window 1..2^26.
+	RequestTTL    time.Duration
+	RequestWindow int
 	// TransferTimeout bounds a leadership transfer's wait for its target to
 	// catch up (the primary accepts no proposal meanwhile) and is how long
 	// the transfer record stays binding for other candidates. Default 5s.
@@ -179,6 +191,12 @@ func (c Config) Validate() error {
 	}
 	if c.TransferTimeout < 0 {
 		bad("TransferTimeout", "%v is negative", c.TransferTimeout)
+	}
+	if c.RequestTTL != 0 && (c.RequestTTL < time.Millisecond || c.RequestTTL > store.MaxRequestTTL) {
+		bad("RequestTTL", "%v is outside [1ms, %v]", c.RequestTTL, store.MaxRequestTTL)
+	}
+	if c.RequestWindow < 0 || c.RequestWindow > store.MaxRequestWindow {
+		bad("RequestWindow", "%d is outside [0, %d]", c.RequestWindow, store.MaxRequestWindow)
 	}
 	if c.MemberUpdateInterval < 0 || c.MemberUpdateInterval > time.Minute {
 		bad("MemberUpdateInterval", "%v is outside [0, 1m]", c.MemberUpdateInterval)
@@ -268,6 +286,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TransferTimeout == 0 {
 		c.TransferTimeout = DefaultTransferTimeout
+	}
+	if c.RequestTTL == 0 {
+		c.RequestTTL = DefaultRequestTTL
+	}
+	if c.RequestWindow == 0 {
+		c.RequestWindow = DefaultRequestWindow
 	}
 	if c.MemberUpdateInterval == 0 {
 		c.MemberUpdateInterval = DefaultMemberUpdateInterval

@@ -33,6 +33,10 @@ var (
 	// ErrQueueFull: Config.MaxPendingProposals proposals are already in
 	// flight; nothing was sent. Back off and retry.
 	ErrQueueFull = errors.New("replica: too many proposals in flight")
+	// ErrRequestConflict: ProposeRequest with a request id already applied
+	// (or in flight) with a different entry. Nothing of the second entry
+	// was applied.
+	ErrRequestConflict = errors.New("replica: request id reused with a different entry")
 	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
 	ErrInvalidConfig = errors.New("replica: invalid config")
 	// ErrWrongDataDir: DataDir holds the state of another room, or of an

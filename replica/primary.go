@@ -2,12 +2,14 @@ package replica
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
 )
 
 // term is one primary term: a writer of one epoch. Created by the loop when
@@ -130,7 +132,120 @@ func (r *Replica) notPrimary() error {
 // acknowledges: it waits for the reconnect, bounded by ctx (an entry the
 // writer already confirmed is acknowledged when the term ends instead: it
 // is committed whatever happens next).
+//
+// A proposal whose outcome is unknown may have been applied; retrying it
+// with Propose may apply it twice. ProposeRequest makes retries safe.
 func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
+	return r.propose(ctx, store.WrapPlain(entry))
+}
+
+// NewRequestID returns a random request id (crypto/rand) for
+// ProposeRequest: one per logical request, reused by all its retries.
+func NewRequestID() store.RequestID {
+	var id store.RequestID
+	for id.IsZero() {
+		_, _ = rand.Read(id[:]) // never fails (crypto/rand's contract since Go 1.24)
+	}
+	return id
+}
+
+// ProposeRequest is Propose for an entry that carries a request id, so
+// that retrying it after ErrOutcomeUnknown, ErrNoResponse, a timeout, a
+// failover or a lost connection applies it at most once:
+//
+//   - If the id is already in the replicated request table (applied, not
+//     expired: see Config.RequestTTL and RequestWindow), the original
+//     Result comes back with Duplicate set, and nothing is appended. Any
+//     member answers this way, standbys included, once it has applied
+//     the original.
+//   - If a ProposeRequest of the same id is in flight on this replica, the
+//     call waits for it (bounded by ctx) and returns its outcome.
+//   - Otherwise the entry is appended in a request envelope; if a copy of
+//     the same id was applied meanwhile (the retry raced the original
+//     through another primary), every replica skips the second copy at
+//     apply time and the original Result comes back, Duplicate set.
+//
+// The same id with a different entry is ErrRequestConflict. Errors are
+// otherwise Propose's; on any of them the caller may retry with the same
+// id. A retry that arrives after the id expired from the table is applied
+// again.
+func (r *Replica) ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error) {
+	if id.IsZero() {
+		return Result{}, fmt.Errorf("replica: propose request: %w: zero request id", store.ErrInvalid)
+	}
+	if err := r.usable(); err != nil {
+		return Result{}, err
+	}
+	hash := store.PayloadHash(entry)
+	if res, done, err := r.appliedRequest(id, hash); done {
+		return res, err
+	}
+	r.propMu.Lock()
+	if f := r.inflight[id]; f != nil {
+		r.propMu.Unlock()
+		if f.hash != hash {
+			return Result{}, fmt.Errorf("%w: request %v is in flight with another entry", ErrRequestConflict, id)
+		}
+		select {
+		case <-f.done:
+			res := f.res
+			if f.err == nil {
+				res.Duplicate = true
+			}
+			return res, f.err
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("%w: request %v: waiting for the same request in flight: %w", ErrOutcomeUnknown, id, ctx.Err())
+		case <-r.stopc:
+			return Result{}, ErrClosed
+		}
+	}
+	f := &inflightReq{hash: hash, done: make(chan struct{})}
+	r.inflight[id] = f
+	r.propMu.Unlock()
+	defer func() {
+		r.propMu.Lock()
+		delete(r.inflight, id)
+		r.propMu.Unlock()
+		close(f.done)
+	}()
+	data, err := store.EncodeRequest(store.Request{ID: id, Stamp: time.Now().UnixMilli(),
+		TTL: r.cfg.RequestTTL, Window: uint64(r.cfg.RequestWindow)}, entry)
+	if err != nil {
+		f.err = fmt.Errorf("replica: propose request: %w", err)
+		return Result{}, f.err
+	}
+	f.res, f.err = r.propose(ctx, data)
+	return f.res, f.err
+}
+
+// inflightReq is a ProposeRequest in progress; its result is set before
+// done closes.
+type inflightReq struct {
+	hash [8]byte
+	done chan struct{}
+	res  Result
+	err  error
+}
+
+// appliedRequest answers a request from the local request table: done is
+// false when the table does not hold id.
+func (r *Replica) appliedRequest(id store.RequestID, hash [8]byte) (Result, bool, error) {
+	r.storeMu.RLock()
+	rec, ok, err := r.st.LookupRequest(id)
+	r.storeMu.RUnlock()
+	switch {
+	case err != nil:
+		return Result{}, true, fmt.Errorf("replica: request table: %w", err)
+	case !ok:
+		return Result{}, false, nil
+	case rec.PayloadHash != hash:
+		return Result{}, true, fmt.Errorf("%w: request %v was applied at %d with another entry", ErrRequestConflict, id, rec.Index)
+	}
+	return Result{Index: rec.Index, Response: rec.Response, Duplicate: true}, true, nil
+}
+
+// propose appends data (an entry in its log form) and waits for its outcome.
+func (r *Replica) propose(ctx context.Context, data []byte) (Result, error) {
 	if err := r.usable(); err != nil {
 		return Result{}, err
 	}
@@ -151,7 +266,7 @@ func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
 		}
 		return Result{}, err
 	}
-	idx, err := t.w.Append(ctx, entry)
+	idx, err := t.w.Append(ctx, data)
 	t.leave()
 	if err != nil {
 		return Result{}, r.appendError(ctx, t, err)
@@ -219,26 +334,23 @@ func (r *Replica) writerFailed(t *term, err error) {
 	}
 }
 
-// awaitResponse waits until index is applied and returns its response.
+// awaitResponse waits until index is applied and returns its outcome.
 func (r *Replica) awaitResponse(ctx context.Context, index uint64) (Result, error) {
-	res := Result{Index: index}
 	r.propMu.Lock()
 	if r.applied.Load() >= index {
-		resp, ok := r.resps.get(index)
+		o, ok := r.resps.get(index)
 		r.propMu.Unlock()
 		if !ok {
-			return res, fmt.Errorf("%w: entry %d applied long ago", ErrNoResponse, index)
+			return Result{Index: index}, fmt.Errorf("%w: entry %d applied long ago", ErrNoResponse, index)
 		}
-		res.Response = resp
-		return res, nil
+		return o.result(index)
 	}
 	ch := make(chan proposalOutcome, 1)
 	r.waiters[index] = ch
 	r.propMu.Unlock()
 	select {
-	case out := <-ch:
-		res.Response = out.resp
-		return res, out.err
+	case o := <-ch:
+		return o.result(index)
 	case <-ctx.Done():
 	case <-r.stopc:
 	}
@@ -246,15 +358,14 @@ func (r *Replica) awaitResponse(ctx context.Context, index uint64) (Result, erro
 	delete(r.waiters, index)
 	r.propMu.Unlock()
 	select {
-	case out := <-ch: // delivered meanwhile
-		res.Response = out.resp
-		return res, out.err
+	case o := <-ch: // delivered meanwhile
+		return o.result(index)
 	default:
 	}
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ctx.Err())
+		return Result{Index: index}, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ctx.Err())
 	}
-	return res, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ErrClosed)
+	return Result{Index: index}, fmt.Errorf("%w: entry %d: %w", ErrNoResponse, index, ErrClosed)
 }
 
 // StepDown gives up the primary role: it stops accepting proposals, waits
@@ -426,3 +537,11 @@ func (r *Replica) startTakeover() *takeoverRun {
 	}()
 	return tr
 }
+
+// RequestID names one logical request for ProposeRequest (see
+// store.RequestID): 16 bytes, the zero value meaning none.
+type RequestID = store.RequestID
+
+// RequestIDFromKey derives a RequestID from a client's key (for example an
+// HTTP Idempotency-Key): equal keys, equal ids.
+func RequestIDFromKey(key string) RequestID { return store.RequestIDFromKey(key) }

@@ -62,7 +62,8 @@ type Replica struct {
 	tailErr   atomic.Pointer[error]
 	propMu    sync.Mutex
 	waiters   map[uint64]chan proposalOutcome // index -> a Propose waiting for its response
-	resps     *respRing                       // recent responses by index
+	resps     *respRing                       // recent outcomes by index
+	inflight  map[store.RequestID]*inflightReq // request ids being proposed on this replica
 	appliedMu sync.Mutex                      // guards appliedCh
 	appliedCh chan struct{}                   // closed and replaced when applied advances
 
@@ -130,6 +131,10 @@ type statusSnap struct {
 type Result struct {
 	Index    uint64 // the entry's index in the log
 	Response []byte // what the Applier returned for it
+	// Duplicate: ProposeRequest found the request already applied (a retry
+	// of a proposal that succeeded); Index and Response are the original's
+	// and the entry was not applied again.
+	Duplicate bool
 }
 
 // Open validates cfg, opens the local store, connects to ZooKeeper, joins
@@ -151,6 +156,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		loopDone:    make(chan struct{}),
 		waiters:     map[uint64]chan proposalOutcome{},
 		resps:       newRespRing(2*cfg.MaxPendingProposals + 1024),
+		inflight:    make(map[store.RequestID]*inflightReq),
 		appliedCh:   make(chan struct{}),
 		ckptTrig:    make(chan struct{}, 1),
 		ckptReq:     make(chan ckptRequest),

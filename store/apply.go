@@ -103,7 +103,7 @@ func (s *Store) applyEntry(ub *batch, ra *reqApplier, e Entry) (Outcome, error) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	ph := payloadHash(payload)
+	ph := PayloadHash(payload)
 	if found {
 		if rec.PayloadHash != ph {
 			return Outcome{Index: rec.Index, Conflict: true}, nil

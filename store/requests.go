@@ -175,7 +175,9 @@ type RequestRecord struct {
 	PayloadHash [8]byte
 }
 
-func payloadHash(p []byte) (h [8]byte) {
+// PayloadHash is what a request record keeps of its payload: the first 8
+// bytes of its SHA-256.
+func PayloadHash(p []byte) (h [8]byte) {
 	s := sha256.Sum256(p)
 	copy(h[:], s[:8])
 	return h
