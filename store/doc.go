@@ -75,7 +75,7 @@
 // Applying an entry with a request id, in this order:
 //
 //  1. Expire: records are removed oldest index first while the oldest is
-//     more than the entry's window indexes before it, or its stamp is more
+//     window or more indexes before the entry, or its stamp is more
 //     than the entry's TTL before the entry's stamp. The policy is the one
 //     the entry carries, so expiry depends only on the log and the table:
 //     every replica removes the same records at the same entry, whatever

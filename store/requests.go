@@ -51,8 +51,8 @@ type Request struct {
 	// TTL: a record whose Stamp is more than TTL before a later entry's
 	// Stamp is expired by that entry.
 	TTL time.Duration
-	// Window: a record more than Window log indexes before a later entry
-	// is expired by that entry. It bounds the table to Window records.
+	// Window: the entry Window log indexes after a record (or any later
+	// one) expires it, so the table never holds more than Window records.
 	Window uint64
 }
 
@@ -169,7 +169,7 @@ type Outcome struct {
 type RequestRecord struct {
 	Index    uint64 // the entry that applied the request
 	Stamp    int64  // its envelope's stamp
-	Response []byte // the Applier's response
+	Response []byte // the Applier's response (nil when it was empty)
 	// PayloadHash is the first 8 bytes of the payload's SHA-256: a retry
 	// with another payload is a Conflict.
 	PayloadHash [8]byte
@@ -214,9 +214,8 @@ func decodeRecord(v []byte) (RequestRecord, error) {
 	}
 	r := RequestRecord{Index: binary.BigEndian.Uint64(v), Stamp: int64(binary.BigEndian.Uint64(v[8:]))}
 	copy(r.PayloadHash[:], v[16:24])
-	r.Response = bytes.Clone(v[24:])
-	if r.Response == nil {
-		r.Response = []byte{}
+	if len(v) > 24 {
+		r.Response = bytes.Clone(v[24:])
 	}
 	return r, nil
 }
@@ -314,7 +313,7 @@ func (a *reqApplier) refill(q *reqQueue) error {
 }
 
 // expire removes, oldest first, the records that entry e (holding req)
-// expires: those more than req.Window indexes before it or more than
+// expires: those req.Window or more indexes before it, or more than
 // req.TTL of log time older. It depends only on the table and e, so every
 // replica removes the same records at the same entry.
 func (a *reqApplier) expire(index uint64, req Request) error {
@@ -327,7 +326,7 @@ func (a *reqApplier) expire(index uint64, req Request) error {
 		if !ok {
 			break
 		}
-		tooOld := index-h.index > req.Window ||
+		tooOld := index-h.index >= req.Window ||
 			(req.Stamp > h.stamp && req.Stamp-h.stamp > req.TTL.Milliseconds())
 		if !tooOld {
 			break

@@ -108,22 +108,30 @@ func TestRequestExpiry(t *testing.T) {
 	t.Run("window", func(t *testing.T) {
 		s := openTest(t, t.TempDir(), &Options{Applier: counterApplier})
 		const w = 3
-		_, err := s.Apply([]Entry{reqEntry(t, 1, 1, "1", 0, time.Hour, w), {Index: 2, Data: []byte("1")}, {Index: 3, Data: []byte("1")}})
+		_, err := s.Apply([]Entry{reqEntry(t, 1, 1, "1", 0, time.Hour, w), {Index: 2, Data: []byte("1")}})
 		require.NoError(t, err)
-		// Index 4 is 3 after 1: still inside the window.
-		outs, err := s.ApplyOutcomes([]Entry{reqEntry(t, 4, 1, "1", 0, time.Hour, w)})
+		// Index 3 is 2 after 1: inside the window.
+		outs, err := s.ApplyOutcomes([]Entry{reqEntry(t, 3, 1, "1", 0, time.Hour, w)})
 		require.NoError(t, err)
 		require.True(t, outs[0].Duplicate)
-		// Index 5 is 4 after 1: the record expired, the retry applies again
-		// (the documented limit of deduplication).
-		outs, err = s.ApplyOutcomes([]Entry{reqEntry(t, 5, 1, "1", 0, time.Hour, w)})
+		// Index 4 is 3 (the window) after 1: the record expired, the retry
+		// applies again (the documented limit of deduplication).
+		outs, err = s.ApplyOutcomes([]Entry{reqEntry(t, 4, 1, "1", 0, time.Hour, w)})
 		require.NoError(t, err)
 		require.False(t, outs[0].Duplicate)
-		require.EqualValues(t, 5, outs[0].Index)
-		require.Equal(t, 4, getInt(t, s, "calls"))
+		require.EqualValues(t, 4, outs[0].Index)
+		require.Equal(t, 3, getInt(t, s, "calls"))
 		n, err := s.RequestTableLen()
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
+		// A run of requests never holds more than the window.
+		for i := uint64(5); i < 15; i++ {
+			_, err := s.Apply([]Entry{reqEntry(t, i, int(i), "1", 0, time.Hour, w)})
+			require.NoError(t, err)
+			n, err := s.RequestTableLen()
+			require.NoError(t, err)
+			require.LessOrEqual(t, n, w)
+		}
 	})
 	t.Run("ttl", func(t *testing.T) {
 		s := openTest(t, t.TempDir(), &Options{Applier: counterApplier})
