@@ -244,3 +244,57 @@ func runCheckpoint(ctx context.Context, b *bench) ([]Result, error) {
 	b.emit(load)
 	return append(out, load), nil
 }
+
+// runRequests measures what request ids cost: closed-loop Propose and
+// ProposeRequest (a fresh id per call: envelope, table lookup, record and
+// expiry in the apply batch) at 256 proposers on one lone primary,
+// alternated plain/ids/plain/ids so drift hits both alike.
+func runRequests(ctx context.Context, b *bench) ([]Result, error) {
+	em, err := newEntryMaker(replicaEntryBytes, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	m, room, err := b.lonePrimary(ctx, "req", noCheckpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer b.dropRoom(room)
+	defer m.Close()
+	d := max(b.cfg.duration/2, time.Second)
+	b.timedLoad(ctx, m.r, em, 256, 0, d/4, nil) // warm-up
+	var out []Result
+	var sum [2]float64
+	for round := 0; round < 2; round++ {
+		for _, ids := range []bool{false, true} {
+			em.ids = ids
+			name := "requests-plain"
+			if ids {
+				name = "requests-ids"
+			}
+			b.prog.Logf("%s 256B x256 (round %d): %v", name, round+1, d)
+			st, el := b.timedLoad(ctx, m.r, em, 256, 0, d, nil)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			row := b.proposeRow(name, 256, st, el)
+			row.Note = "replica.Propose on a lone primary"
+			if ids {
+				row.Note = "replica.ProposeRequest, a fresh request id per call, same primary"
+				sum[1] += row.EntriesPerS
+			} else {
+				sum[0] += row.EntriesPerS
+			}
+			if round == 1 && ids && sum[0] > 0 {
+				row.setExtra("ids_vs_plain", round3(sum[1]/sum[0]))
+			}
+			b.emit(row)
+			out = append(out, row)
+		}
+	}
+	em.ids = false
+	n, err := m.r.Store().RequestTableLen()
+	if err == nil {
+		b.prog.Logf("requests: %d records in the table at the end", n)
+	}
+	return out, nil
+}

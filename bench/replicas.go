@@ -141,6 +141,8 @@ func noCheckpoints(c *replica.Config) {
 type entryMaker struct {
 	size, keys int
 	value      []byte
+	// ids: propose each entry with a fresh request id (ProposeRequest).
+	ids bool
 }
 
 func newEntryMaker(size, keys int) (*entryMaker, error) {
@@ -234,7 +236,13 @@ func runLoad(ctx context.Context, r *replica.Replica, em *entryMaker, workers in
 				}
 				e := em.make(int(seq.Add(1)))
 				t0 := time.Now()
-				res, err := r.Propose(ctx, e)
+				var res replica.Result
+				var err error
+				if em.ids {
+					res, err = r.ProposeRequest(ctx, replica.NewRequestID(), e)
+				} else {
+					res, err = r.Propose(ctx, e)
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						st.fail(err)

@@ -175,6 +175,30 @@
 //  4. Wait until applied >= index; wait until connected; return
 //     Result{Index, Response}.
 //
+// ProposeRequest (caller's goroutine; exactly-once retries):
+//
+//  1. Look the request id up in the store's request table (replicated
+//     state, see package store "Request table"): found with the same
+//     entry → the original Result, Duplicate set, nothing appended (any
+//     member, standbys included, answers once it applied the original);
+//     found with another entry → ErrRequestConflict.
+//  2. The same id in flight on this replica → wait for it (bounded by ctx)
+//     and return its outcome.
+//  3. Otherwise Propose the entry in a request envelope stamped with this
+//     replica's clock (log time) and its RequestTTL / RequestWindow. If a
+//     copy of the id was applied meanwhile (a retry that raced the
+//     original through another primary), every replica skips this copy at
+//     apply time — the store's decision depends only on the log — and the
+//     original Result comes back, Duplicate set.
+//
+// A retry is therefore safe after any error (ErrOutcomeUnknown,
+// ErrNoResponse, ErrNotPrimary, a timeout, a lost connection, a crash of
+// the caller's primary), as long as it comes within the request's TTL and
+// window; after that the id is forgotten and a retry applies again.
+// Propose (no id) keeps at-least-once-if-retried semantics, and wraps an
+// entry that happens to start like an envelope so that it reaches the
+// Applier unchanged.
+//
 // Session events (run loop):
 //
 //   - Disconnected (SUSPENDED): proposals neither sent nor acknowledged;
@@ -260,7 +284,7 @@
 // # Errors
 //
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
-// ErrFenced, ErrQueueFull, ErrClosed, ErrFailed, ErrTransfer,
+// ErrFenced, ErrQueueFull, ErrRequestConflict, ErrClosed, ErrFailed, ErrTransfer,
 // ErrDuplicateID, ErrWrongDataDir, ErrInvalidConfig,
 // ErrNoCheckpointSource, ErrDiverged (= logroom.ErrDiverged); logroom's
 // ErrEntryTooLarge, ErrRoomFull and ErrCorrupt pass through (wrapped).

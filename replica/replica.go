@@ -61,11 +61,11 @@ type Replica struct {
 	// tailErr is the standby tail's last error (nil while it progresses).
 	tailErr   atomic.Pointer[error]
 	propMu    sync.Mutex
-	waiters   map[uint64]chan proposalOutcome // index -> a Propose waiting for its response
-	resps     *respRing                       // recent outcomes by index
+	waiters   map[uint64]chan proposalOutcome  // index -> a Propose waiting for its response
+	resps     *respRing                        // recent outcomes by index
 	inflight  map[store.RequestID]*inflightReq // request ids being proposed on this replica
-	appliedMu sync.Mutex                      // guards appliedCh
-	appliedCh chan struct{}                   // closed and replaced when applied advances
+	appliedMu sync.Mutex                       // guards appliedCh
+	appliedCh chan struct{}                    // closed and replaced when applied advances
 
 	// Checkpoint policy counters, written by the (single) apply goroutine
 	// and reset by the checkpointer.
