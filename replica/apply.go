@@ -102,6 +102,16 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 	r.noteCommitted(last)
 	r.signalApplied()
 	r.countForCheckpoint(int64(len(es)), n)
+	if r.m != nil && r.currentTerm() == nil {
+		// Standby: how long after its proposer stamped it the newest
+		// request of the run is applied here.
+		for i := len(es) - 1; i >= 0; i-- {
+			if req, _, ok := store.DecodeRequest(es[i].Data); ok && !req.ID.IsZero() {
+				r.m.applied(req.Stamp, time.Now())
+				break
+			}
+		}
+	}
 	return nil
 }
 

@@ -95,6 +95,14 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 	if err := r.usable(); err != nil {
 		return err
 	}
+	start := time.Now()
+	bytes, err := r.checkpointNow(ctx)
+	r.m.checkpointed(time.Since(start), bytes, err)
+	return err
+}
+
+// checkpointNow takes one checkpoint and returns its size.
+func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 	t := r.currentTerm()
 	if t != nil {
 		// Seal the open channel so the checkpoint covers whole channels.
@@ -102,7 +110,7 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 		switch {
 		case err == nil:
 			if err := r.waitApplied(ctx, sealed.LastIndex, t.done); err != nil && !errors.Is(err, errTermEnded) {
-				return fmt.Errorf("replica: checkpoint: wait for sealed channel: %w", err)
+				return 0, fmt.Errorf("replica: checkpoint: wait for sealed channel: %w", err)
 			}
 		case errors.Is(err, logroom.ErrFenced), errors.Is(err, logroom.ErrOutcomeUnknown), errors.Is(err, logroom.ErrClosed):
 			r.writerFailed(t, err)
@@ -119,7 +127,7 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 	info, err := checkpoint.Create(ctx, r.st, r.ckptRoot, r.origin())
 	r.storeMu.RUnlock()
 	if err != nil {
-		return fmt.Errorf("replica: checkpoint: %w", err)
+		return 0, fmt.Errorf("replica: checkpoint: %w", err)
 	}
 	if err := checkpoint.Retain(r.ckptRoot, r.cfg.KeepCheckpoints); err != nil {
 		r.log.Warn("checkpoint retention failed", "err", err)
@@ -133,14 +141,14 @@ func (r *Replica) doCheckpoint(ctx context.Context) error {
 	}
 	r.log.Debug("checkpoint created", "index", info.Manifest.Index, "bytes", info.Bytes)
 	if t == nil || r.currentTerm() != t {
-		return nil
+		return info.Bytes, nil
 	}
 	rec := checkpointRecord{V: formatVersion1, Index: info.Manifest.Index, Epoch: t.epoch, ID: r.cfg.ID,
 		Addr: r.cfg.AdvertiseAddr, Created: time.Now().UnixMilli()}
 	if err := r.recordCheckpoint(rec); err != nil {
-		return fmt.Errorf("replica: record checkpoint: %w", err)
+		return info.Bytes, fmt.Errorf("replica: record checkpoint: %w", err)
 	}
-	return r.deleteChannels(ctx, info.Manifest.Index, false)
+	return info.Bytes, r.deleteChannels(ctx, info.Manifest.Index, false)
 }
 
 // refreshLocalCkpt sets the advertised checkpoint index to the newest
@@ -408,6 +416,7 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 		return err
 	}
 	r.bootstraps.Add(1)
+	r.m.bootstrapped(time.Since(start), info.Bytes)
 	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
@@ -126,6 +128,11 @@ type Config struct {
 	// Auth, when set, authenticates with ZooKeeper digest credentials and
 	// creates every znode with a digest ACL.
 	Auth *logroom.Digest
+	// Registerer, when set, receives the replica's Prometheus metrics and
+	// its logroom writer's and reader's (package doc, "Metrics"), labelled
+	// room=<Room> and member=<ID>. They are unregistered by Close. nil: no
+	// metrics (never the global registry unless passed explicitly).
+	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil discards.
 	Logger *slog.Logger
 	// Writer tunes the primary's logroom writer (batching, channel rotation,

@@ -224,6 +224,7 @@ func (r *Replica) onSession() {
 		r.sessionLost("session expired")
 	}
 	if ok && sid != lp.sessionID {
+		r.m.sessionExpired()
 		r.log.Warn("zookeeper session replaced (expired); rebuilding membership and election",
 			"old", fmt.Sprintf("0x%x", lp.sessionID), "new", fmt.Sprintf("0x%x", sid))
 		r.sessionLost("session expired")
@@ -634,6 +635,7 @@ func (r *Replica) onTakeoverDone() {
 	r.noteCommitted(w.StartIndex() - 1)
 	r.setRole(RolePrimary, "elected")
 	r.log.Info("primary", "epoch", t.epoch, "start", t.start, "takeover", time.Since(tr.at))
+	r.m.tookOver(time.Since(tr.at))
 	// Clear a transfer record that named us (best effort).
 	if rec, ok, err := r.readTransfer(); err == nil && ok && rec.To == r.cfg.ID {
 		_ = r.conn.Delete(r.room.Path(transferZ), -1)
@@ -914,6 +916,9 @@ func (r *Replica) publishStatus() {
 	}
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
+	if pid != r.snap.primaryID && pid != "" {
+		r.m.leaderChanged()
+	}
 	r.snap.role = lp.role
 	r.snap.epoch = epoch
 	r.snap.primaryID, r.snap.primaryAddr = pid, paddr

@@ -136,7 +136,10 @@ func (r *Replica) notPrimary() error {
 // A proposal whose outcome is unknown may have been applied; retrying it
 // with Propose may apply it twice. ProposeRequest makes retries safe.
 func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
-	return r.propose(ctx, store.WrapPlain(entry))
+	start := time.Now()
+	res, err := r.propose(ctx, store.WrapPlain(entry))
+	r.m.proposal(start, res, err)
+	return res, err
 }
 
 // NewRequestID returns a random request id (crypto/rand) for
@@ -170,6 +173,13 @@ func NewRequestID() store.RequestID {
 // id. A retry that arrives after the id expired from the table is applied
 // again.
 func (r *Replica) ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error) {
+	start := time.Now()
+	res, err := r.proposeRequest(ctx, id, entry)
+	r.m.proposal(start, res, err)
+	return res, err
+}
+
+func (r *Replica) proposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error) {
 	if id.IsZero() {
 		return Result{}, fmt.Errorf("replica: propose request: %w: zero request id", store.ErrInvalid)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
@@ -110,6 +111,8 @@ type Replica struct {
 
 	httpSrv  *http.Server
 	listener net.Listener
+
+	m *metrics // nil without Config.Registerer; set in Open before any goroutine
 }
 
 // statusSnap is what the loop publishes for Status (guarded by statusMu).
@@ -171,6 +174,12 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
+	}
+	if cfg.Registerer != nil {
+		reg := prometheus.WrapRegistererWith(prometheus.Labels{"room": cfg.Room, "member": cfg.ID}, cfg.Registerer)
+		if r.m, err = newMetrics(reg, r); err != nil {
+			return nil, fmt.Errorf("replica: register metrics: %w", err)
+		}
 	}
 	r.bgCtx, r.cancelBG = context.WithCancel(context.Background())
 	defer func() {
@@ -310,6 +319,7 @@ func (r *Replica) Close() error {
 // closeResources closes the client and the store (Open's failure path and
 // Close).
 func (r *Replica) closeResources() error {
+	r.m.unregister()
 	if r.unsubscribe != nil {
 		r.unsubscribe()
 	}

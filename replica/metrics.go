@@ -1,0 +1,291 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are a replica's Prometheus collectors. A nil *metrics (no
+// Config.Registerer) records nothing; every method is nil-safe.
+//
+// What the loop already publishes in Status (role, epoch, indexes, lag,
+// members, connection) is read at scrape time by statusCollector, so it
+// costs nothing between scrapes; events (proposals, takeovers, expiries,
+// checkpoints, bootstraps, leader changes) are counted where they happen.
+type metrics struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+
+	proposals       *prometheus.CounterVec
+	proposeSeconds  prometheus.Histogram
+	leaderChanges   prometheus.Counter
+	takeoverSeconds prometheus.Histogram
+	expiries        prometheus.Counter
+	ckptSeconds     prometheus.Histogram
+	ckptBytes       prometheus.Gauge
+	ckptFailures    prometheus.Counter
+	bootBytes       prometheus.Counter
+	bootSeconds     prometheus.Histogram
+	applyLag        prometheus.Histogram
+}
+
+// Proposal outcomes, the values of roomlog_replica_proposals_total's
+// outcome label.
+var proposalOutcomes = []string{"ok", "duplicate", "not_primary", "queue_full", "fenced",
+	"outcome_unknown", "no_response", "conflict", "rejected", "closed", "canceled"}
+
+func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	latency := []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10}
+	m := &metrics{
+		proposals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "roomlog_replica_proposals_total",
+			Help: "Proposals (Propose and ProposeRequest calls) by outcome.",
+		}, []string{"outcome"}),
+		proposeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomlog_replica_propose_seconds",
+			Help:    "Latency of successful proposals: call to committed and applied locally.",
+			Buckets: latency,
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_leader_changes_total",
+			Help: "Changes of the primary this replica has seen (itself included).",
+		}),
+		takeoverSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomlog_replica_takeover_seconds",
+			Help:    "Takeover duration: election won to accepting proposals (epoch, seal, catch-up).",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_zk_session_expiries_total",
+			Help: "ZooKeeper sessions of this replica that expired (membership and election rebuilt).",
+		}),
+		ckptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomlog_replica_checkpoint_seconds",
+			Help:    "Duration of local checkpoints (rotate, wait, Pebble checkpoint, manifest).",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}),
+		ckptBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "roomlog_replica_checkpoint_bytes",
+			Help: "Size of the newest local checkpoint.",
+		}),
+		ckptFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_checkpoint_failures_total",
+			Help: "Local checkpoints that failed.",
+		}),
+		bootBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_bootstrap_bytes_total",
+			Help: "Checkpoint bytes fetched from peers and restored (bootstraps).",
+		}),
+		bootSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomlog_replica_bootstrap_seconds",
+			Help:    "Duration of bootstraps: fetch, verify and restore of a peer's checkpoint.",
+			Buckets: []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}),
+		applyLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "roomlog_replica_apply_lag_seconds",
+			Help: "Standby: time from the proposer stamping a request (ProposeRequest) to its apply here. " +
+				"Spans two clocks; plain Propose entries carry no stamp and are not observed.",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+	}
+	for _, o := range proposalOutcomes {
+		m.proposals.WithLabelValues(o)
+	}
+	cs := []prometheus.Collector{m.proposals, m.proposeSeconds, m.leaderChanges, m.takeoverSeconds,
+		m.expiries, m.ckptSeconds, m.ckptBytes, m.ckptFailures, m.bootBytes, m.bootSeconds, m.applyLag,
+		&statusCollector{r: r}}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return nil, err
+		}
+	}
+	m.reg, m.collectors = reg, cs
+	return m, nil
+}
+
+// unregister removes the collectors (Close), so that a replica of the same
+// room and id can open again in the same process and registry.
+func (m *metrics) unregister() {
+	if m == nil {
+		return
+	}
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
+}
+
+// proposal counts one finished proposal.
+func (m *metrics) proposal(start time.Time, res Result, err error) {
+	if m == nil {
+		return
+	}
+	if err == nil {
+		m.proposeSeconds.Observe(time.Since(start).Seconds())
+		if res.Duplicate {
+			m.proposals.WithLabelValues("duplicate").Inc()
+		} else {
+			m.proposals.WithLabelValues("ok").Inc()
+		}
+		return
+	}
+	m.proposals.WithLabelValues(outcomeLabel(err)).Inc()
+}
+
+func outcomeLabel(err error) string {
+	switch {
+	case errors.Is(err, ErrNotPrimary):
+		return "not_primary"
+	case errors.Is(err, ErrQueueFull):
+		return "queue_full"
+	case errors.Is(err, ErrFenced):
+		return "fenced"
+	case errors.Is(err, ErrOutcomeUnknown):
+		return "outcome_unknown"
+	case errors.Is(err, ErrNoResponse):
+		return "no_response"
+	case errors.Is(err, ErrRequestConflict):
+		return "conflict"
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed):
+		return "closed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	default:
+		return "rejected" // entry too large, room full, invalid id, ...
+	}
+}
+
+func (m *metrics) leaderChanged() {
+	if m != nil {
+		m.leaderChanges.Inc()
+	}
+}
+
+func (m *metrics) tookOver(d time.Duration) {
+	if m != nil {
+		m.takeoverSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *metrics) sessionExpired() {
+	if m != nil {
+		m.expiries.Inc()
+	}
+}
+
+func (m *metrics) checkpointed(d time.Duration, bytes int64, err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.ckptFailures.Inc()
+		return
+	}
+	m.ckptSeconds.Observe(d.Seconds())
+	m.ckptBytes.Set(float64(bytes))
+}
+
+func (m *metrics) bootstrapped(d time.Duration, bytes int64) {
+	if m != nil {
+		m.bootSeconds.Observe(d.Seconds())
+		m.bootBytes.Add(float64(bytes))
+	}
+}
+
+func (m *metrics) applied(stampMillis int64, now time.Time) {
+	if m != nil && stampMillis > 0 {
+		m.applyLag.Observe(max(0, now.Sub(time.UnixMilli(stampMillis)).Seconds()))
+	}
+}
+
+// statusCollector turns Status into gauges at scrape time.
+type statusCollector struct{ r *Replica }
+
+var (
+	descRole = prometheus.NewDesc("roomlog_replica_role",
+		"1 for the replica's current role, 0 for the others.", []string{"role"}, nil)
+	descEpoch = prometheus.NewDesc("roomlog_replica_epoch",
+		"Epoch led (primary) or of the last applied entry (standby).", nil, nil)
+	descApplied = prometheus.NewDesc("roomlog_replica_applied_index",
+		"Index of the last entry applied to the local store.", nil, nil)
+	descCommitted = prometheus.NewDesc("roomlog_replica_committed_index",
+		"Highest committed index this replica has seen.", nil, nil)
+	descLag = prometheus.NewDesc("roomlog_replica_apply_lag_entries",
+		"Committed index seen minus applied index.", nil, nil)
+	descMemberDelta = prometheus.NewDesc("roomlog_replica_member_applied_delta",
+		"Primary only: own applied index minus each live member's published applied index.", []string{"peer"}, nil)
+	descMembers = prometheus.NewDesc("roomlog_replica_members",
+		"Live members of the room seen by this replica (itself included).", nil, nil)
+	descForeign = prometheus.NewDesc("roomlog_replica_foreign_znodes",
+		"Znodes under members/ and election/ ignored as foreign (see the package doc's Trust boundary).", nil, nil)
+	descConnected = prometheus.NewDesc("roomlog_replica_zk_connected",
+		"1 while the ZooKeeper session is usable.", nil, nil)
+	descSuspended = prometheus.NewDesc("roomlog_replica_zk_suspended_seconds",
+		"How long the ZooKeeper connection has been down (0 when connected).", nil, nil)
+	descPending = prometheus.NewDesc("roomlog_replica_proposals_pending",
+		"Proposals in flight on this replica.", nil, nil)
+	descBootstraps = prometheus.NewDesc("roomlog_replica_bootstraps",
+		"Times this replica restored its store from a peer's checkpoint since it opened.", nil, nil)
+	descCkptIndex = prometheus.NewDesc("roomlog_replica_checkpoint_index",
+		"Index of the newest local checkpoint.", nil, nil)
+	descRoomBytes = prometheus.NewDesc("roomlog_replica_room_bytes",
+		"Bytes the room's channels hold in ZooKeeper (refreshed about every second).", nil, nil)
+	descChannels = prometheus.NewDesc("roomlog_replica_room_channels",
+		"Channels in the room (refreshed about every second).", nil, nil)
+)
+
+var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, RoleClosed}
+
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRole, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
+		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
+		descRoomBytes, descChannels} {
+		ch <- d
+	}
+}
+
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.r.Status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, role := range roleLabels {
+		v := 0.0
+		if s.Role == role {
+			v = 1
+		}
+		gauge(descRole, v, role.String())
+	}
+	gauge(descEpoch, float64(s.Epoch))
+	gauge(descApplied, float64(s.Applied))
+	gauge(descCommitted, float64(s.Committed))
+	gauge(descLag, float64(s.Lag))
+	if s.Role == RolePrimary {
+		for _, m := range s.Members {
+			if m.ID != s.ID {
+				gauge(descMemberDelta, float64(int64(s.Applied)-int64(m.Applied)), m.ID)
+			}
+		}
+	}
+	gauge(descMembers, float64(len(s.Members)))
+	gauge(descForeign, float64(len(s.Foreign)))
+	connected := 0.0
+	if s.Connected {
+		connected = 1
+	}
+	gauge(descConnected, connected)
+	gauge(descSuspended, s.Suspended.Seconds())
+	gauge(descPending, float64(s.Pending))
+	gauge(descBootstraps, float64(s.Bootstraps))
+	gauge(descCkptIndex, float64(s.CheckpointIndex))
+	gauge(descRoomBytes, float64(s.RoomBytes))
+	gauge(descChannels, float64(s.Channels))
+}
