@@ -76,6 +76,10 @@ type FetchOptions struct {
 	// MaxManifestBytes bounds the manifest (its tar entry, or the body of
 	// FetchManifest). Default 8 MiB.
 	MaxManifestBytes int64
+	// BearerToken, when set, is sent as "Authorization: Bearer <token>"
+	// with every request (see RequireBearer). A 401 or 403 answer is
+	// ErrUnauthorized.
+	BearerToken string
 	// MinRate (bytes/s) bounds a peer that trickles: once IdleTimeout has
 	// passed since the response, the body must have averaged at least
 	// MinRate since then, or the fetch fails (ErrTimeout). With the size
@@ -249,6 +253,9 @@ func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch: %w", err)
 	}
+	if o.BearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+o.BearerToken)
+	}
 	headerWait := o.ConnectTimeout + o.ResponseHeaderTimeout
 	wd.arm(headerWait, fmt.Errorf("%w: %s: no response within %v (connect %v + response headers %v)",
 		ErrTimeout, url, headerWait, o.ConnectTimeout, o.ResponseHeaderTimeout))
@@ -264,6 +271,8 @@ func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return nil, nil, nil, nil, fmt.Errorf("%w: fetch %s: %s: %s", ErrNoCheckpoint, url, resp.Status, strings.TrimSpace(string(msg)))
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return nil, nil, nil, nil, fmt.Errorf("%w: fetch %s: %s: %s", ErrUnauthorized, url, resp.Status, strings.TrimSpace(string(msg)))
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch %s: %s: redirect to %q refused (checkpoint fetches follow no redirects)",
 			url, resp.Status, resp.Header.Get("Location"))

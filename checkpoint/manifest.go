@@ -32,6 +32,9 @@ var (
 	// ErrTimeout: a fetch gave up on a peer that did not connect, did not
 	// answer or stopped sending within FetchOptions' timeouts.
 	ErrTimeout = errors.New("checkpoint: fetch timed out")
+	// ErrUnauthorized: the serving peer refused the fetch (401/403): the
+	// bearer token (FetchOptions.BearerToken) is missing or wrong.
+	ErrUnauthorized = errors.New("checkpoint: unauthorized")
 )
 
 // FormatVersion is the manifest format this package writes. It reads

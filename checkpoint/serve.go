@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"archive/tar"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -39,6 +42,28 @@ func Handler(root string) http.Handler {
 }
 
 type handler struct{ root string }
+
+// RequireBearer wraps h so that it serves only requests that carry
+// "Authorization: Bearer <token>" with exactly token (compared in constant
+// time). Others get 401 with a WWW-Authenticate challenge and nothing of
+// h. An empty token is a programming error: RequireBearer panics rather
+// than serve everyone while looking protected.
+func RequireBearer(token string, h http.Handler) http.Handler {
+	if token == "" {
+		panic("checkpoint: RequireBearer with an empty token")
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="roomlog-checkpoint"`)
+			http.Error(w, "roomlog checkpoint: missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -72,7 +72,7 @@ func roomSummary(in *inspector, name string) (roomRow, bool, error) {
 	rv := &roomView{in: in, name: name, root: in.base + "/" + name}
 	data, _, err := rv.getOptional(rv.root)
 	if errors.Is(err, zk.ErrNoAuth) {
-		row.Error = "no access: digest ACL, pass --digest"
+		row.Error = "no access: digest ACL, pass --zk-digest-file"
 		return row, true, nil
 	}
 	if err != nil {

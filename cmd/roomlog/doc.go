@@ -2,7 +2,7 @@
 // rooms in ZooKeeper, in the spirit of HDFS's offline edits viewer and
 // DistributedLog's tool.
 //
-//	roomlog [--zk host:port,...] [--base /roomlog] [--digest user:pass] [--json] COMMAND [ARGS]
+//	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE] [--json] COMMAND [ARGS]
 //
 //	rooms                  the rooms under --base: created, epoch, owner,
 //	                       channels, first retained index, live members
@@ -25,8 +25,10 @@
 //	                       the URL it is served at
 //
 // Flags may appear anywhere on the line ("--" ends them). --zk defaults to
-// $ROOMLOG_ZK, else 127.0.0.1:2181; --digest to $ROOMLOG_DIGEST (prefer the
-// variable: a command line is visible to every local user). --timeout
+// $ROOMLOG_ZK, else 127.0.0.1:2181. Credentials for rooms with a digest ACL:
+// --zk-digest-file FILE (or $ROOMLOG_DIGEST_FILE), a file holding
+// user:password on one line; or $ROOMLOG_DIGEST; --digest user:pass works
+// but puts the password where every local user sees it (ps). --timeout
 // (default 10s) bounds the wait for a ZooKeeper session. Tables are aligned
 // text; --json prints one JSON document (dump always prints JSON lines).
 //

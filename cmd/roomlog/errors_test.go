@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +34,11 @@ func TestUsage(t *testing.T) {
 		{[]string{"dump", "r", "--from", "9", "--to", "3"}, exitUsage, "--to 3 is below --from 9"},
 		{[]string{"verify", "r", "--from", "2"}, exitUsage, "apply to dump only"},
 		{[]string{"dump", "r", "--from", "x"}, exitUsage, "invalid value"},
-		{[]string{"--digest", "nocolon", "rooms"}, exitUsage, "--digest: want user:password"},
-		{[]string{"--digest", ":pw", "rooms"}, exitUsage, "--digest: want user:password"},
+		{[]string{"--digest", "nocolon", "rooms"}, exitUsage, "--digest: logroom: bad digest credentials: want user:password"},
+		{[]string{"--digest", ":pw", "rooms"}, exitUsage, "--digest: logroom: bad digest credentials: empty user"},
+		{[]string{"--zk-digest-file", "/nonexistent/file", "rooms"}, exitUsage, "--zk-digest-file: logroom: digest file: open /nonexistent/file"},
+		{[]string{"--zk-digest-file", "/etc", "rooms"}, exitUsage, "is not a regular file"},
+		{[]string{"--zk-digest-file", "/x", "--digest", "a:b", "rooms"}, exitUsage, "give one"},
 		{[]string{"--base", "relative", "rooms"}, exitUsage, "want an absolute znode path"},
 		{[]string{"--base", "/a//b", "rooms"}, exitUsage, "empty"},
 		{[]string{"--zk", " , ", "rooms"}, exitUsage, "no ZooKeeper server"},
@@ -159,7 +164,7 @@ func TestDigestRoom(t *testing.T) {
 	code, _, errs := cl.run("channels", "locked")
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errs, "zk: not authenticated")
-	require.Contains(t, errs, "pass --digest user:password")
+	require.Contains(t, errs, "pass --zk-digest-file FILE holding user:password")
 	code, _, errs = newCLI(t, e, "/secure", "--digest", "ops:wrong").run("verify", "locked")
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errs, "zk: not authenticated")
@@ -176,13 +181,26 @@ func TestDigestRoom(t *testing.T) {
 	buildRoom(t, owner, "/mixed", "locked", false)
 	buildRoom(t, plain, "/mixed", "open", false)
 	out := newCLI(t, e, "/mixed").ok("rooms")
-	require.Regexp(t, `(?m)^locked\s+\(no access: digest ACL, pass --digest\)$`, out)
+	require.Regexp(t, `(?m)^locked\s+\(no access: digest ACL, pass --zk-digest-file\)$`, out)
 	require.Regexp(t, `(?m)^open\s+\S+\s+2\s+w2\s+4\s+1\s+0$`, out)
 
 	// With them (flag or environment), everything works.
 	good := newCLI(t, e, "/secure", "--digest", "ops:s3cret")
 	require.Contains(t, good.ok("verify", "locked"), `OK room "locked"`)
 	require.Len(t, parseDump(t, good.ok("dump", "locked")), 34)
+	// A credentials file (flag or environment): the password stays off
+	// the command line.
+	file := filepath.Join(t.TempDir(), "zk-digest")
+	require.NoError(t, os.WriteFile(file, []byte("ops:s3cret\n"), 0o600))
+	require.Contains(t, newCLI(t, e, "/secure", "--zk-digest-file", file).ok("verify", "locked"), `OK room "locked"`)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	require.NoError(t, os.WriteFile(wrong, []byte("ops:nope\n"), 0o600))
+	code, _, errs = newCLI(t, e, "/secure", "--zk-digest-file", wrong).run("verify", "locked")
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "zk: not authenticated")
+	t.Setenv(envDigestFile, file)
+	require.Contains(t, cl.ok("channels", "locked"), "room locked  epoch 2")
+	t.Setenv(envDigestFile, "")
 	t.Setenv(envDigest, "ops:s3cret")
 	require.Contains(t, cl.ok("channels", "locked"), "room locked  epoch 2")
 }

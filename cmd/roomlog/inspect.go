@@ -42,7 +42,7 @@ func (rv *roomView) path(sub ...string) string {
 func zkErr(what string, err error) error {
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
-		return fmt.Errorf("%s: %w (permission denied: the znode has a digest ACL; pass --digest user:password)", what, err)
+		return fmt.Errorf("%s: %w (permission denied: the znode has a digest ACL; pass --zk-digest-file FILE holding user:password)", what, err)
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
 		return fmt.Errorf("%s: lost the connection to ZooKeeper: %w", what, err)
 	case errors.Is(err, zk.ErrClosing):

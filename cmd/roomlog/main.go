@@ -26,8 +26,9 @@ const (
 // Environment fallbacks for --zk and --digest (a password on the command
 // line is visible to every local user through ps).
 const (
-	envZK     = "ROOMLOG_ZK"
-	envDigest = "ROOMLOG_DIGEST"
+	envZK         = "ROOMLOG_ZK"
+	envDigest     = "ROOMLOG_DIGEST"
+	envDigestFile = "ROOMLOG_DIGEST_FILE"
 )
 
 const usageText = `usage: roomlog [flags] COMMAND [ARGS]
@@ -63,8 +64,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 type options struct {
 	zk      string
 	base    string
-	digest  string
-	timeout time.Duration
+	digest     string
+	digestFile string
+	timeout    time.Duration
 	json    bool
 	from    uint64
 	to      uint64
@@ -84,7 +86,8 @@ func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
 	}
 	fs.StringVar(&o.zk, "zk", defZK, "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
 	fs.StringVar(&o.base, "base", logroom.DefaultBase, "parent znode of the rooms")
-	fs.StringVar(&o.digest, "digest", "", "digest credentials user:password for rooms with an ACL (env "+envDigest+")")
+	fs.StringVar(&o.digest, "digest", "", "digest credentials user:password for rooms with an ACL (env "+envDigest+"; prefer --zk-digest-file)")
+	fs.StringVar(&o.digestFile, "zk-digest-file", "", "file holding digest credentials user:password (env "+envDigestFile+")")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for a ZooKeeper session")
 	fs.BoolVar(&o.json, "json", false, "machine-readable JSON output")
 	fs.Uint64Var(&o.from, "from", 0, "dump: first index (default: the oldest retained)")
@@ -114,6 +117,9 @@ func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if o.digest == "" && !o.set["digest"] {
 		o.digest = os.Getenv(envDigest)
+	}
+	if o.digestFile == "" && !o.set["zk-digest-file"] {
+		o.digestFile = os.Getenv(envDigestFile)
 	}
 	return o, pos, nil
 }
@@ -185,12 +191,21 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("--zk: no ZooKeeper server given")
 	}
 	var auth *logroom.Digest
-	if o.digest != "" {
-		user, pass, ok := strings.Cut(o.digest, ":")
-		if !ok || user == "" {
-			return usageErr("--digest: want user:password")
+	switch {
+	case o.digest != "" && o.digestFile != "":
+		return usageErr("--digest and --zk-digest-file: give one")
+	case o.digestFile != "":
+		d, err := logroom.LoadDigestFile(o.digestFile)
+		if err != nil {
+			return usageErr("--zk-digest-file: %v", err)
 		}
-		auth = &logroom.Digest{User: user, Password: pass}
+		auth = d
+	case o.digest != "":
+		d, err := logroom.ParseDigest(o.digest)
+		if err != nil {
+			return usageErr("--digest: %v", err)
+		}
+		auth = d
 	}
 	if o.timeout <= 0 {
 		return usageErr("--timeout must be > 0")
