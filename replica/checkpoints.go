@@ -186,6 +186,9 @@ func (r *Replica) dropCheckpoint(path string, why error) {
 func (r *Replica) fetchOptions() checkpoint.FetchOptions {
 	o := r.cfg.CheckpointFetch
 	o.Origin = r.origin()
+	if r.cfg.CheckpointToken != "" {
+		o.BearerToken = r.cfg.CheckpointToken
+	}
 	return o
 }
 
@@ -375,7 +378,7 @@ func (r *Replica) bootstrap(ctx context.Context) error {
 	if len(sources) == 0 {
 		return fmt.Errorf("%w: need index >= %d", ErrNoCheckpointSource, need)
 	}
-	var failed []string
+	var failed []error
 	for _, src := range sources {
 		err := r.bootstrapFrom(ctx, src, need)
 		if err == nil {
@@ -385,9 +388,11 @@ func (r *Replica) bootstrap(ctx context.Context) error {
 			return err
 		}
 		r.log.Warn("bootstrap: source failed; trying the next", "from", src.id, "addr", src.addr, "advertised", src.index, "err", err)
-		failed = append(failed, fmt.Sprintf("%q (index %d at %s): %v", src.id, src.index, src.addr, err))
+		failed = append(failed, fmt.Errorf("%q (index %d at %s): %w", src.id, src.index, src.addr, err))
 	}
-	return fmt.Errorf("%w: need index >= %d; all %d sources failed: %s", ErrNoCheckpointSource, need, len(sources), strings.Join(failed, "; "))
+	// The sources' errors stay inspectable (errors.Is, e.g.
+	// checkpoint.ErrUnauthorized for a wrong CheckpointToken).
+	return fmt.Errorf("%w: need index >= %d; all %d sources failed: %w", ErrNoCheckpointSource, need, len(sources), errors.Join(failed...))
 }
 
 // bootstrapFrom fetches src's checkpoint and installs it. A checkpoint
@@ -511,6 +516,8 @@ func fsyncDir(dir string) error {
 //
 // GET <path> streams the checkpoint (tar), GET <path>manifest returns its
 // manifest. When Config.ListenAddr is set the replica serves it itself.
+// With Config.CheckpointToken, both require it as a bearer token (401
+// otherwise).
 //
 // It works for every room name logroom.ValidateName accepts: the room's
 // prefix is stripped from the decoded request path (http.StripPrefix
@@ -518,7 +525,11 @@ func fsyncDir(dir string) error {
 // that is set, so an escaped prefix never matches a name that escaping
 // changes).
 func (r *Replica) CheckpointHandler() http.Handler {
-	h := stripRoomPrefix(r.cfg.Room, checkpoint.Handler(r.ckptRoot))
+	var h http.Handler = checkpoint.Handler(r.ckptRoot)
+	if r.cfg.CheckpointToken != "" {
+		h = checkpoint.RequireBearer(r.cfg.CheckpointToken, h)
+	}
+	h = stripRoomPrefix(r.cfg.Room, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// A failed replica may hold state of a diverged history: it
 		// serves no checkpoint (it also left the membership, so no peer

@@ -128,6 +128,12 @@ type Config struct {
 	// Auth, when set, authenticates with ZooKeeper digest credentials and
 	// creates every znode with a digest ACL.
 	Auth *logroom.Digest
+	// CheckpointToken, when set, is a shared secret: CheckpointHandler
+	// serves only requests bearing it ("Authorization: Bearer <token>",
+	// else 401 and nothing served), and this replica sends it when it
+	// fetches a peer's checkpoint or manifest. Every member of a room must
+	// use the same token. Load it from a file, not a command line.
+	CheckpointToken string
 	// Registerer, when set, receives the replica's Prometheus metrics and
 	// its logroom writer's and reader's (package doc, "Metrics"), labelled
 	// room=<Room> and member=<ID>. They are unregistered by Close. nil: no

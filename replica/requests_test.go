@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/store"
 )
 
@@ -242,4 +245,55 @@ func TestRequestSurvivesFailoverAndBootstrap(t *testing.T) {
 	v, err := fresh.Get([]byte("once"))
 	require.NoError(t, err)
 	require.Equal(t, "x", string(v))
+}
+
+// TestCheckpointToken: with Config.CheckpointToken, a member's checkpoint
+// endpoint serves nothing without the token (401), a member with the
+// token bootstraps, and one with another token cannot (its tail says why).
+func TestCheckpointToken(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, func(cfg *Config) {
+		smallCheckpoints(cfg)
+		if cfg.ID == "wrong" {
+			cfg.CheckpointToken = "not the token"
+		} else {
+			cfg.CheckpointToken = "room secret"
+		}
+	})
+	c.openN(2)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	val := strings.Repeat("z", 1000)
+	for i := 0; i < 1500; i++ {
+		_, err := c.proposeRetry(ctx, setOp(fmt.Sprintf("fill%05d", i), val))
+		require.NoError(t, err)
+	}
+	chans, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.Greater(t, chans[0].FirstIndex, uint64(1), "channels were deleted (the peer's manifest was fetched with the token)")
+
+	// Unauthenticated: 401, nothing served.
+	url := "http://" + p.ListenAddr() + CheckpointPath(c.room)
+	for _, u := range []string{url, url + "manifest"} {
+		resp, err := http.Get(u)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "%s: %s", u, body)
+	}
+
+	fresh := c.open("fresh")
+	idx, err := p.Barrier(ctx)
+	require.NoError(t, err)
+	require.NoError(t, fresh.WaitApplied(ctx, idx))
+	require.Equal(t, 1, fresh.Status().Bootstraps)
+
+	wrong := c.open("wrong")
+	eventually(t, 30*time.Second, func() bool {
+		err := wrong.Status().TailErr
+		return err != nil && errors.Is(err, checkpoint.ErrUnauthorized)
+	}, "the member with the wrong token reports unauthorized fetches")
+	require.Zero(t, wrong.Status().Bootstraps)
+	require.Less(t, wrong.Status().Applied, idx)
 }
