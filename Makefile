@@ -2,13 +2,16 @@
 GO      ?= go
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: test zookeeper fmt-check vet unit
+.PHONY: test zookeeper prometheus fmt-check vet unit
 
-## test: everything CI runs: ZooKeeper install check, gofmt, go vet, race tests.
-test: zookeeper fmt-check vet unit
+## test: everything CI runs: ZooKeeper and Prometheus install checks, gofmt, go vet, race tests.
+test: zookeeper prometheus fmt-check vet unit
 
 zookeeper:
 	@bash scripts/install-zookeeper.sh
+
+prometheus:
+	@bash scripts/install-prometheus.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
