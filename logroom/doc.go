@@ -227,4 +227,88 @@
 // that finds a batch missing in a sealed channel reports ErrCompacted if the
 // channel is gone or marked deleting, ErrCorrupt otherwise. Callers delete
 // only what a durable checkpoint covers.
+//
+// # Metrics
+//
+// NewMetrics(reg) creates and registers the Prometheus collectors below,
+// once per room and process; a registration error is returned and nothing
+// of that call stays registered. RoomOptions.Metrics feeds the room's and
+// its Readers' metrics, WriterConfig.Metrics a Writer's (nil: the room's).
+// A Writer registers nothing, so the Writers a replica creates, one per
+// primary term, all count into the same collectors. A nil *Metrics means
+// no metrics and costs a nil check. The names carry no room or member
+// label: wrap the registerer (prometheus.WrapRegistererWith) for that.
+// Counters and gauges are atomics; an Append observes one histogram, a
+// batch two; nothing allocates.
+//
+// Writer:
+//
+//   - roomlog_writer_append_seconds (histogram, seconds, buckets 100µs to
+//     10s): latency of successful Append calls, from the call until its
+//     entries are durable. How long do clients wait for a commit?
+//   - roomlog_writer_entries_total, roomlog_writer_batches_total
+//     (counters): entries and batch znodes acknowledged (committed). What
+//     is the commit rate, and how many ZooKeeper transactions does it
+//     cost (their ratio is the mean batch fill)?
+//   - roomlog_writer_batch_entries (histogram, entries) and
+//     roomlog_writer_batch_bytes (histogram, bytes, 256 B to 1 MiB): per
+//     acknowledged batch. Is batching working; are batches near
+//     MaxBatchBytes?
+//   - roomlog_writer_batches_in_flight (gauge): batches sent and not yet
+//     acknowledged. Pinned at MaxInFlight: ZooKeeper is the bottleneck.
+//   - roomlog_writer_queued_bytes (gauge, bytes): entry bytes handed to
+//     Append and not yet fully batched; at MaxQueuedBytes Append waits. Is
+//     the writer backed up?
+//   - roomlog_writer_errors_total{reason} (counter): failed Append calls
+//     by reason, each series present from 0: "fenced" (a newer epoch took
+//     over: this process is no longer the writer), "outcome_unknown"
+//     (maybe committed, including partly committed appends: read the log),
+//     "room_full" (MaxRoomBytes reached: compaction is behind),
+//     "entry_too_large". Other failures (the caller's ctx, Close, a stopped
+//     writer) are not counted. Why are appends failing?
+//   - roomlog_writer_rotations_total (counter): channels sealed and
+//     replaced, by Rotate or at MaxChannelBatches/MaxChannelBytes. How fast
+//     do channels, the unit of compaction, turn over?
+//
+// Room (as this process last measured or changed it):
+//
+//   - roomlog_room_bytes (gauge, bytes): batch znode bytes the room holds,
+//     the quantity MaxRoomBytes bounds: sealed channels' recorded bytes
+//     plus the open channel's. Set by a writer's takeover and by its
+//     refresh while the room is full, and by Room.Bytes; raised by each
+//     batch a writer sends (counted when sent, as the bound counts it),
+//     lowered by DeleteChannel by the channel's recorded bytes. Are we near
+//     the room's byte bound?
+//   - roomlog_room_znodes (gauge): batch znodes plus channel znodes, from
+//     the same sources (plus one per rotation). How much of ZooKeeper's
+//     in-memory tree does the room use?
+//   - roomlog_room_channels (gauge): channels, set by every listing
+//     (Channels, CheckChain, a writer's takeover), +1 per rotation, -1 per
+//     DeleteChannel. Is compaction keeping up?
+//   - roomlog_room_channels_deleted_total (counter): channels
+//     DeleteChannel deleted (a channel already gone is not counted). Is
+//     compaction running?
+//
+// Reader:
+//
+//   - roomlog_reader_batches_total, roomlog_reader_entries_total
+//     (counters): batches and entries Next delivered (entries before a
+//     Tail's start in its first batch are not). Is the standby applying, as
+//     fast as the writer commits?
+//   - roomlog_reader_listings_total (counter): listings of a channel's
+//     batch znodes: a Tail that starts inside a batch, and catch-up (when
+//     a reader falls behind, and again while listings find new batches).
+//     Are readers listing large channels too often?
+//   - roomlog_reader_catchup_reads_total (counter): batch reads made ahead,
+//     up to 16 concurrently, while behind. Is a reader catching up?
+//   - roomlog_reader_batch_commit_age_seconds (histogram, seconds, buckets
+//     1ms to 1h): when a reader delivers a batch, now minus the batch
+//     znode's ctime (ZooKeeper's commit time, millisecond resolution, the
+//     server's clock: skew shifts it; negative ages count as 0). How far
+//     behind the commits is the standby?
+//
+// Values are as this process saw them: a batch sent by a writer that then
+// fails stays in roomlog_room_bytes until the next measurement (the
+// writer's own bound counts it too), and orphan batches in sealed channels
+// are not counted.
 package logroom

@@ -78,6 +78,7 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.metrics.channelsListed(len(infos))
 	return infos, nil
 }
 

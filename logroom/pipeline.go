@@ -180,6 +180,7 @@ func (w *Writer) fill() {
 		ls.chBatches++
 		ls.chBytes += int64(len(b.data))
 		ls.sending++
+		w.m.batchSent(len(b.data))
 		go w.send(b)
 	}
 }
@@ -228,6 +229,7 @@ func (w *Writer) formBatch() *batch {
 	var parts [][]byte
 	var entries [][]byte
 	size, count := 0, 0
+	popped := 0 // payload bytes leaving the queue (for the metrics)
 	b := &batch{first: ls.next}
 	w.mu.Lock()
 	for len(w.queue) > 0 {
@@ -246,6 +248,7 @@ func (w *Writer) formBatch() *batch {
 			if !w.fitsLocked(r) {
 				w.popLocked()
 				w.queuedBytes -= len(r.payload)
+				popped += len(r.payload)
 				w.signalSpaceLocked()
 				r.state = reqTaken
 				r.done <- appendResult{err: fmt.Errorf("%w: room %q holds %d bytes, %d reserved, bound %d, append of %d bytes",
@@ -298,11 +301,13 @@ func (w *Writer) formBatch() *batch {
 		ls.headOff = 0
 		w.popLocked()
 		w.queuedBytes -= len(r.payload)
+		popped += len(r.payload)
 		w.signalSpaceLocked()
 		r.last = ls.next + uint64(count) - 1
 		b.finish = append(b.finish, r)
 	}
 	w.mu.Unlock()
+	w.m.queued(-popped)
 	if count == 0 {
 		return nil
 	}
@@ -351,12 +356,15 @@ func (w *Writer) refreshRoomBytes() {
 		return
 	}
 	var sealed int64
+	sealedBatches := 0
 	for _, ci := range infos {
 		if ci.Sealed && ci.Num != ls.ch {
 			sealed += ci.Bytes
+			sealedBatches += ci.Batches
 		}
 	}
 	ls.sealedBytes, ls.seenDeletions = sealed, seen
+	w.m.roomMeasured(sealed+ls.chBytes, sealedBatches+ls.chBatches+len(infos), len(infos))
 }
 
 // send runs one batch's fenced Multi and reports its outcome to the loop.
@@ -401,6 +409,7 @@ func (w *Writer) ackLanded() {
 		b := ls.inflight[0]
 		ls.inflight = ls.inflight[1:]
 		w.lastCommitted.Store(b.last())
+		w.m.batchAcked(b.count, len(b.data))
 		for _, r := range b.finish {
 			r.done <- appendResult{last: r.last}
 		}
@@ -424,6 +433,7 @@ func (w *Writer) failFrom(i int, err error) {
 			r.done <- appendResult{err: w.partial(r, r.last, err)}
 		}
 	}
+	w.m.batchesFailed(len(ls.inflight) - i)
 	ls.inflight = ls.inflight[:i]
 	w.mu.Lock()
 	if ls.headOff > 0 && len(w.queue) > 0 {
@@ -431,6 +441,7 @@ func (w *Writer) failFrom(i int, err error) {
 		r := w.queue[0]
 		w.popLocked()
 		w.queuedBytes -= len(r.payload)
+		w.m.queued(-len(r.payload))
 		w.signalSpaceLocked()
 		ls.headOff, ls.reserved = 0, 0
 		r.done <- appendResult{err: w.partial(r, r.first+uint64(len(r.ends))-1, err)}
@@ -459,6 +470,7 @@ func (w *Writer) failQueued(err error) {
 	if w.failErr == nil || errors.Is(err, ErrFenced) {
 		w.failErr = err
 	}
+	before := w.queuedBytes
 	for i, r := range w.queue {
 		if i == 0 && ls.headOff > 0 {
 			continue // partially sent: answered with its batches' outcome
@@ -472,6 +484,7 @@ func (w *Writer) failQueued(err error) {
 	} else {
 		w.queue, w.queuedBytes = nil, 0
 	}
+	w.m.queued(w.queuedBytes - before)
 	w.signalSpaceLocked()
 }
 
@@ -761,6 +774,7 @@ func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
 	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = nextNum, w.room.channelPath(nextNum), next.First, 0
 	ls.chBatches, ls.chBytes = 0, 0
 	ls.autoRotate, ls.sealFailed = false, false
+	w.m.rotated()
 	for _, rq := range ls.rotateWaiters {
 		rq.done <- rotateResult{info: info}
 	}

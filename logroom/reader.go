@@ -18,6 +18,7 @@ type Reader struct {
 	room *Room
 	c    *Client
 	log  *slog.Logger
+	m    *Metrics // the room's; nil: none
 
 	// bpos is the first index of the next batch to read (a batch name).
 	bpos uint64
@@ -49,10 +50,10 @@ type Reader struct {
 	// batches are read prefetchWindow at a time, concurrently. Batch znodes
 	// are immutable, so an early read is as good as a late one; every batch
 	// is still validated in order when delivered.
-	behind  int               // consecutive batches found without waiting
-	ahead   []uint64          // listed batch names > bpos not yet fetched, ascending
-	listed  bool              // the current channel was listed since we last waited
-	fetched map[uint64][]byte // prefetched batch data by first index
+	behind  int                     // consecutive batches found without waiting
+	ahead   []uint64                // listed batch names > bpos not yet fetched, ascending
+	listed  bool                    // the current channel was listed since we last waited
+	fetched map[uint64]fetchedBatch // prefetched batches by first index
 	// lastListed is how many new names the last listing found.
 	lastListed int
 	// prefetched counts batches read ahead, listings the listings (tests).
@@ -63,6 +64,13 @@ type Reader struct {
 // prefetchWindow is how many batch Gets a catching-up reader keeps in flight.
 const prefetchWindow = 16
 
+// fetchedBatch is a batch read ahead: its data and its znode's ctime
+// (ZooKeeper's commit time, unix ms).
+type fetchedBatch struct {
+	data  []byte
+	ctime int64
+}
+
 // Tail returns a Reader whose first entry delivered has Index == from
 // (from 0 means 1). from must not exceed the end of the log + 1 by more than
 // what the writer will write (a replica's applied index + 1 always works).
@@ -71,7 +79,7 @@ func (r *Room) Tail(ctx context.Context, from uint64) (*Reader, error) {
 	if from == 0 {
 		from = 1
 	}
-	rd := &Reader{room: r, c: r.c, log: r.log, bpos: from, skipTo: from}
+	rd := &Reader{room: r, c: r.c, log: r.log, m: r.metrics, bpos: from, skipTo: from}
 	var bo backoff
 	for !rd.located {
 		err := rd.locate(ctx, false)
@@ -216,6 +224,7 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 		rd.bpos = pos
 		return nil
 	}
+	rd.m.listed()
 	names, _, err := rd.c.conn.Children(rd.chPath)
 	if err != nil {
 		return err
@@ -262,7 +271,7 @@ func (rd *Reader) setChannel(num uint64, m channelMeta) {
 // reader is behind: the channel is listed once, then read prefetchWindow
 // names at a time.
 func (rd *Reader) prefetch() error {
-	if rd.behind < 2 || rd.fetched[rd.bpos] != nil {
+	if _, ok := rd.fetched[rd.bpos]; ok || rd.behind < 2 {
 		return nil
 	}
 	// List when nothing listed is left: the first time since we waited,
@@ -272,13 +281,16 @@ func (rd *Reader) prefetch() error {
 	if len(rd.ahead) == 0 && (!rd.listed || rd.lastListed > 0) {
 		rd.listed = true
 		rd.listings++
+		rd.m.listed()
 		names, _, err := rd.c.conn.Children(rd.chPath)
 		if err != nil {
 			return err
 		}
 		for _, n := range names {
-			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos && rd.fetched[f] == nil {
-				rd.ahead = append(rd.ahead, f)
+			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos {
+				if _, done := rd.fetched[f]; !done {
+					rd.ahead = append(rd.ahead, f)
+				}
 			}
 		}
 		slices.Sort(rd.ahead)
@@ -293,24 +305,28 @@ func (rd *Reader) prefetch() error {
 	}
 	window := rd.ahead[:n]
 	rd.ahead = rd.ahead[n:]
-	datas := make([][]byte, n)
+	got := make([]fetchedBatch, n)
+	rd.m.catchupReads(n)
 	err := parallel(n, n, func(i int) error {
-		d, _, err := rd.c.conn.Get(rd.room.batchPath(rd.ch, window[i]))
+		d, st, err := rd.c.conn.Get(rd.room.batchPath(rd.ch, window[i]))
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
-		datas[i] = d
+		got[i].data = d
+		if st != nil {
+			got[i].ctime = st.Ctime
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	if rd.fetched == nil {
-		rd.fetched = make(map[uint64][]byte, n)
+		rd.fetched = make(map[uint64]fetchedBatch, n)
 	}
-	for i, d := range datas {
-		if d != nil {
-			rd.fetched[window[i]] = d
+	for i, fb := range got {
+		if fb.data != nil {
+			rd.fetched[window[i]] = fb
 			rd.prefetched++
 		}
 	}
@@ -324,10 +340,10 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, rd.locate(ctx, true)
 	}
 	path := rd.room.batchPath(rd.ch, rd.bpos)
-	if data := rd.fetched[rd.bpos]; data != nil {
+	if fb, ok := rd.fetched[rd.bpos]; ok {
 		delete(rd.fetched, rd.bpos)
 		rd.behind++
-		return rd.deliver(path, data)
+		return rd.deliver(path, fb.data, fb.ctime)
 	}
 	if !rd.arm || rd.fired {
 		viaWatch := rd.fired
@@ -335,10 +351,10 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		if err := rd.prefetch(); err != nil {
 			return nil, err
 		}
-		if data := rd.fetched[rd.bpos]; data != nil {
+		if _, ok := rd.fetched[rd.bpos]; ok {
 			return nil, nil // deliver from the prefetched batches
 		}
-		data, _, err := rd.c.conn.Get(path)
+		data, st, err := rd.c.conn.Get(path)
 		if err == nil {
 			// Arrived through a watch: we are caught up, so the next batch
 			// is most likely absent too; arm its watch instead of reading.
@@ -348,7 +364,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			} else {
 				rd.behind++
 			}
-			return rd.deliver(path, data)
+			return rd.deliver(path, data, st.Ctime)
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
@@ -385,9 +401,9 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return nil, rd.nextChannel(ctx)
 		}
 		// Sealed before our read ended: the batch must be there now.
-		data, _, err := rd.c.conn.Get(path)
+		data, st, err := rd.c.conn.Get(path)
 		if err == nil {
-			return rd.deliver(path, data)
+			return rd.deliver(path, data, st.Ctime)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil, rd.missingInSealed(ctx, path)
@@ -578,9 +594,10 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 	return nil
 }
 
-// deliver validates one batch read at path and returns its entries from
-// Position() on. Nothing of an invalid batch is delivered.
-func (rd *Reader) deliver(path string, data []byte) ([]Entry, error) {
+// deliver validates one batch read at path, whose znode was created at
+// ctime (unix ms), and returns its entries from Position() on. Nothing of
+// an invalid batch is delivered.
+func (rd *Reader) deliver(path string, data []byte, ctime int64) ([]Entry, error) {
 	b, err := DecodeBatch(data)
 	switch {
 	case err != nil:
@@ -615,5 +632,6 @@ func (rd *Reader) deliver(path string, data []byte) ([]Entry, error) {
 			out = append(out, Entry{Index: idx, Epoch: b.Epoch, Data: d, Batch: id})
 		}
 	}
+	rd.m.batchDelivered(len(out), ctime)
 	return out, nil
 }

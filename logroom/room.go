@@ -177,15 +177,21 @@ func (m channelMeta) info(num uint64) ChannelInfo {
 type RoomOptions struct {
 	Base   string       // parent znode of rooms, default DefaultBase
 	Logger *slog.Logger // nil: discard
+	// Metrics receives the room's metrics (channel counts and bytes,
+	// deletions), its Readers' (Tail), and its Writers' unless
+	// WriterConfig.Metrics says otherwise. nil: none. See NewMetrics.
+	Metrics *Metrics
 }
 
 // Room is one replicated log: a znode subtree under base. It is safe for
-// concurrent use; it holds no state but paths and a deletion counter.
+// concurrent use; it holds no state but paths, metrics and a deletion
+// counter.
 type Room struct {
-	c    *Client
-	name string
-	root string
-	log  *slog.Logger
+	c       *Client
+	name    string
+	root    string
+	log     *slog.Logger
+	metrics *Metrics
 	// deletions counts DeleteChannel calls through this Room, so a Writer on
 	// it refreshes its byte accounting promptly after space was freed.
 	deletions atomic.Uint64
@@ -206,7 +212,7 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if err := validateBase(opts.Base); err != nil {
 		return nil, err
 	}
-	r := &Room{c: c, name: name, root: opts.Base + "/" + name}
+	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics}
 	r.log = discardLogger(opts.Logger).With("room", name)
 	if err := c.ensurePath(ctx, opts.Base); err != nil {
 		return nil, err
@@ -374,7 +380,11 @@ func (r *Room) Channels(ctx context.Context) ([]ChannelInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.channelInfos(ctx, nums)
+	infos, err := r.channelInfos(ctx, nums)
+	if err == nil {
+		r.metrics.channelsListed(len(infos))
+	}
+	return infos, err
 }
 
 // channelInfos reads the metas of the listed channels (skipping channels
@@ -473,6 +483,7 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 		err = r.c.retry(ctx, func() error { return r.c.conn.Delete(path, version) })
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
 			r.deletions.Add(1)
+			r.metrics.channelDeleted(m.Bytes, m.Batches)
 			r.log.Info("channel deleted", "channel", num, "first", m.First, "last", m.Last)
 			return nil
 		}
@@ -530,29 +541,34 @@ func (r *Room) Bytes(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var total int64
+	znodes := len(infos) // for the metrics: channel znodes and batch znodes
 	for _, ci := range infos {
 		if ci.Sealed {
 			total += ci.Bytes
+			znodes += ci.Batches
 			continue
 		}
-		n, err := r.openChannelBytes(ctx, ci.Num)
+		n, children, err := r.openChannelBytes(ctx, ci.Num)
 		if err != nil {
 			return 0, err
 		}
 		total += n
+		znodes += children
 	}
+	r.metrics.roomMeasured(total, znodes, len(infos))
 	return total, nil
 }
 
-// openChannelBytes sums the data lengths of a channel's children.
-func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, error) {
+// openChannelBytes sums the data lengths of a channel's children and
+// returns them with the number of children.
+func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, int, error) {
 	path := r.channelPath(num)
 	names, err := r.c.children(ctx, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, zkError("logroom: list channel "+path, err)
+		return 0, 0, zkError("logroom: list channel "+path, err)
 	}
 	sizes := make([]int64, len(names))
 	err = parallel(len(names), 32, func(i int) error {
@@ -575,7 +591,7 @@ func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, error) 
 	for _, s := range sizes {
 		total += s
 	}
-	return total, err
+	return total, len(names), err
 }
 
 // CommittedIndex returns the last index of the contiguous committed log,

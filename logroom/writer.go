@@ -79,6 +79,11 @@ type WriterConfig struct {
 	// not be modified.
 	OnCommit func([]Entry)
 	Logger   *slog.Logger
+	// Metrics receives the writer's metrics (see NewMetrics); nil: the
+	// room's (RoomOptions.Metrics), and none if that is nil too. Every
+	// Writer of a room in a process should share one *Metrics: a Writer
+	// registers nothing itself.
+	Metrics *Metrics
 }
 
 // Validate reports every invalid field at once (errors wrap ErrBadConfig).
@@ -158,6 +163,7 @@ type Writer struct {
 
 	lastCommitted atomic.Uint64
 	stats         writerStats
+	m             *Metrics // nil: no metrics
 
 	// lifeCtx ends when Close is called; it bounds every wait of the loop.
 	lifeCtx    context.Context
@@ -241,10 +247,14 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Metrics == nil {
+		cfg.Metrics = r.metrics
+	}
 	w := &Writer{
 		room:        r,
 		c:           r.c,
 		cfg:         cfg,
+		m:           cfg.Metrics,
 		epochPath:   r.Path(epochNode),
 		maxEntry:    MaxEntryBytes(cfg.MaxBatchBytes),
 		spaceCh:     make(chan struct{}),
@@ -402,20 +412,30 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		return err
 	}
 	ls := &w.ls
+	sealedBatches := 0 // for the metrics
 	for _, ci := range infos {
 		if ci.Sealed {
 			ls.sealedBytes += ci.Bytes
+			sealedBatches += ci.Batches
 		}
 	}
 	ls.seenDeletions = r.deletions.Load()
 	ls.lastRefresh = time.Now()
+	// published sets the room gauges once the writer's channel is open
+	// (chBytes and chBatches are 0 then).
+	published := func(channels int, err error) error {
+		if err == nil {
+			w.m.roomMeasured(ls.sealedBytes, sealedBatches+channels, channels)
+		}
+		return err
+	}
 	if len(infos) == 0 {
 		if err := w.checkApplied(0, 0, ""); err != nil {
 			return err
 		}
 		meta := channelMeta{Version: channelFormatVersion, First: 1, Epoch: w.epoch}
-		return w.openChannel(ctx, 1, meta, 0, "create first channel",
-			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.acl})
+		return published(1, w.openChannel(ctx, 1, meta, 0, "create first channel",
+			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.acl}))
 	}
 	last := infos[len(infos)-1]
 	m, ver, err := r.readChannel(ctx, last.Num)
@@ -447,7 +467,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		if err != nil && errors.Is(err, zk.ErrBadVersion) {
 			return fmt.Errorf("%w: room %q: channel %d changed during takeover", ErrFenced, r.name, last.Num)
 		}
-		return err
+		return published(len(infos), err)
 	}
 	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m, names)
 	if err != nil {
@@ -459,12 +479,13 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	sealed := m
 	sealed.Sealed, sealed.Last, sealed.Bytes, sealed.Batches = true, end, nbytes, nbatches
 	ls.sealedBytes += nbytes
+	sealedBatches += nbatches
 	next := channelMeta{Version: channelFormatVersion, First: end + 1, Epoch: w.epoch}
 	w.log.Info("sealing previous writer's channel", "channel", last.Num, "first", m.First, "last", end,
 		"batches", nbatches, "orphans", len(names)-nbatches)
-	return w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
+	return published(len(infos)+1, w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
 		&zk.SetDataRequest{Path: path, Data: encodeMeta(sealed), Version: ver},
-		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.acl})
+		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.acl}))
 }
 
 // checkApplied refuses a takeover whose log ends (at end, in channel num)
@@ -575,6 +596,18 @@ func (w *Writer) Append(ctx context.Context, entries ...[]byte) (last uint64, er
 	if len(entries) == 0 {
 		return w.LastCommitted(), nil
 	}
+	m := w.m
+	if m == nil {
+		return w.appendEntries(ctx, entries)
+	}
+	t0 := time.Now()
+	last, err = w.appendEntries(ctx, entries)
+	m.appendDone(t0, err)
+	return last, err
+}
+
+// appendEntries is Append without metrics.
+func (w *Writer) appendEntries(ctx context.Context, entries [][]byte) (last uint64, err error) {
 	size := 0
 	for i, e := range entries {
 		if len(e) > w.maxEntry {
@@ -651,6 +684,7 @@ func (w *Writer) enqueue(ctx context.Context, req *appendReq) error {
 	}
 	w.queue = append(w.queue, req)
 	w.queuedBytes += len(req.payload)
+	w.m.queued(len(req.payload))
 	w.mu.Unlock()
 	select {
 	case w.kick <- struct{}{}:
@@ -664,6 +698,7 @@ func (w *Writer) dequeueLocked(req *appendReq) {
 	if i := slices.Index(w.queue, req); i >= 0 {
 		w.queue = slices.Delete(w.queue, i, i+1)
 		w.queuedBytes -= len(req.payload)
+		w.m.queued(-len(req.payload))
 		w.signalSpaceLocked()
 	}
 }

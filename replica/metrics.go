@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // metrics are a replica's Prometheus collectors. A nil *metrics (no
@@ -16,8 +18,8 @@ import (
 // costs nothing between scrapes; events (proposals, takeovers, expiries,
 // checkpoints, bootstraps, leader changes) are counted where they happen.
 type metrics struct {
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	reg  *trackingRegisterer
+	room *logroom.Metrics // the writer's, reader's and room's
 
 	proposals       *prometheus.CounterVec
 	proposeSeconds  prometheus.Histogram
@@ -36,6 +38,36 @@ type metrics struct {
 // outcome label.
 var proposalOutcomes = []string{"ok", "duplicate", "not_primary", "queue_full", "fenced",
 	"outcome_unknown", "no_response", "conflict", "rejected", "closed", "canceled"}
+
+// trackingRegisterer records what was registered through it, so that
+// Close can unregister everything (logroom's collectors included).
+type trackingRegisterer struct {
+	prometheus.Registerer
+	done []prometheus.Collector
+}
+
+func (t *trackingRegisterer) Register(c prometheus.Collector) error {
+	if err := t.Registerer.Register(c); err != nil {
+		return err
+	}
+	t.done = append(t.done, c)
+	return nil
+}
+
+func (t *trackingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t *trackingRegisterer) unregisterAll() {
+	for _, c := range t.done {
+		t.Registerer.Unregister(c)
+	}
+	t.done = nil
+}
 
 func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 	if reg == nil {
@@ -97,19 +129,30 @@ func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 	for _, o := range proposalOutcomes {
 		m.proposals.WithLabelValues(o)
 	}
-	cs := []prometheus.Collector{m.proposals, m.proposeSeconds, m.leaderChanges, m.takeoverSeconds,
+	tr := &trackingRegisterer{Registerer: reg}
+	for _, c := range []prometheus.Collector{m.proposals, m.proposeSeconds, m.leaderChanges, m.takeoverSeconds,
 		m.expiries, m.ckptSeconds, m.ckptBytes, m.ckptFailures, m.bootBytes, m.bootSeconds, m.applyLag,
-		&statusCollector{r: r}}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
+		&statusCollector{r: r}} {
+		if err := tr.Register(c); err != nil {
+			tr.unregisterAll()
 			return nil, err
 		}
 	}
-	m.reg, m.collectors = reg, cs
+	room, err := logroom.NewMetrics(tr)
+	if err != nil {
+		tr.unregisterAll()
+		return nil, err
+	}
+	m.reg, m.room = tr, room
 	return m, nil
+}
+
+// roomMetrics is what the room (and so its readers and writers) reports to.
+func (m *metrics) roomMetrics() *logroom.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.room
 }
 
 // unregister removes the collectors (Close), so that a replica of the same
@@ -118,9 +161,7 @@ func (m *metrics) unregister() {
 	if m == nil {
 		return
 	}
-	for _, c := range m.collectors {
-		m.reg.Unregister(c)
-	}
+	m.reg.unregisterAll()
 }
 
 // proposal counts one finished proposal.

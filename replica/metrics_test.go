@@ -118,6 +118,11 @@ func TestMetrics(t *testing.T) {
 	require.Greater(t, val("roomlog_replica_checkpoint_bytes", pl), 0.0)
 	require.Equal(t, 1.0, val("roomlog_replica_zk_connected", sl))
 	require.GreaterOrEqual(t, val("roomlog_replica_apply_lag_seconds", sl), 1.0, "the standby applied a request")
+	// The room's writer and reader report under the same labels.
+	require.Equal(t, 21.0, val("roomlog_writer_entries_total", pl), "20 plain, 1 request (its retries were answered from the table)")
+	require.Equal(t, 1.0, val("roomlog_writer_rotations_total", pl), "the checkpoint rotated once")
+	require.GreaterOrEqual(t, val("roomlog_reader_entries_total", sl), 21.0)
+	require.GreaterOrEqual(t, val("roomlog_room_znodes", pl), 1.0, "at least the open channel")
 	_, ok := gather(t, reg, "roomlog_replica_member_applied_delta", with(pl, "peer", s.ID()))
 	require.True(t, ok, "the primary reports its standby's delta")
 	_, ok = gather(t, reg, "roomlog_replica_member_applied_delta", with(sl, "peer", p.ID()))
@@ -128,6 +133,8 @@ func TestMetrics(t *testing.T) {
 	c.close(sid)
 	_, ok = gather(t, reg, "roomlog_replica_applied_index", sl)
 	require.False(t, ok)
+	_, ok = gather(t, reg, "roomlog_reader_entries_total", sl)
+	require.False(t, ok, "logroom's collectors are unregistered too")
 	s = c.open(sid)
 	eventually(t, 20*time.Second, func() bool {
 		v, ok := gather(t, reg, "roomlog_replica_applied_index", sl)
