@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 )
 
@@ -18,7 +19,7 @@ import (
 // DFSMASTER_ADDR says.
 const defaultAddr = "127.0.0.1:8080"
 
-const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port] [--timeout d] <command> [flags] [args]
+const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
 
 commands (flags go before the arguments):
   mkdir [-p] PATH               create a directory (-p: with its parents, no error if it exists)
@@ -33,9 +34,18 @@ commands (flags go before the arguments):
                                 once it failed (or while it shuts down)
   hash [--min-index N]          the state hash and the index it reflects
 
-Mutations sent to a standby follow its redirect to the primary. The answer is
-printed as JSON; on failure the error goes to stderr and the exit status is 1.
+Mutations sent to a standby follow its redirect to the primary. Every
+mutation carries an Idempotency-Key (random, or --idempotency-key's) and is
+re-sent with it while its outcome is unknown (503 outcome_unknown, 504, a lost
+connection), until --timeout: it is applied at most once. If ctl still gives
+up, it prints the key: re-running the command with --idempotency-key KEY is
+safe, and prints the original answer with "replayed": true if it had been
+applied. The answer is printed as JSON; on failure the error goes to stderr
+and the exit status is 1.
 `
+
+// ctlMutations are the commands that change the namespace.
+var ctlMutations = map[string]bool{"mkdir": true, "create": true, "addblock": true, "rename": true, "delete": true}
 
 // errUsage marks a bad command line.
 var errUsage = errors.New("usage")
@@ -45,6 +55,8 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL (env DFSMASTER_ADDR)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	key := fs.String("idempotency-key", "", "a mutation's Idempotency-Key (default: a random one); re-running a mutation with the same key applies it at most once")
+	keySet := false
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, ctlUsage)
@@ -55,6 +67,18 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		return ctlUsageError(stderr, "missing command")
 	}
+	fs.Visit(func(f *flag.Flag) { keySet = keySet || f.Name == "idempotency-key" })
+	name := fs.Arg(0)
+	if keySet && !ctlMutations[name] {
+		return ctlUsageError(stderr, fmt.Sprintf("--idempotency-key applies to mutations only, not %q", name))
+	}
+	if keySet {
+		if err := api.ValidIdempotencyKey(*key); err != nil {
+			return ctlUsageError(stderr, "--idempotency-key: "+err.Error())
+		}
+	} else {
+		*key = client.NewIdempotencyKey()
+	}
 	if *timeout <= 0 {
 		return ctlUsageError(stderr, "--timeout must be positive")
 	}
@@ -64,13 +88,16 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	name := fs.Arg(0)
-	out, err := ctlCommand(ctx, c, name, fs.Args()[1:])
+	out, err := ctlCommand(ctx, c, name, fs.Args()[1:], client.IdempotencyKey(*key))
 	if errors.Is(err, errUsage) {
 		return ctlUsageError(stderr, err.Error())
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo ctl %s: %v\n", name, err)
+		if errors.Is(err, client.ErrOutcomeUnknown) {
+			fmt.Fprintf(stderr, "dfsmaster-demo ctl %s: the command may or may not have been applied; "+
+				"re-run it with --idempotency-key %s to find out safely (it is applied at most once)\n", name, *key)
+		}
 		return exitError
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
@@ -87,8 +114,9 @@ func ctlUsageError(stderr io.Writer, msg string) int {
 	return exitUsage
 }
 
-// ctlCommand parses one command's flags and arguments and runs it.
-func ctlCommand(ctx context.Context, c *client.Client, name string, args []string) (any, error) {
+// ctlCommand parses one command's flags and arguments and runs it; a
+// mutation is sent with key.
+func ctlCommand(ctx context.Context, c *client.Client, name string, args []string, key client.MutationOption) (any, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -127,19 +155,19 @@ func ctlCommand(ctx context.Context, c *client.Client, name string, args []strin
 	a := fs.Args()
 	switch name {
 	case "mkdir":
-		return c.Mkdir(ctx, a[0], parents)
+		return c.Mkdir(ctx, a[0], parents, key)
 	case "create":
-		return c.Create(ctx, a[0], replication)
+		return c.Create(ctx, a[0], replication, key)
 	case "addblock":
 		size, err := strconv.ParseInt(a[1], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: addblock: size %q is not an integer", errUsage, a[1])
 		}
-		return c.AddBlock(ctx, a[0], size)
+		return c.AddBlock(ctx, a[0], size, key)
 	case "rename":
-		return c.Rename(ctx, a[0], a[1])
+		return c.Rename(ctx, a[0], a[1], key)
 	case "delete":
-		return c.Delete(ctx, a[0], recursive)
+		return c.Delete(ctx, a[0], recursive, key)
 	case "ls":
 		return c.Ls(ctx, a[0], minIndex)
 	case "stat":

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,11 +34,32 @@ func (m *testMaster) Propose(_ context.Context, entry []byte) (api.Result, error
 		return api.Result{}, &api.NotPrimaryError{PrimaryID: "p", PrimaryAddr: m.primaryAddr}
 	}
 	idx := m.st.AppliedIndex() + 1
-	resp, err := m.st.Apply([]store.Entry{{Index: idx, Epoch: 1, Data: entry}})
+	outs, err := m.st.ApplyOutcomes([]store.Entry{{Index: idx, Epoch: 1, Data: entry}})
 	if err != nil {
 		return api.Result{}, err
 	}
-	return api.Result{Index: idx, Response: resp[0]}, nil
+	if outs[0].Conflict {
+		return api.Result{}, api.ErrRequestConflict
+	}
+	return api.Result{Index: outs[0].Index, Response: outs[0].Response, Duplicate: outs[0].Duplicate}, nil
+}
+
+// ProposeRequest deduplicates through the store's request table, like the
+// replica: the table first (any role), then a request envelope.
+func (m *testMaster) ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (api.Result, error) {
+	if rec, found, err := m.st.LookupRequest(id); err != nil {
+		return api.Result{}, err
+	} else if found {
+		if rec.PayloadHash != store.PayloadHash(entry) {
+			return api.Result{}, api.ErrRequestConflict
+		}
+		return api.Result{Index: rec.Index, Response: rec.Response, Duplicate: true}, nil
+	}
+	data, err := store.EncodeRequest(store.Request{ID: id, Stamp: time.Now().UnixMilli(), TTL: time.Minute, Window: 1 << 10}, entry)
+	if err != nil {
+		return api.Result{}, err
+	}
+	return m.Propose(ctx, data)
 }
 
 // WaitApplied: nothing replicates into a testMaster, so an index it has not
@@ -218,4 +241,66 @@ func TestCtlFollowsRedirect(t *testing.T) {
 	code, _, stderr := ctl(t, "--addr", lone, "mkdir", "/x")
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, "no_primary")
+}
+
+// TestCtlIdempotencyKey: --idempotency-key makes a re-run of a mutation
+// safe: the second run prints the original's answer (marked replayed) and
+// applies nothing; a malformed key or a key on a read is a usage error.
+func TestCtlIdempotencyKey(t *testing.T) {
+	m, addr := startMaster(t, true, "")
+	ctlOK(t, "--addr", addr, "create", "/f")
+	first := ctlOK(t, "--addr", addr, "--idempotency-key", "ctl-1", "addblock", "/f", "10")
+	require.Equal(t, map[string]any{"index": json.Number("2"), "block_id": json.Number("1")}, first)
+	again := ctlOK(t, "--addr", addr, "--idempotency-key", "ctl-1", "addblock", "/f", "10")
+	require.Equal(t, map[string]any{"index": json.Number("2"), "block_id": json.Number("1"), "replayed": true}, again)
+	require.Equal(t, uint64(2), m.st.AppliedIndex())
+	require.Len(t, ctlOK(t, "--addr", addr, "stat", "/f")["block_list"], 1)
+
+	// The same key for another command: refused, nothing applied.
+	code, _, stderr := ctl(t, "--addr", addr, "--idempotency-key", "ctl-1", "addblock", "/f", "11")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, api.CodeIdempotencyKeyReused)
+	require.Equal(t, uint64(2), m.st.AppliedIndex())
+
+	// Without the flag, every run is a new request.
+	ctlOK(t, "--addr", addr, "addblock", "/f", "10")
+	ctlOK(t, "--addr", addr, "addblock", "/f", "10")
+	require.Len(t, ctlOK(t, "--addr", addr, "stat", "/f")["block_list"], 3)
+
+	for _, args := range [][]string{
+		{"--idempotency-key", "", "mkdir", "/x"},
+		{"--idempotency-key", strings.Repeat("k", 256), "mkdir", "/x"},
+		{"--idempotency-key", "k", "ls", "/"},
+	} {
+		code, stdout, stderr := ctl(t, append([]string{"--addr", addr}, args...)...)
+		require.Equal(t, exitUsage, code, "%q", args)
+		require.Empty(t, stdout)
+		require.Contains(t, stderr, "idempotency-key", "%q", args)
+	}
+}
+
+// TestCtlUnknownOutcome: when ctl gives up with the outcome unknown, it
+// says so and prints the key to re-run the command with.
+func TestCtlUnknownOutcome(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get(api.IdempotencyKeyHeader))
+		mu.Unlock()
+		w.WriteHeader(http.StatusGatewayTimeout)
+		w.Write([]byte(`{"error":"timeout","message":"slow (test)"}`))
+	}))
+	defer srv.Close()
+	code, stdout, stderr := ctl(t, "--addr", srv.URL, "--timeout", "1s", "mkdir", "/x")
+	require.Equal(t, exitError, code)
+	require.Empty(t, stdout)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, len(keys), 1, "retried")
+	for _, k := range keys {
+		require.Equal(t, keys[0], k)
+	}
+	require.Contains(t, stderr, "may or may not have been applied")
+	require.Contains(t, stderr, "--idempotency-key "+keys[0])
 }

@@ -32,8 +32,8 @@
 // # serve
 //
 //	dfsmaster-demo serve --zk host:port[,...] --id ID --data DIR [--room NAME] [--http ADDR]
-//	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N] [--exit-on-failure]
-//	    [--log-level L]
+//	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N]
+//	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
 //
 // One master: replica.Open with namespace.Applier, AdvertiseAddr = the HTTP
 // address (what a standby's 307 points at and where peers fetch
@@ -47,13 +47,27 @@
 //
 // and logs (log/slog text) to stderr, role changes included.
 //
+// Mutations with an Idempotency-Key header (package api, "Retries and
+// Idempotency-Key") go through replica.ProposeRequest with
+// api.RequestIDForKey(key) — replica.RequestIDFromKey of the key in the
+// API's scope, the key alone: one key names one request room-wide — so a
+// retry is applied at most once, across failovers, restarts and bootstraps:
+// the replicated request table answers it with the original's index and
+// response, from which the API rebuilds the original status and body
+// (Idempotent-Replayed: true). --request-ttl (default 10m, log time) and
+// --request-window (default 2^20 entries) set how long a key is remembered
+// (replica.Config.RequestTTL and RequestWindow; the policy travels in the
+// log with each request, so masters with different settings still agree
+// on what is remembered).
+//
 // The adapter from *replica.Replica to api.Master (master.go) maps the
 // replica's errors onto the API's: *replica.NotPrimaryError ->
 // *api.NotPrimaryError (307 to the primary's advertised address, or 503
 // no_primary when none is known); ErrOutcomeUnknown and ErrNoResponse ->
 // outcome_unknown; ErrQueueFull and logroom.ErrRoomFull -> overloaded;
-// ErrClosed, ErrFenced -> unavailable; ErrFailed -> failed; context errors
-// unchanged.
+// ErrClosed, ErrFenced -> unavailable; ErrFailed -> failed;
+// ErrRequestConflict -> api.ErrRequestConflict (422
+// idempotency_key_reused); context errors unchanged.
 // Status never touches ZooKeeper: the channel list it shows is refreshed
 // every second by a goroutine the adapter owns.
 //
@@ -94,13 +108,16 @@
 //     127.0.0.1. Wait until m1 is primary and m2 a standby that names it.
 //  3. Workload: --workers writers, each in its own subtree /w<k>, issue
 //     mkdir, create, addblock, rename, delete and delete -r through the Go
-//     client and record every acknowledged operation in a model of their
-//     subtree. A progress line per second shows acked ops, the rate and
-//     each master's role and applied index.
+//     client, each operation with its own Idempotency-Key, and record every
+//     acknowledged operation in a model of their subtree. A progress line
+//     per second shows acked ops, the rate, the operations resolved by
+//     retry (and how many of those were replayed) and each master's role
+//     and applied index.
 //  4. After --phase, kill -9 the primary's process group.
 //  5. Takeover: the writers retry on the standby. The takeover time is from
 //     the kill to the first acknowledgement of a request sent after it
-//     (only the new primary can have served that).
+//     that is not a replay (only the new primary can have served that; a
+//     replay may come from a standby's request table).
 //  6. After another --phase, restart the killed master with the same id and
 //     data dir; it rejoins as a standby (restoring a checkpoint from its
 //     peer if the channels it missed were deleted meanwhile). The workload
@@ -113,26 +130,34 @@
 //     and sizes, in order) and replication, each directory with exactly the
 //     expected children, each renamed or deleted path gone.
 //  9. Print a summary and, as the last line, RESULT {json}. Exit 0 only when
-//     nothing acknowledged was lost, nothing unexplained was found, the
-//     hashes are equal and the takeover was measured.
+//     nothing acknowledged was lost, nothing unexplained was found, no
+//     operation was left with an unknown outcome, the hashes are equal and
+//     the takeover was measured.
 //
 // Outcomes of a writer's request: acknowledged (recorded; must survive);
 // retried (503 no_primary, overloaded or unavailable, or a connection that
 // could not even be made: nothing was applied); unknown (connection reset
 // after sending — the requests in flight to the killed primary —, 503
-// outcome_unknown, 504). An unknown operation is never retried blindly: the
-// writer makes a later acknowledged write (mkdir -p of its root), reads the
-// path with min_index = that write's index and records whether it landed.
-// Requests in flight at the kill usually did land: their batch reached
-// ZooKeeper before the process died. (The sync writes themselves change
-// nothing, so one with an unknown outcome is simply sent again and not
-// counted.)
+// outcome_unknown, 504). Every attempt of an operation carries the same
+// Idempotency-Key, so an unknown outcome is resolved by simply sending the
+// operation again (the client first retries on the same master, then the
+// writer on the next one): if the lost attempt had been applied, the answer
+// is the original's, replayed (Idempotent-Replayed) and nothing is applied
+// twice; if not, the retry applies it. Nothing is read back. Requests in
+// flight at the kill usually did land (their batch reached ZooKeeper before
+// the process died), so their retries are typically replays, often answered
+// by the standby from its own request table before it even takes over.
 //
 // A master that reports itself failed (serve keeps serving its status) ends
 // the demo at once with its reason; the progress lines show it as FAILED.
 //
 // RESULT fields: ok, ops_acked, ops_lost (acknowledged operations whose
-// effect is missing on a master), ops_unknown, ops_unknown_landed,
+// effect is missing on a master), ops_unknown (operations abandoned with an
+// attempt's outcome unknown: only when a writer stops mid-retry, so 0 in a
+// passing run), ops_resolved_by_retry (operations with an unknown attempt
+// that a retry with the same key answered), ops_replayed (those answered
+// with the original's answer: the lost attempt had been applied and the
+// retry was deduplicated; the rest were applied by the retry),
 // mismatches (state no operation explains: a duplicate, a phantom entry),
 // failover_ms, killed_node, takeover_node, replicas, hashes_equal, hash,
 // applied_index, epoch (2 when the forced failover was the only one),
@@ -161,7 +186,7 @@
 //
 // # ctl
 //
-//	dfsmaster-demo ctl [--addr host:port] [--timeout d] <command> [flags] [args]
+//	dfsmaster-demo ctl [--addr host:port] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
 //
 // ctl's commands: mkdir [-p] PATH, create [-r N] PATH, addblock PATH SIZE,
 // rename SRC DST, delete [-r] PATH, ls [--min-index N] PATH,
@@ -171,6 +196,15 @@
 // defaults to $DFSMASTER_ADDR, else 127.0.0.1:8080. Answers are printed as
 // indented JSON; a failure prints "dfsmaster-demo ctl <command>: <code>:
 // <message>" to stderr and exits 1; a bad command line exits 2.
+//
+// A mutation is sent with an Idempotency-Key: --idempotency-key's (only
+// with a mutation), else a random one. The client re-sends it with that key
+// while its outcome is unknown, within --timeout (package client). If ctl
+// still gives up with the outcome unknown, it prints the key; re-running the
+// same command with --idempotency-key KEY (within the masters' request TTL,
+// 10 minutes by default) applies it at most once and prints the original
+// answer with "replayed": true if the first run had been applied. The same
+// key with another command is refused (422 idempotency_key_reused).
 //
 // Subcommands are listed in subcommands() (main.go); the master plugs into
 // package api through its Master interface.

@@ -92,9 +92,23 @@ func (m *replicaMaster) Propose(ctx context.Context, entry []byte) (api.Result, 
 	return api.Result{Index: res.Index, Response: res.Response}, nil
 }
 
-// translateProposeError maps the replica's Propose errors onto the API's
-// sentinels (keeping the original in the chain for the message):
+// ProposeRequest implements api.Master with replica.ProposeRequest: the
+// replica deduplicates on its replicated request table, so a retry is
+// applied at most once across failovers, restarts and bootstraps, within
+// replica.Config.RequestTTL and RequestWindow.
+func (m *replicaMaster) ProposeRequest(ctx context.Context, id replica.RequestID, entry []byte) (api.Result, error) {
+	res, err := m.r.ProposeRequest(ctx, id, entry)
+	if err != nil {
+		return api.Result{}, translateProposeError(err)
+	}
+	return api.Result{Index: res.Index, Response: res.Response, Duplicate: res.Duplicate}, nil
+}
+
+// translateProposeError maps the replica's Propose and ProposeRequest
+// errors onto the API's sentinels (keeping the original in the chain for
+// the message):
 //
+//	ErrRequestConflict                  -> api.ErrRequestConflict (422 idempotency_key_reused)
 //	*replica.NotPrimaryError            -> *api.NotPrimaryError (the primary's advertised address)
 //	ErrOutcomeUnknown, ErrNoResponse    -> api.ErrOutcomeUnknown (ErrNoResponse: committed, but
 //	                                       whether the namespace accepted it is not known here)
@@ -108,6 +122,8 @@ func (m *replicaMaster) Propose(ctx context.Context, entry []byte) (api.Result, 
 func translateProposeError(err error) error {
 	var np *replica.NotPrimaryError
 	switch {
+	case errors.Is(err, replica.ErrRequestConflict):
+		return fmt.Errorf("%w: %w", api.ErrRequestConflict, err)
 	case errors.As(err, &np):
 		return &api.NotPrimaryError{PrimaryID: np.PrimaryID, PrimaryAddr: np.PrimaryAddr}
 	case errors.Is(err, replica.ErrOutcomeUnknown), errors.Is(err, replica.ErrNoResponse):

@@ -54,10 +54,11 @@ type pairResult struct {
 	OK               bool   `json:"ok"`
 	OpsAcked         int64  `json:"ops_acked"`
 	OpsLost          int    `json:"ops_lost"`
-	OpsUnknown       int64  `json:"ops_unknown"`        // outcome unknown when answered (then resolved by reading)
-	OpsUnknownLanded int64  `json:"ops_unknown_landed"` // ... and found applied
-	Mismatches       int    `json:"mismatches"`         // state nothing explains (duplicates, phantom entries)
-	FailoverMS       int64  `json:"failover_ms"`        // kill -9 -> first acknowledged op on the new primary
+	OpsUnknown       int64  `json:"ops_unknown"`           // abandoned with an attempt's outcome unknown: 0 unless a writer stopped mid-retry
+	OpsResolved      int64  `json:"ops_resolved_by_retry"` // an attempt's outcome was unknown; a retry with the same Idempotency-Key got the answer
+	OpsReplayed      int64  `json:"ops_replayed"`          // ... the original's answer, replayed: that attempt had been applied, the retry was deduplicated
+	Mismatches       int    `json:"mismatches"`            // state nothing explains (duplicates, phantom entries)
+	FailoverMS       int64  `json:"failover_ms"`           // kill -9 -> first acknowledged op on the new primary
 	KilledNode       string `json:"killed_node"`
 	TakeoverNode     string `json:"takeover_node"`
 	Replicas         int    `json:"replicas"` // masters converged and checked at the end
@@ -137,14 +138,8 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.DurationMS = time.Since(start).Milliseconds()
 	res.OpsAcked = p.led.acked.Load()
 	res.OpsUnknown = p.led.unknown.Load()
-	res.OpsUnknownLanded = 0
-	for _, w := range p.writers {
-		for _, op := range w.ops {
-			if op.landed {
-				res.OpsUnknownLanded++
-			}
-		}
-	}
+	res.OpsResolved = p.led.resolved.Load()
+	res.OpsReplayed = p.led.replayed.Load()
 	res.SessionTimeoutMS = cfg.sessionTimeout.Milliseconds()
 	res.ZKServers = cfg.zkServers
 	if len(cfg.zk) > 0 {
@@ -410,7 +405,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	for _, line := range lostLines(writers, v, 10) {
 		p.out.printf("      lost: %s\n", line)
 	}
-	res.OK = res.OpsLost == 0 && res.Mismatches == 0 && res.HashesEqual && res.Replicas == 2 && res.FailoverMS > 0
+	res.OK = res.OpsLost == 0 && res.Mismatches == 0 && res.OpsUnknown == 0 && res.HashesEqual && res.Replicas == 2 && res.FailoverMS > 0
 	return res, nil
 }
 
@@ -643,8 +638,8 @@ func (p *pair) progress(ctx context.Context) (stop func()) {
 					parts[i] = id + " down"
 				}
 			}
-			p.out.printf("    [%5.1fs] acked %6d (%4d/s)  unknown %d  |  %s\n", time.Since(p.t0).Seconds(),
-				acked, acked-lastAcked, p.led.unknown.Load(), strings.Join(parts, "  |  "))
+			p.out.printf("    [%5.1fs] acked %6d (%4d/s)  unknown->retried %d (replayed %d)  |  %s\n", time.Since(p.t0).Seconds(),
+				acked, acked-lastAcked, p.led.resolved.Load(), p.led.replayed.Load(), strings.Join(parts, "  |  "))
 			p.mu.Unlock()
 			lastAcked = acked
 		}
@@ -657,7 +652,9 @@ func (p *pair) summary(res pairResult) {
 	p.out.printf("  acknowledged ops   %d  (mkdir %d, create %d, addblock %d, rename %d, delete %d, delete -r %d, sync %d)\n",
 		res.OpsAcked, p.led.kindCount(opMkdir), p.led.kindCount(opCreate), p.led.kindCount(opAddBlock),
 		p.led.kindCount(opRename), p.led.kindCount(opDelete), p.led.kindCount(opRmdir), p.led.kindCount(opSync))
-	p.out.printf("  outcome unknown    %d  (resolved by reading after a later acknowledged write; %d had been applied)\n", res.OpsUnknown, res.OpsUnknownLanded)
+	p.out.printf("  outcome unknown    %d resolved by retry with the same Idempotency-Key: %d replayed (the first attempt had been\n"+
+		"                     applied; the retry was deduplicated), %d applied by the retry; %d left unknown\n",
+		res.OpsResolved, res.OpsReplayed, res.OpsResolved-res.OpsReplayed, res.OpsUnknown)
 	p.out.printf("  lost               %d\n", res.OpsLost)
 	if res.FailoverMS > 0 {
 		p.out.printf("  failover           %d ms  (kill -9 %s -> first op acknowledged by %s; session timeout %d ms)\n",
@@ -679,6 +676,9 @@ func (p *pair) summary(res pairResult) {
 			}
 			if res.Mismatches > 0 {
 				why = append(why, fmt.Sprintf("%d mismatch(es)", res.Mismatches))
+			}
+			if res.OpsUnknown > 0 {
+				why = append(why, fmt.Sprintf("%d op(s) left with an unknown outcome", res.OpsUnknown))
 			}
 			if !res.HashesEqual {
 				why = append(why, "the hashes differ")

@@ -64,12 +64,20 @@ func TestPairDemo(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &res))
 	var generic map[string]any
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &generic))
-	for _, k := range []string{"ops_acked", "ops_lost", "failover_ms", "replicas", "hashes_equal"} {
+	for _, k := range []string{"ops_acked", "ops_lost", "ops_unknown", "ops_resolved_by_retry", "ops_replayed",
+		"failover_ms", "replicas", "hashes_equal"} {
 		require.Contains(t, generic, k)
 	}
+	require.NotContains(t, generic, "ops_unknown_landed", "unknown outcomes are resolved by retrying, not by reading")
 	require.True(t, res.OK, out)
 	require.Zero(t, res.OpsLost)
 	require.Zero(t, res.Mismatches)
+	// Every attempt with an unknown outcome (the requests in flight at the
+	// kill, typically) was resolved by re-sending it with its key; a replay
+	// is one kind of resolution.
+	require.Zero(t, res.OpsUnknown)
+	require.LessOrEqual(t, res.OpsReplayed, res.OpsResolved)
+	require.Contains(t, out, "resolved by retry with the same Idempotency-Key")
 	require.True(t, res.HashesEqual)
 	require.Equal(t, 2, res.Replicas)
 	require.Positive(t, res.FailoverMS)

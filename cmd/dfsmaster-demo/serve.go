@@ -52,7 +52,12 @@ type serveConfig struct {
 	AdvertiseAddr   string        // "" = derived from the listener (see advertiseFor)
 	SessionTimeout  time.Duration // 0 = replica default
 	CheckpointEvery int           // entries; 0 = replica default, <0 disables
-	Logger          *slog.Logger
+	// RequestTTL and RequestWindow: how long (log time) and for how many
+	// entries an Idempotency-Key is remembered (replica.Config's); 0 =
+	// replica default (10m, 2^20).
+	RequestTTL    time.Duration
+	RequestWindow int
+	Logger        *slog.Logger
 	// Applier is the replica's applier; nil means namespace.Applier{}.
 	// Tests set one that breaks, to make a replica fail for real.
 	Applier store.Applier
@@ -106,6 +111,8 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		AdvertiseAddr:          adv,
 		Applier:                applier,
 		CheckpointEveryEntries: cfg.CheckpointEvery,
+		RequestTTL:             cfg.RequestTTL,
+		RequestWindow:          cfg.RequestWindow,
 		Logger:                 log.With("component", "replica"),
 	})
 	if err != nil {
@@ -213,6 +220,8 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	advertise := fs.String("advertise", "", "address peers and clients reach this master at (default: the bound listen address)")
 	sessionTimeout := fs.Duration("session-timeout", replica.DefaultSessionTimeout, "ZooKeeper session timeout: a killed primary is replaced about this long after it died")
 	ckptEvery := fs.Int("checkpoint-every", replica.DefaultCheckpointEveryEntries, "checkpoint the store every N applied entries (<0: never)")
+	requestTTL := fs.Duration("request-ttl", replica.DefaultRequestTTL, "how long a mutation's Idempotency-Key is remembered (log time): a retry within it is applied at most once")
+	requestWindow := fs.Int("request-window", replica.DefaultRequestWindow, "how many log entries an Idempotency-Key is remembered for at most (bounds the request table)")
 	exitOnFailure := fs.Bool("exit-on-failure", false, "exit with status 1 as soon as the replica fails, for a supervisor (default: keep serving /v1/status and a 503 /v1/health)")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -235,6 +244,12 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if len(servers) == 0 {
 		bad = append(bad, "--zk: no servers")
 	}
+	if *requestTTL < time.Millisecond || *requestTTL > store.MaxRequestTTL {
+		bad = append(bad, fmt.Sprintf("--request-ttl %v: must be within [1ms, %v]", *requestTTL, store.MaxRequestTTL))
+	}
+	if *requestWindow < 1 || *requestWindow > store.MaxRequestWindow {
+		bad = append(bad, fmt.Sprintf("--request-window %d: must be within [1, %d]", *requestWindow, store.MaxRequestWindow))
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
@@ -247,7 +262,8 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	return serveOptions{
 		cfg: serveConfig{
 			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
-			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery, Logger: log,
+			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery,
+			RequestTTL: *requestTTL, RequestWindow: *requestWindow, Logger: log,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

@@ -258,6 +258,9 @@ func TestServeUsage(t *testing.T) {
 		{"no servers", []string{"--id", "a", "--data", "/tmp/x", "--zk", " , "}, "--zk: no servers"},
 		{"bad level", []string{"--id", "a", "--data", "/tmp/x", "--log-level", "loud"}, "--log-level"},
 		{"extra args", []string{"--id", "a", "--data", "/tmp/x", "more"}, "unexpected arguments"},
+		{"request ttl", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "0s"}, "--request-ttl"},
+		{"request ttl too long", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "721h"}, "--request-ttl"},
+		{"request window", []string{"--id", "a", "--data", "/tmp/x", "--request-window", "0"}, "--request-window"},
 		{"bad flag", []string{"--nope"}, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,6 +270,20 @@ func TestServeUsage(t *testing.T) {
 			require.Empty(t, stdout.String())
 		})
 	}
+}
+
+// TestServeRequestFlags: the deduplication window of Idempotency-Keys is
+// the replica's, set by --request-ttl and --request-window.
+func TestServeRequestFlags(t *testing.T) {
+	var stderr bytes.Buffer
+	opts, _, ok := parseServeFlags([]string{"--id", "a", "--data", "/tmp/x"}, &stderr)
+	require.True(t, ok, stderr.String())
+	require.Equal(t, replica.DefaultRequestTTL, opts.cfg.RequestTTL)
+	require.Equal(t, replica.DefaultRequestWindow, opts.cfg.RequestWindow)
+	opts, _, ok = parseServeFlags([]string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "1h", "--request-window", "1000"}, &stderr)
+	require.True(t, ok, stderr.String())
+	require.Equal(t, time.Hour, opts.cfg.RequestTTL)
+	require.Equal(t, 1000, opts.cfg.RequestWindow)
 }
 
 func TestTranslateProposeError(t *testing.T) {
@@ -284,6 +301,7 @@ func TestTranslateProposeError(t *testing.T) {
 		{"fenced", replica.ErrFenced, api.ErrUnavailable},
 		{"failed", fmt.Errorf("%w: %w", replica.ErrFailed, errors.New("applier broke")), api.ErrFailed},
 		{"context", context.Canceled, context.Canceled},
+		{"request conflict", fmt.Errorf("x: %w", replica.ErrRequestConflict), api.ErrRequestConflict},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := translateProposeError(tc.in)

@@ -27,9 +27,12 @@ import (
 // An operation is lost when it was acknowledged and a fact it owns fails.
 // Operations whose facts are implied by later ones (the create of a file
 // that was deleted, an earlier rename) are covered by those: a later
-// operation could not have succeeded without them. A failing fact owned by
-// an operation whose outcome was unknown (and then found applied), or a
-// fact nothing explains (an extra entry or block), is a mismatch.
+// operation could not have succeeded without them. A failing fact owned
+// only by operations that were not acknowledged, or a fact nothing explains
+// (an extra entry or block: an operation applied twice, a phantom), is a
+// mismatch. (The writers retry an unknown outcome with the same
+// Idempotency-Key until it is acknowledged, so their models hold only
+// acknowledged operations.)
 
 // opKey names one operation of one writer.
 type opKey struct{ writer, op int }

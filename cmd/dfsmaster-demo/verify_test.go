@@ -23,7 +23,7 @@ func TestVerifyFindsLossAndMismatches(t *testing.T) {
 	c, err := client.New(addr, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
-	must := func(r api.MutationResponse, err error) api.MutationResponse {
+	must := func(r client.MutationResult, err error) client.MutationResult {
 		t.Helper()
 		require.NoError(t, err)
 		return r
@@ -51,14 +51,16 @@ func TestVerifyFindsLossAndMismatches(t *testing.T) {
 	mv := acked(opRename, "/w1/d1/f2")
 	lostCreate := acked(opCreate, "/w1/d1/f9") // never reached the master
 	lostDelete := acked(opDelete, "/w1/d1/keep")
-	w.ops = append(w.ops, &opRec{id: len(w.ops), kind: opCreate, path: "/w1/d1/u", unknown: true, landed: true})
-	landed := len(w.ops) - 1
+	// Not acknowledged (abandoned with an unknown outcome), yet in the model:
+	// its missing file is a mismatch, not a loss.
+	w.ops = append(w.ops, &opRec{id: len(w.ops), kind: opCreate, path: "/w1/d1/u", unknown: true})
+	abandoned := len(w.ops) - 1
 	w.dirs = []*dirState{{path: "/w1", op: root}, {path: "/w1/d1", op: d1}}
 	w.files = []*fileState{
 		{path: "/w1/d1/f1", repl: 2, create: f1, move: -1, blocks: []blockRec{{id: b1.BlockID, size: 10, op: blk}}},
 		{path: "/w1/d1/r2", repl: 1, create: f2, move: mv},
 		{path: "/w1/d1/f9", repl: 1, create: lostCreate, move: -1},
-		{path: "/w1/d1/u", repl: 1, create: landed, move: -1},
+		{path: "/w1/d1/u", repl: 1, create: abandoned, move: -1},
 	}
 	w.gone = []goneRec{{path: "/w1/d1/f2", op: mv}, {path: "/w1/d1/keep", op: lostDelete}}
 
@@ -100,6 +102,11 @@ func TestClassify(t *testing.T) {
 		{"unavailable", &client.Error{Status: 503, Code: api.CodeUnavailable}, outcomeRetry},
 		{"outcome unknown", &client.Error{Status: 503, Code: api.CodeOutcomeUnknown}, outcomeUnknown},
 		{"timeout", &client.Error{Status: 504, Code: api.CodeTimeout}, outcomeUnknown},
+		{"client gave up", &client.UnknownOutcomeError{Key: "k", Attempts: 8, Err: &client.Error{Status: 504, Code: api.CodeTimeout}}, outcomeUnknown},
+		{"gave up at a dead master", &client.UnknownOutcomeError{Key: "k", Attempts: 2,
+			Err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}}, outcomeUnknown},
+		{"gave up in an election", &client.UnknownOutcomeError{Key: "k", Attempts: 2, Err: &client.Error{Status: 503, Code: api.CodeNoPrimary}}, outcomeUnknown},
+		{"key reused", &client.Error{Status: 422, Code: api.CodeIdempotencyKeyReused}, outcomeFailed},
 		{"rejected", &client.Error{Status: 409, Code: "already_exists"}, outcomeFailed},
 		{"internal", &client.Error{Status: 500, Code: api.CodeInternal}, outcomeFailed},
 		{"dial refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, outcomeRetry},

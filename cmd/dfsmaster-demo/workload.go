@@ -15,7 +15,6 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
-	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 )
 
 // The pair demo's workload: several writers, each owning a subtree /w<k>,
@@ -24,24 +23,33 @@ import (
 // operations must have produced. Verification later compares each model
 // with every master's namespace.
 //
-// Outcomes of one operation:
+// Every operation has one Idempotency-Key (client.NewIdempotencyKey), sent
+// with every attempt of it, on any master. Outcomes of one attempt:
 //
-//   - acked: the master answered success. It is in the ledger and must
-//     survive everything.
+//   - acked: the master answered success — the operation's own, or the
+//     original's answer replayed (Idempotent-Replayed) because an earlier
+//     attempt had been applied. It is in the ledger and must survive
+//     everything.
 //   - retried: the master said nothing was applied (503 no_primary,
 //     overloaded, unavailable) or the connection could not be made at all
 //     (dial error: nothing was sent, e.g. the killed primary's port); the
-//     writer tries again, on the next master.
-//   - unknown: the request may have been applied (connection reset or EOF
-//     after sending, 503 outcome_unknown, 504). The writer never retries
-//     blindly: it makes a later write acknowledged (mkdir -p of its root,
-//     "sync"), reads the affected path with min_index = that write's index
-//     — so the read sees every entry committed before it — and learns
-//     whether the operation landed. The model follows what it learned.
+//     writer tries again, with the same key, on the next master.
+//   - unknown: the attempt may have been applied (connection reset or EOF
+//     after sending, 503 outcome_unknown, 504; the client already re-sent
+//     it on the same master as far as its Retry policy allows). The writer
+//     re-sends it with the same key on the next master: the replicated
+//     request table applies it at most once and answers a retry of an
+//     applied attempt with the original's answer. The model follows the
+//     answer, so nothing needs to be read back.
+//
+// An operation is abandoned only when the writer stops (its context ended,
+// or no master answered within opTimeout: the writer fails); one abandoned
+// after an unknown attempt is the only outcome the demo cannot tell, and
+// counts in ops_unknown.
 
 // Operation kinds.
 const (
-	opSync     = "sync" // mkdir -p of the writer's root: an acknowledged write used as a read barrier
+	opSync     = "sync" // mkdir -p of the writer's root: creates it (the writer's first operation)
 	opMkdir    = "mkdir"
 	opCreate   = "create"
 	opAddBlock = "addblock"
@@ -54,7 +62,7 @@ var opKinds = []string{opSync, opMkdir, opCreate, opAddBlock, opRename, opDelete
 
 const (
 	opTimeout    = 45 * time.Second      // one operation, retries included
-	retryBackoff = 25 * time.Millisecond // between attempts
+	retryBackoff = 25 * time.Millisecond // between attempts (the client's own retries back off too)
 )
 
 // endpoints is the set of masters the writers talk to. Each attempt starts
@@ -114,13 +122,17 @@ func (e *endpoints) close() { e.hc.CloseIdleConnections() }
 // ledger is what every writer reports to: counters for the progress line and
 // the summary, and the takeover measurement.
 type ledger struct {
-	acked, unknown, landed atomic.Int64  // landed: unknown operations found applied
-	retries                atomic.Int64  // attempts that failed retryably
-	maxIndex               atomic.Uint64 // highest acknowledged index
-	perKind                sync.Map      // kind -> *atomic.Int64 (acked)
+	acked    atomic.Int64  // operations acknowledged
+	unknown  atomic.Int64  // operations abandoned after an attempt whose outcome was unknown
+	resolved atomic.Int64  // operations acknowledged after an attempt whose outcome was unknown
+	replayed atomic.Int64  // ... whose answer was replayed: an earlier attempt had been applied
+	retries  atomic.Int64  // writer attempts that failed (each retried on the next master)
+	maxIndex atomic.Uint64 // highest acknowledged index
+	perKind  sync.Map      // kind -> *atomic.Int64 (acked)
 
 	// Takeover: the first acknowledgement of an attempt that started after
-	// killAt (only the new primary can have served it).
+	// killAt and was not a replay (only the new primary can have served it;
+	// a replay may come from a standby's request table).
 	killAt       atomic.Int64 // unix ns; 0 = no kill yet
 	takeoverOnce sync.Once
 	takeover     chan struct{} // closed at the first such acknowledgement
@@ -136,18 +148,25 @@ func newLedger() *ledger {
 	return l
 }
 
-func (l *ledger) ack(kind string, idx uint64, attemptStart, at time.Time) {
+func (l *ledger) ack(op *opRec, attemptStart, at time.Time) {
 	l.acked.Add(1)
-	if v, ok := l.perKind.Load(kind); ok {
+	if v, ok := l.perKind.Load(op.kind); ok {
 		v.(*atomic.Int64).Add(1)
 	}
+	if op.unknown {
+		l.resolved.Add(1)
+	}
+	if op.replayed {
+		l.replayed.Add(1)
+	}
+	idx := op.index
 	for {
 		cur := l.maxIndex.Load()
 		if idx <= cur || l.maxIndex.CompareAndSwap(cur, idx) {
 			break
 		}
 	}
-	if k := l.killAt.Load(); k != 0 && attemptStart.UnixNano() > k {
+	if k := l.killAt.Load(); k != 0 && attemptStart.UnixNano() > k && !op.replayed {
 		l.takeoverOnce.Do(func() {
 			l.takeoverAt, l.takeoverIdx = at, idx
 			close(l.takeover)
@@ -162,16 +181,20 @@ func (l *ledger) kindCount(kind string) int64 {
 
 // opRec is one operation a writer issued.
 type opRec struct {
-	id       int
-	kind     string
-	path     string
-	dst      string // rename
-	index    uint64 // acked: its entry's index
-	acked    bool   // the master acknowledged it
-	unknown  bool   // the outcome was unknown when it returned
-	landed   bool   // unknown and then found applied
+	id    int
+	kind  string
+	path  string
+	dst   string // rename
+	key   string // the Idempotency-Key of every attempt
+	index uint64 // acked: its entry's index
+	acked bool   // the master acknowledged it
+	// unknown: an attempt's outcome was unknown. Acked: resolved by a retry
+	// with the same key; not acked: abandoned, it may or may not have been
+	// applied.
+	unknown  bool
+	replayed bool   // acked with the original's answer, replayed (an earlier attempt had been applied)
 	blockID  uint64 // addblock
-	attempts int
+	attempts int    // the client's attempts, over all the writer's
 }
 
 // Model of a writer's subtree.
@@ -290,22 +313,13 @@ func (w *writer) step(ctx context.Context) error {
 
 func (w *writer) mkdir(ctx context.Context) error {
 	p := path.Join(w.root, w.next("d"))
-	op, err := w.mutate(ctx, opMkdir, p, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.Mkdir(ctx, p, false)
+	op, err := w.mutate(ctx, opMkdir, p, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Mkdir(ctx, p, false, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		info, found, err := w.resolve(ctx, p)
-		if err != nil {
-			return err
-		}
-		op.landed = found && info.Type == "dir"
-	}
-	if op.acked || op.landed {
-		w.dirs = append(w.dirs, &dirState{path: p, op: op.id})
-	}
+	w.dirs = append(w.dirs, &dirState{path: p, op: op.id})
 	return nil
 }
 
@@ -313,50 +327,26 @@ func (w *writer) create(ctx context.Context) error {
 	dir := w.dirs[w.rng.IntN(len(w.dirs))]
 	p := path.Join(dir.path, w.next("f"))
 	repl := 1 + w.rng.IntN(3)
-	op, err := w.mutate(ctx, opCreate, p, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.Create(ctx, p, repl)
+	op, err := w.mutate(ctx, opCreate, p, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Create(ctx, p, repl, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		_, found, err := w.resolve(ctx, p)
-		if err != nil {
-			return err
-		}
-		op.landed = found
-	}
-	if op.acked || op.landed {
-		w.files = append(w.files, &fileState{path: p, repl: repl, create: op.id, move: -1})
-	}
+	w.files = append(w.files, &fileState{path: p, repl: repl, create: op.id, move: -1})
 	return nil
 }
 
 func (w *writer) addBlock(ctx context.Context) error {
 	f := w.files[w.rng.IntN(len(w.files))]
 	size := 1 + w.rng.Int64N(128<<20)
-	op, err := w.mutate(ctx, opAddBlock, f.path, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.AddBlock(ctx, f.path, size)
+	op, err := w.mutate(ctx, opAddBlock, f.path, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.AddBlock(ctx, f.path, size, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		info, found, err := w.resolve(ctx, f.path)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !found || len(info.BlockList) < len(f.blocks) || len(info.BlockList) > len(f.blocks)+1:
-			return fmt.Errorf("resolving addblock %s: the file has %d blocks (found %v), the model %d", f.path, len(info.BlockList), found, len(f.blocks))
-		case len(info.BlockList) == len(f.blocks)+1:
-			op.landed = true
-			op.blockID = info.BlockList[len(f.blocks)].ID
-		}
-	}
-	if op.acked || op.landed {
-		f.blocks = append(f.blocks, blockRec{id: op.blockID, size: size, op: op.id})
-	}
+	f.blocks = append(f.blocks, blockRec{id: op.blockID, size: size, op: op.id})
 	return nil
 }
 
@@ -365,46 +355,28 @@ func (w *writer) rename(ctx context.Context) error {
 	f := w.files[i]
 	dir := w.dirs[w.rng.IntN(len(w.dirs))]
 	src, dst := f.path, path.Join(dir.path, w.next("r"))
-	op, err := w.mutate(ctx, opRename, src, dst, func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.Rename(ctx, src, dst)
+	op, err := w.mutate(ctx, opRename, src, dst, func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Rename(ctx, src, dst, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		_, found, err := w.resolve(ctx, dst)
-		if err != nil {
-			return err
-		}
-		op.landed = found
-	}
-	if op.acked || op.landed {
-		f.path, f.move = dst, op.id
-		w.gone = append(w.gone, goneRec{path: src, op: op.id})
-	}
+	f.path, f.move = dst, op.id
+	w.gone = append(w.gone, goneRec{path: src, op: op.id})
 	return nil
 }
 
 func (w *writer) deleteFile(ctx context.Context) error {
 	i := w.rng.IntN(len(w.files))
 	p := w.files[i].path
-	op, err := w.mutate(ctx, opDelete, p, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.Delete(ctx, p, false)
+	op, err := w.mutate(ctx, opDelete, p, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Delete(ctx, p, false, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		_, found, err := w.resolve(ctx, p)
-		if err != nil {
-			return err
-		}
-		op.landed = !found
-	}
-	if op.acked || op.landed {
-		w.files = append(w.files[:i], w.files[i+1:]...)
-		w.gone = append(w.gone, goneRec{path: p, op: op.id})
-	}
+	w.files = append(w.files[:i], w.files[i+1:]...)
+	w.gone = append(w.gone, goneRec{path: p, op: op.id})
 	return nil
 }
 
@@ -413,139 +385,87 @@ func (w *writer) deleteFile(ctx context.Context) error {
 func (w *writer) rmdir(ctx context.Context) error {
 	i := 1 + w.rng.IntN(len(w.dirs)-2)
 	p := w.dirs[i].path
-	op, err := w.mutate(ctx, opRmdir, p, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-		return c.Delete(ctx, p, true)
+	op, err := w.mutate(ctx, opRmdir, p, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Delete(ctx, p, true, key)
 	})
 	if err != nil {
 		return err
 	}
-	if op.unknown {
-		_, found, err := w.resolve(ctx, p)
-		if err != nil {
-			return err
+	w.dirs = append(w.dirs[:i], w.dirs[i+1:]...)
+	kept := w.files[:0]
+	for _, f := range w.files {
+		if !strings.HasPrefix(f.path, p+"/") {
+			kept = append(kept, f)
 		}
-		op.landed = !found
 	}
-	if op.acked || op.landed {
-		w.dirs = append(w.dirs[:i], w.dirs[i+1:]...)
-		kept := w.files[:0]
-		for _, f := range w.files {
-			if !strings.HasPrefix(f.path, p+"/") {
-				kept = append(kept, f)
-			}
-		}
-		clear(w.files[len(kept):])
-		w.files = kept
-		w.gone = append(w.gone, goneRec{path: p, op: op.id})
-	}
+	clear(w.files[len(kept):])
+	w.files = kept
+	w.gone = append(w.gone, goneRec{path: p, op: op.id})
 	return nil
 }
 
 // sync makes an acknowledged write (mkdir -p of the root) and returns its
-// index: a read with that min_index sees everything committed before it.
+// index: the writer's first operation, which creates its subtree.
 func (w *writer) sync(ctx context.Context) (uint64, error) {
-	for {
-		op, err := w.mutate(ctx, opSync, w.root, "", func(c *client.Client, ctx context.Context) (api.MutationResponse, error) {
-			return c.Mkdir(ctx, w.root, true)
-		})
-		if err != nil {
-			return 0, err
-		}
-		if op.acked {
-			return op.index, nil
-		}
-		// Unknown: an mkdir -p of an existing directory changes nothing, so
-		// simply try again (not counted as an unknown outcome).
-	}
-}
-
-// resolve learns the state of p after an operation with an unknown outcome:
-// it syncs, then stats p at or after the sync's index.
-func (w *writer) resolve(ctx context.Context, p string) (namespace.Info, bool, error) {
-	idx, err := w.sync(ctx)
-	if err != nil {
-		return namespace.Info{}, false, err
-	}
-	var info namespace.Info
-	found := false
-	err = w.read(ctx, func(c *client.Client, ctx context.Context) error {
-		st, err := c.Stat(ctx, p, idx)
-		if errors.Is(err, namespace.ErrNotFound) {
-			found = false
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		info, found = st.Info, true
-		return nil
+	op, err := w.mutate(ctx, opSync, w.root, "", func(c *client.Client, ctx context.Context, key client.MutationOption) (client.MutationResult, error) {
+		return c.Mkdir(ctx, w.root, true, key)
 	})
-	return info, found, err
-}
-
-// read runs fn against the masters until it succeeds or fails for a reason
-// other than an unreachable or unready master.
-func (w *writer) read(ctx context.Context, fn func(*client.Client, context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		c, err := w.eps.client(attempt)
-		if err != nil {
-			return err
-		}
-		last := fn(c, ctx)
-		if last == nil {
-			return nil
-		}
-		var ce *client.Error
-		if errors.As(last, &ce) && ce.Status < 500 {
-			return last // a real answer (4xx) that fn did not expect
-		}
-		w.led.retries.Add(1)
-		if err := sleepCtx(ctx, retryBackoff); err != nil {
-			return fmt.Errorf("read: %w (last error: %v)", err, last)
-		}
+	if err != nil {
+		return 0, err
 	}
+	return op.index, nil
 }
 
-// mutate runs one mutation until it is acknowledged or its outcome is
-// unknown; it returns the recorded operation. An error means the writer must
-// stop: the context ended, or a master rejected an operation the model
-// says is valid (a bug, or the model diverged).
-func (w *writer) mutate(ctx context.Context, kind, p, dst string, fn func(*client.Client, context.Context) (api.MutationResponse, error)) (*opRec, error) {
-	op := &opRec{id: len(w.ops), kind: kind, path: p, dst: dst}
+// mutate runs one mutation, every attempt with the same Idempotency-Key,
+// until a master acknowledges it (its own answer or the original's,
+// replayed); it returns the recorded, acknowledged operation. An error
+// means the writer must stop: the context ended, no master answered within
+// opTimeout, or a master rejected an operation the model says is valid (a
+// bug, or the model diverged).
+func (w *writer) mutate(ctx context.Context, kind, p, dst string, fn func(*client.Client, context.Context, client.MutationOption) (client.MutationResult, error)) (*opRec, error) {
+	op := &opRec{id: len(w.ops), kind: kind, path: p, dst: dst, key: client.NewIdempotencyKey()}
 	w.ops = append(w.ops, op)
+	key := client.IdempotencyKey(op.key)
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
+	// abandon stops the operation; it stays unknown when an attempt's
+	// outcome was and no answer (a 4xx, which settles every attempt of the
+	// key) came since.
+	abandon := func(err error) (*opRec, error) {
+		var ce *client.Error
+		answered := errors.As(err, &ce) && ce.Status < 500 && !errors.Is(err, client.ErrOutcomeUnknown)
+		if op.unknown && !answered {
+			w.led.unknown.Add(1)
+		}
+		return nil, err
+	}
 	var last error
 	for attempt := 0; ; attempt++ {
 		if err := octx.Err(); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return abandon(ctx.Err())
 			}
-			return nil, fmt.Errorf("%s %s: no master acknowledged it within %v (last error: %v)", kind, p, opTimeout, last)
+			return abandon(fmt.Errorf("%s %s: no master answered it within %v (key %s, last error: %v)", kind, p, opTimeout, op.key, last))
 		}
 		c, err := w.eps.client(attempt)
 		if err != nil {
-			return nil, err
+			return abandon(err)
 		}
-		op.attempts++
 		start := time.Now()
-		resp, err := fn(c, octx)
+		res, err := fn(c, octx, key)
+		op.attempts += attemptsOf(res, err)
 		switch classify(err) {
 		case outcomeAcked:
-			op.acked, op.index, op.blockID = true, resp.Index, resp.BlockID
-			w.led.ack(kind, resp.Index, start, time.Now())
+			// More than one client attempt: the client retried after an
+			// unknown outcome. A replay: an earlier attempt (maybe one
+			// net/http re-sent by itself) had been applied.
+			op.unknown = op.unknown || res.Attempts > 1 || res.Replayed
+			op.acked, op.index, op.blockID, op.replayed = true, res.Index, res.BlockID, res.Replayed
+			w.led.ack(op, start, time.Now())
 			return op, nil
 		case outcomeUnknown:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
 			op.unknown = true
-			if kind != opSync { // syncs are idempotent and simply re-sent (see sync)
-				w.led.unknown.Add(1)
-			}
-			return op, nil
+			fallthrough
 		case outcomeRetry:
 			last = err
 			w.led.retries.Add(1)
@@ -554,11 +474,23 @@ func (w *writer) mutate(ctx context.Context, kind, p, dst string, fn func(*clien
 			}
 		default:
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return abandon(ctx.Err())
 			}
-			return nil, fmt.Errorf("%s %s %s: %w", kind, p, dst, err)
+			return abandon(fmt.Errorf("%s %s %s (key %s): %w", kind, p, dst, op.key, err))
 		}
 	}
+}
+
+// attemptsOf is how many attempts the client made for one call.
+func attemptsOf(res client.MutationResult, err error) int {
+	var ue *client.UnknownOutcomeError
+	switch {
+	case err == nil:
+		return res.Attempts
+	case errors.As(err, &ue):
+		return ue.Attempts
+	}
+	return 1
 }
 
 type outcome int
@@ -575,6 +507,11 @@ func classify(err error) outcome {
 	if err == nil {
 		return outcomeAcked
 	}
+	if errors.Is(err, client.ErrOutcomeUnknown) {
+		// The client gave up with an attempt's outcome unknown (whatever
+		// the last attempt's error, e.g. the dead primary's refused dial).
+		return outcomeUnknown
+	}
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		switch ce.Code {
@@ -583,14 +520,15 @@ func classify(err error) outcome {
 		case api.CodeOutcomeUnknown, api.CodeTimeout:
 			return outcomeUnknown
 		}
-		return outcomeFailed // a namespace rejection, a bad request or an internal error
+		return outcomeFailed // a namespace rejection, a bad request, a reused key or an internal error
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return outcomeRetry // the connection was never made: nothing was sent
 	}
 	// Reset or EOF after sending, or our deadline while the request was in
-	// flight: it may have been applied.
+	// flight: it may have been applied (the client wraps these in an
+	// UnknownOutcomeError; kept for errors that come unwrapped).
 	return outcomeUnknown
 }
 

@@ -26,6 +26,49 @@
 // has applied that index: a client that passes the index of its last write
 // reads its own writes on any master.
 //
+// # Retries and Idempotency-Key
+//
+// Every mutation accepts an Idempotency-Key header (the convention of Stripe
+// and of the IETF httpapi draft): 1 to 255 bytes of printable ASCII
+// (0x20-0x7e), taken verbatim (no unquoting), at most one header. A key
+// makes the mutation safe to retry: it is proposed with
+// Master.ProposeRequest under RequestIDForKey(key) (replica.RequestIDFromKey
+// of the key prefixed with this API's scope) and the replica applies it at
+// most once, whatever happens between the attempts (a lost connection, 503
+// outcome_unknown, 504, a failover, a restart, a bootstrap from a
+// checkpoint).
+//
+//	Idempotency-Key: 3f6c0a...            any mutation; reads ignore the header
+//	-> first time: the answer, as without a key
+//	-> again, same key, same request: the original's status and body, byte for byte,
+//	   plus "Idempotent-Replayed: true"; nothing applied again (rejections too:
+//	   a replayed 409 carries the original's index)
+//	-> same key, another endpoint or body: 422 idempotency_key_reused, nothing applied
+//	-> malformed key: 400 invalid_idempotency_key, before the body is read
+//
+// Scope: the key alone, room-wide. Every endpoint, master and client of the
+// room shares one key space, so a key names one request; reusing it for
+// another request is the client's mistake (422), never a second request.
+// "The same request" means the same command: the body is compared after
+// decoding (JSON spacing, field order and a defaulted replication do not
+// matter). A retry may go to any master: a standby that has applied the
+// original answers it from its own request table (200 replayed, no 307);
+// otherwise it redirects as usual (a client following the 307 must re-send
+// the header; Go's net/http does). A retry that
+// arrives while the original is still in flight on the same master waits
+// for it and gets its answer.
+//
+// Limits: the key is remembered for the replica's request TTL and window
+// (replica.Config.RequestTTL / RequestWindow, default 10 minutes of log
+// time and 2^20 entries; serve --request-ttl / --request-window), whichever
+// ends first; a retry after that is a new request and is applied again. A
+// request refused before reaching the log (a 4xx other than a namespace
+// rejection, 307, 503 no_primary, overloaded, unavailable or failed) leaves
+// no record: retrying it is simply trying again.
+//
+// Without a key nothing changes: a retry after an unknown outcome may apply
+// the command twice, so read before retrying.
+//
 // # Errors
 //
 // Every failure is JSON {"error":code,"message":text} (plus "index" when a
@@ -36,6 +79,8 @@
 //	400 bad_request      malformed JSON, unknown fields or query parameters, trailing data, wrong types,
 //	                     negative or out-of-range numbers, unknown endpoint (404), wrong method (405),
 //	                     body over Config.MaxBodyBytes (413)
+//	400 invalid_idempotency_key  empty, longer than 255 bytes, not printable ASCII, or repeated
+//	422 idempotency_key_reused   the key was used for another request (endpoint or body)
 //	404 not_found        the path or a parent does not exist
 //	409 already_exists, not_empty, not_a_directory, is_a_directory
 //
@@ -43,12 +88,14 @@
 //
 //	307 (Location: the primary's same path) a mutation on a standby that knows the primary
 //	503 no_primary       a mutation while no primary is known (or during an election)
-//	503 outcome_unknown  the command may or may not have committed: read before retrying
+//	503 outcome_unknown  the command may or may not have committed: with a key, retry with it;
+//	                     without, read before retrying
 //	503 overloaded       nothing was sent (queue or room full): retry later (Retry-After)
 //	503 unavailable      the master is shutting down or was deposed; nothing was committed
 //	503 failed           the master failed (below); the message gives the reason
 //	504 timeout          min_index not applied within Config.ReadWait, or a proposal
-//	                     that did not finish within Config.ProposeTimeout (outcome unknown)
+//	                     that did not finish within Config.ProposeTimeout (outcome unknown,
+//	                     as for 503 outcome_unknown)
 //	500 internal         a bug or a storage failure, never a client mistake
 //
 // # A failed master
@@ -74,11 +121,16 @@
 //
 // # Protocol of a mutation
 //
-//  1. Decode the body strictly and build a namespace.Command; validate it
+//  1. Check the Idempotency-Key header, if any (400 invalid_idempotency_key).
+//  2. Decode the body strictly and build a namespace.Command; validate it
 //     (syntax errors never reach the log).
-//  2. A failed or closed master answers 503 failed / unavailable here.
-//  3. Master.Propose the encoded command; map its error as above
-//     (ErrFailed: 503 failed).
-//  4. Decode the applier's Response: success -> 200 with the index (and block
-//     id); a rejection -> its 4xx code with the index of the rejected entry.
+//  3. A failed or closed master answers 503 failed / unavailable here.
+//  4. Without a key, Master.Propose the encoded command; with one,
+//     Master.ProposeRequest(RequestIDForKey(key), command). Map the error as
+//     above (ErrFailed: 503 failed; ErrRequestConflict: 422).
+//  5. Decode the applier's Response (for a duplicate: the original's, with
+//     the original's index, and the Idempotent-Replayed header): success ->
+//     200 with the index (and block id); a rejection -> its 4xx code with
+//     the index of the rejected entry. This step reads nothing but the
+//     index and the response, so a replay is byte for byte the original.
 package api

@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +19,9 @@ import (
 // fakeMaster is an in-process Master over a real store running the
 // namespace applier. A primary applies proposals directly and keeps them in
 // its log; a standby applies what catchUp copies from a primary's log.
+// ProposeRequest deduplicates through the store's own request table, as the
+// replica does: any member answers a request it has applied from its table;
+// otherwise the primary appends the entry in a request envelope.
 type fakeMaster struct {
 	st *store.Store
 
@@ -25,6 +30,7 @@ type fakeMaster struct {
 	log        [][]byte
 	status     api.Status    // ID, Role, Addr, PrimaryID, PrimaryAddr; AppliedIndex filled in by Status
 	proposeErr error         // when set, Propose fails with it without applying
+	loseAnswer error         // when set, Propose applies, then fails with it (the answer is lost)
 	blockUntil bool          // when set, Propose waits for its context to end
 	changed    chan struct{} // closed (and replaced) after every apply
 	waiters    int           // WaitApplied calls in progress
@@ -39,23 +45,46 @@ func newFakeMaster(t *testing.T, id, role string) *fakeMaster {
 		status: api.Status{ID: id, Room: "test", Role: role, Epoch: 1}}
 }
 
-func (f *fakeMaster) applyLocked(entries ...[]byte) ([][]byte, error) {
+func (f *fakeMaster) applyLocked(entries ...[]byte) ([]store.Outcome, error) {
 	first := f.st.AppliedIndex() + 1
 	batch := make([]store.Entry, len(entries))
 	for i, e := range entries {
 		batch[i] = store.Entry{Index: first + uint64(i), Epoch: 1, Data: e}
 	}
-	resp, err := f.st.Apply(batch)
+	outs, err := f.st.ApplyOutcomes(batch)
 	if err != nil {
 		return nil, err
 	}
 	f.log = append(f.log, entries...)
 	close(f.changed)
 	f.changed = make(chan struct{})
-	return resp, nil
+	return outs, nil
 }
 
 func (f *fakeMaster) Propose(ctx context.Context, entry []byte) (api.Result, error) {
+	return f.propose(ctx, entry)
+}
+
+// ProposeRequest implements api.Master like replica.ProposeRequest: the
+// table first (any role), then the primary appends a request envelope.
+func (f *fakeMaster) ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (api.Result, error) {
+	rec, found, err := f.st.LookupRequest(id)
+	switch {
+	case err != nil:
+		return api.Result{}, err
+	case found && rec.PayloadHash != store.PayloadHash(entry):
+		return api.Result{}, fmt.Errorf("%w: applied at %d with another entry", api.ErrRequestConflict, rec.Index)
+	case found:
+		return api.Result{Index: rec.Index, Response: rec.Response, Duplicate: true}, nil
+	}
+	data, err := store.EncodeRequest(store.Request{ID: id, Stamp: time.Now().UnixMilli(), TTL: 10 * time.Minute, Window: 1 << 20}, entry)
+	if err != nil {
+		return api.Result{}, err
+	}
+	return f.propose(ctx, data)
+}
+
+func (f *fakeMaster) propose(ctx context.Context, data []byte) (api.Result, error) {
 	f.mu.Lock()
 	block, perr := f.blockUntil, f.proposeErr
 	f.mu.Unlock()
@@ -71,11 +100,18 @@ func (f *fakeMaster) Propose(ctx context.Context, entry []byte) (api.Result, err
 	if f.status.Role != api.RolePrimary {
 		return api.Result{}, &api.NotPrimaryError{PrimaryID: f.status.PrimaryID, PrimaryAddr: f.status.PrimaryAddr}
 	}
-	resp, err := f.applyLocked(entry)
+	outs, err := f.applyLocked(data)
 	if err != nil {
 		return api.Result{}, err
 	}
-	return api.Result{Index: f.st.AppliedIndex(), Response: resp[0]}, nil
+	o := outs[0]
+	switch {
+	case o.Conflict:
+		return api.Result{}, fmt.Errorf("%w: applied at %d with another entry", api.ErrRequestConflict, o.Index)
+	case f.loseAnswer != nil:
+		return api.Result{}, f.loseAnswer
+	}
+	return api.Result{Index: o.Index, Response: o.Response, Duplicate: o.Duplicate}, nil
 }
 
 func (f *fakeMaster) WaitApplied(ctx context.Context, index uint64) error {

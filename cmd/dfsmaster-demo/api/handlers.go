@@ -64,57 +64,70 @@ type HashResponse struct {
 	Hash         string `json:"hash"`
 }
 
-func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) {
-	req, herr := decodeBody[MkdirRequest](s, w, r)
-	if herr != nil {
-		s.fail(w, r, herr)
-		return
+// mutation is the handler of a mutation endpoint: the Idempotency-Key is
+// checked first, then build decodes the body into a command, then mutate
+// proposes it.
+func (s *Server) mutation(build func(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError)) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, herr := idempotencyKey(r.Header)
+		if herr != nil {
+			s.fail(w, r, herr)
+			return
+		}
+		c, herr := build(s, w, r)
+		if herr != nil {
+			s.fail(w, r, herr)
+			return
+		}
+		s.mutate(w, r, key, c)
 	}
-	s.mutate(w, r, namespace.Command{Op: namespace.OpMkdir, Path: req.Path, Parents: req.Parents})
 }
 
-func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+func mkdirCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
+	req, herr := decodeBody[MkdirRequest](s, w, r)
+	if herr != nil {
+		return namespace.Command{}, herr
+	}
+	return namespace.Command{Op: namespace.OpMkdir, Path: req.Path, Parents: req.Parents}, nil
+}
+
+func createCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
 	req, herr := decodeBody[CreateRequest](s, w, r)
 	if herr != nil {
-		s.fail(w, r, herr)
-		return
+		return namespace.Command{}, herr
 	}
 	repl := DefaultReplication
 	if req.Replication != nil {
 		repl = *req.Replication
 	}
-	s.mutate(w, r, namespace.Command{Op: namespace.OpCreate, Path: req.Path, Replication: repl})
+	return namespace.Command{Op: namespace.OpCreate, Path: req.Path, Replication: repl}, nil
 }
 
-func (s *Server) handleAddBlock(w http.ResponseWriter, r *http.Request) {
+func addBlockCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
 	req, herr := decodeBody[AddBlockRequest](s, w, r)
 	if herr != nil {
-		s.fail(w, r, herr)
-		return
+		return namespace.Command{}, herr
 	}
 	if req.Size == nil {
-		s.fail(w, r, badRequest("addblock: size is required"))
-		return
+		return namespace.Command{}, badRequest("addblock: size is required")
 	}
-	s.mutate(w, r, namespace.Command{Op: namespace.OpAddBlock, Path: req.Path, Size: *req.Size})
+	return namespace.Command{Op: namespace.OpAddBlock, Path: req.Path, Size: *req.Size}, nil
 }
 
-func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) {
+func renameCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
 	req, herr := decodeBody[RenameRequest](s, w, r)
 	if herr != nil {
-		s.fail(w, r, herr)
-		return
+		return namespace.Command{}, herr
 	}
-	s.mutate(w, r, namespace.Command{Op: namespace.OpRename, Path: req.Src, Dst: req.Dst})
+	return namespace.Command{Op: namespace.OpRename, Path: req.Src, Dst: req.Dst}, nil
 }
 
-func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+func deleteCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
 	req, herr := decodeBody[DeleteRequest](s, w, r)
 	if herr != nil {
-		s.fail(w, r, herr)
-		return
+		return namespace.Command{}, herr
 	}
-	s.mutate(w, r, namespace.Command{Op: namespace.OpDelete, Path: req.Path, Recursive: req.Recursive})
+	return namespace.Command{Op: namespace.OpDelete, Path: req.Path, Recursive: req.Recursive}, nil
 }
 
 // decodeBody decodes exactly one JSON object of type T: no unknown fields, no
@@ -151,8 +164,12 @@ func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request) (*T, *
 	return nil, badRequest("malformed JSON body: %v", err)
 }
 
-// mutate proposes c and answers with its outcome.
-func (s *Server) mutate(w http.ResponseWriter, r *http.Request, c namespace.Command) {
+// mutate proposes c (with an Idempotency-Key: as a request, at most once
+// per key) and answers with its outcome. Every answer after the proposal is
+// computed from the entry's index and the applier's response only, so a
+// replay (res.Duplicate) is byte for byte the original answer, plus the
+// Idempotent-Replayed header.
+func (s *Server) mutate(w http.ResponseWriter, r *http.Request, key string, c namespace.Command) {
 	entry, err := namespace.EncodeCommand(c)
 	if err != nil {
 		s.fail(w, r, namespaceError(err, 0))
@@ -164,10 +181,18 @@ func (s *Server) mutate(w http.ResponseWriter, r *http.Request, c namespace.Comm
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProposeTimeout)
 	defer cancel()
-	res, err := s.m.Propose(ctx, entry)
+	var res Result
+	if key == "" {
+		res, err = s.m.Propose(ctx, entry)
+	} else {
+		res, err = s.m.ProposeRequest(ctx, RequestIDForKey(key), entry)
+	}
 	if err != nil {
-		s.fail(w, r, s.proposeError(r, err))
+		s.fail(w, r, s.proposeError(r, key != "", err))
 		return
+	}
+	if res.Duplicate {
+		w.Header().Set(IdempotentReplayedHeader, "true")
 	}
 	resp, err := namespace.DecodeResponse(res.Response)
 	if err != nil {
@@ -205,8 +230,13 @@ func storeError(err error) *httpError {
 	return &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: err.Error()}
 }
 
-// proposeError maps a Propose failure to its response.
-func (s *Server) proposeError(r *http.Request, err error) *httpError {
+// proposeError maps a Propose (keyed: ProposeRequest) failure to its
+// response.
+func (s *Server) proposeError(r *http.Request, keyed bool, err error) *httpError {
+	retry := "read before retrying (or send an " + IdempotencyKeyHeader + " to make retries safe)"
+	if keyed {
+		retry = "retry with the same " + IdempotencyKeyHeader + ": it is applied at most once"
+	}
 	unavailable := func(code, msg string) *httpError {
 		return &httpError{status: http.StatusServiceUnavailable, code: code, msg: msg}
 	}
@@ -221,8 +251,11 @@ func (s *Server) proposeError(r *http.Request, err error) *httpError {
 			primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
 	case errors.Is(err, ErrNotPrimary):
 		return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
+	case errors.Is(err, ErrRequestConflict):
+		return &httpError{status: http.StatusUnprocessableEntity, code: CodeIdempotencyKeyReused,
+			msg: fmt.Sprintf("this %s was already used for another request (another endpoint or body); nothing was applied (%v)", IdempotencyKeyHeader, err)}
 	case errors.Is(err, ErrOutcomeUnknown):
-		return unavailable(CodeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; read before retrying (%v)", err))
+		return unavailable(CodeOutcomeUnknown, fmt.Sprintf("the command may or may not have been applied; %s (%v)", retry, err))
 	case errors.Is(err, ErrFailed):
 		return unavailable(CodeFailed, fmt.Sprintf("this master failed and takes no more commands; nothing was applied; use another master (%v)", err))
 	case errors.Is(err, ErrOverloaded):
@@ -233,9 +266,9 @@ func (s *Server) proposeError(r *http.Request, err error) *httpError {
 		return unavailable(CodeUnavailable, fmt.Sprintf("nothing was applied (%v)", err))
 	case errors.Is(err, context.DeadlineExceeded):
 		return &httpError{status: http.StatusGatewayTimeout, code: CodeTimeout,
-			msg: fmt.Sprintf("the proposal did not finish within %v; the command may or may not have been applied", s.cfg.ProposeTimeout)}
+			msg: fmt.Sprintf("the proposal did not finish within %v; the command may or may not have been applied; %s", s.cfg.ProposeTimeout, retry)}
 	case errors.Is(err, context.Canceled):
-		return unavailable(CodeOutcomeUnknown, "request canceled; the command may or may not have been applied")
+		return unavailable(CodeOutcomeUnknown, "request canceled; the command may or may not have been applied; "+retry)
 	}
 	return &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: err.Error()}
 }

@@ -10,14 +10,24 @@ import (
 
 // Master is what the API needs from the replicated master it fronts.
 //
-// Propose and WaitApplied may be called from many goroutines at once; Status
-// and Store must be cheap and never block on ZooKeeper.
+// Propose, ProposeRequest and WaitApplied may be called from many goroutines
+// at once; Status and Store must be cheap and never block on ZooKeeper.
 type Master interface {
 	// Propose appends entry to the log and returns once it is durable and
 	// applied to the local store, with the applier's response. Errors wrap
 	// ErrNotPrimary (as a *NotPrimaryError), ErrOutcomeUnknown,
 	// ErrOverloaded or ErrUnavailable, or are the context's error.
 	Propose(ctx context.Context, entry []byte) (Result, error)
+	// ProposeRequest is Propose for a request that may be retried: entry is
+	// applied at most once per id (within the master's deduplication
+	// window, replica.Config.RequestTTL and RequestWindow). A request
+	// already applied is answered with the original's Result, Duplicate
+	// set, and nothing is appended; any member may answer so, a standby
+	// included, once it has applied the original. The same id with another
+	// entry is ErrRequestConflict (nothing applied). Other errors are
+	// Propose's; after any of them the same id may be proposed again.
+	// (replica.ProposeRequest through the serve command's adapter.)
+	ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error)
 	// WaitApplied returns once the local store has applied index, or the
 	// context's error.
 	WaitApplied(ctx context.Context, index uint64) error
@@ -31,6 +41,9 @@ type Master interface {
 type Result struct {
 	Index    uint64 // the entry's log index
 	Response []byte // what the applier returned for it
+	// Duplicate: ProposeRequest found the request already applied; Index
+	// and Response are the original's and nothing was applied again.
+	Duplicate bool
 }
 
 // Errors a Master returns (wrapped). The adapter in front of the real
@@ -52,6 +65,9 @@ var (
 	// committed by this call. Status.Error says why. The client's errors
 	// for a 503 "failed" also match it.
 	ErrFailed = errors.New("api: master failed")
+	// ErrRequestConflict: ProposeRequest with an id already applied (or in
+	// flight) with another entry; nothing of this entry was applied.
+	ErrRequestConflict = errors.New("api: request id reused with another entry")
 	// ErrInvalidConfig: Config.Validate found bad fields (all are named).
 	ErrInvalidConfig = errors.New("api: invalid config")
 )

@@ -107,11 +107,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, m: cfg.Master, page: page}
 	s.routes = map[string]route{
 		"/":            {http.MethodGet, s.handlePage},
-		"/v1/mkdir":    {http.MethodPost, s.handleMkdir},
-		"/v1/create":   {http.MethodPost, s.handleCreate},
-		"/v1/addblock": {http.MethodPost, s.handleAddBlock},
-		"/v1/rename":   {http.MethodPost, s.handleRename},
-		"/v1/delete":   {http.MethodPost, s.handleDelete},
+		"/v1/mkdir":    {http.MethodPost, s.mutation(mkdirCommand)},
+		"/v1/create":   {http.MethodPost, s.mutation(createCommand)},
+		"/v1/addblock": {http.MethodPost, s.mutation(addBlockCommand)},
+		"/v1/rename":   {http.MethodPost, s.mutation(renameCommand)},
+		"/v1/delete":   {http.MethodPost, s.mutation(deleteCommand)},
 		"/v1/ls":       {http.MethodGet, s.handleLs},
 		"/v1/stat":     {http.MethodGet, s.handleStat},
 		"/v1/status":   {http.MethodGet, s.handleStatus},

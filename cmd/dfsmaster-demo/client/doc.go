@@ -7,9 +7,50 @@
 // namespace.ErrNotFound and the other namespace sentinels.
 //
 // Mutations sent to a standby come back as 307 redirects to the primary; the
-// client follows them and re-sends the body (each request body is a
-// *bytes.Reader, so net/http can replay it). A 503 no_primary is returned as
-// is: retrying is the caller's choice.
+// client follows them and re-sends the body and the Idempotency-Key (each
+// request body is a *bytes.Reader, so net/http can replay it).
+//
+// # Idempotency keys and retries
+//
+// Every mutation call is one logical request with one Idempotency-Key:
+// NewIdempotencyKey (hex of 16 random bytes) unless the caller passes its
+// own with IdempotencyKey(key). Every attempt of the call sends that key, so
+// the master applies the mutation at most once (see package api, "Retries
+// and Idempotency-Key"). The client re-sends the same request, same key,
+// when the outcome of an attempt is unknown:
+//
+//	503 outcome_unknown                  the master could not tell whether it committed
+//	504 (any code)                       timeout: the proposal may have committed
+//	a transport error once connected     reset, EOF, a body cut short: the request may have been sent
+//
+// at most Retry.MaxAttempts attempts in all (default 8), waiting
+// Retry.MinBackoff (default 50ms) doubling up to Retry.MaxBackoff (default
+// 2s), with jitter, between them, and never beyond the caller's context.
+// Redirects are followed on every attempt. Not retried, returned as is:
+// a success; any 4xx (an answer: the namespace's rejection, 422
+// idempotency_key_reused, 400); 503 no_primary, overloaded, unavailable and
+// failed, 500, and a connection that could not be made (nothing was
+// applied, or retrying the same master does not help: the caller may go to
+// another master, with the same key).
+//
+// MutationResult tells how the answer came: Key, Attempts, and Replayed
+// (the master answered with the original's answer, Idempotent-Replayed:
+// true: an earlier attempt had been applied and this one was not applied
+// again). A replayed rejection is an *Error with Replayed set.
+//
+// When the client gives up while an attempt's outcome is unknown — the
+// attempts or the context ran out, or a later attempt failed without an
+// answer (503 no_primary, a refused connection to a master that died) — it
+// returns an *UnknownOutcomeError: errors.Is(err, ErrOutcomeUnknown), its
+// Key is the one to retry with (IdempotencyKey(e.Key), on any master of the
+// room, within the master's deduplication window: replica.Config.RequestTTL
+// and RequestWindow, default 10 minutes and 2^20 entries), and errors.As
+// still finds the last attempt's error.
+//
+// net/http itself may re-send a request with an Idempotency-Key on a reused
+// keep-alive connection that the server closed before answering (it treats
+// the header as making the request replayable); with the same key that is
+// harmless, and such re-sends are not counted in Attempts.
 //
 // A master that failed answers 503 "failed" (see package api): the *Error's
 // Message carries the reason and errors.Is(err, api.ErrFailed) holds.
