@@ -62,16 +62,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // options are the parsed flags.
 type options struct {
-	zk      string
-	base    string
+	zk         string
+	base       string
 	digest     string
 	digestFile string
 	timeout    time.Duration
-	json    bool
-	from    uint64
-	to      uint64
-	noOps   bool
-	set     map[string]bool
+	json       bool
+	from       uint64
+	to         uint64
+	noOps      bool
+	set        map[string]bool
 }
 
 // parseArgs parses flags given anywhere among the positional arguments
