@@ -27,7 +27,7 @@ const (
 	DefaultKeepCheckpoints        = 2
 	DefaultMaxPendingProposals    = 4096
 	DefaultTransferTimeout        = 5 * time.Second
-	DefaultMemberUpdateInterval   = 50 * time.Millisecond
+	DefaultMemberUpdateInterval   = time.Second
 	DefaultMaxRoomBytes           = 256 << 20 // logroom's default WriterConfig.MaxRoomBytes
 	DefaultRequestTTL             = 10 * time.Minute
 	DefaultRequestWindow          = 1 << 20
@@ -120,9 +120,13 @@ type Config struct {
 	// the transfer record stays binding for other candidates. Default 5s.
 	TransferTimeout time.Duration
 	// MemberUpdateInterval is the minimum interval between membership-data
-	// updates caused by a changed applied index (role changes publish at
-	// once). It bounds how stale other members' view of this member's
-	// applied index is (leadership transfer waits on it). Default 50ms.
+	// updates caused by an applied index that keeps moving (role and
+	// checkpoint changes publish at once, and so does an applied index
+	// that has stopped moving for 20ms, if a tenth of the interval passed:
+	// a drained transfer's target, the end of a burst). Each update is a ZooKeeper quorum write competing
+	// with the log's appends. It bounds how stale other members' view of
+	// this member's applied index is under load (per-member lag, channel
+	// deletion). Default 1s.
 	MemberUpdateInterval time.Duration
 
 	// Auth, when set, authenticates with ZooKeeper digest credentials and

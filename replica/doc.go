@@ -36,8 +36,9 @@
 //	                     "takeover", "primary"), epoch, applied, ckpt}: a live
 //	                     member, its advertised address, role, the epoch it
 //	                     leads (primary) or last applied, its applied index
-//	                     (published on role change at once, else at most every
-//	                     MemberUpdateInterval when it changed) and the index of
+//	                     (published on role change at once; while it moves at
+//	                     most every MemberUpdateInterval, once it settles for
+//	                     20ms at once) and the index of
 //	                     its newest local checkpoint (0: none).
 //	election/c-<guid>-<seq>
 //	                     EPHEMERAL_SEQUENTIAL. msgpack {v:1, id, addr}. guid:

@@ -40,6 +40,11 @@ type loopState struct {
 	memberDirty   map[string]bool
 	lastPublish   time.Time
 	lastChannels  time.Time
+	// seenApplied is the applied index at the previous reconcile and
+	// seenMoved when it last changed: an index that stopped moving is
+	// published at once (see publishDue).
+	seenApplied uint64
+	seenMoved   time.Time
 	notBefore     time.Time // takeover attempts wait until then (after a failure)
 	// corruptTakeovers counts consecutive takeovers that failed with
 	// ErrCorrupt; at confirmCorruptTakeovers the replica fails.
@@ -153,8 +158,8 @@ func (r *Replica) run() {
 	defer close(r.loopDone)
 	lp := r.lp
 	// The tick retries failed ZooKeeper work and publishes the applied index
-	// at most every MemberUpdateInterval (so at most a quarter late).
-	tick := time.NewTicker(max(min(r.cfg.MemberUpdateInterval/4, 100*time.Millisecond), 5*time.Millisecond))
+	// (every MemberUpdateInterval while it moves, soon after it settles).
+	tick := time.NewTicker(max(min(r.cfg.MemberUpdateInterval/4, appliedQuiet), 5*time.Millisecond))
 	defer tick.Stop()
 	lp.applier = r.startStandbyApplier()
 	r.publishStatus()
@@ -321,7 +326,7 @@ func (r *Replica) reconcile() {
 	}
 	// Our member node (role changes at once, applied at most every
 	// MemberUpdateInterval).
-	if !lp.mem.own || time.Since(lp.lastPublish) >= r.cfg.MemberUpdateInterval || r.roleChangedSincePublish() {
+	if r.publishDue() {
 		if err := lp.mem.publish(r.ownMemberData()); err != nil {
 			var stale errStaleOwner
 			if errors.As(err, &stale) {
@@ -368,12 +373,41 @@ func (r *Replica) sessionLive() bool {
 	return r.lp.connected && r.client.State() == zk.StateHasSession
 }
 
-func (r *Replica) roleChangedSincePublish() bool {
-	var d memberData
-	if decode(r.lp.mem.published, &d) != nil {
+// appliedQuiet is how long the applied index must stay put to count as
+// settled (published without waiting for MemberUpdateInterval).
+const appliedQuiet = 20 * time.Millisecond
+
+// publishDue says whether our member data should be rewritten now: no node
+// yet; role or checkpoint changed; the applied index changed and either
+// MemberUpdateInterval passed since the last publish or the index has
+// settled (not moved for appliedQuiet, and a tenth of the interval passed).
+// Under a steady load that is one write per MemberUpdateInterval, under a
+// bursty one at most ten; when the log goes quiet (a drained
+// leadership transfer, the end of a burst) the final index is published
+// within a tick or two, which is what the primary's waits need.
+func (r *Replica) publishDue() bool {
+	lp := r.lp
+	now := time.Now()
+	applied := r.applied.Load()
+	if applied != lp.seenApplied {
+		lp.seenApplied, lp.seenMoved = applied, now
+	}
+	if !lp.mem.own {
 		return true
 	}
-	return d.Role != r.lp.role.String() || d.Checkpoint != r.localCkpt.Load()
+	var d memberData
+	if decode(lp.mem.published, &d) != nil {
+		return true
+	}
+	if d.Role != lp.role.String() || d.Checkpoint != r.localCkpt.Load() {
+		return true
+	}
+	if d.Applied == applied {
+		return false
+	}
+	since := now.Sub(lp.lastPublish)
+	return since >= r.cfg.MemberUpdateInterval ||
+		(now.Sub(lp.seenMoved) >= appliedQuiet && since >= r.cfg.MemberUpdateInterval/10)
 }
 
 func (r *Replica) ownMemberData() memberData {

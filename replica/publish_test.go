@@ -1,0 +1,72 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMemberPublishPace: under a steady load a standby rewrites its member
+// znode about once per MemberUpdateInterval (each rewrite is a quorum
+// write competing with appends), and once the load stops its final
+// applied index is published within a fraction of the interval.
+func TestMemberPublishPace(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil) // default MemberUpdateInterval (1s)
+	c.openN(2)
+	p := c.waitPrimary(20 * time.Second)
+	var s *Replica
+	for _, r := range c.all() {
+		if r != p {
+			s = r
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	path := p.room.Path(membersDir, s.ID())
+	version := func() int32 {
+		_, st, err := p.conn.Get(path)
+		require.NoError(t, err)
+		return st.Version
+	}
+
+	v0 := version()
+	const run = 3 * time.Second
+	var n atomic.Int64
+	lctx, lcancel := context.WithTimeout(ctx, run)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; lctx.Err() == nil; i++ {
+				if _, err := p.Propose(lctx, setOp(fmt.Sprintf("w%d/%d", w, i%50), "v")); err == nil {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	lcancel()
+	writes := version() - v0
+	t.Logf("%d proposals in %v; standby member znode rewritten %d times", n.Load(), run, writes)
+	require.Greater(t, n.Load(), int64(100), "too little load to say anything")
+	// 3 intervals, plus settle-publishes at most every tenth of one.
+	require.LessOrEqual(t, writes, int32(3*10+2), "member data rewritten too often under load")
+
+	// Load stopped: the final index shows within a fraction of a second.
+	last := p.Status().Applied
+	start := time.Now()
+	eventually(t, 5*time.Second, func() bool {
+		m, ok := p.member(s.ID())
+		return ok && m.Applied >= last
+	}, "the standby's final applied index is published")
+	took := time.Since(start)
+	t.Logf("final applied index visible to the primary after %v", took)
+	require.Less(t, took, 700*time.Millisecond, "a settled applied index waited for the full interval")
+}
