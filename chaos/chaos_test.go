@@ -82,6 +82,22 @@ func TestChaosShort(t *testing.T) {
 			}
 			require.Positive(t, res.Report.Acked)
 			require.True(t, res.Converged)
+			// Exactly once (rule 9; OK covers it, these name it): no
+			// request id applied twice, every acknowledged one applied
+			// once at the index answered.
+			rp := res.Report
+			require.Zero(t, rp.IDsTwice, "request ids applied twice")
+			require.Zero(t, rp.AckedIDsNotOnce, "acknowledged request ids not applied exactly once")
+			require.Zero(t, rp.Gaps, "indexes without a record that are no deduplicated copy")
+			if rp.MetUnknown > 0 {
+				// Every proposal met an unknown outcome is resent unless
+				// the run stopped right then: some were.
+				require.Positive(t, rp.Retried, "unknown outcomes, yet nothing resent")
+			}
+			require.Equal(t, rp.MetUnknown-rp.ResolvedByRetry, rp.Unknown, "only an unknown attempt leaves a proposal unknown")
+			require.LessOrEqual(t, rp.Dedup, rp.Retried)
+			t.Logf("requests: %d proposals met an unknown outcome, %d resolved by a resend, %d left unknown, %d answered duplicate, %d deduplicated copies",
+				rp.MetUnknown, rp.ResolvedByRetry, rp.Unknown, rp.Dedup, rp.DedupCopies)
 		})
 	}
 }

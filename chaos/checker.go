@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,15 +29,14 @@ type NodeDump struct {
 	Bootstrapped bool
 }
 
-// LogEntry is one entry read back from ZooKeeper (the part of the log its
-// channels still hold).
-type LogEntry struct {
-	Index, Epoch uint64
-	SHA256       string
-}
+// LogEntry is one entry read back from ZooKeeper, its request envelope
+// decoded: SHA256 and Size are the payload's (what a Record holds),
+// RequestID the envelope's id ("" for a plain entry).
+type LogEntry = testnode.LogEntry
 
 // ZKLog is the log as ZooKeeper holds it at the end of a run: entries
-// First..End (End: the committed end), or nothing when Read is false.
+// First..End (End: the committed end), or nothing when Read is false; and
+// what a testnode.LogRecorder read of it while the run went on.
 type ZKLog struct {
 	Read       bool
 	First, End uint64
@@ -44,6 +44,11 @@ type ZKLog struct {
 	// OldestChannel is the number of the oldest channel left (channels
 	// are numbered from 1 and deleted oldest first).
 	OldestChannel uint64
+	// Recorded: the entries the recorder read during the run, including
+	// those whose channels were deleted later; Skipped: index ranges
+	// (inclusive) it missed because their channel was deleted first.
+	Recorded []LogEntry
+	Skipped  [][2]uint64
 }
 
 // Report is the checker's verdict.
@@ -64,6 +69,20 @@ type Report struct {
 	// after a checkpoint restore, rule 1).
 	Partial int
 
+	// Request ids (rule 9). Retried: proposals sent more than once; Dedup:
+	// final answers that were Duplicate (the id had been applied by an
+	// earlier attempt); MetUnknown: proposals with at least one attempt of
+	// unknown outcome; ResolvedByRetry: those of them a later attempt
+	// acknowledged or showed committed (the rest are in Unknown). Counts,
+	// not violations.
+	Retried, Dedup, MetUnknown, ResolvedByRetry int
+	// DedupCopies: log indexes without a record on any replica that the
+	// log shows holding a copy of a request applied at an earlier index
+	// (the replicas skipped it). Not a violation.
+	DedupCopies int
+	// copies are those indexes (for the read checks).
+	copies map[uint64]bool
+
 	// Violations, by rule (doc.go).
 	Lost             int // acknowledged, yet missing at its index on some replica
 	Duplicated       int // a payload at two indexes, or an index applied twice
@@ -74,6 +93,8 @@ type Report struct {
 	Foreign          int // an entry in the log that nobody proposed
 	HashMismatch     int // replicas whose final state differs
 	ZKMismatch       int // ZooKeeper's log and the replicas disagree
+	IDsTwice         int // a request id applied at more than one index
+	AckedIDsNotOnce  int // an acknowledged proposal's id not applied exactly once at its index
 
 	// Reads: the linearizability check of the reads (reads.go, AddReads);
 	// each key whose reads and writes have no linearization is a
@@ -92,7 +113,8 @@ func (r *Report) violation(format string, args ...any) {
 // Total is the number of violations found.
 func (r Report) Total() int {
 	return r.Lost + r.Duplicated + r.Divergent + r.EpochRegressions + r.Gaps +
-		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch + r.Reads.Illegal
+		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch + r.IDsTwice + r.AckedIDsNotOnce +
+		r.Reads.Illegal
 }
 
 // AddReads records the verdict of CheckReads: its explanations become
@@ -123,11 +145,20 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 		r.Index = max(r.Index, nodes[i].Applied)
 	}
 
+	// The log as read back (the recorder's part and the final read), and
+	// where the records show each request id applied: an index without a
+	// record is no gap when the log shows a deduplicated copy there.
+	log := mergeLog(&r, zk)
+	ri := testnode.NewRequestIndex(log)
+	for _, n := range nodes {
+		ri.AddRecords(n.Records)
+	}
+
 	// Rule 1: each replica's own records.
 	holds := make([]map[uint64]testnode.Record, len(nodes))
 	regressed := map[uint64]bool{}
 	for i, n := range nodes {
-		holds[i] = checkNode(&r, n, regressed)
+		holds[i] = checkNode(&r, n, regressed, ri)
 	}
 
 	// Rules 2 and 3: agreement between replicas and coverage.
@@ -141,10 +172,10 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 				ref[idx], refNode[idx] = rec, n.ID
 				continue
 			}
-			if o.SHA256 != rec.SHA256 || o.Epoch != rec.Epoch || o.Size != rec.Size {
+			if o.SHA256 != rec.SHA256 || o.Epoch != rec.Epoch || o.Size != rec.Size || o.RequestID != rec.RequestID {
 				r.Divergent++
-				r.violation("divergent: index %d is (epoch %d, sha %.12s) on %s but (epoch %d, sha %.12s) on %s",
-					idx, o.Epoch, o.SHA256, refNode[idx], rec.Epoch, rec.SHA256, n.ID)
+				r.violation("divergent: index %d is (epoch %d, sha %.12s, request %q) on %s but (epoch %d, sha %.12s, request %q) on %s",
+					idx, o.Epoch, o.SHA256, o.RequestID, refNode[idx], rec.Epoch, rec.SHA256, rec.RequestID, n.ID)
 			}
 		}
 	}
@@ -163,14 +194,19 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 	}
 	var uncovered []uint64
 	for idx := uint64(1); idx <= r.Index; idx++ {
-		if _, ok := ref[idx]; !ok {
+		if _, ok := ref[idx]; !ok && !ri.IsCopy(idx) {
 			uncovered = append(uncovered, idx)
 		}
 	}
 	if len(uncovered) > 0 {
 		r.Gaps += len(uncovered)
-		r.violation("gap: %d indexes held by no replica: %s", len(uncovered), ranges(uncovered))
+		r.violation("gap: %d indexes held by no replica: %s", len(uncovered), ri.Explain(uncovered))
 	}
+	r.copies = map[uint64]bool{}
+	for _, idx := range ri.Copies() {
+		r.copies[idx] = true
+	}
+	r.DedupCopies = len(r.copies)
 
 	// Rule 4: epochs never decrease along the log (the merged view catches
 	// a regression between the parts different replicas hold).
@@ -196,12 +232,26 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 	// Rule 5: final state.
 	checkHashes(&r, nodes)
 
-	// Rule 6: every proposal against the log.
+	// Rule 9a: every request id applied at most once (on each replica and
+	// over all of them).
+	twice := ri.AppliedTwice()
+	for _, id := range slices.Sorted(maps.Keys(twice)) {
+		r.IDsTwice++
+		r.violation("request applied twice: id %s is at indexes %v", id, twice[id])
+	}
+
+	// Rules 6 and 9b: every proposal against the log.
 	known := map[string]bool{}
 	for _, p := range props {
 		r.Proposals++
 		known[p.SHA256] = true
 		at := shaAt[p.SHA256]
+		if p.Attempts > 1 {
+			r.Retried++
+		}
+		if p.Unknowns > 0 {
+			r.MetUnknown++
+		}
 		switch p.Outcome {
 		case testnode.OutcomeAcked, testnode.OutcomeCommitted:
 			if p.Outcome == testnode.OutcomeAcked {
@@ -210,8 +260,24 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 				r.Acked++
 				r.Committed++
 			}
-			checkAcked(&r, p, nodes, holds)
-			if slices.ContainsFunc(at, func(i uint64) bool { return i != p.Index }) {
+			if p.Duplicate {
+				r.Dedup++
+			}
+			if p.Unknowns > 0 {
+				r.ResolvedByRetry++
+			}
+			index := p.Index
+			if p.RequestID != "" {
+				var ok bool
+				var why string
+				if index, ok, why = ri.AckedAt(p); !ok {
+					r.AckedIDsNotOnce++
+					r.violation("not exactly once: %s (%s at %d%s, answered %s by %s after %d attempts, request %s): %s",
+						p.Key, p.Outcome, p.Index, dupNote(p), wall(p.End), p.Node, p.Attempts, p.RequestID, why)
+				}
+			}
+			checkAcked(&r, p, index, nodes, holds)
+			if slices.ContainsFunc(at, func(i uint64) bool { return i != index }) {
 				r.Duplicated++
 				r.violation("duplicated: %s (%s at %d, answered %s by %s) is at indexes %v", p.Key, p.Outcome, p.Index, wall(p.End), p.Node, at)
 			}
@@ -239,14 +305,58 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 		}
 	}
 
-	checkZK(&r, zk, ref)
+	checkZK(&r, zk, log, ref)
 	return r
 }
 
+func dupNote(p testnode.Proposal) string {
+	if p.Duplicate {
+		return ", duplicate"
+	}
+	return ""
+}
+
+// mergeLog returns the entries of the log read back: the recorder's and
+// the final read's, one per index. Two reads of one index that disagree
+// are a ZooKeeper mismatch (rule 7).
+func mergeLog(r *Report, zk ZKLog) []LogEntry {
+	at := make(map[uint64]LogEntry, len(zk.Recorded)+len(zk.Entries))
+	for _, e := range zk.Recorded {
+		at[e.Index] = e
+	}
+	for _, e := range zk.Entries {
+		if o, ok := at[e.Index]; ok && o != e {
+			r.ZKMismatch++
+			r.violation("zookeeper: index %d read as (epoch %d, sha %.12s, request %q) during the run but (epoch %d, sha %.12s, request %q) at the end",
+				e.Index, o.Epoch, o.SHA256, o.RequestID, e.Epoch, e.SHA256, e.RequestID)
+		}
+		at[e.Index] = e
+	}
+	out := make([]LogEntry, 0, len(at))
+	for _, e := range at {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b LogEntry) int { return cmpU64(a.Index, b.Index) })
+	return out
+}
+
 // checkNode applies rule 1 to one replica and returns the records it holds
-// by index.
-func checkNode(r *Report, n NodeDump, regressed map[uint64]bool) map[uint64]testnode.Record {
+// by index. Missing indexes that ri shows to be deduplicated copies are no
+// gaps.
+func checkNode(r *Report, n NodeDump, regressed map[uint64]bool, ri *testnode.RequestIndex) map[uint64]testnode.Record {
 	held := make(map[uint64]testnode.Record, len(n.Records))
+	gaps := func(from, to uint64, format string, args ...any) {
+		var missing []uint64
+		for i := from; i <= to; i++ {
+			if !ri.IsCopy(i) {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) > 0 {
+			r.Gaps += len(missing)
+			r.violation("gap: "+format+" %s", append(args, ri.Explain(missing))...)
+		}
+	}
 	var next, prevEpoch uint64
 	for _, rec := range n.Records {
 		if rec.Index == 0 || rec.Index > n.Applied {
@@ -264,11 +374,9 @@ func checkNode(r *Report, n NodeDump, regressed map[uint64]bool) map[uint64]test
 		}
 		switch {
 		case next == 0 && rec.Index > 1 && !n.Bootstrapped:
-			r.Gaps += int(rec.Index - 1)
-			r.violation("gap: %s (never bootstrapped) has no record of indexes 1..%d", n.ID, rec.Index-1)
+			gaps(1, rec.Index-1, "%s (never bootstrapped) has no record of", n.ID)
 		case next != 0 && rec.Index > next:
-			r.Gaps += int(rec.Index - next)
-			r.violation("gap: %s has no record of indexes %d..%d", n.ID, next, rec.Index-1)
+			gaps(next, rec.Index-1, "%s has no record of", n.ID)
 		}
 		next = rec.Index + 1
 		held[rec.Index] = rec
@@ -284,11 +392,9 @@ func checkNode(r *Report, n NodeDump, regressed map[uint64]bool) map[uint64]test
 	}
 	switch {
 	case next == 0 && n.Applied > 0:
-		r.Gaps += int(n.Applied)
-		r.violation("gap: %s applied %d but holds no record", n.ID, n.Applied)
+		gaps(1, n.Applied, "%s applied %d but holds no record of", n.ID, n.Applied)
 	case next != 0 && next <= n.Applied:
-		r.Gaps += int(n.Applied + 1 - next)
-		r.violation("gap: %s applied %d but its records end at %d", n.ID, n.Applied, next-1)
+		gaps(next, n.Applied, "%s applied %d but its records end at %d; no record of", n.ID, n.Applied, next-1)
 	}
 	return held
 }
@@ -321,18 +427,19 @@ func checkHashes(r *Report, nodes []NodeDump) {
 	}
 }
 
-// checkAcked applies rule 6 to an acknowledged proposal: at its index on
-// every replica that holds the index, every replica applied that far, and
-// at least one replica holds it.
-func checkAcked(r *Report, p testnode.Proposal, nodes []NodeDump, holds []map[uint64]testnode.Record) {
+// checkAcked applies rule 6 to an acknowledged proposal: at its index
+// (index: the one answered, or for an answer naming a deduplicated copy
+// the request's application) on every replica that holds the index, every
+// replica applied that far, and at least one replica holds it.
+func checkAcked(r *Report, p testnode.Proposal, index uint64, nodes []NodeDump, holds []map[uint64]testnode.Record) {
 	var why []string
 	found := false
 	for i, n := range nodes {
-		if n.Applied < p.Index {
+		if n.Applied < index {
 			why = append(why, fmt.Sprintf("%s applied only %d", n.ID, n.Applied))
 			continue
 		}
-		rec, ok := holds[i][p.Index]
+		rec, ok := holds[i][index]
 		if !ok {
 			continue // below a bootstrapped replica's records: rule 1 and the coverage rule judge it
 		}
@@ -347,34 +454,36 @@ func checkAcked(r *Report, p testnode.Proposal, nodes []NodeDump, holds []map[ui
 	}
 	if len(why) > 0 {
 		r.Lost++
-		r.violation("lost: %s (%s at %d by %s, answered %s, sha %.12s): %s", p.Key, p.Outcome, p.Index, p.Node, wall(p.End), p.SHA256, strings.Join(why, "; "))
+		at := fmt.Sprint(p.Index)
+		if index != p.Index {
+			at = fmt.Sprintf("%d, a copy of %d", p.Index, index)
+		}
+		r.violation("lost: %s (%s at %s by %s, answered %s, sha %.12s): %s", p.Key, p.Outcome, at, p.Node, wall(p.End), p.SHA256, strings.Join(why, "; "))
 	}
 }
 
-// checkZK applies rule 7: what ZooKeeper still holds agrees with the
-// replicas, and they applied its whole committed log.
-func checkZK(r *Report, zk ZKLog, ref map[uint64]testnode.Record) {
-	if !zk.Read {
-		return
-	}
-	if zk.End != r.Index {
+// checkZK applies rule 7: the log read back from ZooKeeper (log: what the
+// recorder read during the run and what ZooKeeper still holds) agrees with
+// the replicas, and they applied its whole committed log.
+func checkZK(r *Report, zk ZKLog, log []LogEntry, ref map[uint64]testnode.Record) {
+	if zk.Read && zk.End != r.Index {
 		r.ZKMismatch++
 		r.violation("zookeeper: the committed log ends at %d, the replicas applied %d", zk.End, r.Index)
 	}
-	for _, e := range zk.Entries {
+	for _, e := range log {
 		rec, ok := ref[e.Index]
 		if !ok {
 			if e.Index <= r.Index {
-				continue // a gap, counted already
+				continue // a deduplicated copy or a gap, counted already
 			}
 			r.ZKMismatch++
 			r.violation("zookeeper: index %d (epoch %d, sha %.12s) is in the log but no replica applied it", e.Index, e.Epoch, e.SHA256)
 			continue
 		}
-		if rec.Epoch != e.Epoch || rec.SHA256 != e.SHA256 {
+		if rec.Epoch != e.Epoch || rec.SHA256 != e.SHA256 || rec.RequestID != e.RequestID {
 			r.ZKMismatch++
-			r.violation("zookeeper: index %d is (epoch %d, sha %.12s) in ZooKeeper but (epoch %d, sha %.12s) on the replicas",
-				e.Index, e.Epoch, e.SHA256, rec.Epoch, rec.SHA256)
+			r.violation("zookeeper: index %d is (epoch %d, sha %.12s, request %q) in ZooKeeper but (epoch %d, sha %.12s, request %q) on the replicas",
+				e.Index, e.Epoch, e.SHA256, e.RequestID, rec.Epoch, rec.SHA256, rec.RequestID)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/replica"
 )
 
 // world is a synthetic end state: proposals, three replicas' dumps and the
@@ -202,6 +203,155 @@ func TestCheckerDetects(t *testing.T) {
 			require.False(t, r.OK())
 			require.Positive(t, tc.count(r), "violations: %v", r.Violations)
 			require.NotEmpty(t, r.Violations)
+			t.Logf("%d violations: %v", r.Total(), r.Violations)
+		})
+	}
+}
+
+func rid(key string) string { return replica.RequestIDFromKey(key).String() }
+
+// requestWorld is cleanWorld with a request id on every proposal, record
+// and log entry, plus index 12: a deduplicated copy of p7's request (its
+// first attempt's outcome was unknown, the resend was answered Duplicate
+// with index 7). ZooKeeper's final read holds 9..12 only; the recorder
+// read 1..12 during the run.
+func requestWorld() world {
+	w := cleanWorld()
+	for i := range w.props {
+		w.props[i].RequestID = rid(w.props[i].Key)
+		w.props[i].Attempts = 1
+	}
+	for n := range w.nodes {
+		for i := range w.nodes[n].Records {
+			w.nodes[n].Records[i].RequestID = rid(fmt.Sprintf("p%d", w.nodes[n].Records[i].Index))
+		}
+	}
+	p7 := &w.props[6]
+	p7.Duplicate, p7.Attempts, p7.Unknowns = true, 2, 1
+	for i := range w.nodes {
+		n := &w.nodes[i]
+		n.Applied = 12
+		n.Hash, n.HashIndex = "h12", 12
+	}
+	var log []LogEntry
+	for i := uint64(1); i <= 11; i++ {
+		epoch := uint64(1)
+		if i > 5 {
+			epoch = 2
+		}
+		key := fmt.Sprintf("p%d", i)
+		log = append(log, LogEntry{Index: i, Epoch: epoch, SHA256: sha(key), RequestID: rid(key)})
+	}
+	log = append(log, LogEntry{Index: 12, Epoch: 2, SHA256: sha("p7"), RequestID: rid("p7")})
+	w.zk = ZKLog{Read: true, First: 9, End: 12, Entries: slices.Clone(log[8:]), Recorded: log}
+	return w
+}
+
+// TestCheckerRequests: the request-id rules (9) pass on a correct history
+// with a deduplicated copy, and each fails on a crafted violation.
+func TestCheckerRequests(t *testing.T) {
+	w := requestWorld()
+	r := Check(w.props, w.nodes, w.zk)
+	require.True(t, r.OK(), "%v", r.Violations)
+	require.Equal(t, 1, r.DedupCopies)
+	require.Equal(t, 1, r.Dedup)
+	require.Equal(t, 1, r.Retried)
+	require.Equal(t, 1, r.MetUnknown)
+	require.Equal(t, 1, r.ResolvedByRetry)
+	require.Equal(t, uint64(12), r.Index)
+
+	// Only the recorder saw the copy's channel: still a copy.
+	w = requestWorld()
+	w.zk.First, w.zk.Entries = 13, nil
+	r = Check(w.props, w.nodes, w.zk)
+	require.True(t, r.OK(), "%v", r.Violations)
+	require.Equal(t, 1, r.DedupCopies)
+
+	// A committed answer (no response) naming the copy's index.
+	w = requestWorld()
+	w.props[6].Outcome, w.props[6].Index, w.props[6].Duplicate = testnode.OutcomeCommitted, 12, false
+	r = Check(w.props, w.nodes, w.zk)
+	require.True(t, r.OK(), "%v", r.Violations)
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(w *world)
+		count  func(r Report) int
+	}{
+		{"id applied twice: the copy applied on every replica", func(w *world) {
+			for i := range w.nodes {
+				n := &w.nodes[i]
+				n.Records = append(n.Records, testnode.Record{Index: 12, Epoch: 2, Count: 1, Size: 10, SHA256: sha("p7"), RequestID: rid("p7")})
+			}
+		}, func(r Report) int { return r.IDsTwice }},
+		{"id applied twice: two payloads of one id", func(w *world) {
+			// A later proposal reusing p3's id with another payload.
+			w.appendAll("q", 2)
+			for i := range w.nodes {
+				w.record(i, 13).RequestID = rid("p3")
+			}
+			w.zk.Entries[len(w.zk.Entries)-1].RequestID = rid("p3")
+			w.props = append(w.props, testnode.Proposal{Key: "q", SHA256: sha("q"), Outcome: testnode.OutcomeUnknown, RequestID: rid("p3")})
+		}, func(r Report) int { return r.IDsTwice }},
+		{"acked id applied nowhere", func(w *world) {
+			w.props = append(w.props, testnode.Proposal{Key: "ghost", SHA256: sha("ghost"), Outcome: testnode.OutcomeAcked, Index: 5, RequestID: rid("ghost")})
+		}, func(r Report) int { return r.AckedIDsNotOnce }},
+		{"acked id recorded under another id", func(w *world) {
+			for i := range w.nodes {
+				w.record(i, 4).RequestID = rid("other")
+			}
+			w.zk.Recorded[3].RequestID = rid("other")
+		}, func(r Report) int { return r.AckedIDsNotOnce }},
+		{"duplicate answer naming the copy", func(w *world) {
+			w.props[6].Index = 12
+		}, func(r Report) int { return r.AckedIDsNotOnce }},
+		{"committed at an index that holds no copy of it", func(w *world) {
+			w.props[6].Outcome, w.props[6].Index, w.props[6].Duplicate = testnode.OutcomeCommitted, 11, false
+		}, func(r Report) int { return r.AckedIDsNotOnce }},
+		{"dedup hole with no earlier original", func(w *world) {
+			// The log's 12 repeats a request nobody applied.
+			for _, l := range [][]LogEntry{w.zk.Recorded, w.zk.Entries} {
+				l[len(l)-1].RequestID, l[len(l)-1].SHA256 = rid("x"), sha("x")
+			}
+			w.props = append(w.props, testnode.Proposal{Key: "x", SHA256: sha("x"), Outcome: testnode.OutcomeUnknown, RequestID: rid("x")})
+		}, func(r Report) int { return r.Gaps }},
+		{"dedup hole: a copy of a later application", func(w *world) {
+			// Index 8 missing everywhere; the log says it repeats p9's
+			// request, which is applied only at 9: not a copy.
+			for i := range w.nodes {
+				w.dropRecords(i, func(idx uint64) bool { return idx == 8 })
+			}
+			w.zk.Recorded[7] = LogEntry{Index: 8, Epoch: 2, SHA256: sha("p9"), RequestID: rid("p9")}
+			w.props = slices.DeleteFunc(w.props, func(p testnode.Proposal) bool { return p.Key == "p8" })
+		}, func(r Report) int { return r.Gaps }},
+		{"dedup hole the log does not show", func(w *world) {
+			w.zk.Recorded = w.zk.Recorded[:11]
+			w.zk.Entries = w.zk.Entries[:3]
+			w.zk.End = 11
+		}, func(r Report) int { return r.Gaps }},
+		{"dedup hole holding a plain entry", func(w *world) {
+			for _, l := range [][]LogEntry{w.zk.Recorded, w.zk.Entries} {
+				l[len(l)-1].RequestID = ""
+			}
+		}, func(r Report) int { return r.Gaps }},
+		{"a copy one replica applied", func(w *world) {
+			n := &w.nodes[1]
+			n.Records = append(n.Records, testnode.Record{Index: 12, Epoch: 2, Count: 1, Size: 10, SHA256: sha("p7"), RequestID: rid("p7")})
+		}, func(r Report) int { return r.Gaps + r.IDsTwice }},
+		{"recorder and final read disagree", func(w *world) {
+			w.zk.Recorded[10].SHA256 = sha("other")
+		}, func(r Report) int { return r.ZKMismatch }},
+		{"log entry's id differs from the record's", func(w *world) {
+			w.zk.Entries[0].RequestID = rid("other")
+			w.zk.Recorded[8].RequestID = rid("other")
+		}, func(r Report) int { return r.ZKMismatch }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := requestWorld()
+			tc.mutate(&w)
+			r := Check(w.props, w.nodes, w.zk)
+			require.False(t, r.OK())
+			require.Positive(t, tc.count(r), "violations: %v", r.Violations)
 			t.Logf("%d violations: %v", r.Total(), r.Violations)
 		})
 	}

@@ -17,6 +17,8 @@
 // what came of it on the lines below; the last line is the summary:
 //
 //	CHAOS seed=… faults=… acked=… lost=0 duplicated=0 divergent=0 unknown=… …
+//	      ids_applied_twice=0 acked_ids_not_once=0 retried=… dedup=…
+//	      unknown_resolved_by_retry=… dedup_copies=… …
 //
 // preceded by one VIOLATION (or ANOMALY) line per problem found. Exit
 // status: 0 clean, 1 a violation, a stall, a crash or no convergence, 2 the
@@ -99,20 +101,43 @@
 //
 // # What is recorded
 //
-// Every attempt is a proposal of its own: a unique payload (an OpsApplier
-// set of a unique key to a value holding a run tag), sent once to the
-// replica believed primary (following not_primary hints) and recorded in a
-// testnode.History with its outcome (testnode.Classify): acknowledged at
-// an index (or committed at a known index without a response), definitely
-// failed (not_primary, fenced, queue full, canceled before sending, a
-// refused connection…), or outcome unknown (timeouts, a replica killed or
-// paused mid-request). Nothing is ever resent, so a definite failure the
-// replicas claim must never show up in the log, and an unknown outcome at
-// most once. (testnode.Load resends a payload after a definite failure,
-// which would blur that distinction; this command has its own proposers.)
+// Every proposal has a unique payload (an OpsApplier set of a unique key to
+// a value holding a run tag) and a request id of its own
+// (replica.NewRequestID), sent with POST /propose and the
+// Roomlog-Request-Id header (replica.ProposeRequest) to the replica
+// believed primary (following not_primary hints), and is recorded in a
+// testnode.History with its final outcome (testnode.Classify): acknowledged
+// at an index (or committed at a known index without a response),
+// definitely failed (not_primary, fenced, queue full, canceled before
+// sending, a refused connection…), or outcome unknown (timeouts, a replica
+// killed or paused mid-request, lost replies).
+//
+// The retry policy: a first attempt that fails definitely is never resent,
+// so a definite failure the replicas claim must never show up in the log.
+// An attempt of unknown outcome is resent with the same payload and the
+// same id, after a backoff (50 ms doubling to 1 s), to the next live
+// replica or the hinted primary, until an attempt is acknowledged (possibly
+// as a duplicate: the id was applied by an earlier attempt, and the answer
+// carries the original index) or shows the proposal committed; a resend
+// that fails definitely proves nothing about the attempts before it and
+// is resent too. At most 20 attempts (about 16 s of backoff, more than a
+// failover); when they run out, or the run stops (the proposers stop after
+// the final heal), the proposal stays unknown. The history records each
+// proposal's request id, attempts, attempts of unknown outcome and whether
+// the final answer was a duplicate. (testnode.Load resends a payload after
+// a definite failure, which would blur the phantom rule; this command has
+// its own proposers.)
+//
 // Each replica's RecordingApplier stores, in the same batch as the entry's
-// effects, (index, epoch, sha256 of the entry, times applied) under a
-// reserved key; /dump returns them.
+// effects, (index, epoch, sha256 and size of the entry's payload, its
+// request id, times applied) under a reserved key; /dump returns them. A
+// copy of a request that the store deduplicates (a resend that reached the
+// log although an earlier attempt had been applied) reaches no applier and
+// has no record anywhere. A testnode.LogRecorder follows the log in
+// ZooKeeper from index 1 during the whole run (each entry's epoch, request
+// id and payload hash, the request envelope decoded), so that the checker
+// can tell such copies even after checkpoints deleted their channels; it
+// prints how many entries it read and the ranges it missed, if any.
 //
 // # The checker's rules (Check)
 //
@@ -125,15 +150,18 @@
 //     contiguous up to its applied index, epochs non-decreasing by index.
 //     Its records start at index 1, unless it restored a checkpoint during
 //     the run (wiped, or its status showed a bootstrap): only then may a
-//     prefix be missing (a checkpoint that did not carry records).
+//     prefix be missing (a checkpoint that did not carry records). An
+//     index that holds a deduplicated copy (rule 9) has no record on any
+//     replica and is no gap; any other missing index is one.
 //  2. Replicas agree: an index that two replicas hold has the same entry
 //     (sha256, size) and epoch on both ("divergent" otherwise).
 //  3. Coverage: every index from 1 to the highest applied index is held by
 //     at least one replica. Indexes a replica lacks below its checkpoint
 //     are judged on the replicas that hold them, and that replica's state
 //     is tied to theirs by rule 5 (its StateHash covers what the
-//     checkpoint brought). An index nobody holds is a gap: nothing could
-//     prove what was applied there.
+//     checkpoint brought). An index nobody holds is a gap, unless it is a
+//     deduplicated copy (rule 9): nothing could prove what was applied
+//     there.
 //  4. Epochs: along the merged log (every index's entry), no index holds
 //     an older epoch than an earlier index (a deposed primary's write
 //     landing after its successor's first entry).
@@ -143,13 +171,19 @@
 //     holds that index (and at least one does), and every replica applied
 //     that far ("lost" otherwise); its payload is at no other index
 //     ("duplicated"); an outcome-unknown one is at one index or none; a
-//     definitely failed one is nowhere ("phantom"); every entry in the log
-//     is some proposal's payload ("foreign" otherwise).
-//  7. ZooKeeper: the log it still holds (oldest channel to the committed
-//     end, read through logroom) equals the replicas' records there, and
-//     its committed end is the replicas' applied index.
+//     definitely failed one is nowhere ("phantom"); every entry in the
+//     replicas' records is some proposal's payload ("foreign" otherwise).
+//     A payload may sit at several log indexes only as deduplicated copies
+//     of its one request id, which no replica records.
+//  7. ZooKeeper: the log read back — what the recorder read during the run
+//     and what ZooKeeper still holds at the end (oldest channel to the
+//     committed end, read through logroom) — equals the replicas' records
+//     (epoch, payload sha256, request id) at every index both show, the
+//     two reads agree where they overlap, and the committed end is the
+//     replicas' applied index. Log entries are request envelopes: they
+//     are decoded (store.DecodeRequest) and compared by their payload.
 //  8. Reads (reads.go): while the proposers run, two readers read keys
-//     they proposed (half the picks among the 8 newest attempts, in flight
+//     they proposed (half the picks among the 8 newest proposals, in flight
 //     or just acknowledged, the rest among older ones) on a random live
 //     replica with GET /get?barrier=1: replica.Barrier, then a local read.
 //     Standbys and the primary alike: a primary's role is only its own
@@ -163,8 +197,10 @@
 //     an acknowledged or committed proposal is a write from its start to
 //     its answer; an outcome-unknown one a write that never returns (it
 //     may take effect any time after its start, or never) unless no
-//     replica's records hold it (then it never happened, as a definitely
-//     failed one). A key without such an order is a violation ("not
+//     replica's records hold it and every index is accounted for by a
+//     record or a deduplicated copy (then it never happened, as a
+//     definitely failed one). A proposal resent after an unknown outcome
+//     is one write, from its first attempt's start to its last answer. A key without such an order is a violation ("not
 //     linearizable: key …" with its operations; porcupine's HTML
 //     visualization goes to reads-linearizability.html in the kept work
 //     dir). The check is bounded (60 s): past it the verdict is unknown,
@@ -172,6 +208,24 @@
 //     reads checked), reads_failed= and
 //     reads_linearizable=true|false|unknown; reads_test.go proves the check
 //     fails on stale reads, values never written and reads going back.
+//  9. Request ids (exactly once): every request id is applied (has a
+//     record) at most once, on each replica and over all of them
+//     ("ids_applied_twice"); every acknowledged or committed proposal's id
+//     is applied exactly once, at the index its answer reported — for a
+//     duplicate answer the original index; an answer without a response
+//     may name the index of a deduplicated copy instead, which the log
+//     must show ("acked_ids_not_once"); and an index without a record is
+//     allowed only as a deduplicated copy: the log read back shows there
+//     an entry carrying a request id that the records show applied, with
+//     the same payload, at an earlier index, and no replica applied that
+//     index. Anything else — a plain entry, a request not applied before
+//     it, an index neither read of the log covers — is a gap (rules 1, 3).
+//     The summary line counts, besides the violations: retried (proposals
+//     sent more than once), dedup (final answers that were duplicates),
+//     unknown_resolved_by_retry (proposals with an attempt of unknown
+//     outcome that a resend acknowledged or showed committed), unknown
+//     (those left unknown at the end: out of attempts, or cut by the
+//     stop) and dedup_copies (indexes holding a deduplicated copy).
 //
 // Besides violations the run reports anomalies, which also fail it: a
 // stall (no primary or no acknowledged proposal within 60 s after a fault),
@@ -181,6 +235,9 @@
 // # Tests
 //
 // chaos_test.go runs a bounded subset in `go test` (a fixed seed and a
-// random one, printed, sharing one ensemble) and proves that the checker
-// detects each kind of violation in synthetic histories.
+// random one, printed, sharing one ensemble), asserts rule 9 by name (no
+// id applied twice, every acknowledged id exactly once, and some resends
+// whenever an outcome was unknown), and proves that the checker detects
+// each kind of violation in synthetic histories (checker_test.go,
+// TestCheckerRequests for rule 9).
 package main

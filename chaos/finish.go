@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/roomlog/roomlog/internal/testnode"
-	"github.com/roomlog/roomlog/logroom"
 )
 
 // finish heals every fault, lets proposals flow once more, stops them,
@@ -54,7 +52,15 @@ func (r *runner) finish(ctx context.Context) error {
 	if err != nil {
 		r.out.f("ZooKeeper read-back skipped: %v", err)
 	}
+	end := zk.End
+	for _, n := range nodes {
+		end = max(end, n.Applied)
+	}
+	r.stopRecorder(dctx, &zk, end)
 	r.res.Report = Check(r.h.Proposals(), nodes, zk)
+	rp := r.res.Report
+	r.out.f("requests: %d proposals met an unknown outcome, %d resolved by a resend (%d answered duplicate), %d left unknown; %d proposals resent; %d deduplicated copies in the log",
+		rp.MetUnknown, rp.ResolvedByRetry, rp.Dedup, rp.Unknown, rp.Retried, rp.DedupCopies)
 	r.checkReads(nodes)
 	if zk.Read {
 		r.res.ChannelsDeleted = int(zk.OldestChannel) - 1
@@ -90,68 +96,38 @@ func (r *runner) dumps(ctx context.Context) ([]NodeDump, error) {
 }
 
 // readZK reads back the part of the log ZooKeeper still holds, up to the
-// committed end, through a client of its own.
+// committed end, through a client of its own (testnode.ReadLog).
 func (r *runner) readZK(ctx context.Context, nodes []NodeDump) (ZKLog, error) {
-	cl, err := logroom.Dial(ctx, logroom.DialConfig{Servers: r.ens.Addrs(), SessionTimeout: 10 * time.Second})
-	if err != nil {
-		return ZKLog{}, err
-	}
-	defer cl.Close()
-	room, err := logroom.OpenRoom(ctx, cl, r.c.Room(), logroom.RoomOptions{})
-	if err != nil {
-		return ZKLog{}, err
-	}
 	var hint uint64
 	for _, n := range nodes {
 		hint = max(hint, n.Applied)
 	}
-	// A channel may be deleted under the reader (checkpoints go on): start
-	// again from the new oldest channel.
-	var last error
-	for range 5 {
-		zk, err := readRoom(ctx, room, hint)
-		if err == nil {
-			return zk, nil
-		}
-		last = err
-		if !errors.Is(err, logroom.ErrCompacted) {
-			break
-		}
+	l, err := testnode.ReadLog(ctx, r.ens.Addrs(), r.c.Room(), hint)
+	if err != nil {
+		return ZKLog{}, err
 	}
-	return ZKLog{}, last
+	return ZKLog{Read: true, First: l.First, End: l.End, OldestChannel: l.OldestChannel, Entries: l.Entries}, nil
 }
 
-func readRoom(ctx context.Context, room *logroom.Room, hint uint64) (ZKLog, error) {
-	chs, err := room.Channels(ctx)
-	if err != nil {
-		return ZKLog{}, err
+// stopRecorder lets the log recorder reach end (bounded), stops it and
+// hands what it read to zk.
+func (r *runner) stopRecorder(ctx context.Context, zk *ZKLog, end uint64) {
+	if r.rec == nil {
+		return
 	}
-	if len(chs) == 0 {
-		return ZKLog{}, errors.New("no channel")
+	deadline := time.Now().Add(30 * time.Second)
+	for r.rec.Position() <= end && time.Now().Before(deadline) && ctx.Err() == nil {
+		sleep(ctx, 20*time.Millisecond)
 	}
-	end, err := room.CommittedIndex(ctx, hint)
-	if err != nil {
-		return ZKLog{}, err
+	r.rec.Stop()
+	zk.Recorded, zk.Skipped = r.rec.Entries(), r.rec.Skipped()
+	errs, last := r.rec.Errors()
+	what := fmt.Sprintf("log recorder: read %d entries during the run (up to index %d)", len(zk.Recorded), r.rec.Position()-1)
+	if len(zk.Skipped) > 0 {
+		what += fmt.Sprintf("; missed %v (channels deleted before it read them)", zk.Skipped)
 	}
-	zk := ZKLog{Read: true, First: chs[0].FirstIndex, End: end, OldestChannel: chs[0].Num}
-	if zk.First > end {
-		return zk, nil
+	if errs > 0 {
+		what += fmt.Sprintf("; %d read errors retried, the last: %v", errs, firstLine(last))
 	}
-	rd, err := room.Tail(ctx, zk.First)
-	if err != nil {
-		return ZKLog{}, err
-	}
-	defer rd.Close()
-	for rd.Position() <= end {
-		es, err := rd.Next(ctx)
-		if err != nil {
-			return ZKLog{}, err
-		}
-		for _, e := range es {
-			if e.Index <= end {
-				zk.Entries = append(zk.Entries, LogEntry{Index: e.Index, Epoch: e.Epoch, SHA256: testnode.EntrySHA(e.Data)})
-			}
-		}
-	}
-	return zk, nil
+	r.out.f("%s", what)
 }

@@ -16,13 +16,17 @@ import (
 	"github.com/roomlog/roomlog/replica"
 )
 
-// proposers is the run's load: workers that propose, each attempt with a
-// payload of its own, and record every attempt's outcome in a
-// testnode.History. Unlike testnode.Load (which resends a payload after a
-// definite failure) an attempt is never repeated, so every definite failure
-// the replicas report becomes a recorded proposal the checker must not
-// find in the log (rule 6, "phantom"), and every unknown outcome one it
-// may find at most once.
+// proposers is the run's load: workers that propose, each proposal with a
+// payload and a request id of its own (replica.NewRequestID, sent with
+// ProposeRequest), and record every proposal's final outcome in a
+// testnode.History. A proposal whose first attempt fails definitely is
+// never resent (unlike testnode.Load), so every definite failure the
+// replicas report becomes a recorded proposal the checker must not find in
+// the log (rule 6, "phantom"). An attempt whose outcome is unknown is
+// resent — same payload, same id — until an attempt is acknowledged or
+// shows it committed, or maxAttempts attempts were made, or the run stops
+// (then the proposal stays unknown): the replicas must apply it exactly
+// once (rule 9).
 type proposers struct {
 	c       *testnode.Cluster
 	h       *testnode.History
@@ -35,7 +39,7 @@ type proposers struct {
 
 	mu     sync.Mutex     // guards errors and keys
 	errors map[string]int // failed attempts by error code
-	keys   []string       // the key of every attempt started, in order (readers pick from it)
+	keys   []string       // the key of every proposal started, in order (readers pick from it)
 }
 
 // startProposers starts workers proposers; stop ends them.
@@ -104,7 +108,8 @@ func (p *proposers) target(turn int) *testnode.Node {
 
 func (p *proposers) worker(ctx context.Context, w int) {
 	value := make([]byte, 64)
-	for seq, turn := 0, 0; ctx.Err() == nil; seq++ {
+	turn := 0
+	for seq := 0; ctx.Err() == nil; seq++ {
 		n := p.target(turn)
 		if n == nil {
 			sleep(ctx, 20*time.Millisecond)
@@ -116,42 +121,12 @@ func (p *proposers) worker(ctx context.Context, w int) {
 		if err != nil {
 			return // cannot happen: the key is not empty
 		}
-		prop := testnode.Proposal{Key: key, SHA256: testnode.EntrySHA(entry), Node: n.ID(), Attempts: 1, Start: time.Now()}
+		id := replica.NewRequestID()
+		prop := testnode.Proposal{Key: key, SHA256: testnode.EntrySHA(entry), RequestID: id.String(), Start: time.Now()}
 		p.mu.Lock()
 		p.keys = append(p.keys, key)
 		p.mu.Unlock()
-		// The attempt is not bound to ctx: stopping the load must not turn
-		// an attempt in flight into an unknown outcome.
-		actx, cancel := context.WithTimeout(context.Background(), p.timeout)
-		res, err := n.Propose(actx, entry)
-		cancel()
-		prop.End = time.Now()
-		prop.Outcome = testnode.Classify(res, err)
-		if err != nil {
-			prop.Err = err.Error()
-			p.count(err)
-		}
-		switch prop.Outcome {
-		case testnode.OutcomeAcked, testnode.OutcomeCommitted:
-			prop.Index = res.Index
-			if prop.Outcome == testnode.OutcomeAcked {
-				p.acks.Add(1)
-			}
-			id := n.ID()
-			p.hint.Store(&id)
-		case testnode.OutcomeNotCommitted:
-			var ae *testnode.APIError
-			if errors.As(err, &ae) && errors.Is(err, replica.ErrNotPrimary) && ae.PrimaryID != "" && ae.PrimaryID != n.ID() {
-				id := ae.PrimaryID
-				p.hint.Store(&id)
-			} else {
-				p.hint.Store(nil)
-				turn++
-			}
-		default:
-			p.hint.Store(nil)
-			turn++
-		}
+		p.propose(ctx, n, id, entry, &prop, &turn)
 		p.h.Add(prop)
 		if prop.Outcome != testnode.OutcomeAcked {
 			sleep(ctx, 10*time.Millisecond)
@@ -159,7 +134,85 @@ func (p *proposers) worker(ctx context.Context, w int) {
 	}
 }
 
-// pickKey returns a key some attempt was started for (false: none yet):
+// maxAttempts bounds the attempts of one proposal (resends after an
+// unknown outcome).
+const maxAttempts = 20
+
+// propose sends entry with request id, first to n, and fills in prop's
+// outcome: the first attempt's if it is definite (acknowledged, committed
+// or failed), else that of the resends, which go to the replica believed
+// primary (following hints, else the live replicas in turn) after a
+// backoff. A resend that fails definitely says nothing of the attempts
+// before it: the proposal stays unknown unless a later one is acknowledged
+// or shows it committed.
+func (p *proposers) propose(ctx context.Context, n *testnode.Node, id replica.RequestID, entry []byte, prop *testnode.Proposal, turn *int) {
+	for {
+		// An attempt is not bound to ctx: stopping the load must not turn
+		// an attempt in flight into an unknown outcome.
+		actx, cancel := context.WithTimeout(context.Background(), p.timeout)
+		res, err := n.ProposeRequest(actx, id, entry)
+		cancel()
+		prop.Attempts++
+		prop.Node = n.ID()
+		prop.End = time.Now()
+		out := testnode.Classify(res, err)
+		if err != nil {
+			prop.Err = err.Error()
+			p.count(err)
+		}
+		switch out {
+		case testnode.OutcomeAcked, testnode.OutcomeCommitted:
+			prop.Outcome, prop.Index, prop.Duplicate = out, res.Index, res.Duplicate
+			if out == testnode.OutcomeAcked {
+				p.acks.Add(1)
+			}
+			id := n.ID()
+			p.hint.Store(&id)
+			return
+		case testnode.OutcomeNotCommitted:
+			var ae *testnode.APIError
+			if errors.As(err, &ae) && errors.Is(err, replica.ErrNotPrimary) && ae.PrimaryID != "" && ae.PrimaryID != n.ID() {
+				id := ae.PrimaryID
+				p.hint.Store(&id)
+			} else {
+				p.hint.Store(nil)
+				*turn++
+			}
+			if prop.Unknowns == 0 {
+				prop.Outcome = testnode.OutcomeNotCommitted // never resent
+				return
+			}
+		default:
+			prop.Unknowns++
+			p.hint.Store(nil)
+			*turn++
+		}
+		prop.Outcome = testnode.OutcomeUnknown
+		if prop.Attempts >= maxAttempts {
+			return
+		}
+		sleep(ctx, retryBackoff(prop.Attempts))
+		for n = p.target(*turn); n == nil && ctx.Err() == nil; n = p.target(*turn) {
+			sleep(ctx, 20*time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			return // the run stops: the proposal stays unknown
+		}
+	}
+}
+
+// retryBackoff is the pause before the attempt after attempt number n (1,
+// 2, …) of a proposal whose outcome is unknown: 50 ms doubling up to 1 s,
+// so that maxAttempts attempts outlast a failover (about 16 s of pauses).
+func retryBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < time.Second; i++ {
+		d *= 2
+	}
+	return min(d, time.Second)
+}
+
+// pickKey returns a key some proposal was started for (false: none yet):
 // half the time one of the 8 newest (often in flight or just
 // acknowledged: the state a lagging or deposed replica would miss), a
 // quarter one of the 256 newest, else any (old state: what a checkpoint

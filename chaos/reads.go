@@ -212,6 +212,10 @@ type ReadCheckOptions struct {
 	// Dir: where porcupine's visualization of illegal keys is written
 	// ("": nowhere).
 	Dir string
+	// Copies: log indexes the checker found to hold a deduplicated copy
+	// of a request (no record anywhere, nothing applied): they do not make
+	// the dumps incomplete.
+	Copies map[uint64]bool
 }
 
 // kvInput is an operation of the model: a write of Key (Value: the
@@ -286,9 +290,10 @@ func short(sha string) string {
 // time (porcupine may place it anywhere after its start, including after
 // every read: "may or may not have happened" — it never constrains a read
 // that did not see it). When nodes (the final dumps) hold a record of every
-// index, an unknown-outcome proposal whose payload is in no replica's log
-// never took effect and is left out, as is every definitely failed one: a
-// read that saw its value read something that was never committed. Only
+// index but the deduplicated copies (opts.Copies), an unknown-outcome
+// proposal whose payload is in no replica's log never took effect and is
+// left out, as is every definitely failed one: a read that saw its value
+// read something that was never committed. Only
 // keys that were read are checked.
 func CheckReads(props []testnode.Proposal, reads []Read, nodes []NodeDump, opts ReadCheckOptions) ReadReport {
 	start := time.Now()
@@ -297,7 +302,7 @@ func CheckReads(props []testnode.Proposal, reads []Read, nodes []NodeDump, opts 
 		timeout = readCheckTimeout
 	}
 	var rr ReadReport
-	inLog := loggedPayloads(nodes)
+	inLog := loggedPayloads(nodes, opts.Copies)
 
 	// Operations by key: the answered reads, then the writes of those keys.
 	type op struct {
@@ -480,9 +485,10 @@ func CheckReads(props []testnode.Proposal, reads []Read, nodes []NodeDump, opts 
 // an index <= A, and A must not be below the read's barrier. Porcupine
 // cannot see this for a write of unknown outcome that is in the log (it may
 // place such a write after any read that missed it); this check can. It
-// needs complete dumps (every index held by some replica).
-// The run's final verdict applies it after CheckReads (checkReads).
-func exactCheck(rr *ReadReport, props []testnode.Proposal, reads []Read, nodes []NodeDump) {
+// needs complete dumps (every index held by some replica, or a
+// deduplicated copy: copies). The run's final verdict applies it after
+// CheckReads (checkReads).
+func exactCheck(rr *ReadReport, props []testnode.Proposal, reads []Read, nodes []NodeDump, copies map[uint64]bool) {
 	at := map[string]uint64{} // entry SHA -> its index in the log
 	var top uint64
 	for _, n := range nodes {
@@ -491,7 +497,7 @@ func exactCheck(rr *ReadReport, props []testnode.Proposal, reads []Read, nodes [
 			at[rec.SHA256] = rec.Index
 		}
 	}
-	if uint64(len(at)) < top {
+	if uint64(len(at)+len(copies)) < top {
 		return // incomplete dumps: nothing exact to say
 	}
 	type write struct {
@@ -545,9 +551,10 @@ func longest(ls [][]int) int {
 }
 
 // loggedPayloads returns the payloads (sha) in some replica's records, or
-// nil when the records do not cover every index from 1 to the highest
-// applied one (then nobody can tell a payload that is nowhere).
-func loggedPayloads(nodes []NodeDump) map[string]bool {
+// nil when the records (and the deduplicated copies, which apply nothing)
+// do not cover every index from 1 to the highest applied one (then nobody
+// can tell a payload that is nowhere).
+func loggedPayloads(nodes []NodeDump, copies map[uint64]bool) map[string]bool {
 	var top uint64
 	held := map[uint64]bool{}
 	out := map[string]bool{}
@@ -562,7 +569,7 @@ func loggedPayloads(nodes []NodeDump) map[string]bool {
 		return nil
 	}
 	for i := uint64(1); i <= top; i++ {
-		if !held[i] {
+		if !held[i] && !copies[i] {
 			return nil
 		}
 	}
@@ -652,8 +659,9 @@ func (r *runner) checkReads(nodes []NodeDump) {
 		dir = filepath.Dir(filepath.Dir(ns[0].Options().Dir))
 	}
 	props, reads := r.h.Proposals(), r.reads.history()
-	rr := CheckReads(props, reads, nodes, ReadCheckOptions{Dir: dir})
-	exactCheck(&rr, props, reads, nodes)
+	copies := r.res.Report.copies
+	rr := CheckReads(props, reads, nodes, ReadCheckOptions{Dir: dir, Copies: copies})
+	exactCheck(&rr, props, reads, nodes, copies)
 	r.res.Report.AddReads(rr)
 	what := fmt.Sprintf("reads: %d answered (%d by a primary), %d without an answer %v, %d keys, %d writes of them (%d of unknown outcome); linearizable=%s (porcupine, %v)",
 		rr.Reads, rr.Primary, rr.Failed, rr.FailedBy, rr.Keys, rr.Writes, rr.UnknownWrites, rr.Linearizable(), rr.Took.Round(time.Millisecond))

@@ -304,7 +304,7 @@ func TestReadsExact(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rr ReadReport
-			exactCheck(&rr, props, []Read{tc.rd}, nodes)
+			exactCheck(&rr, props, []Read{tc.rd}, nodes, nil)
 			require.Equal(t, tc.bad, rr.Illegal > 0, "%+v", rr.Explanations)
 			// Porcupine alone accepts the stale read: the write's outcome
 			// is unknown, so it may linearize after the read.

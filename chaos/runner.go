@@ -157,10 +157,14 @@ func (r Result) OK() bool {
 func (r Result) Line() string {
 	p := r.Report
 	return fmt.Sprintf("CHAOS seed=%d faults=%d acked=%d lost=%d duplicated=%d divergent=%d unknown=%d"+
-		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d reads=%d reads_failed=%d reads_linearizable=%s"+
+		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
+		" ids_applied_twice=%d acked_ids_not_once=%d retried=%d dedup=%d unknown_resolved_by_retry=%d dedup_copies=%d"+
+		" reads=%d reads_failed=%d reads_linearizable=%s"+
 		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d partial_replicas=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
 		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
-		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch, p.Reads.Reads, p.Reads.Failed, p.Reads.Linearizable(),
+		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
+		p.IDsTwice, p.AckedIDsNotOnce, p.Retried, p.Dedup, p.ResolvedByRetry, p.DedupCopies,
+		p.Reads.Reads, p.Reads.Failed, p.Reads.Linearizable(),
 		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
 		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts())
 }
@@ -205,6 +209,9 @@ type runner struct {
 
 	// reads: the readers (reads.go), started and stopped with load.
 	reads *readers
+	// rec follows the log in ZooKeeper during the run (nil: it could not
+	// start), so the checker sees entries whose channels get deleted.
+	rec *testnode.LogRecorder
 
 	// net holds the faultnet links of every replica (see ClusterOptions.Net).
 	net *faultnet.Net
@@ -352,6 +359,14 @@ func (r *runner) run(ctx context.Context) error {
 		return fmt.Errorf("chaos: first primary: %w", err)
 	}
 	r.out.f("room %s: %d replicas, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, p.ID(), r.cfg.Workers)
+
+	r.rec, err = testnode.StartLogRecorder(ctx, r.ens.Addrs(), r.c.Room())
+	if err != nil {
+		r.out.f("log recorder not started (the checker sees only what ZooKeeper holds at the end): %v", firstLine(err))
+		r.rec = nil
+	} else {
+		defer r.rec.Stop()
+	}
 
 	r.load = startProposers(ctx, r.c, r.h, r.cfg.Workers)
 	defer r.load.stop()

@@ -45,7 +45,7 @@ type loopState struct {
 	// published at once (see publishDue).
 	seenApplied uint64
 	seenMoved   time.Time
-	notBefore     time.Time // takeover attempts wait until then (after a failure)
+	notBefore   time.Time // takeover attempts wait until then (after a failure)
 	// corruptTakeovers counts consecutive takeovers that failed with
 	// ErrCorrupt; at confirmCorruptTakeovers the replica fails.
 	corruptTakeovers int

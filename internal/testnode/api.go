@@ -2,6 +2,7 @@ package testnode
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,21 +13,23 @@ import (
 
 // Error codes of the HTTP API (ErrorResponse.Error).
 const (
-	CodeNotPrimary     = "not_primary"     // nothing sent; primary_id/primary_addr name the primary if known
-	CodeOutcomeUnknown = "outcome_unknown" // may or may not be committed (index set if known committed)
-	CodeNoResponse     = "no_response"     // committed at index; response unavailable
-	CodeFenced         = "fenced"          // not committed; the node was deposed
-	CodeQueueFull      = "queue_full"      // nothing sent
-	CodeClosed         = "closed"          // the replica is closing
-	CodeFailed         = "failed"          // the replica stopped on an unrecoverable error
-	CodeTooLarge       = "entry_too_large" // nothing sent
-	CodeRoomFull       = "room_full"       // nothing sent (backpressure)
-	CodeTransfer       = "transfer_failed" // TransferLeadership failed
-	CodeCanceled       = "canceled"        // the request's timeout ended before anything was sent
-	CodeTimeout        = "timeout"         // a wait (hash, barrier, stepdown…) timed out
-	CodeStarting       = "starting"        // the replica is not open yet
-	CodeBadRequest     = "bad_request"     // malformed request
-	CodeInternal       = "internal"        // anything else (message says what)
+	CodeNotPrimary     = "not_primary"      // nothing sent; primary_id/primary_addr name the primary if known
+	CodeOutcomeUnknown = "outcome_unknown"  // may or may not be committed (index set if known committed)
+	CodeNoResponse     = "no_response"      // committed at index; response unavailable
+	CodeFenced         = "fenced"           // not committed; the node was deposed
+	CodeQueueFull      = "queue_full"       // nothing sent
+	CodeClosed         = "closed"           // the replica is closing
+	CodeFailed         = "failed"           // the replica stopped on an unrecoverable error
+	CodeTooLarge       = "entry_too_large"  // nothing sent
+	CodeRoomFull       = "room_full"        // nothing sent (backpressure)
+	CodeTransfer       = "transfer_failed"  // TransferLeadership failed
+	CodeCanceled       = "canceled"         // the request's timeout ended before anything was sent
+	CodeTimeout        = "timeout"          // a wait (hash, barrier, stepdown…) timed out
+	CodeStarting       = "starting"         // the replica is not open yet
+	CodeBadRequest     = "bad_request"      // malformed request
+	CodeBadRequestID   = "bad_request_id"   // malformed Roomlog-Request-Id header; nothing sent
+	CodeConflict       = "request_conflict" // the request id was used with another entry; nothing sent
+	CodeInternal       = "internal"         // anything else (message says what)
 )
 
 // Errors of the client that are not a code from the node.
@@ -68,6 +71,8 @@ var codeSentinels = map[string]error{
 	CodeTimeout:        ErrTimeout,
 	CodeStarting:       ErrStarting,
 	CodeBadRequest:     ErrBadRequest,
+	CodeBadRequestID:   ErrBadRequest,
+	CodeConflict:       replica.ErrRequestConflict,
 	CodeInternal:       ErrInternal,
 }
 
@@ -79,6 +84,9 @@ type ErrorResponse struct {
 	PrimaryID   string `json:"primary_id,omitempty"`
 	PrimaryAddr string `json:"primary_addr,omitempty"`
 	Index       uint64 `json:"index,omitempty"`
+	// Duplicate: a no_response answer to a request (Roomlog-Request-Id)
+	// whose id was already applied: Index is the original's index.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // APIError is an error the node answered with. errors.Is matches the
@@ -109,10 +117,42 @@ func (e *APIError) Is(target error) bool {
 	return ok && s == target
 }
 
+// RequestIDHeader carries a proposal's request id on POST /propose: 32
+// lowercase hex characters (a replica.RequestID, not zero). With it the node
+// calls replica.ProposeRequest, so resending the same entry with the same id
+// applies it at most once.
+const RequestIDHeader = "Roomlog-Request-Id"
+
 // ProposeResponse is the JSON answer of a successful POST /propose.
 type ProposeResponse struct {
 	Index    uint64 `json:"index"`
 	Response []byte `json:"response"` // base64 in JSON
+	// Duplicate: the request id (RequestIDHeader) had already been applied;
+	// Index and Response are the original application's, nothing new was
+	// applied. Always false for a proposal without an id.
+	Duplicate bool `json:"duplicate"`
+}
+
+// ParseRequestID parses the value of RequestIDHeader: exactly 32 lowercase
+// hex characters, not all zero.
+func ParseRequestID(s string) (replica.RequestID, error) {
+	var id replica.RequestID
+	if len(s) != 2*len(id) {
+		return id, fmt.Errorf("request id %.80q: want %d lowercase hex characters, got %d", s, 2*len(id), len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return id, fmt.Errorf("request id %.80q: byte %d (%q) is not a lowercase hex digit", s, i, c)
+		}
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, fmt.Errorf("request id %.80q: %w", s, err)
+	}
+	if id.IsZero() {
+		return id, fmt.Errorf("request id %q: the zero id means none", s)
+	}
+	return id, nil
 }
 
 // HashResponse is the answer of GET /hash.
@@ -233,6 +273,9 @@ func errorResponse(err error, index uint64) (int, ErrorResponse) {
 		return http.StatusConflict, body
 	case errors.Is(err, replica.ErrNotPrimary):
 		body.Error = CodeNotPrimary
+		return http.StatusConflict, body
+	case errors.Is(err, replica.ErrRequestConflict):
+		body.Error = CodeConflict
 		return http.StatusConflict, body
 	case errors.Is(err, replica.ErrNoResponse):
 		body.Error = CodeNoResponse

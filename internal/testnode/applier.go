@@ -15,9 +15,13 @@ import (
 // keys such as "p/..." never do).
 const RecordPrefix = "\xfftestnode/applied/"
 
-// recordLen is the encoded size of a record value:
-// epoch (8) | count (4) | size (4) | sha256 (32).
-const recordLen = 8 + 4 + 4 + sha256.Size
+// recordLen is the encoded size of a record value (format 2):
+// epoch (8) | count (4) | size (4) | sha256 (32) | request id (16, zero: none).
+// Format 1 (48 bytes, without the request id) is not read any more: records
+// live only in the stores of one test run's nodes, all built from the same
+// source, so no store holds both formats. A record of another length is an
+// error.
+const recordLen = 8 + 4 + 4 + sha256.Size + len(store.RequestID{})
 
 // Record is what the RecordingApplier stored for one applied index.
 type Record struct {
@@ -28,8 +32,14 @@ type Record struct {
 	Count uint32 `json:"count"`
 	// Size is the entry's length in bytes.
 	Size uint32 `json:"size"`
-	// SHA256 is the lowercase hex SHA-256 of the entry's bytes.
+	// SHA256 is the lowercase hex SHA-256 of the entry's bytes: of the
+	// payload (store.Entry.Data) for an entry in a request envelope.
 	SHA256 string `json:"sha256"`
+	// RequestID is the entry's request id (store.Entry.RequestID) in
+	// lowercase hex, "" for an entry without one. An entry whose id was
+	// already applied is deduplicated by the store and never reaches the
+	// applier: its index has no record.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // RecordingApplier wraps another Applier and, in the same batch as the
@@ -85,7 +95,8 @@ func (a RecordingApplier) Apply(b store.Batch, e store.Entry) ([]byte, error) {
 	binary.BigEndian.PutUint32(v[8:12], count+1)
 	binary.BigEndian.PutUint32(v[12:16], uint32(min(len(e.Data), 1<<32-1)))
 	s := sha256.Sum256(e.Data)
-	copy(v[16:], s[:])
+	copy(v[16:16+sha256.Size], s[:])
+	copy(v[16+sha256.Size:], e.RequestID[:])
 	if err := b.Set(key, v); err != nil {
 		return nil, err
 	}
@@ -97,13 +108,17 @@ func decodeRecord(index uint64, v []byte) (Record, error) {
 	if len(v) != recordLen {
 		return Record{}, fmt.Errorf("testnode: record of index %d has %d bytes, want %d", index, len(v), recordLen)
 	}
-	return Record{
+	rec := Record{
 		Index:  index,
 		Epoch:  binary.BigEndian.Uint64(v[0:8]),
 		Count:  binary.BigEndian.Uint32(v[8:12]),
 		Size:   binary.BigEndian.Uint32(v[12:16]),
-		SHA256: hex.EncodeToString(v[16:]),
-	}, nil
+		SHA256: hex.EncodeToString(v[16 : 16+sha256.Size]),
+	}
+	if id := store.RequestID(v[16+sha256.Size:]); !id.IsZero() {
+		rec.RequestID = id.String()
+	}
+	return rec, nil
 }
 
 // scanner is what ReadRecords needs of a store or a view.

@@ -3,6 +3,7 @@ package testnode
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,46 @@ func TestRecordingApplierRecordsEveryIndex(t *testing.T) {
 	recs, err = ReadRecords(s, 3, 2, 0)
 	require.NoError(t, err)
 	require.Empty(t, recs)
+}
+
+// An entry in a request envelope is recorded with its id and its
+// payload's hash; a deduplicated copy reaches no applier and leaves no
+// record; DecodeLogEntry describes log entries the way records do.
+func TestRecordingApplierRecordsRequests(t *testing.T) {
+	s, err := store.Open(t.TempDir(), &store.Options{Applier: RecordingApplier{}})
+	require.NoError(t, err)
+	defer s.Close()
+
+	payload, err := SetEntry("p/r", []byte("1"))
+	require.NoError(t, err)
+	plain, err := SetEntry("p/q", []byte("2"))
+	require.NoError(t, err)
+	id := replica.NewRequestID()
+	env, err := store.EncodeRequest(store.Request{ID: id, Stamp: 1000, TTL: time.Minute, Window: 100}, payload)
+	require.NoError(t, err)
+	outs, err := s.ApplyOutcomes([]store.Entry{
+		{Index: 1, Epoch: 2, Data: env}, {Index: 2, Epoch: 2, Data: plain}, {Index: 3, Epoch: 2, Data: env},
+	})
+	require.NoError(t, err)
+	require.False(t, outs[0].Duplicate)
+	require.True(t, outs[2].Duplicate)
+	require.Equal(t, uint64(1), outs[2].Index)
+
+	recs, err := ReadRecords(s, 1, ^uint64(0), 0)
+	require.NoError(t, err)
+	require.Equal(t, []Record{
+		{Index: 1, Epoch: 2, Count: 1, Size: uint32(len(payload)), SHA256: EntrySHA(payload), RequestID: id.String()},
+		{Index: 2, Epoch: 2, Count: 1, Size: uint32(len(plain)), SHA256: EntrySHA(plain)},
+	}, recs, "no record of the copy at 3")
+
+	for i, data := range [][]byte{env, plain} {
+		e := DecodeLogEntry(recs[i].Index, 2, data)
+		require.Equal(t, LogEntry{Index: recs[i].Index, Epoch: 2, Size: recs[i].Size, SHA256: recs[i].SHA256, RequestID: recs[i].RequestID}, e)
+	}
+	require.Equal(t, id.String(), DecodeLogEntry(3, 2, env).RequestID)
+
+	_, err = decodeRecord(1, make([]byte, recordLen-16))
+	require.Error(t, err, "format 1 records are not read")
 }
 
 // A second application of an index (which the store forbids) would show

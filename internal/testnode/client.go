@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/roomlog/roomlog/replica"
 )
 
 // Client is a typed client of one node's HTTP API. The zero value is not
@@ -57,6 +59,11 @@ func timeoutParam(ctx context.Context, q url.Values) {
 // do sends a request and decodes a 2xx JSON answer into out; non-2xx
 // answers become *APIError, transport failures ErrUnreachable.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) error {
+	return c.doHeader(ctx, method, path, q, nil, body, out)
+}
+
+// doHeader is do with extra request headers (nil: none).
+func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values, hdr http.Header, body []byte, out any) error {
 	if q == nil {
 		q = url.Values{}
 	}
@@ -72,6 +79,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return fmt.Errorf("testnode %s: %w", c.name, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -117,11 +127,27 @@ func notSent(err error) bool {
 // replica.ErrNoResponse — then ProposeResponse.Index is valid —, …) or
 // ErrUnreachable (outcome unknown unless also ErrNotSent).
 func (c *Client) Propose(ctx context.Context, entry []byte) (ProposeResponse, error) {
+	return c.propose(ctx, nil, entry)
+}
+
+// ProposeRequest is Propose with a request id (header RequestIDHeader): the
+// node calls replica.ProposeRequest, so the same entry sent again with the
+// same id — after any error, to any node — is applied at most once (within
+// the replicas' deduplication window). A resend whose id was already
+// applied answers with ProposeResponse.Duplicate set and the original's
+// index and response. Errors are Propose's, plus *APIError
+// request_conflict (errors.Is replica.ErrRequestConflict: the id was used
+// with another entry; nothing sent) and bad_request_id (a zero id).
+func (c *Client) ProposeRequest(ctx context.Context, id replica.RequestID, entry []byte) (ProposeResponse, error) {
+	return c.propose(ctx, http.Header{RequestIDHeader: {id.String()}}, entry)
+}
+
+func (c *Client) propose(ctx context.Context, hdr http.Header, entry []byte) (ProposeResponse, error) {
 	var out ProposeResponse
-	err := c.do(ctx, http.MethodPost, "/propose", nil, entry, &out)
+	err := c.doHeader(ctx, http.MethodPost, "/propose", nil, hdr, entry, &out)
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Index != 0 {
-		out.Index = ae.Index
+		out.Index, out.Duplicate = ae.Index, ae.Duplicate
 	}
 	return out, err
 }

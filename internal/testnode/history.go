@@ -24,8 +24,10 @@ const (
 	// OutcomeCommitted: committed at Index, response unavailable
 	// (no_response, or outcome_unknown carrying an index).
 	OutcomeCommitted
-	// OutcomeUnknown: may or may not be committed. Never retried with the
-	// same payload: the checker requires it applied once or not at all.
+	// OutcomeUnknown: may or may not be committed. Never resent without a
+	// request id; a proposal with one (Proposal.RequestID) may be resent
+	// with the same id, which the replicas apply at most once. Either way
+	// the checker requires it applied once or not at all.
 	OutcomeUnknown
 )
 
@@ -44,7 +46,10 @@ func (o Outcome) String() string {
 	}
 }
 
-// Classify maps the result of Client.Propose to an Outcome.
+// Classify maps the result of Client.Propose or Client.ProposeRequest to an
+// Outcome (an answer with Duplicate set is acknowledged: the request was
+// applied, at the index answered). request_conflict is not committed: that
+// attempt's entry was not applied.
 func Classify(res ProposeResponse, err error) Outcome {
 	switch {
 	case err == nil:
@@ -64,7 +69,8 @@ func Classify(res ProposeResponse, err error) Outcome {
 	case errors.Is(err, replica.ErrNotPrimary), errors.Is(err, replica.ErrQueueFull),
 		errors.Is(err, replica.ErrFenced), errors.Is(err, ErrCanceled),
 		errors.Is(err, ErrStarting), errors.Is(err, logroom.ErrEntryTooLarge),
-		errors.Is(err, logroom.ErrRoomFull), errors.Is(err, ErrBadRequest):
+		errors.Is(err, logroom.ErrRoomFull), errors.Is(err, ErrBadRequest),
+		errors.Is(err, replica.ErrRequestConflict):
 		return OutcomeNotCommitted
 	default: // closed, failed, internal, timeout, …: assume the worst
 		return OutcomeUnknown
@@ -74,12 +80,25 @@ func Classify(res ProposeResponse, err error) Outcome {
 // Proposal is one logical proposal (a unique payload) and its final outcome
 // after every attempt.
 type Proposal struct {
-	Key      string
-	SHA256   string // EntrySHA of the payload
-	Outcome  Outcome
-	Index    uint64 // Acked / Committed
-	Node     string // node of the last attempt
-	Attempts int
+	Key     string
+	SHA256  string // EntrySHA of the payload
+	Outcome Outcome
+	// Index: Acked / Committed. For an ack with Duplicate set it is the
+	// index where the request was first applied. For Committed (no
+	// response) it may also be the index of a later copy of the request
+	// that the replicas deduplicated.
+	Index uint64
+	Node  string // node of the last attempt
+	// RequestID is the request id every attempt carried (lowercase hex);
+	// "" when the proposal was sent with plain Propose.
+	RequestID string
+	// Duplicate: the final answer said the request id had already been
+	// applied (a resend after an unknown outcome whose first copy had
+	// landed).
+	Duplicate bool
+	Attempts  int
+	// Unknowns counts the attempts whose outcome was unknown.
+	Unknowns int
 	Err      string // last error
 	Start    time.Time
 	End      time.Time // when the last answer arrived

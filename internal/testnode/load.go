@@ -29,13 +29,29 @@ type LoadOptions struct {
 	Interval time.Duration
 	// Max, when > 0, stops each worker after that many proposals.
 	Max int
+	// RetryUnknown: every proposal carries a request id
+	// (replica.NewRequestID, sent with ProposeRequest) and an attempt whose
+	// outcome is unknown is retried with the same payload and the same id
+	// — the replicas apply it at most once — following the primary as
+	// usual, until an attempt is acknowledged or shows it committed, or
+	// MaxUnknownAttempts attempts were made, or the load stops; the
+	// proposal then stays unknown. A definite failure after an unknown
+	// attempt proves nothing about the earlier attempt: it is retried too.
+	// Default false: plain Propose, and a proposal whose outcome is
+	// unknown is never resent.
+	RetryUnknown bool
+	// MaxUnknownAttempts bounds the attempts of one proposal once an
+	// attempt was unknown (RetryUnknown). Default 20.
+	MaxUnknownAttempts int
 }
 
 // Load runs proposer goroutines against a cluster and records every
 // proposal's outcome in a History. It follows the primary (not_primary
-// hints, then any live node) and retries a payload only while its outcome
-// is surely "not committed"; after an unknown outcome it moves on to a new
-// payload, so a checker can require each payload at most once in the log.
+// hints, then any live node) and retries a payload while its outcome is
+// surely "not committed"; after an unknown outcome it moves on to a new
+// payload, so a checker can require each payload at most once in the log —
+// unless RetryUnknown, where the payload is resent with the same request
+// id, which the replicas deduplicate.
 type Load struct {
 	c      *Cluster
 	h      *History
@@ -63,6 +79,9 @@ func StartLoad(ctx context.Context, c *Cluster, h *History, opts LoadOptions) *L
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.MaxUnknownAttempts <= 0 {
+		opts.MaxUnknownAttempts = DefaultMaxUnknownAttempts
 	}
 	var tag [4]byte
 	_, _ = rand.Read(tag[:])
@@ -149,7 +168,12 @@ func (l *Load) worker(ctx context.Context, w int) {
 			return // cannot happen with a non-empty key
 		}
 		p := Proposal{Key: key, SHA256: EntrySHA(entry), Start: time.Now()}
-		if !l.propose(ctx, entry, &p) {
+		var id replica.RequestID
+		if l.opts.RetryUnknown {
+			id = replica.NewRequestID()
+			p.RequestID = id.String()
+		}
+		if !l.propose(ctx, id, entry, &p) {
 			return // stopped before anything could have been sent
 		}
 		if l.opts.Interval > 0 {
@@ -163,14 +187,19 @@ func (l *Load) worker(ctx context.Context, w int) {
 	}
 }
 
-// propose tries entry until its outcome is other than not-committed, and
-// records it. It returns false if ctx ended while the proposal was surely
-// not committed (recorded as such).
-func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
+// propose tries entry until its outcome is other than not-committed (with
+// a request id: until it is acknowledged or shown committed, within
+// MaxUnknownAttempts once an attempt was unknown), and records it. It
+// returns false if ctx ended while the proposal was surely not committed
+// (recorded as such).
+func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, p *Proposal) bool {
 	for turn := 0; ; turn++ {
 		n := l.target(turn)
 		if n == nil {
 			if !sleepCtx(ctx, 20*time.Millisecond) {
+				if p.Unknowns > 0 {
+					return l.stopped(p)
+				}
 				return false
 			}
 			continue
@@ -178,20 +207,26 @@ func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
 		// Attempts are not bound to ctx: stopping the load must not turn an
 		// in-flight proposal into an unknown outcome.
 		actx, cancel := context.WithTimeout(context.Background(), l.opts.Timeout)
-		res, err := n.Propose(actx, entry)
+		var res ProposeResponse
+		var err error
+		if id.IsZero() {
+			res, err = n.Propose(actx, entry)
+		} else {
+			res, err = n.ProposeRequest(actx, id, entry)
+		}
 		cancel()
 		p.Attempts++
 		p.Node = n.ID()
 		p.End = time.Now()
-		p.Outcome = Classify(res, err)
+		out := Classify(res, err)
 		if err != nil {
 			p.Err = err.Error()
 			l.countErr(err)
 		}
-		switch p.Outcome {
+		switch out {
 		case OutcomeAcked, OutcomeCommitted:
-			p.Index = res.Index
-			if p.Outcome == OutcomeAcked {
+			p.Outcome, p.Index, p.Duplicate = out, res.Index, res.Duplicate
+			if out == OutcomeAcked {
 				l.acks.Add(1)
 				id := n.ID()
 				l.hint.Store(&id)
@@ -199,10 +234,25 @@ func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
 			l.h.Add(*p)
 			return true
 		case OutcomeUnknown:
+			p.Unknowns++
+			if id.IsZero() || p.Attempts >= l.opts.MaxUnknownAttempts || ctx.Err() != nil {
+				p.Outcome = OutcomeUnknown
+				l.h.Add(*p)
+				return true
+			}
+			l.hint.Store(nil) // the next live node, or a fresh hint
+			if !sleepCtx(ctx, retryBackoff(p.Attempts)) {
+				return l.stopped(p)
+			}
+			continue
+		}
+		// Not committed (this attempt): follow a hint, back off a little,
+		// try again.
+		if p.Unknowns > 0 && p.Attempts >= l.opts.MaxUnknownAttempts {
+			p.Outcome = OutcomeUnknown // an earlier attempt may have landed
 			l.h.Add(*p)
 			return true
 		}
-		// Not committed: follow a hint, back off a little, try again.
 		var ae *APIError
 		if errors.As(err, &ae) && errors.Is(err, replica.ErrNotPrimary) && ae.PrimaryID != "" && ae.PrimaryID != n.ID() {
 			id := ae.PrimaryID
@@ -210,12 +260,43 @@ func (l *Load) propose(ctx context.Context, entry []byte, p *Proposal) bool {
 		} else {
 			l.hint.Store(nil)
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
-			p.Outcome = OutcomeNotCommitted
-			l.h.Add(*p)
-			return false
+		pause := 10 * time.Millisecond
+		if p.Unknowns > 0 {
+			pause = retryBackoff(p.Attempts) // the attempts are bounded: spread them
+		}
+		if !sleepCtx(ctx, pause) {
+			return l.stopped(p)
 		}
 	}
+}
+
+// stopped records p when the load stops between its attempts: surely not
+// committed if no attempt was unknown, else unknown. It reports whether
+// anything may have been sent.
+func (l *Load) stopped(p *Proposal) bool {
+	if p.Unknowns > 0 {
+		p.Outcome = OutcomeUnknown
+		l.h.Add(*p)
+		return true
+	}
+	p.Outcome = OutcomeNotCommitted
+	l.h.Add(*p)
+	return false
+}
+
+// DefaultMaxUnknownAttempts bounds the attempts of one proposal after an
+// unknown outcome (LoadOptions.MaxUnknownAttempts).
+const DefaultMaxUnknownAttempts = 20
+
+// retryBackoff is the pause before the attempt after attempt number n (1,
+// 2, …) whose outcome was unknown: 50 ms doubling up to 1 s, so that 20
+// attempts outlast a failover.
+func retryBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond
+	for i := 1; i < n && d < time.Second; i++ {
+		d *= 2
+	}
+	return min(d, time.Second)
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether ctx is still live.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/procstat"
+	"github.com/roomlog/roomlog/replica"
 
 	"github.com/roomlog/roomlog/internal/spawn"
 )
@@ -629,6 +630,11 @@ func (n *Node) Close() error {
 // Propose is Client().Propose.
 func (n *Node) Propose(ctx context.Context, entry []byte) (ProposeResponse, error) {
 	return n.Client().Propose(ctx, entry)
+}
+
+// ProposeRequest is Client().ProposeRequest.
+func (n *Node) ProposeRequest(ctx context.Context, id replica.RequestID, entry []byte) (ProposeResponse, error) {
+	return n.Client().ProposeRequest(ctx, id, entry)
 }
 
 // Status is Client().Status.

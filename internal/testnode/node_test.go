@@ -55,6 +55,49 @@ func TestNodeCluster(t *testing.T) {
 		last = res.Index
 		h.Add(Proposal{Key: "k", SHA256: EntrySHA(e), Outcome: OutcomeAcked, Index: res.Index, Node: p.ID()})
 	}
+	// Requests: the log recorder follows from index 1; a resend of the
+	// same id and entry is a Duplicate of the first application, on the
+	// primary and (once it applied it) on the standby; the same id with
+	// another entry is a conflict; a malformed id a bad_request_id.
+	lr, err := StartLogRecorder(ctx, ens.Addrs(), c.Room())
+	require.NoError(t, err)
+	defer lr.Stop()
+	rid := replica.NewRequestID()
+	re, err := SetEntry("p/req", []byte("r"))
+	require.NoError(t, err)
+	r1, err := p.ProposeRequest(ctx, rid, re)
+	require.NoError(t, err)
+	require.False(t, r1.Duplicate)
+	require.Greater(t, r1.Index, last)
+	last = r1.Index
+	r2, err := p.ProposeRequest(ctx, rid, re)
+	require.NoError(t, err)
+	require.True(t, r2.Duplicate)
+	require.Equal(t, r1.Index, r2.Index)
+	_, err = s.Hash(ctx, r1.Index)
+	require.NoError(t, err)
+	r3, err := s.ProposeRequest(ctx, rid, re)
+	require.NoError(t, err, "a standby answers a request it applied")
+	require.True(t, r3.Duplicate)
+	require.Equal(t, r1.Index, r3.Index)
+	h.Add(Proposal{Key: "req", SHA256: EntrySHA(re), RequestID: rid.String(), Outcome: OutcomeAcked,
+		Index: r2.Index, Duplicate: true, Attempts: 2, Node: p.ID()})
+	other, err := SetEntry("p/req", []byte("other"))
+	require.NoError(t, err)
+	res, err = p.ProposeRequest(ctx, rid, other)
+	require.ErrorIs(t, err, replica.ErrRequestConflict)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusConflict, ae.Status)
+	require.Equal(t, CodeConflict, ae.ErrorResponse.Error)
+	require.Equal(t, OutcomeNotCommitted, Classify(res, err))
+	for _, bad := range []string{"XYZ", strings.ToUpper(rid.String()), strings.Repeat("0", 32)} {
+		err = p.Client().doHeader(ctx, http.MethodPost, "/propose", nil, http.Header{RequestIDHeader: {bad}}, re, nil)
+		require.ErrorIs(t, err, ErrBadRequest, bad)
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, http.StatusBadRequest, ae.Status)
+		require.Equal(t, CodeBadRequestID, ae.ErrorResponse.Error)
+	}
+
 	hp, err := p.Hash(ctx, last)
 	require.NoError(t, err)
 	hs, err := s.Hash(ctx, last)
@@ -94,8 +137,12 @@ func TestNodeCluster(t *testing.T) {
 	require.True(t, s.Live())
 	require.ErrorIs(t, s.WipeData(), ErrRunning)
 
-	// kill -9 the primary: the standby takes over; the old one restarts
-	// as a standby on the same address and everything converges.
+	// kill -9 the primary under a load that resends unknown outcomes with
+	// their request id: the standby takes over; the old one restarts as a
+	// standby on the same address and everything converges.
+	l := StartLoad(ctx, c, h, LoadOptions{Workers: 2, KeyPrefix: "l", RetryUnknown: true, Interval: 5 * time.Millisecond})
+	defer l.Stop()
+	require.NoError(t, l.WaitAcked(ctx, 10))
 	oldAddr := p.Addr()
 	require.NoError(t, p.Kill())
 	require.False(t, p.Running())
@@ -115,16 +162,40 @@ func TestNodeCluster(t *testing.T) {
 	require.Equal(t, oldAddr, p.Addr())
 	_, err = c.WaitPrimary(ctx)
 	require.NoError(t, err)
-	_, err = c.WaitConverged(ctx)
+	require.NoError(t, l.WaitAcked(ctx, 10))
+	l.Stop()
+	conv, err := c.WaitConverged(ctx)
 	require.NoError(t, err)
 	r, err := Check(ctx, c.Live(), h)
 	require.NoError(t, err)
 	require.NoError(t, r.Err())
-	require.Equal(t, 5, r.Acked)
+	require.Equal(t, 6+int(l.Acked()), r.Acked)
+	t.Logf("load errors %v; check: %s", l.Errors(), r.Summary())
+	for _, pr := range h.Proposals() {
+		if strings.HasPrefix(pr.Key, "l/") {
+			require.NotEmpty(t, pr.RequestID, "RetryUnknown proposals carry an id")
+		}
+	}
+	// The recorder saw every entry, each as the records describe it.
+	require.Eventually(t, func() bool { return lr.Position() > conv.Index }, 30*time.Second, 10*time.Millisecond)
+	lr.Stop()
+	entries := lr.Entries()
+	require.Empty(t, lr.Skipped())
+	dumps, err := Dumps(ctx, c.Live())
+	require.NoError(t, err)
+	for _, e := range entries[:conv.Index] {
+		rec, ok := findRecord(dumps[s.ID()].Records, e.Index)
+		if !ok {
+			continue // a deduplicated copy (CheckDumpsLog proves it)
+		}
+		require.Equal(t, LogEntry{Index: rec.Index, Epoch: rec.Epoch, Size: rec.Size, SHA256: rec.SHA256, RequestID: rec.RequestID}, e)
+	}
+	r = CheckDumpsLog(dumps, h, entries)
+	require.NoError(t, r.Err())
 
 	// A member started on its own (StartForTest) joins and catches up.
 	extra := StartForTest(t, NodeOptions{Binary: p.Options().Binary, ZK: ens.Addrs(), Room: c.Room(), ID: "extra", Dir: t.TempDir()})
-	he, err := extra.Hash(ctx, last)
+	he, err := extra.Hash(ctx, conv.Index)
 	require.NoError(t, err)
 	hs, err = s.Hash(ctx, he.Index)
 	require.NoError(t, err)

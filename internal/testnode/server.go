@@ -130,22 +130,44 @@ func (s *Server) propose(w http.ResponseWriter, req *http.Request, r *replica.Re
 		return
 	}
 	defer cancel()
+	var id replica.RequestID
+	if v, ok := req.Header[RequestIDHeader]; ok {
+		if len(v) != 1 {
+			writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: CodeBadRequestID,
+				Message: fmt.Sprintf("%d %s headers, want one", len(v), RequestIDHeader)})
+			return
+		}
+		if id, err = ParseRequestID(v[0]); err != nil {
+			writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: CodeBadRequestID, Message: err.Error()})
+			return
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxProposeBody))
 	if err != nil {
 		badRequest(w, "read body: %v", err)
 		return
 	}
-	res, err := r.Propose(ctx, body)
+	var res replica.Result
+	if id.IsZero() {
+		res, err = r.Propose(ctx, body)
+	} else {
+		res, err = r.ProposeRequest(ctx, id, body)
+	}
 	if err != nil {
 		status, eb := errorResponse(err, res.Index)
 		if eb.Error == CodeTimeout {
-			// Propose returns ctx's own error only when nothing was sent.
+			// Propose and ProposeRequest return ctx's own error only when
+			// nothing was sent (ProposeRequest's wait for the same request
+			// in flight is an outcome_unknown).
 			eb.Error = CodeCanceled
+		}
+		if eb.Error == CodeNoResponse {
+			eb.Duplicate = res.Duplicate
 		}
 		writeJSON(w, status, eb)
 		return
 	}
-	writeJSON(w, http.StatusOK, ProposeResponse{Index: res.Index, Response: res.Response})
+	writeJSON(w, http.StatusOK, ProposeResponse{Index: res.Index, Response: res.Response, Duplicate: res.Duplicate})
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request, r *replica.Replica) {
