@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/roomlog/roomlog/replica"
 )
 
@@ -295,6 +297,78 @@ func runRequests(ctx context.Context, b *bench) ([]Result, error) {
 	n, err := m.r.Store().RequestTableLen()
 	if err == nil {
 		b.prog.Logf("requests: %d records in the table at the end", n)
+	}
+	return out, nil
+}
+
+// runMetrics measures what Prometheus metrics cost: closed-loop Propose at
+// 256 proposers on a lone primary without a Registerer and on one with
+// (replica, writer, reader and room collectors registered, scraped every
+// second as a Prometheus server would), alternated off/on/off/on.
+func runMetrics(ctx context.Context, b *bench) ([]Result, error) {
+	em, err := newEntryMaker(replicaEntryBytes, 100_000)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	off, roomOff, err := b.lonePrimary(ctx, "metrics-off", noCheckpoints)
+	if err != nil {
+		return nil, err
+	}
+	defer b.dropRoom(roomOff)
+	defer off.Close()
+	on, roomOn, err := b.lonePrimary(ctx, "metrics-on", func(c *replica.Config) {
+		noCheckpoints(c)
+		c.Registerer = reg
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.dropRoom(roomOn)
+	defer on.Close()
+	sctx, stopScrape := context.WithCancel(ctx)
+	defer stopScrape()
+	var scrapes atomic.Int64
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if _, err := reg.Gather(); err == nil {
+					scrapes.Add(1)
+				}
+			}
+		}
+	}()
+	d := max(b.cfg.duration/2, time.Second)
+	b.timedLoad(ctx, off.r, em, 256, 0, d/4, nil) // warm-up
+	b.timedLoad(ctx, on.r, em, 256, 0, d/4, nil)
+	var out []Result
+	var sum [2]float64
+	for round := 0; round < 2; round++ {
+		for i, m := range []*member{off, on} {
+			name := []string{"metrics-off", "metrics-on"}[i]
+			b.prog.Logf("%s 256B x256 (round %d): %v", name, round+1, d)
+			st, el := b.timedLoad(ctx, m.r, em, 256, 0, d, nil)
+			if ctx.Err() != nil {
+				return out, ctx.Err()
+			}
+			row := b.proposeRow(name, 256, st, el)
+			row.Note = "replica.Propose on a lone primary without a Registerer"
+			if i == 1 {
+				row.Note = "replica.Propose on a lone primary with Config.Registerer, gathered every second"
+			}
+			sum[i] += row.EntriesPerS
+			if round == 1 && i == 1 && sum[0] > 0 {
+				row.setExtra("on_vs_off", round3(sum[1]/sum[0]))
+				row.setExtra("scrapes", scrapes.Load())
+			}
+			b.emit(row)
+			out = append(out, row)
+		}
 	}
 	return out, nil
 }

@@ -62,6 +62,7 @@ func allScenarios() []scenario {
 		{"bulk", "logroom Writer.Append: many entries per call, and thousands of proposers", runBulk},
 		{"lag", "replica: standby apply time - primary ack time at half the max Propose rate", runLag},
 		{"requests", "replica: Propose vs ProposeRequest (exactly-once request ids) at 256 proposers, alternated", runRequests},
+		{"metrics", "replica: Propose at 256 proposers with and without Prometheus metrics, alternated", runMetrics},
 		{"checkpoint", "replica: Propose p99 with and without back-to-back checkpoints", runCheckpoint},
 		{"bootstrap", "replica: a new standby restores a peer's checkpoint (MB/s) and catches up", runBootstrap},
 		{"footprint", "replica: room bytes in ZooKeeper and ZooKeeper heap over a run with checkpoints on", runFootprint},
