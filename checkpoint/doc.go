@@ -64,9 +64,12 @@
 //     a temp name before it is deleted.
 //  2. Corruption is detected, never restored or opened: Verify checks the
 //     manifest checksum and every file's size and CRC32C; Fetch checks them
-//     while streaming; Restore checks them while copying and opens the
-//     copy read-only to confirm its applied index and epoch before
-//     renaming it into place. Failures wrap ErrCorrupt and name the file.
+//     while streaming; Restore checks them while copying (MANIFEST, OPTIONS,
+//     WAL: files Pebble appends to) or right after hard-linking (sstables,
+//     which Pebble never writes after creating them, so the store and the
+//     checkpoint share them as Pebble's own checkpoints do; a failed link
+//     falls back to a copy), and opens the result read-only to confirm its
+//     applied index and epoch before renaming it into place. Failures wrap ErrCorrupt and name the file.
 //  3. Nothing listed is junk: Fetch renames a download into place only
 //     after its files opened as a store at the manifest's index and epoch
 //     (a manifest with a valid checksum that describes no store, e.g. no

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/roomlog/roomlog/store"
@@ -364,7 +365,8 @@ func Restore(ctx context.Context, ckptPath, storeDir string, want Origin) (err e
 	}()
 	buf := make([]byte, copyBufSize)
 	for _, f := range m.Files {
-		if err := copyChecked(ctx, filepath.Join(ckptPath, DBDir, f.Name), filepath.Join(tmp, f.Name), f, buf); err != nil {
+		src, dst := filepath.Join(ckptPath, DBDir, f.Name), filepath.Join(tmp, f.Name)
+		if err := linkChecked(ctx, src, dst, f, buf); err != nil {
 			return err
 		}
 	}
@@ -425,6 +427,30 @@ func checkEmpty(dir string) error {
 		return fmt.Errorf("%w: %s: %w", ErrNotEmpty, dir, err)
 	}
 	return nil
+}
+
+// linkChecked puts f at dst: an sstable is hard-linked (Pebble never
+// writes an sstable after creating it, it only unlinks it, so the store and
+// the checkpoint can share it, as Pebble's own checkpoints share them with
+// the store) and then read once to check its size and CRC32C; any other
+// file (MANIFEST, OPTIONS, WAL: Pebble appends to them) is copied with
+// copyChecked. A link that fails (another filesystem, no permission) falls
+// back to a copy.
+func linkChecked(ctx context.Context, src, dst string, f File, buf []byte) error {
+	if !strings.HasSuffix(f.Name, ".sst") {
+		return copyChecked(ctx, src, dst, f, buf)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Link(src, dst); err != nil {
+		return copyChecked(ctx, src, dst, f, buf)
+	}
+	size, crc, err := checksumFile(dst, buf, false)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return f.check(src, size, crc)
 }
 
 // copyChecked copies src to dst, checking size and CRC32C against f while
