@@ -6,7 +6,8 @@
 // survives kill -9 (pair).
 //
 // It uses only roomlog's public packages (replica, logroom, store), plus
-// internal/zkensemble in pair, to start a local ZooKeeper.
+// internal/zkensemble in pair, to start a local ZooKeeper (and
+// go-zookeeper's zk.ErrNoAuth for pair's ACL check).
 //
 // # Quick start
 //
@@ -14,6 +15,7 @@
 //	go run ./cmd/dfsmaster-demo pair          # the same, ZooKeeper already installed
 //	go run ./cmd/dfsmaster-demo pair --zk-servers 1 --phase 2s   # lighter and shorter
 //	make demo DEMOFLAGS='--keep'              # keep data dirs and the masters' logs
+//	go run ./cmd/dfsmaster-demo pair --acl    # every znode of the room with a digest ACL
 //
 // The demo needs ZooKeeper 3.8 and Java. When they are missing, pair says
 // so and how to get them: run scripts/install-zookeeper.sh (Debian/Ubuntu:
@@ -27,18 +29,26 @@
 //	dfsmaster-demo ctl --addr 127.0.0.1:8082 mkdir -p /a/b    # on the standby: follows the 307
 //	dfsmaster-demo ctl --addr 127.0.0.1:8082 ls --min-index 1 /a
 //
-// and open http://127.0.0.1:8081/ for the status page.
+// and open http://127.0.0.1:8081/ for the status page (each member's lag
+// behind the primary, this master's last role changes, a failed master's
+// reason) and http://127.0.0.1:8081/metrics for Prometheus.
 //
 // # serve
 //
 //	dfsmaster-demo serve --zk host:port[,...] --id ID --data DIR [--room NAME] [--http ADDR]
 //	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N]
 //	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
+//	    [--zk-digest-file FILE] [--checkpoint-token-file FILE]
 //
 // One master: replica.Open with namespace.Applier, AdvertiseAddr = the HTTP
 // address (what a standby's 307 points at and where peers fetch
-// checkpoints), and one HTTP server carrying both the API (package api) and
-// the replica's CheckpointHandler at replica.CheckpointPath(room). --http
+// checkpoints), and one HTTP server carrying the API (package api), the
+// replica's CheckpointHandler at replica.CheckpointPath(room) and
+// Prometheus metrics at /metrics. The server routes exact paths itself
+// (no http.ServeMux, whose plain-text redirects of unclean paths would
+// bypass the API's JSON errors): /metrics, the room's checkpoint path and
+// below, and everything else to the API (unknown paths: its JSON 404). It
+// sets MaxHeaderBytes to api.MaxHeaderBytes (16 KiB). --http
 // with port 0 picks a free port; --advertise defaults to the bound address
 // (the host name when listening on every interface). Once it serves, serve
 // prints one line on stdout,
@@ -86,6 +96,69 @@
 // the replica fails instead, for a supervisor that restarts or alerts on
 // exit (the behaviour before this flag existed).
 //
+// # Metrics
+//
+// GET /metrics on every master (serve, and so both masters of pair) is
+// promhttp over the master's own prometheus.NewRegistry(), never the
+// global registry:
+//
+//   - the replica's and its logroom writer's and reader's metrics
+//     (replica.Config.Registerer; see packages replica and logroom,
+//     "Metrics"), labelled room and member: roomlog_replica_role{role},
+//     roomlog_replica_applied_index, roomlog_replica_committed_index,
+//     roomlog_replica_epoch, roomlog_replica_member_applied_delta{peer},
+//     roomlog_replica_proposals_total{outcome}, roomlog_writer_*,
+//     roomlog_reader_*, roomlog_room_*, ...;
+//   - the API's (package api, "Metrics"), labelled room and member too:
+//     roomlog_demo_http_requests_total{route,code} and
+//     roomlog_demo_http_request_duration_seconds{route}, where route is an
+//     endpoint's fixed path, "checkpoint" (the checkpoint handler: a 401
+//     there is a peer or a client without the token), "/metrics", or
+//     "other" for any unknown path, so the label's values stay bounded;
+//   - Go runtime (go_*) and process (process_*) collectors, and promhttp's
+//     own promhttp_metric_handler_*.
+//
+// Example queries: roomlog_replica_applied_index{room="ns1"} (each
+// member's applied index), roomlog_replica_role{role="primary"} == 1 (who
+// is primary), rate(roomlog_demo_http_requests_total{code=~"5.."}[5m]).
+// /metrics needs no credentials and shows no secrets; the
+// TestServeMetricsPrometheus test checks the bodies with promtool and
+// queries a real Prometheus scraping a pair.
+//
+// # Credentials
+//
+// Secrets never go on a command line (where ps and shell history show
+// them): serve reads them from files named by flags or, when a flag is not
+// given, by environment variables. The flags and variables carry paths,
+// not secrets.
+//
+//   - --zk-digest-file FILE (env DFSMASTER_ZK_DIGEST_FILE): ZooKeeper
+//     digest credentials, one line user:password (logroom.LoadDigestFile: a
+//     regular file of at most 4 KiB, one trailing newline allowed; errors
+//     never show the password). The replica authenticates with them and
+//     creates every znode with a digest ACL for that user only
+//     (replica.Config.Auth), so a client without them can neither read nor
+//     change the room (zk.ErrNoAuth). Every master of the room, and
+//     cmd/roomlog (its own --zk-digest-file), needs the same credentials: a
+//     room created without an ACL cannot be opened with credentials
+//     (logroom.ErrForeignACL), and a master without them is refused by a
+//     room that has one (zk.ErrNoAuth).
+//   - --checkpoint-token-file FILE (env DFSMASTER_CHECKPOINT_TOKEN_FILE):
+//     the checkpoint bearer token (replica.Config.CheckpointToken): one line
+//     of 1 to 4096 bytes of visible ASCII (0x21-0x7e), one trailing newline
+//     ("\n" or "\r\n") removed; an empty or larger file, or any other byte,
+//     is refused with a usage error (exit 2) that does not show the token.
+//     The checkpoint endpoint then answers 401 (WWW-Authenticate: Bearer)
+//     and serves nothing to a request without "Authorization: Bearer
+//     <token>", and the master sends the token when it fetches a peer's
+//     checkpoint (bootstrap) or manifest (the primary's check before it
+//     deletes channels). Every master of the room needs the same token: a
+//     master with another one can neither bootstrap from its peers nor
+//     serve them a checkpoint.
+//
+// ctl talks only to the HTTP API, never to ZooKeeper or the checkpoint
+// endpoint, so it has neither flag.
+//
 // Shutdown (SIGINT/SIGTERM): 1. replica.Close — in-flight proposals get
 // their outcome and the election candidate is deleted, so a standby takes
 // over at once rather than after a session timeout; 2. HTTP shutdown,
@@ -98,14 +171,26 @@
 //
 //	dfsmaster-demo pair [--zk host:port,...] [--zk-servers 1|3] [--session-timeout 2s]
 //	    [--phase 4s] [--workers 4] [--checkpoint-every 500] [--room NAME] [--keep]
+//	    [--acl | --zk-digest-file FILE]
 //
 // Protocol:
 //
+//  0. Secrets, in the demo's temp dir (mode 0600): always a checkpoint
+//     bearer token (random, file checkpoint-token); with --acl also ZooKeeper
+//     digest credentials (user "dfsmaster", random password, file
+//     zk-digest). --zk-digest-file FILE (or DFSMASTER_ZK_DIGEST_FILE) uses
+//     the operator's credentials instead, e.g. for --zk servers whose rooms
+//     need them; --acl and --zk-digest-file exclude each other (--acl
+//     overrides the environment variable).
 //  1. ZooKeeper: with no --zk, start a local ensemble (3 servers by
 //     default) through internal/zkensemble in a temp dir.
 //  2. Start m1, then m2, as separate processes: this binary (os.Executable)
-//     running serve, each with its own data dir, log file and HTTP port on
-//     127.0.0.1. Wait until m1 is primary and m2 a standby that names it.
+//     running serve --checkpoint-token-file (and --zk-digest-file with
+//     credentials), each with its own data dir, log file and HTTP port on
+//     127.0.0.1, each serving /metrics. Wait until m1 is primary and m2 a
+//     standby that names it. With credentials, check with an
+//     unauthenticated ZooKeeper client that the room's znode and m1's
+//     member znode refuse it (zk.ErrNoAuth); anything else ends the demo.
 //  3. Workload: --workers writers, each in its own subtree /w<k>, issue
 //     mkdir, create, addblock, rename, delete and delete -r through the Go
 //     client, each operation with its own Idempotency-Key, and record every
@@ -162,7 +247,8 @@
 // failover_ms, killed_node, takeover_node, replicas, hashes_equal, hash,
 // applied_index, epoch (2 when the forced failover was the only one),
 // bootstraps (checkpoint restores of the restarted master), checks,
-// duration_ms, session_timeout_ms, zk_servers, error.
+// duration_ms, session_timeout_ms, zk_servers, acl (the masters ran with
+// digest credentials), error.
 //
 // Why a 2 s session timeout: a kill -9'd primary cannot say goodbye; the
 // standby takes over only when ZooKeeper expires the dead primary's session,
@@ -180,7 +266,7 @@
 // with the demo even if the demo is SIGKILLed; ZooKeeper servers likewise
 // (zkensemble). On success, failure or Ctrl-C (SIGINT/SIGTERM) the demo
 // stops the writers, SIGTERMs the masters (SIGKILL after 10 s), stops
-// ZooKeeper and removes its temp dir (unless --keep). After a failure it
+// ZooKeeper and removes its temp dir, secrets included (unless --keep). After a failure it
 // prints the tail of each master's log to stderr. The whole demo takes
 // about 25 s with the defaults.
 //

@@ -29,11 +29,13 @@ type replicaMaster struct {
 	addr string // advertised HTTP address
 	log  *slog.Logger
 
-	mu       sync.Mutex    // guards channels
-	channels []api.Channel // last channel list read from the room (nil: none yet)
+	mu       sync.Mutex              // guards channels and roles
+	channels []api.Channel           // last channel list read from the room (nil: none yet)
+	roles    []api.RoleChange        // last role changes, oldest first, at most api.MaxRoleChanges
+	roleOut  chan replica.RoleChange // role changes passed on (RoleChanges); drops the oldest when full
 
-	stop      chan struct{} // closed by Close
-	done      chan struct{} // closed when the refresher returns
+	stop      chan struct{}  // closed by Close
+	wg        sync.WaitGroup // the refresher and the role watcher
 	closeOnce sync.Once
 }
 
@@ -43,20 +45,68 @@ func newReplicaMaster(r *replica.Replica, addr string, log *slog.Logger) *replic
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := &replicaMaster{r: r, addr: addr, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	m := &replicaMaster{r: r, addr: addr, log: log, stop: make(chan struct{}),
+		roleOut: make(chan replica.RoleChange, roleOutBuffer)}
+	m.wg.Add(2)
 	go m.refreshChannels()
+	go m.watchRoles()
 	return m
 }
 
-// Close stops the channel refresher and waits for it. It does not close the
-// replica. Idempotent.
+// roleOutBuffer is RoleChanges' buffer (the replica's is 16 too).
+const roleOutBuffer = 16
+
+// Close stops the channel refresher and the role watcher and waits for
+// them. It does not close the replica. Idempotent.
 func (m *replicaMaster) Close() {
 	m.closeOnce.Do(func() { close(m.stop) })
-	<-m.done
+	m.wg.Wait()
+}
+
+// RoleChanges passes on the replica's role changes: replica.RoleChanges
+// has one reader, the adapter's role watcher, which records the last
+// api.MaxRoleChanges for Status and forwards every change here. Like the
+// replica's channel it is buffered and drops the oldest change when nobody
+// reads it in time (Status is the truth); serve's loop reads it.
+func (m *replicaMaster) RoleChanges() <-chan replica.RoleChange { return m.roleOut }
+
+// watchRoles drains the replica's RoleChanges until Close: nobody else
+// may read it (each change would reach only one reader).
+func (m *replicaMaster) watchRoles() {
+	defer m.wg.Done()
+	in := m.r.RoleChanges()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case rc := <-in:
+			m.recordRole(rc)
+			for sent := false; !sent; {
+				select {
+				case m.roleOut <- rc:
+					sent = true
+				default:
+					select {
+					case <-m.roleOut: // drop the oldest
+					default:
+					}
+				}
+			}
+		}
+	}
+}
+
+func (m *replicaMaster) recordRole(rc replica.RoleChange) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.roles = append(m.roles, api.RoleChange{At: rc.At, Role: roleName(rc.Role), Epoch: rc.Epoch, Reason: rc.Reason})
+	if n := len(m.roles); n > api.MaxRoleChanges {
+		m.roles = append(m.roles[:0:0], m.roles[n-api.MaxRoleChanges:]...)
+	}
 }
 
 func (m *replicaMaster) refreshChannels() {
-	defer close(m.done)
+	defer m.wg.Done()
 	t := time.NewTicker(channelRefresh)
 	defer t.Stop()
 	for {
@@ -166,7 +216,6 @@ func (m *replicaMaster) Status() api.Status {
 		Lag:             s.Lag,
 		PrimaryID:       s.PrimaryID,
 		PrimaryAddr:     s.PrimaryAddr,
-		Members:         make([]api.Member, len(s.Members)),
 		Connected:       s.Connected,
 		RoomBytes:       s.RoomBytes,
 		CheckpointIndex: s.CheckpointIndex,
@@ -175,18 +224,64 @@ func (m *replicaMaster) Status() api.Status {
 	if s.Err != nil {
 		out.Error = s.Err.Error()
 	}
-	for i, mem := range s.Members {
-		var lag uint64
-		if s.Committed > mem.Applied {
-			lag = s.Committed - mem.Applied
-		}
-		out.Members[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role),
-			AppliedIndex: mem.Applied, Lag: lag}
-	}
+	out.Members = apiMembers(s)
 	m.mu.Lock()
 	out.Channels = append([]api.Channel(nil), m.channels...)
 	m.mu.Unlock()
+	out.RoleChanges = m.roleHistory()
 	return out
+}
+
+// roleHistory returns the recorded role changes, newest first.
+func (m *replicaMaster) roleHistory() []api.RoleChange {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]api.RoleChange, len(m.roles))
+	for i, rc := range m.roles {
+		out[len(m.roles)-1-i] = rc
+	}
+	return out
+}
+
+// apiMembers turns the replica's member list into the API's, with each
+// member's lag behind the primary (api.Member.Lag). This master's own row
+// has its local applied index, fresher than what it last published.
+func apiMembers(s replica.Status) []api.Member {
+	applied := make([]uint64, len(s.Members))
+	for i, mem := range s.Members {
+		applied[i] = mem.Applied
+		if mem.ID == s.ID {
+			applied[i] = s.Applied
+		}
+	}
+	ref := referenceApplied(s, applied)
+	out := make([]api.Member, len(s.Members))
+	for i, mem := range s.Members {
+		var lag uint64
+		if ref > applied[i] {
+			lag = ref - applied[i]
+		}
+		out[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role), AppliedIndex: applied[i], Lag: lag}
+	}
+	return out
+}
+
+// referenceApplied is the applied index members' lag is measured against
+// (api.Member.Lag): the primary's (applied[i] is s.Members[i]'s), or this
+// master's own when it is the primary; with no primary among the members,
+// the highest applied index among them.
+func referenceApplied(s replica.Status, applied []uint64) uint64 {
+	if s.Role == replica.RolePrimary {
+		return s.Applied
+	}
+	var highest uint64
+	for i, mem := range s.Members {
+		if s.PrimaryID != "" && mem.ID == s.PrimaryID {
+			return applied[i]
+		}
+		highest = max(highest, applied[i])
+	}
+	return highest
 }
 
 // roleName is the API's name of a replica role: api.RolePrimary and

@@ -16,9 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
 )
 
 const pairUsage = `usage: dfsmaster-demo pair [flags]
@@ -29,6 +33,11 @@ namespace workload, kill -9 of the primary, takeover by the standby, restart
 of the old primary as a standby, and a check that no acknowledged operation
 was lost and both masters hold the same state. The last line of the output
 is "RESULT {json}"; the exit status is 0 only when the check passed.
+
+The masters always run with a checkpoint bearer token generated in the
+work dir; with --acl also with generated ZooKeeper digest credentials, so
+every znode of the room has a digest ACL (checked: a client without them is
+refused).
 
 flags:
 `
@@ -71,6 +80,7 @@ type pairResult struct {
 	DurationMS       int64  `json:"duration_ms"`
 	SessionTimeoutMS int64  `json:"session_timeout_ms"`
 	ZKServers        int    `json:"zk_servers"`
+	ACL              bool   `json:"acl"` // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
 	Error            string `json:"error,omitempty"`
 }
 
@@ -84,6 +94,8 @@ type pairConfig struct {
 	room            string
 	keep            bool
 	bin             string
+	acl             bool   // generate digest credentials in the work dir
+	digestFile      string // the operator's credentials file (--zk-digest-file), "" for none
 }
 
 func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -99,12 +111,18 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.checkpointEvery, "checkpoint-every", defaultPairCheckpoint, "masters checkpoint every N entries (and the primary then deletes covered channels)")
 	fs.StringVar(&cfg.room, "room", "", "room name (default: a fresh random one)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temp dir (data dirs and the masters' logs) for inspection")
+	fs.BoolVar(&cfg.acl, "acl", false, "create ZooKeeper digest credentials (random password) in the work dir and run both masters with them: "+
+		"every znode of the room gets a digest ACL; the demo checks that a client without them is refused")
+	fs.StringVar(&cfg.digestFile, "zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
+		"(env "+envDigestFile+"; for --zk servers whose rooms need them; --acl generates its own)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
+	digestFlag := false
+	fs.Visit(func(f *flag.Flag) { digestFlag = digestFlag || f.Name == "zk-digest-file" })
 	cfg.zk = splitServers(*zk)
 	var bad []string
 	if fs.NArg() > 0 {
@@ -115,6 +133,19 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.sessionTimeout <= 0 || cfg.phase <= 0 || cfg.workers <= 0 {
 		bad = append(bad, "--session-timeout, --phase and --workers must be positive")
+	}
+	switch {
+	case cfg.acl && digestFlag:
+		bad = append(bad, "--acl generates credentials; --zk-digest-file gives them: use one")
+	case cfg.acl:
+		cfg.digestFile = "" // --acl wins over the environment's file
+	case cfg.digestFile != "":
+		if abs, err := filepath.Abs(cfg.digestFile); err == nil {
+			cfg.digestFile = abs
+		}
+		if _, err := logroom.LoadDigestFile(cfg.digestFile); err != nil {
+			bad = append(bad, fmt.Sprintf("--zk-digest-file: %v", err))
+		}
 	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo pair: %s\n", strings.Join(bad, "; "))
@@ -141,6 +172,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.OpsResolved = p.led.resolved.Load()
 	res.OpsReplayed = p.led.replayed.Load()
 	res.SessionTimeoutMS = cfg.sessionTimeout.Milliseconds()
+	res.ACL = p.digestFile != ""
 	res.ZKServers = cfg.zkServers
 	if len(cfg.zk) > 0 {
 		res.ZKServers = len(cfg.zk)
@@ -190,6 +222,11 @@ type pair struct {
 	procs  children
 	t0     time.Time // workload start
 
+	// digestFile holds the masters' ZooKeeper credentials ("" for none),
+	// tokenFile their checkpoint bearer token; both 0600 files, passed by
+	// path (never the secrets) on the masters' command lines.
+	digestFile, tokenFile string
+
 	// writers are owned by their goroutines until run returns (run waits
 	// for them on every path); runPair reads them afterwards.
 	writers []*writer
@@ -220,6 +257,11 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 			err = errors.Join(err, rerr)
 		}
 	}()
+
+	// 0. Secrets, as files in the work dir.
+	if err := p.writeSecrets(); err != nil {
+		return res, err
+	}
 
 	// 1. ZooKeeper.
 	if len(p.cfg.zk) > 0 {
@@ -268,6 +310,11 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		return res, err
 	}
 	p.eps.set([]string{p.addr("m1"), p.addr("m2")}, p.addr("m1"))
+	if p.digestFile != "" {
+		if err := p.checkACL(ctx); err != nil {
+			return res, err
+		}
+	}
 
 	// 3. Workload, with a progress line every second.
 	p.step("workload: %d writers doing mkdir/create/addblock/rename/delete through the Go client (every acknowledged op is recorded)", p.cfg.workers)
@@ -467,7 +514,10 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	p.mu.Unlock()
 	args := []string{"serve", "--zk", p.zkConn, "--room", p.cfg.room, "--id", id, "--data", n.data,
 		"--http", "127.0.0.1:0", "--session-timeout", p.cfg.sessionTimeout.String(),
-		"--checkpoint-every", fmt.Sprint(p.cfg.checkpointEvery)}
+		"--checkpoint-every", fmt.Sprint(p.cfg.checkpointEvery), "--checkpoint-token-file", p.tokenFile}
+	if p.digestFile != "" {
+		args = append(args, "--zk-digest-file", p.digestFile)
+	}
 	st := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -503,6 +553,60 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	}
 	p.step("%s serving http://%s (pid %d, data %s): %s, epoch %d, applied %d, after %.1fs",
 		id, c.addr, c.pid(), n.data, s.Role, s.Epoch, s.AppliedIndex, time.Since(st).Seconds())
+	return nil
+}
+
+// writeSecrets creates the checkpoint token file (always) and, with
+// --acl, a digest credentials file, each with a random secret.
+func (p *pair) writeSecrets() error {
+	secret := func(n int) string {
+		b := make([]byte, n)
+		rand.Read(b)
+		return hex.EncodeToString(b)
+	}
+	p.tokenFile = filepath.Join(p.tmp, "checkpoint-token")
+	if err := os.WriteFile(p.tokenFile, []byte(secret(32)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the checkpoint token: %w", err)
+	}
+	p.step("checkpoint bearer token in %s: the masters' checkpoint endpoints answer 401 without it", p.tokenFile)
+	switch {
+	case p.cfg.acl:
+		p.digestFile = filepath.Join(p.tmp, "zk-digest")
+		if err := os.WriteFile(p.digestFile, []byte(pairDigestUser+":"+secret(24)+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write the ZooKeeper credentials: %w", err)
+		}
+		p.step("ZooKeeper digest credentials (user %q, random password) in %s: every znode of the room gets a digest ACL", pairDigestUser, p.digestFile)
+	case p.cfg.digestFile != "":
+		p.digestFile = p.cfg.digestFile
+		p.step("ZooKeeper digest credentials from %s: every znode of the room gets a digest ACL", p.digestFile)
+	}
+	return nil
+}
+
+// pairDigestUser is the ZooKeeper digest user of pair --acl.
+const pairDigestUser = "dfsmaster"
+
+// checkACL connects to ZooKeeper without credentials and checks that the
+// room's znodes refuse it (zk.ErrNoAuth).
+func (p *pair) checkACL(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: splitServers(p.zkConn)})
+	if err != nil {
+		return fmt.Errorf("ACL check: connect to ZooKeeper: %w", err)
+	}
+	defer c.Close()
+	room := replica.DefaultBase + "/" + p.cfg.room
+	for _, path := range []string{room, room + "/members/m1"} {
+		_, _, err := c.Conn().Get(path)
+		if !errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("ACL check: an unauthenticated client reading %s got %v, want %v", path, err, zk.ErrNoAuth)
+		}
+	}
+	if _, _, err := c.Conn().Children(room); !errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("ACL check: an unauthenticated client listing %s got %v, want %v", room, err, zk.ErrNoAuth)
+	}
+	p.step("ACL check: a ZooKeeper client without the credentials is refused on %s (%v)", room, zk.ErrNoAuth)
 	return nil
 }
 

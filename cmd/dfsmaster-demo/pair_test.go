@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/replica"
 )
 
 // buildDemo builds this command into a temp dir (with -race when the test
@@ -36,26 +42,73 @@ func buildDemo(t *testing.T) string {
 	return bin
 }
 
-// TestPairDemo runs "dfsmaster-demo pair" end to end (its own one-server
-// ZooKeeper, two serve processes, kill -9, takeover, restart, verification)
-// and checks its RESULT line and exit status.
+// TestPairDemo runs "dfsmaster-demo pair --acl" end to end (its own
+// one-server ZooKeeper, two serve processes with generated digest
+// credentials and checkpoint token, kill -9, takeover, restart,
+// verification) and checks its RESULT line and exit status. While the
+// pair runs, it checks from outside that the room's znodes refuse a plain
+// ZooKeeper client without credentials (zk.ErrNoAuth) and one with a wrong
+// password, but not one with the generated credentials; that a master's
+// checkpoint endpoint answers 401 without the token; and that the master
+// serves /metrics.
 func TestPairDemo(t *testing.T) {
 	zkensemble.Require(t)
 	bin := buildDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "pair", "--zk-servers", "1", "--phase", "2s", "--workers", "3")
+	const room = "pairtest"
+	cmd := exec.CommandContext(ctx, bin, "pair", "--zk-servers", "1", "--phase", "2s", "--workers", "3", "--acl", "--room", room)
 	// On timeout, interrupt it like Ctrl-C so it cleans up (its children die
 	// with it anyway: Pdeathsig).
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// The output names ZooKeeper's address, the credentials file and m2's
+	// address (m2 runs from start to end).
+	var zkAddr, digestFile, m2Addr string
+	eventually(t, 90*time.Second, "the pair's ZooKeeper, credentials and m2 lines", func() bool {
+		for _, line := range strings.Split(stdout.String(), "\n") {
+			if _, rest, ok := strings.Cut(line, "==> ZooKeeper ready in "); ok {
+				_, zkAddr, _ = strings.Cut(rest, " at ")
+			}
+			if _, rest, ok := strings.Cut(line, "random password) in "); ok {
+				digestFile, _, _ = strings.Cut(rest, ":")
+			}
+			if _, rest, ok := strings.Cut(line, "==> m2 serving http://"); ok {
+				m2Addr, _, _ = strings.Cut(rest, " ")
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("pair exited early (%v):\n%s\n%s", err, stdout.String(), stderr.String())
+		default:
+		}
+		return zkAddr != "" && digestFile != "" && m2Addr != ""
+	})
+	checkPairACL(t, zkAddr, digestFile, room)
+	r := rawRequest(t, http.MethodGet, "http://"+m2Addr+replica.CheckpointPath(room)+"manifest", "")
+	require.Equal(t, http.StatusUnauthorized, r.status, r.body)
+	r = rawRequest(t, http.MethodGet, "http://"+m2Addr+metricsPath, "")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, fmt.Sprintf(`roomlog_replica_applied_index{member="m2",room=%q}`, room))
+
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(140 * time.Second):
+		t.Fatal("pair did not finish")
+	}
 	t.Logf("pair took %v", time.Since(start))
 	out := stdout.String()
 	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out, stderr.String())
+	_, statErr := os.Stat(digestFile)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "the work dir (credentials included) is removed")
 
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	last := lines[len(lines)-1]
@@ -69,6 +122,7 @@ func TestPairDemo(t *testing.T) {
 		require.Contains(t, generic, k)
 	}
 	require.NotContains(t, generic, "ops_unknown_landed", "unknown outcomes are resolved by retrying, not by reading")
+	require.Contains(t, generic, "acl")
 	require.True(t, res.OK, out)
 	require.Zero(t, res.OpsLost)
 	require.Zero(t, res.Mismatches)
@@ -87,6 +141,59 @@ func TestPairDemo(t *testing.T) {
 	require.Equal(t, "m2", res.TakeoverNode)
 	require.Contains(t, out, "took over")
 	require.Contains(t, out, "summary:")
+	require.True(t, res.ACL)
+	require.Contains(t, out, "ACL check: a ZooKeeper client without the credentials is refused on /roomlog/"+room)
+	require.Contains(t, out, "checkpoint bearer token in ")
+}
+
+// checkPairACL connects to the pair's ZooKeeper with plain go-zookeeper
+// clients: the room's znodes exist, and refuse reads and listings without
+// credentials or with a wrong password (zk.ErrNoAuth), but not with the
+// credentials of the pair's file.
+func checkPairACL(t *testing.T, zkAddr, digestFile, room string) {
+	t.Helper()
+	cred, err := os.ReadFile(digestFile)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(cred), pairDigestUser+":"), "the credentials file holds user:password")
+	fi, err := os.Stat(digestFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	connect := func(auth string) *zk.Conn {
+		conn, _, err := zk.Connect(strings.Split(zkAddr, ","), 5*time.Second, zk.WithLogInfo(false),
+			zk.WithLogger(log.New(io.Discard, "", 0)))
+		require.NoError(t, err)
+		t.Cleanup(conn.Close)
+		if auth != "" {
+			require.NoError(t, conn.AddAuth("digest", []byte(auth)))
+		}
+		return conn
+	}
+	roomPath := replica.DefaultBase + "/" + room
+	paths := []string{roomPath, roomPath + "/members", roomPath + "/members/m2", roomPath + "/election"}
+	for _, c := range []struct {
+		name, auth string
+	}{{"no credentials", ""}, {"wrong password", pairDigestUser + ":wrong"}} {
+		conn := connect(c.auth)
+		for _, p := range paths {
+			ok, _, err := conn.Exists(p) // exists checks no ACL: the znode is there
+			require.NoError(t, err, "%s: exists %s", c.name, p)
+			require.True(t, ok, "%s: %s exists", c.name, p)
+			_, _, err = conn.Get(p)
+			require.ErrorIs(t, err, zk.ErrNoAuth, "%s: read %s", c.name, p)
+			_, _, err = conn.Children(p)
+			require.ErrorIs(t, err, zk.ErrNoAuth, "%s: list %s", c.name, p)
+		}
+		_, err := conn.Create(roomPath+"/members/mallory", []byte("x"), zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		require.ErrorIs(t, err, zk.ErrNoAuth, "%s: add a member", c.name)
+	}
+	owner := connect(strings.TrimSuffix(string(cred), "\n"))
+	for _, p := range paths {
+		_, _, err := owner.Get(p)
+		require.NoError(t, err, "with the credentials: read %s", p)
+	}
+	kids, _, err := owner.Children(roomPath + "/members")
+	require.NoError(t, err)
+	require.Contains(t, kids, "m2")
 }
 
 func TestPairUsage(t *testing.T) {

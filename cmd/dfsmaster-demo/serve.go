@@ -9,12 +9,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )
@@ -33,6 +39,13 @@ the reason, GET /v1/health answers 503 {"error":"failed"} with it, and
 commands and reads answer 503 failed. With --exit-on-failure it exits with
 status 1 instead, for a supervisor. Either way the exit status is 1 once
 the replica failed.
+
+GET /metrics serves this master's Prometheus metrics (its own registry:
+the replica's and logroom's, labelled room and member, the API's request
+counts, Go runtime and process). --zk-digest-file FILE (user:password) puts
+a digest ACL on every znode the master creates; --checkpoint-token-file
+FILE makes the checkpoint endpoint require "Authorization: Bearer <token>".
+Secrets are read from files only; every master of a room needs the same.
 
 flags:
 `
@@ -58,6 +71,12 @@ type serveConfig struct {
 	RequestTTL    time.Duration
 	RequestWindow int
 	Logger        *slog.Logger
+	// Auth: ZooKeeper digest credentials (--zk-digest-file); every znode
+	// the replica creates then carries a digest ACL. nil: none.
+	Auth *logroom.Digest
+	// CheckpointToken: the bearer token the checkpoint endpoint requires
+	// and checkpoint fetches send (--checkpoint-token-file). "": none.
+	CheckpointToken string
 	// Applier is the replica's applier; nil means namespace.Applier{}.
 	// Tests set one that breaks, to make a replica fail for real.
 	Applier store.Applier
@@ -75,9 +94,22 @@ type master struct {
 	rep     *replica.Replica
 	adapter *replicaMaster
 	srv     *http.Server
-	addr    string     // advertised address
-	served  chan error // receives the HTTP server's exit (buffered, once)
+	reg     *prometheus.Registry // this master's metrics, served at /metrics
+	addr    string               // advertised address
+	served  chan error           // receives the HTTP server's exit (buffered, once)
 	log     *slog.Logger
+}
+
+// metricsPath is where every master serves its Prometheus metrics.
+const metricsPath = "/metrics"
+
+// newRegistry is a master's own metrics registry (never the global one):
+// the Go runtime's and the process's collectors; the replica and the API
+// register theirs into it.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // openMaster listens, opens the replica (advertising the address actually
@@ -102,6 +134,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	if applier == nil {
 		applier = namespace.Applier{}
 	}
+	reg := newRegistry()
 	rep, err := replica.Open(ctx, replica.Config{
 		Servers:                cfg.Servers,
 		SessionTimeout:         cfg.SessionTimeout,
@@ -113,6 +146,9 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		CheckpointEveryEntries: cfg.CheckpointEvery,
 		RequestTTL:             cfg.RequestTTL,
 		RequestWindow:          cfg.RequestWindow,
+		Auth:                   cfg.Auth,
+		CheckpointToken:        cfg.CheckpointToken,
+		Registerer:             reg,
 		Logger:                 log.With("component", "replica"),
 	})
 	if err != nil {
@@ -120,22 +156,64 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		return nil, fmt.Errorf("serve: open replica: %w", err)
 	}
 	adapter := newReplicaMaster(rep, adv, log.With("component", "master"))
-	apiSrv, err := api.New(api.Config{Master: adapter, Logger: log.With("component", "api")})
+	apiSrv, err := api.New(api.Config{Master: adapter, Logger: log.With("component", "api"), MetricsPath: metricsPath,
+		// The API's metrics carry the replica's labels, so every series
+		// of a scrape names its master.
+		Registerer: prometheus.WrapRegistererWith(prometheus.Labels{"room": cfg.Room, "member": cfg.ID}, reg)})
 	if err != nil {
 		adapter.Close()
 		ln.Close()
 		return nil, errors.Join(err, rep.Close())
 	}
-	mux := http.NewServeMux()
-	mux.Handle(replica.CheckpointPath(cfg.Room), refuseWhileFailed(rep, rep.CheckpointHandler()))
-	mux.Handle("/", apiSrv)
+	h := rootHandler(apiSrv, cfg.Room, refuseWhileFailed(rep, rep.CheckpointHandler()),
+		promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			Registry: reg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})))
 	m := &master{
-		rep: rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)},
+		rep: rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1), reg: reg,
+		srv: newHTTPServer(h, log),
 	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
 	return m, nil
+}
+
+// newHTTPServer is a master's HTTP server: bounded header size and header
+// read time. What net/http answers by itself (malformed requests, headers
+// over MaxHeaderBytes) is plain text, not the API's JSON: see package
+// api's doc, "Errors net/http writes itself".
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    api.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+// rootHandler routes a master's requests: metricsPath to metrics, the
+// room's checkpoint path (replica.CheckpointPath) and below to ckpt,
+// everything else to the API, which answers unknown paths with its JSON
+// 404. No http.ServeMux: its plain-text redirects of unclean paths
+// ("//v1/status", "/v1/../v1/ls") would bypass the API's error shape, and
+// the API's routes are exact paths anyway. The checkpoint handler and the
+// metrics are counted in the API's metrics as routes "checkpoint" and
+// "/metrics".
+func rootHandler(apiSrv *api.Server, room string, ckpt, metrics http.Handler) http.Handler {
+	prefix := strings.TrimSuffix(replica.CheckpointPath(room), "/")
+	if p, err := url.PathUnescape(prefix); err == nil { // r.URL.Path is decoded
+		prefix = p
+	}
+	ckpt = apiSrv.Instrument("checkpoint", ckpt)
+	metrics = apiSrv.Instrument(metricsPath, metrics)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == metricsPath:
+			metrics.ServeHTTP(w, r)
+		case p == prefix || strings.HasPrefix(p, prefix+"/"):
+			ckpt.ServeHTTP(w, r)
+		default:
+			apiSrv.ServeHTTP(w, r)
+		}
+	})
 }
 
 // refuseWhileFailed serves h until the replica fails, then 503: a failed
@@ -223,6 +301,10 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	requestTTL := fs.Duration("request-ttl", replica.DefaultRequestTTL, "how long a mutation's Idempotency-Key is remembered (log time): a retry within it is applied at most once")
 	requestWindow := fs.Int("request-window", replica.DefaultRequestWindow, "how many log entries an Idempotency-Key is remembered for at most (bounds the request table)")
 	exitOnFailure := fs.Bool("exit-on-failure", false, "exit with status 1 as soon as the replica fails, for a supervisor (default: keep serving /v1/status and a 503 /v1/health)")
+	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password (one line; env "+envDigestFile+"): "+
+		"the master authenticates with them and creates every znode with a digest ACL. There is no flag for the password itself")
+	tokenFile := fs.String("checkpoint-token-file", os.Getenv(envTokenFile), "`FILE` holding the checkpoint bearer token (env "+envTokenFile+"): "+
+		"the checkpoint endpoint then answers 401 without it, and fetches from peers send it. Every master of the room needs the same")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -250,6 +332,20 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if *requestWindow < 1 || *requestWindow > store.MaxRequestWindow {
 		bad = append(bad, fmt.Sprintf("--request-window %d: must be within [1, %d]", *requestWindow, store.MaxRequestWindow))
 	}
+	var auth *logroom.Digest
+	if *digestFile != "" {
+		var err error
+		if auth, err = logroom.LoadDigestFile(*digestFile); err != nil {
+			bad = append(bad, fmt.Sprintf("--zk-digest-file: %v", err))
+		}
+	}
+	var token string
+	if *tokenFile != "" {
+		var err error
+		if token, err = loadTokenFile(*tokenFile); err != nil {
+			bad = append(bad, fmt.Sprintf("--checkpoint-token-file: %v", err))
+		}
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
@@ -264,6 +360,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
 			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery,
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, Logger: log,
+			Auth: auth, CheckpointToken: token,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true
@@ -292,11 +389,14 @@ func serve(ctx context.Context, opts serveOptions, stdout, stderr io.Writer) int
 		return exitError
 	}
 	fmt.Fprintf(stdout, "%s%s id=%s room=%s\n", servingPrefix, m.Addr(), cfg.ID, cfg.Room)
-	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data)
+	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data, "metrics", "http://"+m.Addr()+metricsPath,
+		"zk_acl", cfg.Auth != nil, "checkpoint_token", cfg.CheckpointToken != "")
 
 	code := exitOK
 	failed := false // the replica failed (reported once)
-	roles := m.rep.RoleChanges()
+	// The adapter drains the replica's RoleChanges (keeping the last ones
+	// for Status) and passes each on.
+	roles := m.adapter.RoleChanges()
 wait:
 	for {
 		select {
@@ -331,6 +431,55 @@ wait:
 	}
 	log.Info("stopped")
 	return code
+}
+
+// Environment fallbacks of serve's and pair's credential flags: file
+// paths, never the secrets themselves.
+const (
+	envDigestFile = "DFSMASTER_ZK_DIGEST_FILE"
+	envTokenFile  = "DFSMASTER_CHECKPOINT_TOKEN_FILE"
+)
+
+// maxTokenFile bounds a checkpoint token file.
+const maxTokenFile = 4096
+
+// loadTokenFile reads a checkpoint bearer token from path: a regular file
+// of at most 4 KiB holding the token, one trailing newline allowed ("\n"
+// or "\r\n"). The token must be non-empty visible ASCII (0x21-0x7e: it
+// travels in an Authorization header). Errors never show the token.
+func loadTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("%s is larger than %d bytes: want one token", path, maxTokenFile)
+	}
+	tok := strings.TrimSuffix(string(b), "\n")
+	if len(tok) < len(b) {
+		tok = strings.TrimSuffix(tok, "\r")
+	}
+	if tok == "" {
+		return "", fmt.Errorf("%s holds no token (empty)", path)
+	}
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("%s: the token must be visible ASCII without spaces (0x21-0x7e), one line; byte %d is 0x%02x", path, i, c)
+		}
+	}
+	return tok, nil
 }
 
 // splitServers splits a comma-separated server list, dropping empty items.

@@ -59,14 +59,18 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func openTestMaster(t *testing.T, ens *zkensemble.Ensemble, room, id, dir string) *master {
+func openTestMaster(t *testing.T, ens *zkensemble.Ensemble, room, id, dir string, opts ...func(*serveConfig)) *master {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	m, err := openMaster(ctx, serveConfig{
+	cfg := serveConfig{
 		Servers: ens.Addrs(), Room: room, ID: id, Data: filepath.Join(dir, id),
 		HTTPAddr: "127.0.0.1:0", SessionTimeout: 2 * time.Second, Logger: testLogger(t),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := openMaster(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m.Close()) })
 	return m
@@ -160,6 +164,28 @@ func TestServeEndToEnd(t *testing.T) {
 		return s.Role == api.RolePrimary && s.Epoch >= 1 && s.Connected && len(s.Members) == 2 && len(s.Channels) > 0 &&
 			s.PrimaryID == "m1" && s.AppliedIndex == h1.AppliedIndex
 	})
+	// Each member's lag behind the primary: 0 once the standby's
+	// published applied index caught up, on both masters' views.
+	for _, addr := range []string{m1.Addr(), m2.Addr()} {
+		eventually(t, 10*time.Second, "members caught up, seen from "+addr, func() bool {
+			s := apiStatus(t, addr)
+			for _, mem := range s.Members {
+				if mem.AppliedIndex != h1.AppliedIndex || mem.Lag != 0 {
+					return false
+				}
+			}
+			return len(s.Members) == 2
+		})
+	}
+	// The primary's role changes: it took over, then became primary.
+	s1 := apiStatus(t, m1.Addr())
+	require.GreaterOrEqual(t, len(s1.RoleChanges), 2, "%+v", s1.RoleChanges)
+	require.Equal(t, api.RolePrimary, s1.RoleChanges[0].Role)
+	require.Equal(t, "takeover", s1.RoleChanges[1].Role)
+	require.Equal(t, s1.Epoch, s1.RoleChanges[0].Epoch)
+	require.NotEmpty(t, s1.RoleChanges[0].Reason)
+	require.WithinDuration(t, time.Now(), s1.RoleChanges[0].At, time.Minute)
+	require.False(t, s1.RoleChanges[0].At.Before(s1.RoleChanges[1].At), "newest first")
 
 	// The checkpoint handler is mounted on the API's server.
 	require.NoError(t, m1.rep.Checkpoint(ctx))
@@ -174,6 +200,15 @@ func TestServeEndToEnd(t *testing.T) {
 	// for a session timeout, and has every acknowledged write.
 	require.NoError(t, m1.Close())
 	eventually(t, 15*time.Second, "m2 primary", func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary })
+	// Its role changes say so, with the new epoch; so does its page.
+	s2 := apiStatus(t, m2.Addr())
+	require.GreaterOrEqual(t, len(s2.RoleChanges), 2, "%+v", s2.RoleChanges)
+	require.Equal(t, api.RoleChange{At: s2.RoleChanges[0].At, Role: api.RolePrimary, Epoch: s2.Epoch, Reason: s2.RoleChanges[0].Reason}, s2.RoleChanges[0])
+	require.Greater(t, s2.Epoch, s1.Epoch)
+	require.Equal(t, "takeover", s2.RoleChanges[1].Role)
+	page := rawRequest(t, http.MethodGet, "http://"+m2.Addr()+"/", "")
+	require.Contains(t, page.body, "Role changes of this master")
+	require.Contains(t, page.body, s2.RoleChanges[0].Reason)
 	_, err = c2.Create(ctx, "/a/b/g", 1)
 	require.NoError(t, err)
 	st, err = c2.Stat(ctx, "/a/b/f", 0)

@@ -15,10 +15,18 @@
 //	POST /v1/delete    {"path":"/a","recursive":true}      -> {"index":N}
 //	GET  /v1/ls        ?path=/a[&min_index=N]              -> {"index":N,"entries":[{"name","type","size","replication","blocks"}...]}
 //	GET  /v1/stat      ?path=/a/f[&min_index=N]            -> {"index":N,"path","type","size","replication","blocks","block_list":[{"id","size"}...]}
-//	GET  /v1/status                                        -> Status
+//	GET  /v1/status                                        -> Status (members with their lag, role_changes)
 //	GET  /v1/hash      [?min_index=N]                      -> {"applied_index":N,"hash":"..."}
 //	GET  /v1/health                                        -> {"status":"ok","id","role","applied_index"}, or 503 (below)
 //	GET  /                                                 -> HTML status page, refreshes itself
+//
+// Status (/v1/status, and the page) includes each member's lag behind the
+// primary ("members": [{"id","addr","role","applied_index","lag"}]: the
+// primary's applied index minus the member's, from the replica's member
+// list, which each member refreshes at most every 50 ms) and this master's
+// last MaxRoleChanges role changes, newest first ("role_changes":
+// [{"at","role","epoch","reason"}]); a failed master's reason stays in
+// "failure" and on the page.
 //
 // "index" is the log index the answer reflects: for a mutation, the index of
 // its entry; for a read, the applied index of the consistent view it read.
@@ -69,14 +77,50 @@
 // Without a key nothing changes: a retry after an unknown outcome may apply
 // the command twice, so read before retrying.
 //
+// # Strictness
+//
+// A mutation's body is exactly one JSON object, at most
+// Config.MaxBodyBytes, whose keys are exactly the documented names:
+//
+//   - keys are case-sensitive: {"PATH":"/a"} or {"Path":"/a"} is 400
+//     bad_request naming the key ("JSON keys are case-sensitive; did you
+//     mean "path"?"), although encoding/json alone would accept them;
+//   - a key given twice is 400 bad_request (encoding/json would keep the
+//     last one), also when only the case differs;
+//   - unknown keys, trailing data, wrong types: 400 bad_request.
+//
+// These are checked by a token-level scan of the body's top-level object
+// before it is decoded (linear in the body, which MaxBodyBytes bounds).
+//
+// Paths (the body's "path", "src" and "dst", and ls's and stat's path
+// parameter) must be valid UTF-8 without control characters: 400
+// invalid_path for bytes that are not UTF-8 or a \u escape of an unpaired
+// UTF-16 surrogate (encoding/json would turn both into U+FFFD silently),
+// and for any C0 or C1 control character or DEL (NUL, tab, newline, ESC,
+// U+0085, ...), escaped or not. These checks are the API's, stricter than
+// the log format's (namespace.ValidatePath rejects only invalid UTF-8 and
+// NUL), so a path with, say, a newline that an older version put in the
+// log is still applied the same way everywhere, but can no longer be
+// created, read or changed through the API.
+//
+// "rename" with src "/" and "delete" of "/" are refused before the log:
+// 400 invalid_path (the code the applier would answer), without an index,
+// and with an Idempotency-Key nothing is recorded. Other operations on the
+// root (mkdir, create, addblock, rename onto "/") still reach the log and
+// are rejected there (409 already_exists, is_a_directory) with an index.
+//
 // # Errors
 //
 // Every failure is JSON {"error":code,"message":text} (plus "index" when a
 // command reached the log and was rejected there, and "primary" on a
-// redirect). Client mistakes are 4xx and change nothing:
+// redirect), except the few that net/http writes itself (below). Client
+// mistakes are 4xx and change nothing:
 //
-//	400 invalid_path     bad path syntax, or an impossible move (the root, a directory into itself)
-//	400 bad_request      malformed JSON, unknown fields or query parameters, trailing data, wrong types,
+//	400 invalid_path     bad path syntax, invalid UTF-8 or a control character in a path,
+//	                     rename or delete of the root (before the log), or an impossible move
+//	                     (a directory into itself)
+//	400 bad_request      malformed JSON, unknown fields (keys are case-sensitive), duplicate keys,
+//	                     unknown query parameters, trailing data, wrong types,
 //	                     negative or out-of-range numbers, unknown endpoint (404), wrong method (405),
 //	                     body over Config.MaxBodyBytes (413)
 //	400 invalid_idempotency_key  empty, longer than 255 bytes, not printable ASCII, or repeated
@@ -97,6 +141,32 @@
 //	                     that did not finish within Config.ProposeTimeout (outcome unknown,
 //	                     as for 503 outcome_unknown)
 //	500 internal         a bug or a storage failure, never a client mistake
+//
+// # Errors net/http writes itself
+//
+// Some requests are answered by Go's HTTP server before any handler runs,
+// not in the JSON shape above; no handler can change that. Each closes
+// the connection:
+//
+//	400 Bad Request          malformed request line or header, missing Host (HTTP/1.1)
+//	431 Request Header Fields Too Large
+//	                         headers over the server's MaxHeaderBytes (the serve command
+//	                         sets MaxHeaderBytes, 16 KiB; net/http allows 4 KiB on top)
+//	501 Not Implemented      an unsupported Transfer-Encoding
+//	505 HTTP Version Not Supported
+//	417 Expectation Failed   an Expect header other than 100-continue (empty body)
+//
+// All but 417 are Content-Type: text/plain; charset=utf-8 with the status
+// line as the body, sometimes followed by ": <detail>" (e.g. "431 Request
+// Header Fields Too Large", "400 Bad Request: missing required Host
+// header").
+//
+// Clients should treat any non-JSON 4xx or 5xx as such a protocol error.
+// Every request net/http accepts reaches a handler: unknown and unclean
+// paths ("//v1/status", "/v1/../v1/ls") get the API's JSON 404, since the
+// serve command routes without an http.ServeMux, whose redirects of
+// unclean paths would be plain text. Requests net/http answered itself are
+// not counted in the metrics.
 //
 // # A failed master
 //
@@ -119,11 +189,32 @@
 // the master shuts down (role "closed"). HEAD works on every GET endpoint,
 // so a probe can use HEAD /v1/health.
 //
+// # Metrics
+//
+// With Config.Registerer, New registers two collectors there (a second
+// New on the same registerer fails):
+//
+//   - roomlog_demo_http_requests_total{route,code} (counter): requests
+//     answered, by route and status code;
+//   - roomlog_demo_http_request_duration_seconds{route} (histogram,
+//     500µs to 10s): handler time, from the request's arrival at the
+//     handler to its return (a mutation's includes the proposal).
+//
+// route is the endpoint's fixed path ("/v1/mkdir", "/", ...), RouteOther
+// ("other") for any path the API does not serve, or the name given to
+// Server.Instrument for the embedding server's own endpoints (the serve
+// command: "checkpoint" and "/metrics"): raw paths never become label
+// values, so the series stay bounded (at most the routes times the status
+// codes the API writes). The serve command wraps the registerer with its
+// room and member labels and serves the registry at /metrics, which
+// Config.MetricsPath makes the status page link to.
+//
 // # Protocol of a mutation
 //
 //  1. Check the Idempotency-Key header, if any (400 invalid_idempotency_key).
-//  2. Decode the body strictly and build a namespace.Command; validate it
-//     (syntax errors never reach the log).
+//  2. Decode the body strictly (see Strictness) and build a
+//     namespace.Command; validate it, refuse the root for rename and
+//     delete (syntax errors and these never reach the log).
 //  3. A failed or closed master answers 503 failed / unavailable here.
 //  4. Without a key, Master.Propose the encoded command; with one,
 //     Master.ProposeRequest(RequestIDForKey(key), command). Map the error as

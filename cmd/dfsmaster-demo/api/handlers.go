@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,12 +89,18 @@ func mkdirCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.
 	if herr != nil {
 		return namespace.Command{}, herr
 	}
+	if herr := checkPathText("mkdir", req.Path); herr != nil {
+		return namespace.Command{}, herr
+	}
 	return namespace.Command{Op: namespace.OpMkdir, Path: req.Path, Parents: req.Parents}, nil
 }
 
 func createCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
 	req, herr := decodeBody[CreateRequest](s, w, r)
 	if herr != nil {
+		return namespace.Command{}, herr
+	}
+	if herr := checkPathText("create", req.Path); herr != nil {
 		return namespace.Command{}, herr
 	}
 	repl := DefaultReplication
@@ -108,6 +115,9 @@ func addBlockCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespa
 	if herr != nil {
 		return namespace.Command{}, herr
 	}
+	if herr := checkPathText("addblock", req.Path); herr != nil {
+		return namespace.Command{}, herr
+	}
 	if req.Size == nil {
 		return namespace.Command{}, badRequest("addblock: size is required")
 	}
@@ -119,6 +129,12 @@ func renameCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace
 	if herr != nil {
 		return namespace.Command{}, herr
 	}
+	for _, herr := range []*httpError{checkPathText("rename source", req.Src), checkPathText("rename destination", req.Dst),
+		checkNotRoot("rename", req.Src)} {
+		if herr != nil {
+			return namespace.Command{}, herr
+		}
+	}
 	return namespace.Command{Op: namespace.OpRename, Path: req.Src, Dst: req.Dst}, nil
 }
 
@@ -127,19 +143,41 @@ func deleteCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace
 	if herr != nil {
 		return namespace.Command{}, herr
 	}
+	for _, herr := range []*httpError{checkPathText("delete", req.Path), checkNotRoot("delete", req.Path)} {
+		if herr != nil {
+			return namespace.Command{}, herr
+		}
+	}
 	return namespace.Command{Op: namespace.OpDelete, Path: req.Path, Recursive: req.Recursive}, nil
 }
 
-// decodeBody decodes exactly one JSON object of type T: no unknown fields, no
-// trailing data, at most MaxBodyBytes, and no query parameters.
+// decodeBody decodes exactly one JSON object of type T: its keys exactly
+// T's json names (no case folding), none repeated, no trailing data, path
+// strings valid UTF-8 as sent, at most MaxBodyBytes, and no query
+// parameters.
 func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request) (*T, *httpError) {
 	if r.URL.RawQuery != "" {
 		return nil, badRequest("%s takes a JSON body, not query parameters", r.URL.Path)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		// Connection: close, as net/http does by itself when MaxBytesReader
+		// gets its own ResponseWriter (the metrics' wrapper hides it): the
+		// rest of the body is not read.
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: CodeBadRequest,
+			msg: fmt.Sprintf("body larger than %d bytes", tooBig.Limit), header: map[string]string{"Connection": "close"}}
+	case err != nil:
+		return nil, badRequest("reading the body: %v", err)
+	}
+	if herr := prescanObject(body, jsonKeys[T]()); herr != nil {
+		return nil, herr
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var v *T
-	err := dec.Decode(&v)
+	err = dec.Decode(&v)
 	if err == nil && v == nil {
 		return nil, badRequest("body must be a JSON object")
 	}
@@ -151,13 +189,9 @@ func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request) (*T, *
 			}
 		}
 	}
-	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil:
 		return v, nil
-	case errors.As(err, &tooBig):
-		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: CodeBadRequest,
-			msg: fmt.Sprintf("body larger than %d bytes", tooBig.Limit)}
 	case errors.Is(err, io.EOF):
 		return nil, badRequest("empty body: want a JSON object")
 	}
@@ -379,6 +413,9 @@ func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError
 
 func (s *Server) handleLs(w http.ResponseWriter, r *http.Request) {
 	q, minIndex, herr := readQuery(r, "path", "min_index")
+	if herr == nil {
+		herr = checkPathText("ls", q.Get("path"))
+	}
 	if herr != nil {
 		s.fail(w, r, herr)
 		return
@@ -399,6 +436,9 @@ func (s *Server) handleLs(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
 	q, minIndex, herr := readQuery(r, "path", "min_index")
+	if herr == nil {
+		herr = checkPathText("stat", q.Get("path"))
+	}
 	if herr != nil {
 		s.fail(w, r, herr)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/roomlog/roomlog/store"
 )
@@ -118,6 +119,20 @@ type Status struct {
 	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
 	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
 	Error           string    `json:"failure,omitempty"` // why the master failed (Role is RoleFailed), if it did
+	// RoleChanges are this master's last role changes, newest first (at
+	// most MaxRoleChanges; older ones are dropped).
+	RoleChanges []RoleChange `json:"role_changes"`
+}
+
+// MaxRoleChanges bounds Status.RoleChanges.
+const MaxRoleChanges = 10
+
+// RoleChange is one role change of a master (replica.RoleChange).
+type RoleChange struct {
+	At     time.Time `json:"at"`
+	Role   string    `json:"role"`   // the new role (as Status.Role)
+	Epoch  uint64    `json:"epoch"`  // the epoch led (primary) or last applied (other roles)
+	Reason string    `json:"reason"` // why: "elected", "session expired", "fenced", "step down", a failure, ...
 }
 
 // Failed reports whether the master failed: it no longer takes part in the
@@ -133,13 +148,19 @@ type HealthResponse struct {
 	AppliedIndex uint64 `json:"applied_index"`
 }
 
-// Member is one master of the room.
+// Member is one master of the room, as the reporting master last saw its
+// membership data (a member publishes its applied index at most every
+// replica.Config.MemberUpdateInterval, 50ms by default).
 type Member struct {
 	ID           string `json:"id"`
 	Addr         string `json:"addr"`
 	Role         string `json:"role"`
 	AppliedIndex uint64 `json:"applied_index"`
-	Lag          uint64 `json:"lag"`
+	// Lag is how far this member's applied index is behind the primary's:
+	// the primary's applied index minus this one's, 0 when it is not
+	// behind (the primary itself: 0). With no primary known, it is
+	// measured against the highest applied index among the members.
+	Lag uint64 `json:"lag"`
 }
 
 // Channel is one channel (log segment) of the room.

@@ -20,6 +20,7 @@ th { background: #f4f4f4; }
 td.l, th.l { text-align: left; }
 .primary { font-weight: bold; color: #0a6b0a; }
 .failure, .failed { color: #b00; font-weight: bold; }
+.behind { color: #a60; font-weight: bold; }
 </style>
 </head>
 <body>
@@ -41,9 +42,15 @@ td.l, th.l { text-align: left; }
 </table>
 <h2>Members</h2>
 <table>
-<tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>lag</th></tr>
-{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td>{{.Lag}}</td></tr>
+<tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>behind the primary (entries)</th></tr>
+{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td{{if .Lag}} class="behind"{{end}}>{{.Lag}}</td></tr>
 {{else}}<tr><td colspan="5" class="l">none</td></tr>
+{{end}}</table>
+<h2>Role changes of this master</h2>
+<table>
+<tr><th class="l">time (UTC)</th><th class="l">role</th><th>epoch</th><th class="l">reason</th></tr>
+{{range .S.RoleChanges}}<tr><td class="l">{{ts .At}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.Epoch}}</td><td class="l">{{.Reason}}</td></tr>
+{{else}}<tr><td colspan="4" class="l">none recorded</td></tr>
 {{end}}</table>
 <h2>Channels</h2>
 <table>
@@ -51,7 +58,7 @@ td.l, th.l { text-align: left; }
 {{range .S.Channels}}<tr><td>{{.Num}}</td><td>{{.Epoch}}</td><td>{{.FirstIndex}}</td><td>{{if .Sealed}}{{.LastIndex}}{{else}}…{{end}}</td><td class="l">{{if .Sealed}}sealed{{else}}open{{end}}</td><td>{{.Batches}}</td><td>{{.Bytes}}</td></tr>
 {{else}}<tr><td colspan="7" class="l">none</td></tr>
 {{end}}</table>
-<p>JSON: <a href="/v1/status">/v1/status</a> · <a href="/v1/health">/v1/health</a> · <a href="/v1/hash">/v1/hash</a> · <a href="/v1/ls?path=/">/v1/ls?path=/</a></p>
+<p>JSON: <a href="/v1/status">/v1/status</a>{{if .MetricsPath}} · Prometheus: <a href="{{.MetricsPath}}">{{.MetricsPath}}</a>{{end}} · <a href="/v1/health">/v1/health</a> · <a href="/v1/hash">/v1/hash</a> · <a href="/v1/ls?path=/">/v1/ls?path=/</a></p>
 </body>
 </html>
 `
@@ -59,6 +66,7 @@ td.l, th.l { text-align: left; }
 type pageData struct {
 	S              Status
 	RefreshSeconds int
+	MetricsPath    string
 }
 
 func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +79,7 @@ func (s *Server) handlePage(w http.ResponseWriter, r *http.Request) {
 		refresh = 1
 	}
 	var buf bytes.Buffer
-	if err := s.page.Execute(&buf, pageData{S: s.m.Status(), RefreshSeconds: refresh}); err != nil {
+	if err := s.page.Execute(&buf, pageData{S: s.m.Status(), RefreshSeconds: refresh, MetricsPath: s.cfg.MetricsPath}); err != nil {
 		s.fail(w, r, &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: "status page: " + err.Error()})
 		return
 	}

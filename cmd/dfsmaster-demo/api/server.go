@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for Config.
@@ -18,6 +20,11 @@ const (
 	DefaultMaxBodyBytes   = 64 << 10
 	DefaultReplication    = 3
 	DefaultPageRefresh    = 2 * time.Second
+	// MaxHeaderBytes is the http.Server.MaxHeaderBytes the serve command
+	// sets: request headers beyond it (plus the 4 KiB net/http allows on
+	// top) get net/http's own plain-text 431, before any handler (doc.go,
+	// "Errors net/http writes itself").
+	MaxHeaderBytes = 16 << 10
 )
 
 // Config configures New.
@@ -35,6 +42,14 @@ type Config struct {
 	PageRefresh time.Duration
 	// Logger gets one debug line per failed request. Default: discard.
 	Logger *slog.Logger
+	// Registerer, when set, receives the API's metrics (doc.go, "Metrics"):
+	// roomlog_demo_http_requests_total{route,code} and
+	// roomlog_demo_http_request_duration_seconds{route}. Registering fails
+	// New when they are already registered there. nil: no metrics.
+	Registerer prometheus.Registerer
+	// MetricsPath, when set, is where the embedding server serves its
+	// Prometheus metrics; the status page links to it.
+	MetricsPath string
 }
 
 // Validate names every bad field.
@@ -83,10 +98,11 @@ func (c Config) withDefaults() Config {
 // Server is the API as an http.Handler. It holds no mutable state of its
 // own; every request is served from the Master.
 type Server struct {
-	cfg    Config
-	m      Master
-	page   *template.Template
-	routes map[string]route // by URL path; read-only after New
+	cfg     Config
+	m       Master
+	page    *template.Template
+	routes  map[string]route // by URL path; read-only after New
+	metrics *metrics         // nil without Config.Registerer
 }
 
 type route struct {
@@ -100,11 +116,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	page, err := template.New("status").Funcs(template.FuncMap{"href": memberHref}).Parse(statusPage)
+	page, err := template.New("status").Funcs(template.FuncMap{"href": memberHref, "ts": pageTime}).Parse(statusPage)
 	if err != nil {
 		return nil, fmt.Errorf("api: status page template: %w", err)
 	}
-	s := &Server{cfg: cfg, m: cfg.Master, page: page}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, m: cfg.Master, page: page, metrics: met}
 	s.routes = map[string]route{
 		"/":            {http.MethodGet, s.handlePage},
 		"/v1/mkdir":    {http.MethodPost, s.mutation(mkdirCommand)},
@@ -124,6 +144,14 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, ok := s.routes[r.URL.Path]
+	label := r.URL.Path // one of the routes' fixed paths
+	if !ok {
+		label = RouteOther
+	}
+	s.metrics.observe(label, w, r, func(w http.ResponseWriter, r *http.Request) { s.serve(rt, ok, w, r) })
+}
+
+func (s *Server) serve(rt route, ok bool, w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.fail(w, r, &httpError{status: http.StatusNotFound, code: CodeBadRequest,
 			msg: fmt.Sprintf("no endpoint %s (see /v1/...)", r.URL.Path)})
@@ -197,6 +225,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(append(b, '\n'))
+}
+
+// pageTime formats a role change's time for the status page.
+func pageTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
 }
 
 // memberHref turns an advertised address into a link to its status page.
