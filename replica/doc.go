@@ -325,4 +325,38 @@
 // checkpoint), primary id/addr, connection state, open channel, room bytes,
 // local checkpoint, bootstraps. RoleChanges() delivers role changes on a
 // buffered channel that drops the oldest when the consumer lags.
+//
+// # Metrics
+//
+// With Config.Registerer, the replica registers the collectors below and
+// logroom's (writer, reader, room: logroom's doc, "Metrics"), all labelled
+// room and member; Close unregisters them. Gauges marked (scrape) are read
+// from Status when scraped and cost nothing between scrapes.
+//
+//	roomlog_replica_role{role}                 gauge (scrape) 1 for the current role: who leads, is anyone failed?
+//	roomlog_replica_epoch                      gauge (scrape) did a failover happen (it grows)?
+//	roomlog_replica_applied_index              gauge (scrape) how far has this member applied?
+//	roomlog_replica_committed_index            gauge (scrape) how far is the log committed, as seen here?
+//	roomlog_replica_apply_lag_entries          gauge (scrape) is my standby keeping up? (committed - applied)
+//	roomlog_replica_apply_lag_seconds          histogram      standby: request stamp to apply here (ProposeRequest entries only; two clocks)
+//	roomlog_replica_member_applied_delta{peer} gauge (scrape) primary: how far behind is each member (published at most every MemberUpdateInterval)?
+//	roomlog_replica_members                    gauge (scrape) how many members are live?
+//	roomlog_replica_foreign_znodes             gauge (scrape) has someone forged znodes in the room?
+//	roomlog_replica_leader_changes_total       counter        how often does leadership move?
+//	roomlog_replica_takeover_seconds           histogram      how long from winning the election to accepting proposals?
+//	roomlog_replica_zk_connected               gauge (scrape) is the ZooKeeper session usable now?
+//	roomlog_replica_zk_suspended_seconds       gauge (scrape) for how long has it been down?
+//	roomlog_replica_zk_session_expiries_total  counter        how often did the session expire?
+//	roomlog_replica_proposals_total{outcome}   counter        ok, duplicate, not_primary, queue_full, fenced, outcome_unknown, no_response, conflict, rejected, closed, canceled
+//	roomlog_replica_propose_seconds            histogram      how long does a successful proposal take?
+//	roomlog_replica_proposals_pending          gauge (scrape) how many proposals are in flight?
+//	roomlog_replica_checkpoint_seconds         histogram      how long do checkpoints take?
+//	roomlog_replica_checkpoint_bytes           gauge          how big is the newest checkpoint?
+//	roomlog_replica_checkpoint_failures_total  counter        are checkpoints failing?
+//	roomlog_replica_checkpoint_index           gauge (scrape) how recent is the newest local checkpoint?
+//	roomlog_replica_bootstrap_bytes_total      counter        how much state was fetched from peers?
+//	roomlog_replica_bootstrap_seconds          histogram      how long did bootstraps take?
+//	roomlog_replica_bootstraps                 gauge (scrape) how many since Open?
+//	roomlog_replica_room_bytes                 gauge (scrape) is the room near its byte bound?
+//	roomlog_replica_room_channels              gauge (scrape) are channels being deleted?
 package replica
