@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/roomlog/roomlog/logroom"
 )
 
@@ -32,6 +34,35 @@ type appendSpec struct {
 	proposers int
 	perCall   int
 	room      string // room name ("": a fresh name)
+	// data is what the entries hold: "" or "random" (incompressible
+	// random bytes), "demo" (the dfsmaster demo's enveloped namespace
+	// commands, demoentries.go).
+	data string
+	// compression is the writer's WriterConfig.Compression ("": the
+	// bench's writer config, i.e. logroom's default).
+	compression string
+}
+
+// compressions maps the -compression names of a row to logroom's values.
+var compressions = map[string]logroom.Compression{
+	"default": logroom.CompressionDefault,
+	"none":    logroom.CompressionNone,
+	"s2":      logroom.CompressionS2,
+}
+
+// runCompress measures batch compression: 256 B entries appended in bulk
+// (16 callers x 1000 entries per call, where ZooKeeper is byte-bound) of
+// realistic, compressible content (the demo's commands) and of random
+// bytes, each with compression off and with S2.
+func runCompress(ctx context.Context, b *bench) ([]Result, error) {
+	var specs []appendSpec
+	for _, data := range []string{"demo", "random"} {
+		for _, comp := range []string{"none", "s2"} {
+			name := "compress-" + data + "-" + map[string]string{"none": "off", "s2": "s2"}[comp]
+			specs = append(specs, appendSpec{scenario: name, size: 256, proposers: 16, perCall: 1000, data: data, compression: comp})
+		}
+	}
+	return b.appendRows(ctx, specs)
 }
 
 // runAppend measures Writer.Append for each entry size and proposer count.
@@ -104,6 +135,8 @@ func (b *bench) appendRowIsolated(ctx context.Context, s appendSpec) (Result, er
 		"-size", strconv.Itoa(s.size),
 		"-proposers", strconv.Itoa(s.proposers),
 		"-per-call", strconv.Itoa(s.perCall),
+		"-data", s.data,
+		"-compression", s.compression,
 		"-raw-mbps", strconv.FormatFloat(b.rawCeilingMBps, 'f', -1, 64),
 		"-writer-inflight", strconv.Itoa(b.cfg.maxInFlight),
 		"-writer-linger", b.cfg.linger.String(),
@@ -213,6 +246,8 @@ func runAppendRow(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&s.size, "size", 256, "")
 	fs.IntVar(&s.proposers, "proposers", 1, "")
 	fs.IntVar(&s.perCall, "per-call", 1, "")
+	fs.StringVar(&s.data, "data", "", "")
+	fs.StringVar(&s.compression, "compression", "", "")
 	fs.Float64Var(&rawMBps, "raw-mbps", 0, "")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "")
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "")
@@ -353,6 +388,19 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 	defer func() { _ = deleteTree(cl.Conn(), room.Path()) }()
 	wc := b.writerConfig()
 	wc.Owner = "bench"
+	if s.compression != "" {
+		c, ok := compressions[s.compression]
+		if !ok {
+			return Result{}, fmt.Errorf("unknown compression %q", s.compression)
+		}
+		wc.Compression = c
+	}
+	// The writer's metrics give the bytes stored in ZooKeeper (batch
+	// bytes as stored, per acknowledged batch).
+	reg := prometheus.NewRegistry()
+	if wc.Metrics, err = logroom.NewMetrics(reg); err != nil {
+		return Result{}, err
+	}
 	w, err := room.NewWriter(ctx, wc)
 	if err != nil {
 		return Result{}, fmt.Errorf("new writer: %w", err)
@@ -377,15 +425,19 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 	hists := make([]histogram, s.proposers)
 	var wg sync.WaitGroup
 	for p := range s.proposers {
-		batch := make([][]byte, s.perCall)
-		for i := range batch {
-			batch[i] = make([]byte, s.size)
-			_, _ = rand.Read(batch[i])
+		// A pool of calls, used in turn: consecutive calls of a proposer
+		// carry different entries (they may share a batch with others).
+		const poolCalls = 4
+		pool, err := rowEntries(s, uint64(p), poolCalls*s.perCall)
+		if err != nil {
+			return Result{}, err
 		}
 		wg.Add(1)
 		go func(h *histogram) {
 			defer wg.Done()
-			for phase.Load() != done && ctx.Err() == nil {
+			for call := 0; phase.Load() != done && ctx.Err() == nil; call++ {
+				off := (call % poolCalls) * s.perCall
+				batch := pool[off : off+s.perCall]
 				t0 := time.Now()
 				_, err := w.Append(ctx, batch...)
 				d := time.Since(t0)
@@ -419,10 +471,12 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 	phase.Store(measure)
 	start := time.Now()
 	c0 := b.cpuNow()
+	stored0, batches0 := storedBytes(reg)
 	sleepCtx(ctx, b.cfg.duration)
 	phase.Store(done)
 	window := time.Since(start)
 	cpu := b.cpuSince(c0)
+	stored1, batches1 := storedBytes(reg)
 	wg.Wait()
 	stopLive()
 	if err, ok := firstErr.Load().(error); ok {
@@ -471,6 +525,23 @@ func (b *bench) appendRow(ctx context.Context, cl *logroom.Client, s appendSpec)
 		r.RatioToRaw = &ratio
 	}
 	r.setExtra("entries_per_call", s.perCall)
+	if s.data != "" {
+		r.setExtra("data", s.data)
+	}
+	if s.compression != "" {
+		r.setExtra("compression", s.compression)
+	}
+	// Bytes acknowledged into ZooKeeper in the window (batch znodes as
+	// stored), against the logical entry bytes of the calls completed in
+	// it.
+	storedMBps := (stored1 - stored0) / secs / 1e6
+	r.setExtra("stored_mb_per_s", round3(storedMBps))
+	r.setExtra("window_batches", int64(batches1-batches0))
+	if storedMBps > 0 && strings.HasPrefix(s.scenario, "compress-") {
+		r.setExtra("logical_per_stored", round3(r.MBPerS/storedMBps))
+		r.Note = fmt.Sprintf("%s data, compression %s: logical %.1f MB/s, stored %.1f MB/s (%.2fx), %.0f KB per batch znode",
+			s.data, s.compression, r.MBPerS, storedMBps, r.MBPerS/storedMBps, (stored1-stored0)/max(batches1-batches0, 1)/1e3)
+	}
 	r.setExtra("calls_per_s", round3(float64(calls.Load())/secs))
 	if bt := jan.batches.Load(); bt > 0 {
 		r.setExtra("avg_entries_per_batch", round3(float64(jan.entries.Load())/float64(bt)))
@@ -496,4 +567,46 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// rowEntries returns n entries of a row's kind for proposer p.
+func rowEntries(s appendSpec, p uint64, n int) ([][]byte, error) {
+	switch s.data {
+	case "", "random":
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = make([]byte, s.size)
+			_, _ = rand.Read(out[i])
+		}
+		return out, nil
+	case "demo":
+		d := newDemoEntries(p+1, s.size)
+		out := make([][]byte, n)
+		for i := range out {
+			out[i] = d.next()
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown row data %q", s.data)
+}
+
+// storedBytes returns the sum and count of roomlog_writer_batch_bytes:
+// the stored bytes and number of the batches acknowledged so far.
+func storedBytes(reg *prometheus.Registry) (sum, count float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "roomlog_writer_batch_bytes" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				sum += h.GetSampleSum()
+				count += float64(h.GetSampleCount())
+			}
+		}
+	}
+	return sum, count
 }

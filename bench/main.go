@@ -60,6 +60,7 @@ func allScenarios() []scenario {
 		{"raw", "raw ZooKeeper ceiling: sequential and pipelined creates, 256 B and batch-sized znodes", runRaw},
 		{"append", "logroom Writer.Append: 64 B..4 KiB entries x 1, 16, 256 proposers", runAppend},
 		{"bulk", "logroom Writer.Append: many entries per call, and thousands of proposers", runBulk},
+		{"compress", "logroom Writer.Append in bulk, 256 B: demo commands and random bytes, compression off and S2", runCompress},
 		{"lag", "replica: standby apply time - primary ack time at half the max Propose rate", runLag},
 		{"requests", "replica: Propose vs ProposeRequest (exactly-once request ids) at 256 proposers, alternated", runRequests},
 		{"metrics", "replica: Propose at 256 proposers with and without Prometheus metrics, alternated", runMetrics},

@@ -7,12 +7,58 @@ import (
 	"hash/crc32"
 	"math"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// BatchFormatVersion is the only batch format version this package writes
-// and reads. A batch with another version is corrupt to this reader.
-const BatchFormatVersion = 1
+// Batch format versions. This package reads both; a batch with another
+// version is corrupt to this reader. See "Batch format" in the package doc.
+const (
+	// BatchFormatVersion is the uncompressed format every release of this
+	// package reads: EncodeBatch writes it, and a Writer stores every batch
+	// that compression does not shrink in it.
+	BatchFormatVersion = 1
+	// BatchFormatVersion2 adds a codec and the uncompressed payload length
+	// (EncodeBatchCodec; a Writer's compressed batches). Readers before it
+	// refuse it as corrupt.
+	BatchFormatVersion2 = 2
+)
+
+// Codec is the codec field of a version-2 batch: how its payload is
+// stored. The values are part of the format: never renumber.
+type Codec uint8
+
+const (
+	// CodecNone: the payload is stored as is (rawLen == its length).
+	CodecNone Codec = 0
+	// CodecS2: the payload is one S2 block (github.com/klauspost/compress/s2,
+	// s2.Encode), whose decoded length prefix must equal rawLen.
+	CodecS2 Codec = 1
+)
+
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "none"
+	case CodecS2:
+		return "s2"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// Bounds of a version-2 batch, checked by DecodeBatch before it allocates
+// anything for the payload (decompression bombs) and respected by Writer.
+const (
+	// MaxBatchRawBytes bounds a version-2 batch's uncompressed payload
+	// (rawLen): what one DecodeBatch may inflate. A fixed bound rather than
+	// a ratio to the stored size: S2 legitimately compresses repetitive
+	// entries more than 100-fold, so a ratio bound would refuse batches a
+	// writer can produce, while this one caps what a decode allocates.
+	MaxBatchRawBytes = 16 << 20
+	// MaxBatchEntries bounds a version-2 batch's entry count (each decoded
+	// entry costs a slice header): at most 6 MiB of entry slices per decode.
+	MaxBatchEntries = 1 << 18
+)
 
 const (
 	// HardMaxBatchBytes is the largest encoded batch a Writer may produce: a
@@ -22,10 +68,12 @@ const (
 
 	// batchOverhead bounds the encoded size of everything but the entries:
 	// array header 1 + version 1 + epoch 9 + first 9 + count 9 + crc 5 +
-	// bin32 header 5 = 39, rounded up.
+	// bin32 header 5 = 39, rounded up. Version 2 adds codec 1 + rawLen 5
+	// (rawLen <= MaxBatchRawBytes < 2^32): 45, still below.
 	batchOverhead = 48
 
-	batchFields = 6
+	batchFields   = 6
+	batchFieldsV2 = 8
 )
 
 // castagnoli is immutable after initialisation (a lookup table), not mutable
@@ -38,8 +86,17 @@ type Batch struct {
 	Epoch   uint64
 	First   uint64
 	Count   int
-	CRC     uint32
-	// Entries alias the decoded input; they are valid as long as it is.
+	// CRC is the stored checksum (over what the znode holds: for version 2
+	// the compressed payload).
+	CRC uint32
+	// Codec is the payload's codec (CodecNone for version 1).
+	Codec Codec
+	// RawBytes is the uncompressed payload length (the framed entries),
+	// StoredBytes the payload as stored; equal unless compressed.
+	RawBytes, StoredBytes int
+	// Entries alias the decoded input when the payload is stored
+	// uncompressed (valid as long as the input is), else a buffer of
+	// RawBytes that DecodeBatch allocated.
 	Entries [][]byte
 }
 
@@ -86,9 +143,84 @@ func batchCRC(epoch, first uint64, count int, payload ...[]byte) uint32 {
 	return crc
 }
 
-// EncodeBatch encodes entries as one batch znode: a msgpack array
-// [version, epoch, first, count, crc32c, payload] where payload is one bin
-// holding each entry as uvarint(len) followed by its bytes.
+// batchCRC2 is a version-2 batch's checksum: CRC32C over version, epoch,
+// first, count, codec and rawLen (8 bytes big-endian each) followed by the
+// stored payload. It covers what is stored, so a corrupt compressed payload
+// is caught before it is inflated.
+func batchCRC2(epoch, first uint64, count int, codec Codec, rawLen int, stored []byte) uint32 {
+	var hdr [48]byte
+	binary.BigEndian.PutUint64(hdr[0:], BatchFormatVersion2)
+	binary.BigEndian.PutUint64(hdr[8:], epoch)
+	binary.BigEndian.PutUint64(hdr[16:], first)
+	binary.BigEndian.PutUint64(hdr[24:], uint64(count))
+	binary.BigEndian.PutUint64(hdr[32:], uint64(codec))
+	binary.BigEndian.PutUint64(hdr[40:], uint64(rawLen))
+	crc := crc32.Update(0, castagnoli, hdr[:])
+	return crc32.Update(crc, castagnoli, stored)
+}
+
+// EncodeBatchCodec encodes entries as one version-2 batch znode, its
+// payload stored with codec (even when that does not make it smaller: the
+// Writer's policy of storing such batches as version 1 is its own). The
+// framed payload may hold at most MaxBatchRawBytes and MaxBatchEntries
+// entries (ErrEntryTooLarge). The result is not checked against any
+// ZooKeeper limit.
+func EncodeBatchCodec(epoch, first uint64, entries [][]byte, codec Codec) ([]byte, error) {
+	if first == 0 {
+		return nil, fmt.Errorf("logroom: encode batch: first index must be >= 1")
+	}
+	if codec != CodecNone && codec != CodecS2 {
+		return nil, fmt.Errorf("logroom: encode batch: unknown codec %v", codec)
+	}
+	size := 0
+	for _, e := range entries {
+		size += EntrySize(len(e))
+		if size > MaxBatchRawBytes {
+			break
+		}
+	}
+	if size > MaxBatchRawBytes || len(entries) > MaxBatchEntries || first+uint64(len(entries)) < first {
+		return nil, fmt.Errorf("%w: version-2 batch of %d entries, more than %d payload bytes or %d entries",
+			ErrEntryTooLarge, len(entries), MaxBatchRawBytes, MaxBatchEntries)
+	}
+	raw := make([]byte, 0, size)
+	for _, e := range entries {
+		raw = binary.AppendUvarint(raw, uint64(len(e)))
+		raw = append(raw, e...)
+	}
+	stored := raw
+	if codec == CodecS2 {
+		stored = s2.Encode(nil, raw)
+	}
+	out, _ := encodeBatchV2(epoch, first, len(entries), codec, len(raw), stored)
+	return out, nil
+}
+
+// encodeBatchV2 encodes a version-2 batch of count entries whose framed
+// payload of rawLen bytes is stored (already encoded with codec). It
+// returns the encoding (a new buffer of exactly its size) and its checksum.
+func encodeBatchV2(epoch, first uint64, count int, codec Codec, rawLen int, stored []byte) ([]byte, uint32) {
+	crc := batchCRC2(epoch, first, count, codec, rawLen, stored)
+	buf := bytes.NewBuffer(make([]byte, 0, len(stored)+batchOverhead))
+	enc := msgpack.NewEncoder(buf)
+	// Writes to a bytes.Buffer cannot fail.
+	_ = enc.EncodeArrayLen(batchFieldsV2)
+	_ = enc.EncodeUint(BatchFormatVersion2)
+	_ = enc.EncodeUint(epoch)
+	_ = enc.EncodeUint(first)
+	_ = enc.EncodeUint(uint64(count))
+	_ = enc.EncodeUint(uint64(crc))
+	_ = enc.EncodeUint(uint64(codec))
+	_ = enc.EncodeUint(uint64(rawLen))
+	_ = enc.EncodeBytesLen(len(stored))
+	out := append(buf.Bytes(), stored...)
+	return out[:len(out):len(out)], crc
+}
+
+// EncodeBatch encodes entries as one version-1 (uncompressed) batch znode:
+// a msgpack array [version, epoch, first, count, crc32c, payload] where
+// payload is one bin holding each entry as uvarint(len) followed by its
+// bytes.
 func EncodeBatch(epoch, first uint64, entries [][]byte) ([]byte, error) {
 	if first == 0 {
 		return nil, fmt.Errorf("logroom: encode batch: first index must be >= 1")
@@ -148,11 +280,16 @@ func encodeBatchParts(epoch, first uint64, count, size int, parts ...[]byte) ([]
 	return out, crc
 }
 
-// DecodeBatch decodes and verifies one batch znode. Any problem (malformed
-// msgpack, unknown version, count or length mismatch, checksum mismatch)
-// yields an error wrapping ErrCorrupt. It never panics, and it allocates
-// O(len(data)) at most: the entry slice is only allocated after the count
-// has been checked against the payload length, and entries alias data.
+// DecodeBatch decodes and verifies one batch znode of version 1 or 2. Any
+// problem (malformed msgpack, unknown version or codec, count or length
+// mismatch, checksum mismatch, a payload that does not inflate to exactly
+// rawLen bytes) yields an error wrapping ErrCorrupt. It never panics, and
+// it allocates O(len(data)) for an uncompressed batch (the entry slice is
+// only allocated after the count has been checked against the payload
+// length, and entries alias data) and O(rawLen) for a compressed one, after
+// rawLen has been checked against MaxBatchRawBytes, the count against
+// MaxBatchEntries and rawLen, and the checksum over the stored bytes: no
+// inflating allocation happens before those checks pass.
 func DecodeBatch(data []byte) (Batch, error) {
 	var b Batch
 	rd := bytes.NewReader(data)
@@ -168,11 +305,17 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if err != nil {
 		return b, fmt.Errorf("%w: batch version: %v", ErrCorrupt, err)
 	}
-	if version != BatchFormatVersion {
+	want := 0
+	switch version {
+	case BatchFormatVersion:
+		want = batchFields
+	case BatchFormatVersion2:
+		want = batchFieldsV2
+	default:
 		return b, fmt.Errorf("%w: unknown batch format version %d", ErrCorrupt, version)
 	}
-	if n != batchFields {
-		return b, fmt.Errorf("%w: batch header: %d fields, want %d", ErrCorrupt, n, batchFields)
+	if n != want {
+		return b, fmt.Errorf("%w: batch header: %d fields, want %d for version %d", ErrCorrupt, n, want, version)
 	}
 	b.Version = int(version)
 	if b.Epoch, err = dec.DecodeUint64(); err != nil {
@@ -189,6 +332,15 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if err != nil {
 		return b, fmt.Errorf("%w: batch crc: %v", ErrCorrupt, err)
 	}
+	var codec, rawLen uint64
+	if b.Version == BatchFormatVersion2 {
+		if codec, err = dec.DecodeUint64(); err != nil {
+			return b, fmt.Errorf("%w: batch codec: %v", ErrCorrupt, err)
+		}
+		if rawLen, err = dec.DecodeUint64(); err != nil {
+			return b, fmt.Errorf("%w: batch raw length: %v", ErrCorrupt, err)
+		}
+	}
 	plen, err := dec.DecodeBytesLen()
 	if err != nil {
 		return b, fmt.Errorf("%w: batch payload: %v", ErrCorrupt, err)
@@ -196,20 +348,56 @@ func DecodeBatch(data []byte) (Batch, error) {
 	if plen < 0 || plen != rd.Len() {
 		return b, fmt.Errorf("%w: batch payload of %d bytes, %d present", ErrCorrupt, plen, rd.Len())
 	}
-	payload := data[len(data)-plen:]
+	stored := data[len(data)-plen:]
+	if b.Version == BatchFormatVersion {
+		rawLen = uint64(plen)
+	}
+	switch {
+	case codec != uint64(CodecNone) && codec != uint64(CodecS2):
+		return b, fmt.Errorf("%w: unknown batch codec %d", ErrCorrupt, codec)
+	case rawLen > MaxBatchRawBytes && b.Version == BatchFormatVersion2:
+		return b, fmt.Errorf("%w: batch raw length %d exceeds %d", ErrCorrupt, rawLen, MaxBatchRawBytes)
+	case codec == uint64(CodecNone) && rawLen != uint64(plen):
+		return b, fmt.Errorf("%w: uncompressed batch payload of %d bytes, raw length %d", ErrCorrupt, plen, rawLen)
+	case b.Version == BatchFormatVersion2 && count > MaxBatchEntries:
+		return b, fmt.Errorf("%w: batch count %d exceeds %d", ErrCorrupt, count, MaxBatchEntries)
+	}
 	// Every entry takes at least one byte (its length prefix): this bounds
-	// the allocation below by the input size.
-	if count > uint64(plen) {
-		return b, fmt.Errorf("%w: batch count %d exceeds payload of %d bytes", ErrCorrupt, count, plen)
+	// the allocation below by the payload size.
+	if count > rawLen {
+		return b, fmt.Errorf("%w: batch count %d exceeds payload of %d bytes", ErrCorrupt, count, rawLen)
 	}
 	if b.First == 0 || b.First+count < b.First {
 		return b, fmt.Errorf("%w: batch first index %d with %d entries out of range", ErrCorrupt, b.First, count)
 	}
 	b.Count = int(count)
-	if crc > math.MaxUint32 || uint32(crc) != batchCRC(b.Epoch, b.First, b.Count, payload) {
+	b.Codec = Codec(codec)
+	b.RawBytes, b.StoredBytes = int(rawLen), plen
+	var sum uint32
+	if b.Version == BatchFormatVersion {
+		sum = batchCRC(b.Epoch, b.First, b.Count, stored)
+	} else {
+		sum = batchCRC2(b.Epoch, b.First, b.Count, b.Codec, b.RawBytes, stored)
+	}
+	if crc > math.MaxUint32 || uint32(crc) != sum {
 		return b, fmt.Errorf("%w: batch checksum mismatch", ErrCorrupt)
 	}
 	b.CRC = uint32(crc)
+	payload := stored
+	if b.Codec == CodecS2 {
+		// The block's own length prefix must announce exactly rawLen before
+		// anything is allocated; s2.Decode then fills exactly that buffer
+		// (it fails unless the block decodes to its announced length).
+		if dl, err := s2.DecodedLen(stored); err != nil || dl != b.RawBytes {
+			return Batch{}, fmt.Errorf("%w: s2 payload announces %d bytes (%v), raw length %d", ErrCorrupt, dl, err, b.RawBytes)
+		}
+		buf := make([]byte, b.RawBytes)
+		out, err := s2.Decode(buf, stored)
+		if err != nil || len(out) != b.RawBytes || (len(out) > 0 && &out[0] != &buf[0]) {
+			return Batch{}, fmt.Errorf("%w: s2 payload does not inflate to its %d raw bytes: %v", ErrCorrupt, b.RawBytes, err)
+		}
+		payload = buf
+	}
 	entries := make([][]byte, 0, b.Count)
 	p := payload
 	for i := 0; i < b.Count; i++ {

@@ -38,17 +38,70 @@
 // for the exact next name), and a reader needs no listing to find its next
 // batch.
 //
-// # Batch format (version 1)
+// # Batch format (versions 1 and 2)
 //
-// A msgpack array of 6 elements: [version=1, epoch, first index, entry
-// count, crc, payload]. payload is one msgpack bin holding each entry as
-// uvarint(len) followed by its bytes. crc is CRC32C (Castagnoli) over
-// epoch, first and count as 8-byte big-endian integers followed by the
-// payload (covering the header fields too: a flipped bit anywhere but in
-// the version is a checksum error). An encoded batch is at most
-// WriterConfig.MaxBatchBytes (hard limit 900 KiB, below ZooKeeper's 1 MiB
-// jute.maxbuffer with the Multi's overhead). DecodeBatch never panics and
-// allocates O(len(input)).
+// Version 1 (uncompressed; EncodeBatch, and every batch a Writer does not
+// compress): a msgpack array of 6 elements: [version=1, epoch, first
+// index, entry count, crc, payload]. payload is one msgpack bin holding
+// each entry as uvarint(len) followed by its bytes. crc is CRC32C
+// (Castagnoli) over epoch, first and count as 8-byte big-endian integers
+// followed by the payload (covering the header fields too: a flipped bit
+// anywhere but in the version is a checksum error).
+//
+// Version 2 (EncodeBatchCodec; a Writer's compressed batches): a msgpack
+// array of 8 elements: [version=2, epoch, first index, entry count, crc,
+// codec, rawLen, payload]. The framed entries as in version 1 (rawLen
+// bytes, the "raw payload") are stored encoded with codec: 0 none (payload
+// is the raw payload, rawLen == its length), 1 S2 (payload is one S2 block,
+// github.com/klauspost/compress/s2 block format, whose decoded-length
+// prefix equals rawLen). Other codec values are corrupt. crc is CRC32C over
+// version, epoch, first, count, codec and rawLen as 8-byte big-endian
+// integers followed by the stored payload: it covers what is stored, so a
+// corrupt compressed payload is caught before it is inflated. Bounds:
+// rawLen <= MaxBatchRawBytes (16 MiB) and count <= MaxBatchEntries
+// (262144); count <= rawLen as every entry takes its length prefix.
+// DecodeBatch checks them, then the checksum, then that the S2 block
+// announces exactly rawLen, and only then allocates rawLen bytes and
+// inflates into them (the block must fill them exactly). The bound is a
+// fixed size rather than a ratio to the stored size because S2 compresses
+// repetitive entries more than 100-fold, which a writer cannot prevent;
+// 16 MiB is 18 times HardMaxBatchBytes, above what S2 gives on realistic
+// entries (about 5x, bench/README.md) at the largest batch size.
+//
+// Readers read both versions; readers from before version 2 existed
+// refuse version-2 batches as corrupt, so upgrade every reader before a
+// writer compresses (WriterConfig.Compression: CompressionNone keeps a
+// writer on version 1). The entries of a compressed batch alias a buffer
+// DecodeBatch allocated, those of an uncompressed one the input. Either
+// way DecodeBatch never panics, and allocates O(len(input)) for an
+// uncompressed batch, O(rawLen) (at most about 22 MiB with the entry
+// slices) for a compressed one.
+//
+// An encoded batch, as stored, is at most WriterConfig.MaxBatchBytes
+// (hard limit 900 KiB, below ZooKeeper's 1 MiB jute.maxbuffer with the
+// Multi's overhead), compressed or not; the raw payload of a compressed
+// one may be larger. BatchID.CRC is the stored crc: the same stored bytes
+// at the same name are the same entries.
+//
+// A Writer with CompressionS2 (off by default: DefaultCompression is
+// CompressionNone until every reader reads version 2) forms a batch by its
+// raw payload: up to (MaxBatchBytes - 48) times its running estimate of
+// the compression ratio times 0.85, at least what fits uncompressed, at
+// most 16 x MaxBatchBytes, MaxBatchRawBytes and MaxQueuedBytes, and at
+// most MaxBatchEntries entries. The estimate (starting at 1, kept within
+// 1..16) moves by a quarter towards the ratio of each batch of at least
+// min(16 KiB, half of MaxBatchBytes) of raw payload. The batch is S2-compressed; it is stored as
+// version 2 if that saves at least 1/8 and fits MaxBatchBytes, else as
+// version 1 if it fits uncompressed (raw payloads under 256 bytes are
+// not tried), else it is split at the entry boundary nearest half its raw
+// bytes and each half is stored the same way (the estimate jumps to the
+// ratio just seen). An entry alone always fits uncompressed (Append
+// refuses larger ones), so every stored batch is at most MaxBatchBytes.
+// The pieces of a split go out together and may exceed MaxInFlight.
+// MaxChannelBytes, MaxRoomBytes, Room.Bytes, ChannelInfo.Bytes and the
+// room and batch byte metrics count stored bytes; a request is admitted
+// against MaxRoomBytes by its uncompressed size, since its stored size is
+// not known yet.
 //
 // # Invariants
 //
@@ -136,8 +189,10 @@
 //     (default 2) batches are unacknowledged, or fewer than MaxInFlight
 //     (default 8) and a full batch is queued, it takes everything queued up
 //     to MaxBatchBytes (natural batching; Linger optionally waits for a
-//     fuller batch), assigns dense indexes, encodes and starts one goroutine
-//     per batch running Multi(check epoch version, create b-first). A
+//     fuller batch; with compression, up to the raw budget described under
+//     "Batch format"), assigns dense indexes, encodes (compresses) and
+//     starts one goroutine per batch running Multi(check epoch version,
+//     create b-first). A
 //     request larger than a batch spans several. ZooKeeper's cost is per
 //     transaction, so under many small appends fewer, fuller Multis give
 //     both more entries/s and lower latency; large entries still fill every
@@ -252,8 +307,8 @@
 //     cost (their ratio is the mean batch fill)?
 //   - roomlog_writer_batch_entries (histogram, entries) and
 //     roomlog_writer_batch_bytes (histogram, bytes, 256 B to 1 MiB): per
-//     acknowledged batch. Is batching working; are batches near
-//     MaxBatchBytes?
+//     acknowledged batch, its bytes as stored (compressed). Is batching
+//     working; are batches near MaxBatchBytes?
 //   - roomlog_writer_batches_in_flight (gauge): batches sent and not yet
 //     acknowledged. Pinned at MaxInFlight: ZooKeeper is the bottleneck.
 //   - roomlog_writer_queued_bytes (gauge, bytes): entry bytes handed to

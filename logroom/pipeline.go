@@ -3,11 +3,13 @@ package logroom
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/klauspost/compress/s2"
 )
 
 // batchState is what the writer knows about a batch it sent.
@@ -87,7 +89,33 @@ type loopState struct {
 	dead error
 	// sessionID is the session the last resolution (or takeover) ran in.
 	sessionID int64
+
+	// Compression: rawBuf and zBuf are scratch buffers for a batch's framed
+	// payload and its S2 block (copied into the batch's own buffer); ratio
+	// is the running estimate of uncompressed/stored bytes that sizes
+	// batches by their uncompressed bytes (1 until measured).
+	rawBuf, zBuf []byte
+	ratio        float64
 }
+
+// Compression tuning (see WriterConfig.Compression).
+const (
+	// maxRawFactor bounds a compressed batch's uncompressed payload to this
+	// many times MaxBatchBytes (besides MaxBatchRawBytes).
+	maxRawFactor = 16
+	// ratioMargin: batches are formed at this fraction of the estimated
+	// uncompressed size that fills MaxBatchBytes, so that few overflow.
+	ratioMargin = 0.85
+	// ratioSampleBytes: batches smaller than this or than half of what
+	// fits MaxBatchBytes uncompressed do not move the estimate (their
+	// ratio says little about full ones).
+	ratioSampleBytes = 16 << 10
+	// minCompressBytes: smaller payloads are stored uncompressed untried.
+	minCompressBytes = 256
+	// minSavingDiv: a compressed payload is kept only if it saves at least
+	// 1/minSavingDiv of the uncompressed bytes.
+	minSavingDiv = 8
+)
 
 // refreshInterval bounds how often a full room re-reads channel sizes.
 const refreshInterval = time.Second
@@ -172,37 +200,56 @@ func (w *Writer) fill() {
 		if len(ls.inflight) >= w.cfg.EagerInFlight && !w.fullBatchQueued() {
 			return // wait for a slot among the eager ones, or a full batch
 		}
-		b := w.formBatch()
-		if b == nil {
+		bs := w.formBatch()
+		if bs == nil {
 			return
 		}
-		ls.inflight = append(ls.inflight, b)
-		ls.chBatches++
-		ls.chBytes += int64(len(b.data))
-		ls.sending++
-		w.m.batchSent(len(b.data))
-		go w.send(b)
+		for _, b := range bs {
+			ls.inflight = append(ls.inflight, b)
+			ls.chBatches++
+			ls.chBytes += int64(len(b.data))
+			ls.sending++
+			w.m.batchSent(len(b.data))
+			go w.send(b)
+		}
 	}
+}
+
+// rawLimit is the uncompressed payload budget of the next batch: what
+// fits MaxBatchBytes uncompressed or, when compressing, that times the
+// estimated ratio (with a margin), at most maxRaw.
+func (w *Writer) rawLimit() int {
+	limit := w.cfg.MaxBatchBytes - batchOverhead
+	if w.cfg.Compression != CompressionS2 {
+		return limit
+	}
+	est := float64(limit) * w.ls.ratio * ratioMargin
+	if est >= float64(w.maxRaw) {
+		return w.maxRaw
+	}
+	return max(limit, int(est))
 }
 
 // fullBatchQueued reports whether a full batch is waiting.
 func (w *Writer) fullBatchQueued() bool {
+	limit := w.rawLimit()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queuedBytes+batchOverhead >= w.cfg.MaxBatchBytes
+	return w.queuedBytes >= limit
 }
 
 // lingerDone reports whether a batch may be formed now under Linger: a full
 // batch is queued, or the linger timer (started here) has fired.
 func (w *Writer) lingerDone() bool {
 	ls := &w.ls
+	limit := w.rawLimit()
 	w.mu.Lock()
 	queued, empty := w.queuedBytes, len(w.queue) == 0
 	w.mu.Unlock()
 	switch {
 	case empty:
 		return false
-	case queued+batchOverhead >= w.cfg.MaxBatchBytes || ls.lingerFired || ls.stopping:
+	case queued >= limit || ls.lingerFired || ls.stopping:
 		w.stopLinger()
 		ls.lingerFired = false
 		return true
@@ -221,11 +268,13 @@ func (w *Writer) stopLinger() {
 	}
 }
 
-// formBatch takes queued entries up to MaxBatchBytes, assigns their
-// indexes and encodes the batch. It returns nil when nothing is queued.
-func (w *Writer) formBatch() *batch {
+// formBatch takes queued entries up to the batch budget (rawLimit,
+// maxCount), assigns their indexes and encodes the batch: one batch, or
+// several when compression did not bring it below MaxBatchBytes (see
+// encodeCompressed). It returns nil when nothing is queued.
+func (w *Writer) formBatch() []*batch {
 	ls := &w.ls
-	limit := w.cfg.MaxBatchBytes - batchOverhead
+	limit := w.rawLimit()
 	var parts [][]byte
 	var entries [][]byte
 	size, count := 0, 0
@@ -264,7 +313,7 @@ func (w *Writer) formBatch() *batch {
 			start = r.ends[ls.headOff-1]
 		}
 		j := ls.headOff
-		for j < len(r.ends) && size+(r.ends[j]-start) <= limit {
+		for j < len(r.ends) && size+(r.ends[j]-start) <= limit && count+(j-ls.headOff) < w.maxCount {
 			j++
 		}
 		// Entries [headOff, j) fit. At least one does in an empty batch:
@@ -314,9 +363,101 @@ func (w *Writer) formBatch() *batch {
 	b.count = count
 	b.entries = entries
 	b.path, b.chPath = w.room.batchPath(ls.ch, b.first), ls.chPath
-	b.data, b.crc = encodeBatchParts(w.epoch, b.first, count, size, parts...)
 	ls.next += uint64(count)
-	return b
+	if w.cfg.Compression != CompressionS2 {
+		b.data, b.crc = encodeBatchParts(w.epoch, b.first, count, size, parts...)
+		return []*batch{b}
+	}
+	return w.encodeCompressed(b, parts)
+}
+
+// encodeCompressed encodes the formed batch b, whose framed payload is
+// parts, S2-compressed where that pays. A batch that fits MaxBatchBytes
+// neither compressed nor uncompressed is split, at the entry boundary
+// nearest half its bytes, again and again (an entry alone always fits
+// uncompressed: Append refuses larger ones); the pieces share b's entries,
+// and each request is finished by the piece holding its last entry.
+func (w *Writer) encodeCompressed(b *batch, parts [][]byte) []*batch {
+	ls := &w.ls
+	raw := ls.rawBuf[:0]
+	for _, p := range parts {
+		raw = append(raw, p...)
+	}
+	ls.rawBuf = raw[:0]
+	out := w.encodePieces(nil, b.first, b.count, raw)
+	if len(out) == 1 {
+		b.data, b.crc = out[0].data, out[0].crc
+		return []*batch{b}
+	}
+	w.stats.splits.Add(1)
+	fi, ei := 0, 0
+	for _, p := range out {
+		p.path, p.chPath = w.room.batchPath(ls.ch, p.first), b.chPath
+		for fi < len(b.finish) && b.finish[fi].last <= p.last() {
+			p.finish = append(p.finish, b.finish[fi])
+			fi++
+		}
+		if b.entries != nil {
+			p.entries = b.entries[ei : ei+p.count]
+			ei += p.count
+		}
+	}
+	w.log.Debug("compressed batch over MaxBatchBytes: split", "first", b.first, "count", b.count,
+		"raw_bytes", len(raw), "pieces", len(out), "ratio_estimate", ls.ratio)
+	return out
+}
+
+// encodePieces appends to out the batches (first, count, data, crc) that
+// hold count entries from first whose framed payload is raw.
+func (w *Writer) encodePieces(out []*batch, first uint64, count int, raw []byte) []*batch {
+	ls := &w.ls
+	if len(raw) >= minCompressBytes {
+		z := s2.Encode(ls.zBuf[:cap(ls.zBuf)], raw)
+		ls.zBuf = z[:0]
+		fits := len(z)+batchOverhead <= w.cfg.MaxBatchBytes
+		w.observeRatio(len(raw), len(z), fits)
+		if fits && len(z) <= len(raw)-len(raw)/minSavingDiv {
+			data, crc := encodeBatchV2(w.epoch, first, count, CodecS2, len(raw), z)
+			return append(out, &batch{first: first, count: count, data: data, crc: crc})
+		}
+	}
+	if len(raw)+batchOverhead <= w.cfg.MaxBatchBytes || count == 1 {
+		data, crc := encodeBatchParts(w.epoch, first, count, len(raw), raw)
+		return append(out, &batch{first: first, count: count, data: data, crc: crc})
+	}
+	k, off := splitPoint(raw, count)
+	out = w.encodePieces(out, first, k, raw[:off])
+	return w.encodePieces(out, first+uint64(k), count-k, raw[off:])
+}
+
+// observeRatio updates the compression ratio estimate with a batch of raw
+// uncompressed bytes that compressed to z bytes. One that did not fit
+// MaxBatchBytes replaces the estimate (the data changed: adapt at once).
+func (w *Writer) observeRatio(raw, z int, fits bool) {
+	ls := &w.ls
+	obs := float64(raw) / float64(max(z, 1))
+	switch {
+	case !fits:
+		ls.ratio = obs
+	case raw >= min(ratioSampleBytes, (w.cfg.MaxBatchBytes-batchOverhead)/2):
+		ls.ratio = 0.75*ls.ratio + 0.25*obs
+	}
+	ls.ratio = min(max(ls.ratio, 1), maxRawFactor)
+}
+
+// splitPoint returns k in [1, count-1] and the byte offset in raw (count
+// uvarint-framed entries, count >= 2) where entry k starts: the first
+// entry boundary at or past half of raw.
+func splitPoint(raw []byte, count int) (k, off int) {
+	for k < count-1 {
+		l, n := binary.Uvarint(raw[off:])
+		off += n + int(l)
+		k++
+		if off >= len(raw)/2 {
+			break
+		}
+	}
+	return k, off
 }
 
 // entryData strips the uvarint length prefix of one framed entry.

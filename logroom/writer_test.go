@@ -397,24 +397,28 @@ func TestRotateUnderConcurrentAppends(t *testing.T) {
 func TestWriterBatchFullOfOtherRequests(t *testing.T) {
 	e := sharedZK(t)
 	c := dial(t, e.Addrs())
-	r := openRoom(t, c, "batchfull")
-	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 4 << 10, MaxInFlight: 1, EagerInFlight: 1})
-	ctx := testCtx(t, 60*time.Second)
-	a := newAcked()
-	var wg sync.WaitGroup
-	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 10; i++ {
-				en := append([]byte(fmt.Sprintf("g%d-%d-", g, i)), make([]byte, 1500)...)
-				last, err := w.Append(ctx, en)
-				a.record(t, [][]byte{en}, last, err)
-				require.NoError(t, err)
+	for _, comp := range []Compression{CompressionNone, CompressionS2} {
+		t.Run(comp.String(), func(t *testing.T) {
+			r := openRoom(t, c, "batchfull-"+comp.String())
+			w := newWriter(t, r, WriterConfig{MaxBatchBytes: 4 << 10, MaxInFlight: 1, EagerInFlight: 1, Compression: comp})
+			ctx := testCtx(t, 60*time.Second)
+			a := newAcked()
+			var wg sync.WaitGroup
+			for g := 0; g < 32; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 10; i++ {
+						en := append([]byte(fmt.Sprintf("g%d-%d-", g, i)), make([]byte, 1500)...)
+						last, err := w.Append(ctx, en)
+						a.record(t, [][]byte{en}, last, err)
+						require.NoError(t, err)
+					}
+				}()
 			}
-		}()
+			wg.Wait()
+			require.Len(t, a.ok, 320)
+			checkLog(t, readAll(t, ctx, r, w.LastCommitted()), a)
+		})
 	}
-	wg.Wait()
-	require.Len(t, a.ok, 320)
-	checkLog(t, readAll(t, ctx, r, w.LastCommitted()), a)
 }
