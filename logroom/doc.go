@@ -83,8 +83,8 @@
 // one may be larger. BatchID.CRC is the stored crc: the same stored bytes
 // at the same name are the same entries.
 //
-// A Writer with CompressionS2 (off by default: DefaultCompression is
-// CompressionNone until every reader reads version 2) forms a batch by its
+// A Writer with CompressionS2 (the default; CompressionNone for a rolling
+// upgrade from readers that predate version 2) forms a batch by its
 // raw payload: up to (MaxBatchBytes - 48) times its running estimate of
 // the compression ratio times 0.85, at least what fits uncompressed, at
 // most 16 x MaxBatchBytes, MaxBatchRawBytes and MaxQueuedBytes, and at

@@ -113,7 +113,7 @@ func TestSpanningAppendPartlyFenced(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	// Small batches, one in flight at a time: a 40-entry append spans
 	// many batches sent one after the other.
-	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 1 << 10, MaxInFlight: 1, EagerInFlight: 1})
+	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 1 << 10, MaxInFlight: 1, EagerInFlight: 1, Compression: CompressionNone})
 	big := make([][]byte, 400)
 	for i := range big {
 		big[i] = make([]byte, 200)

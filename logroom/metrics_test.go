@@ -281,7 +281,7 @@ func TestMetricsRoomFullAndDelete(t *testing.T) {
 	r := openMetricsRoom(t, c, "full", m)
 	const bound = 32 << 10
 	// WriterConfig.Metrics unset: the writer takes the room's.
-	w := newWriter(t, r, WriterConfig{MaxRoomBytes: bound, MaxBatchBytes: 8 << 10})
+	w := newWriter(t, r, WriterConfig{MaxRoomBytes: bound, MaxBatchBytes: 8 << 10, Compression: CompressionNone})
 	ctx := testCtx(t, 60*time.Second)
 
 	_, err := w.Append(ctx, make([]byte, MaxEntryBytes(8<<10)+1))

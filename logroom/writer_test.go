@@ -227,7 +227,7 @@ func TestEntryTooLarge(t *testing.T) {
 	e := sharedZK(t)
 	c := dial(t, e.Addrs())
 	r := openRoom(t, c, "large")
-	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 4096})
+	w := newWriter(t, r, WriterConfig{MaxBatchBytes: 4096, Compression: CompressionNone})
 	ctx := testCtx(t, 30*time.Second)
 	max := MaxEntryBytes(4096)
 	_, err := w.Append(ctx, []byte("small"), make([]byte, max+1))
@@ -262,7 +262,7 @@ func TestRoomFullAndDelete(t *testing.T) {
 	c := dial(t, e.Addrs())
 	r := openRoom(t, c, "full")
 	const bound = 64 << 10
-	w := newWriter(t, r, WriterConfig{MaxRoomBytes: bound, MaxBatchBytes: 8 << 10})
+	w := newWriter(t, r, WriterConfig{MaxRoomBytes: bound, MaxBatchBytes: 8 << 10, Compression: CompressionNone})
 	ctx := testCtx(t, 60*time.Second)
 	entry := make([]byte, 1000)
 	var last uint64

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -495,10 +496,16 @@ func TestCkptTrustDeletionNeedsServedCheckpoint(t *testing.T) {
 	require.EqualValues(t, 1, chans[0].FirstIndex, "a channel was deleted though no member serves a checkpoint")
 
 	// The room fills up: a clear, recoverable backpressure error.
-	val := strings.Repeat("x", 2000)
+	// Incompressible values: batches are stored as they are, so the room's
+	// bytes grow with what is proposed.
+	rng := rand.New(rand.NewPCG(1, 2))
+	raw := make([]byte, 2000)
 	var fullErr error
 	for i := 0; i < 2000 && fullErr == nil; i++ {
-		_, err := p.Propose(ctx, setOp(fmt.Sprint("f", i), val))
+		for j := range raw {
+			raw[j] = byte(rng.Uint32())
+		}
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("f", i), string(raw)))
 		if errors.Is(err, logroom.ErrRoomFull) {
 			fullErr = err
 		} else {
@@ -521,7 +528,7 @@ func TestCkptTrustDeletionNeedsServedCheckpoint(t *testing.T) {
 		if err := p.Checkpoint(cctx); err != nil {
 			t.Logf("checkpoint: %v", err)
 		}
-		_, err := p.Propose(cctx, setOp("after", val))
+		_, err := p.Propose(cctx, setOp("after", string(raw)))
 		return err == nil
 	}, "appends succeed once a served checkpoint allows deletion")
 	chans, err = p.Room().Channels(ctx)
