@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Sentinel errors. Check them with errors.Is.
@@ -325,6 +326,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 		MemTableSize: o.MemTableSize,
 		ReadOnly:     o.ReadOnly,
 		Logger:       pebbleLogger{o.Logger},
+	}
+	// Bloom filters (10 bits per key, ~1% false positives) on every level:
+	// request-table lookups are mostly misses (a fresh id), and without a
+	// filter a miss reads index and data blocks of every overlapping
+	// sstable. Pebble's default is no filter.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
