@@ -1,0 +1,136 @@
+// Package election is leader election on ZooKeeper: ephemeral sequential
+// candidates, the lowest leads, each candidate watches only its
+// predecessor, creates are protected against a lost answer, and every term
+// carries a fencing token and a guard for writes.
+//
+//	p, err := election.Join(ctx, election.Config{Client: client, Dir: "/dfs/election", ID: "master-a", Data: addr})
+//	for {
+//	    term, err := p.Await(ctx)          // blocks until this participant leads
+//	    if err != nil { ... }
+//	    lead(term)                          // act only while term.Active(); stop at <-term.Done()
+//	}
+//	...
+//	obs, err := election.Observe(ctx, client, "/dfs/election", election.ObserveOptions{})
+//	leader, ok := obs.Leader()             // the seed's "master cache"
+//
+// # Znode layout
+//
+//	<dir>                       PERSISTENT, created if missing.
+//	<dir>/c-<guid>-<seq>        EPHEMERAL_SEQUENTIAL, one per participant.
+//	                            guid: 32 lowercase hex, one per Participant
+//	                            (Config.GUID, default random); seq:
+//	                            ZooKeeper's 10-digit suffix, parsed as an
+//	                            integer (never compared as text). Data:
+//	                            msgpack {v: 1, id, data}.
+//	<dir>/designation           EPHEMERAL, of the leader that wrote it (see
+//	                            Designate). Data: msgpack {v: 1, from,
+//	                            from_guid, to, to_guid}.
+//
+// Acceptance (trust boundary): a candidate counts only if its name is
+// c-<32 hex>-<10 digits> with a non-negative 32-bit sequence, it is
+// readable and ephemeral, and its data passes a bounded msgpack check and
+// decodes as v1 with a valid id. A designation record counts only if it is
+// ephemeral and decodes as v1 with a valid to_guid. Anything else is
+// foreign: ignored for every decision (line order, predecessor watch,
+// leader, designation), logged once and listed by Foreign; never deleted.
+// A node carrying our guid counts as ours only if our session holds it.
+//
+// # Protocol (one goroutine per Participant owns steps 1–5)
+//
+//  1. Create c-<guid>-<seq> (EPHEMERAL_SEQUENTIAL; the directory is created
+//     when the create says it is missing). If the create fails with a
+//     connection loss, or lands after its caller gave up, its fate is
+//     unknown: before creating again, Sync, list, and adopt the lowest node
+//     with our guid held by our session, deleting any other (Curator's
+//     protection mode; also at Join when Config.GUID is set).
+//  2. List the children (after a Sync when the session changed); delete
+//     duplicates of ours; sort the accepted candidates by sequence. If our
+//     node is missing (deleted, or its session expired), end any term and
+//     go to 1: we re-enter at the back.
+//  3. Not the lowest: watch only the predecessor (ExistsW, no herd effect)
+//     and our own node; when either fires, or the session changes, go to 2.
+//  4. Lowest, no term yet: read the designation record. If it names another
+//     live candidate and we first saw it less than DesignationTTL ago
+//     (local monotonic clock), step behind: delete our node, go to 1.
+//     Otherwise start a term (Await returns it) and delete any spent
+//     record (naming us, a gone candidate, or past its TTL).
+//  5. Leading: wait until the term ends or a request (StepDown, Designate)
+//     comes; then go to 2.
+//
+// StepDown ends the term (Done closes before anything else happens),
+// deletes our node and re-enters at the back (1). Designate(id) writes the
+// designation record for the lowest live candidate of that id — guarded by
+// the term, so only a leader can — then steps down; each candidate that
+// becomes the lowest steps behind the designated one (4), which leads next
+// and deletes the record. The record is ephemeral to the designating
+// leader, so it vanishes with that session; a designated candidate that
+// dies is no longer live, and the line resumes. Resign stops the
+// participant for good and deletes its node.
+//
+// # When a leader must stop acting
+//
+// A Term lasts from step 4 until one of:
+//
+//   - StepDown, Designate or Resign (Err wraps ErrSteppedDown);
+//   - its node is deleted, by anyone (ErrLeadershipLost, "node deleted");
+//   - its session expires (Curator's LOST; ErrLeadershipLost, "session
+//     expired"), seen as StateExpired, a new session id, or the watch on
+//     the node invalidated;
+//   - the client stays disconnected (Curator's SUSPENDED) longer than
+//     Config.SuspendGrace — by default 0, so at the first disconnection
+//     (ErrLeadershipLost, "disconnected longer than the grace period").
+//
+// Done closes then, from the term's own goroutine, which follows the
+// session and the node independently of the participant's loop (a loop
+// blocked on a request to a disconnected server cannot delay it).
+//
+// Within a term the leader may act only while Active() — not ended, and
+// connected in the session that holds the node. While disconnected it
+// cannot know whether it still leads: its session may have expired on
+// the servers and another candidate may lead already. So it pauses at the
+// first disconnection, resumes if the same session comes back within the
+// grace, and stops for good at Done. Keep SuspendGrace below a third of
+// the session timeout: go-zookeeper notices a silent connection only after
+// two thirds of it (its read timeout), and the servers can elect another
+// leader only once the session expired, a whole timeout after they last
+// heard from it; so the term ends before another can begin. After a term
+// ended by the grace, a participant whose session survived and whose node
+// is still the lowest starts a new Term with the same token.
+//
+// None of this is timing-proof (a process can pause between checking
+// Active and writing). Writes that must not land after the term use
+// Term.Multi (or Term.Guard), which puts a CheckVersionRequest on the
+// leader's node in the same ZooKeeper transaction: once the node is gone
+// the write cannot land, whatever the leader believes. Elsewhere, pass
+// Term.Token (the node's czxid, larger for every later leader) and have
+// the other side refuse lower tokens.
+//
+// # Guarantees
+//
+//   - At most one accepted candidate is the lowest at any time; a term
+//     starts only on the lowest node, so two terms whose nodes both exist
+//     never overlap in ZooKeeper's order; a later term has a larger token.
+//   - A term's Done closes before its node is deleted by StepDown,
+//     Designate or Resign, so the next leader is elected only after it.
+//   - A guarded write of a term lands only while the term's node exists.
+//   - Each participant holds at most one candidate node of its session,
+//     even when creates' answers are lost.
+//
+// # Non-guarantees
+//
+//   - Two processes may each believe they lead, for as long as a paused or
+//     partitioned old leader has not yet noticed (between checking Active
+//     and acting): only guarded writes and tokens fence it.
+//   - The Observer's leader is the lowest candidate: the leader, or one
+//     about to take over, or about to step behind a designated candidate.
+//   - Designation is advice to the line, bounded by DesignationTTL and by
+//     the designated candidate staying live; a forged record (by a client
+//     with write access) can move leadership, never create two leaders.
+//   - Candidate data is fixed at Join.
+//
+// # Errors
+//
+// ErrBadConfig, ErrNotLeader, ErrLeadershipLost, ErrSteppedDown,
+// ErrNoCandidate, ErrResigned (wrapped); context errors; errors wrapping
+// logroom.ErrClosed once the client is closed.
+package election

@@ -1,0 +1,139 @@
+package zkr
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLen bounds an id used as (part of) a znode name.
+const MaxNameLen = 128
+
+// GUIDLen is the length of a GUID: 32 lowercase hex characters.
+const GUIDLen = 32
+
+// seqDigits is the width of ZooKeeper's sequence suffix (%010d of a signed
+// 32-bit counter).
+const seqDigits = 10
+
+// ValidName checks a name used as one znode path component (a member id):
+// non-empty, at most MaxNameLen bytes of printable UTF-8 without spaces or
+// '/', and not "." or "..". The error says why.
+func ValidName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%d bytes, at most %d", len(name), MaxNameLen)
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is a relative path element", name)
+	case !utf8.ValidString(name):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsRune(name, '/'):
+		return errors.New("contains '/'")
+	}
+	for _, r := range name {
+		// Printable, no spaces, and none of the ranges ZooKeeper's
+		// PathUtils refuses.
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return fmt.Errorf("contains character %U", r)
+		}
+	}
+	return nil
+}
+
+// ValidDir checks a directory path: absolute, at least one component, no
+// trailing '/', every component a ValidName, and not under /zookeeper.
+func ValidDir(dir string) error {
+	if !strings.HasPrefix(dir, "/") || dir == "/" || strings.HasSuffix(dir, "/") {
+		return errors.New("must be absolute with at least one component and no trailing '/'")
+	}
+	parts := strings.Split(dir[1:], "/")
+	if parts[0] == "zookeeper" {
+		return errors.New("/zookeeper is reserved by ZooKeeper")
+	}
+	for _, p := range parts {
+		if err := ValidName(p); err != nil {
+			return fmt.Errorf("component %q: %v", p, err)
+		}
+	}
+	return nil
+}
+
+// NewGUID returns GUIDLen hex characters of randomness.
+func NewGUID() string {
+	var b [GUIDLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on supported platforms.
+		panic(fmt.Sprintf("zkr: crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// ValidGUID reports whether g is GUIDLen lowercase hex characters.
+func ValidGUID(g string) bool {
+	if len(g) != GUIDLen {
+		return false
+	}
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// SeqNode is one parsed child "<prefix><guid>-<seq>" of a directory of
+// EPHEMERAL_SEQUENTIAL nodes (election candidates, lock contenders).
+type SeqNode struct {
+	Name string
+	GUID string
+	// Seq is ZooKeeper's suffix parsed as an integer (never compared as
+	// text).
+	Seq int64
+}
+
+// SeqPrefix returns the name to pass to Create with FlagSequence.
+func SeqPrefix(prefix, guid string) string { return prefix + guid + "-" }
+
+// ParseSeqNode parses "<prefix><32 hex>-<10 digits>" whose digits are a
+// non-negative 32-bit number, as ZooKeeper appends them. The error says why
+// a name is not one (foreign).
+func ParseSeqNode(prefix, name string) (SeqNode, error) {
+	want := fmt.Sprintf("want %s<%d hex>-<%d-digit sequence>", prefix, GUIDLen, seqDigits)
+	if len(name) != len(prefix)+GUIDLen+1+seqDigits || !strings.HasPrefix(name, prefix) {
+		return SeqNode{}, fmt.Errorf("not a sequential node name (%s)", want)
+	}
+	rest := name[len(prefix):]
+	guid, seq := rest[:GUIDLen], rest[GUIDLen+1:]
+	if !ValidGUID(guid) || rest[GUIDLen] != '-' {
+		return SeqNode{}, fmt.Errorf("bad guid in %q (%s)", name, want)
+	}
+	if strings.Trim(seq, "0123456789") != "" {
+		return SeqNode{}, fmt.Errorf("sequence %q is not ZooKeeper's %d-digit suffix", seq, seqDigits)
+	}
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if err != nil || n > math.MaxInt32 {
+		return SeqNode{}, fmt.Errorf("sequence %q out of range of ZooKeeper's 32-bit counter", seq)
+	}
+	return SeqNode{Name: name, GUID: guid, Seq: n}, nil
+}
+
+// SortBySeq sorts nodes by ascending sequence (ties, impossible in one
+// parent, broken by name).
+func SortBySeq(ns []SeqNode) {
+	sort.Slice(ns, func(i, j int) bool {
+		if ns[i].Seq != ns[j].Seq {
+			return ns[i].Seq < ns[j].Seq
+		}
+		return ns[i].Name < ns[j].Name
+	})
+}

@@ -1,0 +1,21 @@
+package membership
+
+import "errors"
+
+// Sentinel errors, wrapped by the errors this package returns (check with
+// errors.Is). ZooKeeper errors stay visible in the chain.
+var (
+	// ErrBadName: an invalid directory path or member id (or a nil
+	// client). Nothing was sent.
+	ErrBadName = errors.New("membership: bad name")
+	// ErrIDInUse: the member node of this id is held by another live
+	// session (until the caller's ctx ended), or exists as a persistent
+	// (foreign) znode.
+	ErrIDInUse = errors.New("membership: id in use")
+	// ErrDataTooLarge: Join's data exceeds MaxDataBytes. Nothing was sent.
+	ErrDataTooLarge = errors.New("membership: data too large")
+)
+
+// MaxDataBytes bounds a member's data: every watcher reads every member's
+// data on every change of the directory.
+const MaxDataBytes = 64 << 10
