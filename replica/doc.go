@@ -178,19 +178,20 @@
 //
 // ProposeRequest (caller's goroutine; exactly-once retries):
 //
-//  1. Look the request id up in the store's request table (replicated
-//     state, see package store "Request table"): found with the same
-//     entry → the original Result, Duplicate set, nothing appended (any
-//     member, standbys included, answers once it applied the original);
-//     found with another entry → ErrRequestConflict.
+//  1. On a member that is not primary: look the request id up in the
+//     store's request table (replicated state, see package store "Request
+//     table"): found with the same entry → the original Result, Duplicate
+//     set, nothing appended; with another entry → ErrRequestConflict. The
+//     primary skips this read (it misses for every fresh id); its retries
+//     are skipped at apply time (3).
 //  2. The same id in flight on this replica → wait for it (bounded by ctx)
 //     and return its outcome.
 //  3. Otherwise Propose the entry in a request envelope stamped with this
-//     replica's clock (log time) and its RequestTTL / RequestWindow. If a
-//     copy of the id was applied meanwhile (a retry that raced the
-//     original through another primary), every replica skips this copy at
-//     apply time — the store's decision depends only on the log — and the
-//     original Result comes back, Duplicate set.
+//     replica's clock (log time) and its RequestTTL / RequestWindow. If the
+//     id was already applied (a retry of a request that succeeded, or one
+//     that raced the original through another primary), every replica
+//     skips this copy at apply time — the store's decision depends only on
+//     the log — and the original Result comes back, Duplicate set.
 //
 // A retry is therefore safe after any error (ErrOutcomeUnknown,
 // ErrNoResponse, ErrNotPrimary, a timeout, a lost connection, a crash of
