@@ -62,7 +62,7 @@ func TestRetryAfterKillBetweenCommitAndAck(t *testing.T) {
 	var committedAt uint64
 	deadline := time.Now().Add(20 * time.Second)
 	for committedAt == 0 && time.Now().Before(deadline) {
-		committedAt = findRequest(t, ctx, room, id)
+		committedAt, _ = findRequest(t, ctx, room, id)
 		if committedAt == 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -104,7 +104,9 @@ func TestRetryAfterKillBetweenCommitAndAck(t *testing.T) {
 	_, err = c.WaitConverged(hctx)
 	hcancel()
 	require.NoError(t, err)
-	require.Equal(t, committedAt, findRequest(t, ctx, room, id), "the log holds a second copy")
+	first, copies := findRequest(t, ctx, room, id)
+	require.Equal(t, committedAt, first)
+	require.LessOrEqual(t, copies, 2, "the original, and at most the retry's inert copy")
 	for _, n := range c.Live() {
 		d, err := n.Dump(ctx, 1, ^uint64(0))
 		require.NoError(t, err)
@@ -130,19 +132,19 @@ func openRoom(t *testing.T, ctx context.Context, ens *zkensemble.Ensemble, name 
 	return r
 }
 
-// findRequest reads the whole log and returns the index of the (single)
-// entry carrying request id, 0 if none; two copies fail the test.
-func findRequest(t *testing.T, ctx context.Context, room *logroom.Room, id store.RequestID) uint64 {
+// findRequest reads the whole log and returns the index of the first entry
+// carrying request id (0 if none) and how many entries carry it (a retry
+// on a primary is appended and skipped at apply time).
+func findRequest(t *testing.T, ctx context.Context, room *logroom.Room, id store.RequestID) (first uint64, copies int) {
 	t.Helper()
 	end, err := room.CommittedIndex(ctx, 0)
 	require.NoError(t, err)
 	if end == 0 {
-		return 0
+		return 0, 0
 	}
 	rd, err := room.Tail(ctx, 1)
 	require.NoError(t, err)
 	defer rd.Close()
-	var at uint64
 	for next := uint64(1); next <= end; {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		es, err := rd.Next(rctx)
@@ -151,10 +153,12 @@ func findRequest(t *testing.T, ctx context.Context, room *logroom.Room, id store
 		for _, e := range es {
 			next = e.Index + 1
 			if req, _, ok := store.DecodeRequest(e.Data); ok && req.ID == id {
-				require.Zero(t, at, "request %v in the log at %d and %d", id, at, e.Index)
-				at = e.Index
+				if first == 0 {
+					first = e.Index
+				}
+				copies++
 			}
 		}
 	}
-	return at
+	return first, copies
 }
