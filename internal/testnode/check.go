@@ -359,8 +359,10 @@ func (d *RequestIndex) AddRecords(recs []Record) {
 }
 
 // IsCopy reports whether index holds, according to the log, a copy of a
-// request applied at an earlier index with the same payload, and no node
-// applied it (one that did disagrees with the nodes that skipped it).
+// request applied at an earlier index, and no node applied it (one that did
+// disagrees with the nodes that skipped it). The store skips such a copy
+// whatever its payload: the same payload is a duplicate, another a
+// conflict (store.Outcome).
 func (d *RequestIndex) IsCopy(index uint64) bool {
 	if d.copies[index] {
 		return true
@@ -369,8 +371,8 @@ func (d *RequestIndex) IsCopy(index uint64) bool {
 	if !ok || e.RequestID == "" || d.recorded[index] {
 		return false
 	}
-	for at, sha := range d.applied[e.RequestID] {
-		if at < index && sha == e.SHA256 {
+	for at := range d.applied[e.RequestID] {
+		if at < index {
 			d.copies[index] = true
 			return true
 		}
@@ -429,7 +431,7 @@ func (d *RequestIndex) Explain(idx []uint64) string {
 			break
 		}
 		e := d.log[i]
-		parts = append(parts, fmt.Sprintf("%d (request %s, payload %.12s, not applied before it with that payload)", i, e.RequestID, e.SHA256))
+		parts = append(parts, fmt.Sprintf("%d (request %s, payload %.12s, not applied before it)", i, e.RequestID, e.SHA256))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -176,10 +176,11 @@ func TestCheckDumpsRequests(t *testing.T) {
 			require.Equal(t, 2, r.Gaps)
 			require.Zero(t, r.DedupCopies)
 		}},
-		{"hole: a copy of the id with another payload", func(d map[string]DumpResponse, log *[]LogEntry, _ *[]Proposal) {
+		{"clean: a copy of the id with another payload (a conflict, skipped)", func(d map[string]DumpResponse, log *[]LogEntry, _ *[]Proposal) {
 			(*log)[2].SHA256 = "z"
 		}, func(t *testing.T, r CheckResult) {
-			require.Equal(t, 2, r.Gaps)
+			require.Zero(t, r.Gaps)
+			require.Equal(t, 1, r.DedupCopies)
 		}},
 		{"id applied twice", func(d map[string]DumpResponse, log *[]LogEntry, _ *[]Proposal) {
 			// The copy at 3 applied instead of skipped, on both nodes.
