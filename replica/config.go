@@ -113,6 +113,13 @@ type Config struct {
 	// with different settings still agree. Defaults 10m and 2^20 entries
 	// (about 100 MB of table at 10-byte responses); TTL 1ms..30 days,
 	// window 1..2^26.
+	//
+	// Log time is the proposing primary's clock: a new primary whose clock
+	// runs more than RequestTTL ahead of the previous one's expires every
+	// record with its first request, and a retry arriving then is applied
+	// again. Keep RequestTTL well above the members' worst clock skew (NTP
+	// keeps it to milliseconds; 10 minutes is the default for that
+	// reason). The window bound does not depend on clocks.
 	RequestTTL    time.Duration
 	RequestWindow int
 	// TransferTimeout bounds a leadership transfer's wait for its target to

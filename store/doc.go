@@ -88,6 +88,17 @@
 //     (index, stamp, payload hash, response) joins the table, in the same
 //     Pebble batch as the entry's effects.
 //
+// Clocks: stamps come from proposers, so expiry by TTL follows their
+// clocks. A stamp far ahead of the others expires every older record at
+// once (a retry arriving then is applied again), and a record stamped in
+// the future is not TTL-expired until later stamps pass it, holding the
+// records behind it until the window pushes it out. Both are
+// deterministic on every replica; the window bound holds regardless.
+//
+// Upgrades: a store from before the request table passes an envelope to
+// its Applier as plain data, so every member of a room must run a version
+// with the table before any member proposes with request ids.
+//
 // Bounds: at most window records (the largest window in effect); a record
 // costs about 90 bytes plus its response. A retry that arrives after its
 // record expired is applied again: deduplication is promised within the

@@ -227,8 +227,8 @@ type orderRec struct {
 	stamp int64
 }
 
-// reqQueue caches a prefix of the order range in memory so that expiry
-// does not open an iterator per entry. Only Apply (applyMu held) uses it;
+// reqQueue caches a prefix of the order range in memory (at most
+// reqRefill records) so that expiry does not open an iterator per entry. Only Apply (applyMu held) uses it;
 // an aborted Apply resets it (valid = false) since its batch is dropped.
 type reqQueue struct {
 	valid    bool
@@ -373,10 +373,18 @@ func (a *reqApplier) record(id RequestID, r RequestRecord) error {
 		a.pb.Set(reqOrderKey(r.Index), ov[:], nil)); err != nil {
 		return fmt.Errorf("store: request table: %w", err)
 	}
-	if q, err := a.queue(); err != nil {
+	q, err := a.queue()
+	if err != nil {
 		return err
-	} else if q.complete {
-		q.q = append(q.q, orderRec{index: r.Index, id: id, stamp: r.Stamp})
+	}
+	if q.complete {
+		if len(q.q) < reqRefill {
+			q.q = append(q.q, orderRec{index: r.Index, id: id, stamp: r.Stamp})
+		} else {
+			// Keep a prefix only (bounded memory): this record and later
+			// ones are read back by a refill once the prefix is used up.
+			q.complete, q.next = false, r.Index
+		}
 	}
 	return nil
 }

@@ -354,3 +354,38 @@ func FuzzDecodeRequest(f *testing.F) {
 		require.Equal(t, p, p2)
 	})
 }
+
+// TestRequestQueueBounded: the in-memory expiry queue holds a bounded
+// prefix of the table, not the whole table (found in review: it grew to
+// every record while the queue was complete).
+func TestRequestQueueBounded(t *testing.T) {
+	s := openTest(t, t.TempDir(), &Options{Applier: counterApplier, Sync: SyncGroup})
+	var es []Entry
+	for i := uint64(1); i <= 5000; i++ {
+		es = append(es, reqEntry(t, i, int(i), "1", int64(i), time.Hour, 1<<20))
+		if len(es) == 500 {
+			_, err := s.Apply(es)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(s.reqQ.q), reqRefill)
+			es = nil
+		}
+	}
+	n, err := s.RequestTableLen()
+	require.NoError(t, err)
+	require.Equal(t, 5000, n)
+	// Expiry still walks the whole table in order: a window of 100 leaves
+	// exactly the newest 100 ... after 100 more requests.
+	for i := uint64(5001); i <= 5100; i++ {
+		_, err := s.Apply([]Entry{reqEntry(t, i, int(i), "1", int64(i), time.Hour, 100)})
+		require.NoError(t, err)
+	}
+	n, err = s.RequestTableLen()
+	require.NoError(t, err)
+	require.Equal(t, 100, n)
+	_, ok, err := s.LookupRequest(reqID(5001))
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = s.LookupRequest(reqID(5000))
+	require.NoError(t, err)
+	require.False(t, ok)
+}
