@@ -506,24 +506,3 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// ranges formats sorted indexes as "1..3, 7" (at most 10 ranges).
-func ranges(idx []uint64) string {
-	var parts []string
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if len(parts) == 10 {
-			parts = append(parts, "…")
-			break
-		}
-		if i == j {
-			parts = append(parts, fmt.Sprint(idx[i]))
-		} else {
-			parts = append(parts, fmt.Sprintf("%d..%d", idx[i], idx[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ", ")
-}

@@ -400,7 +400,3 @@ func TestMainBadFlags(t *testing.T) {
 	require.Equal(t, exitHarness, mainCode([]string{"-replicas", "1", "-duration", "1s"}, io.Discard, io.Discard))
 }
 
-func TestRanges(t *testing.T) {
-	require.Equal(t, "1..3, 5, 7..8", ranges([]uint64{1, 2, 3, 5, 7, 8}))
-	require.Equal(t, "", ranges(nil))
-}

@@ -286,3 +286,8 @@ func TestClassify(t *testing.T) {
 	}
 	require.Equal(t, OutcomeAcked, Classify(ProposeResponse{Index: 1}, nil))
 }
+
+func TestIndexRanges(t *testing.T) {
+	require.Equal(t, "1..3, 5, 7..8", indexRanges([]uint64{1, 2, 3, 5, 7, 8}))
+	require.Equal(t, "", indexRanges(nil))
+}

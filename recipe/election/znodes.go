@@ -100,45 +100,16 @@ func newLister(sess *zkr.Session, dir string, foreign *zkr.ForeignSet) *lister {
 // read returns the accepted candidates sorted by sequence. names is a
 // listing of dir (read by the caller, with or without a watch).
 func (l *lister) read(ctx context.Context, names []string) ([]Candidate, error) {
-	var nodes []zkr.SeqNode
 	foreign := map[string]string{}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if n == designationName {
-			continue
-		}
-		sn, err := zkr.ParseSeqNode(candidatePrefix, n)
-		if err != nil {
-			foreign[l.dir+"/"+n] = err.Error()
-			continue
-		}
-		seen[n] = true
-		nodes = append(nodes, sn)
-	}
-	for n := range l.cache {
-		if !seen[n] {
-			delete(l.cache, n)
-		}
-	}
-	zkr.SortBySeq(nodes)
+	nodes := zkr.ParseListing(l.dir, candidatePrefix, names, designationName, l.cache, foreign)
 	out := make([]Candidate, 0, len(nodes))
 	for _, sn := range nodes {
 		c, ok := l.cache[sn.Name]
 		if !ok {
-			p := l.dir + "/" + sn.Name
-			b, st, err := zkr.Get(ctx, l.sess, p)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				continue
-			case errors.Is(err, zk.ErrNoAuth):
-				foreign[p] = "unreadable: its ACL denies this client READ"
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("read candidate %s: %w", sn.Name, err)
-			}
-			var reason string
-			if c, reason = acceptCandidate(sn, b, st); reason != "" {
-				foreign[p] = reason
+			var err error
+			if c, ok, err = zkr.ReadAccepted(ctx, l.sess, l.dir, sn, "candidate", foreign, acceptCandidate); err != nil {
+				return nil, err
+			} else if !ok {
 				continue
 			}
 			l.cache[sn.Name] = c

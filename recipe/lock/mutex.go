@@ -385,43 +385,17 @@ func (m *Mutex) list(ctx context.Context, mine string) ([]Contender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list contenders: %w", err)
 	}
-	var nodes []zkr.SeqNode
 	foreign := map[string]string{}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		sn, err := zkr.ParseSeqNode(nodePrefix, n)
-		if err != nil {
-			foreign[m.cfg.Dir+"/"+n] = err.Error()
-			continue
-		}
-		seen[n] = true
-		nodes = append(nodes, sn)
-	}
-	for n := range m.stats {
-		if !seen[n] {
-			delete(m.stats, n)
-		}
-	}
-	zkr.SortBySeq(nodes)
+	nodes := zkr.ParseListing(m.cfg.Dir, nodePrefix, names, "", m.stats, foreign)
 	var out []Contender
 	keptOurs := mine != ""
 	for _, sn := range nodes {
-		p := m.cfg.Dir + "/" + sn.Name
 		c, ok := m.stats[sn.Name]
 		if !ok {
-			b, st, err := zkr.Get(ctx, m.sess, p)
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				continue
-			case errors.Is(err, zk.ErrNoAuth):
-				foreign[p] = "unreadable: its ACL denies this client READ"
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("read contender %s: %w", sn.Name, err)
-			}
-			var reason string
-			if c, reason = accept(sn, b, st); reason != "" {
-				foreign[p] = reason
+			var err error
+			if c, ok, err = zkr.ReadAccepted(ctx, m.sess, m.cfg.Dir, sn, "contender", foreign, accept); err != nil {
+				return nil, err
+			} else if !ok {
 				continue
 			}
 			m.stats[sn.Name] = c
