@@ -164,6 +164,15 @@ func (m *metrics) unregister() {
 	m.reg.unregisterAll()
 }
 
+// now is the start time of a timed call: the zero time without metrics, so
+// Propose reads no clock for nothing.
+func (m *metrics) now() time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 // proposal counts one finished proposal.
 func (m *metrics) proposal(start time.Time, res Result, err error) {
 	if m == nil {

@@ -136,7 +136,7 @@ func (r *Replica) notPrimary() error {
 // A proposal whose outcome is unknown may have been applied; retrying it
 // with Propose may apply it twice. ProposeRequest makes retries safe.
 func (r *Replica) Propose(ctx context.Context, entry []byte) (Result, error) {
-	start := time.Now()
+	start := r.m.now()
 	res, err := r.propose(ctx, store.WrapPlain(entry))
 	r.m.proposal(start, res, err)
 	return res, err
@@ -175,7 +175,7 @@ func NewRequestID() store.RequestID {
 // id. A retry that arrives after the id expired from the table is applied
 // again.
 func (r *Replica) ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error) {
-	start := time.Now()
+	start := r.m.now()
 	res, err := r.proposeRequest(ctx, id, entry)
 	r.m.proposal(start, res, err)
 	return res, err
