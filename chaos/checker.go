@@ -505,4 +505,3 @@ func cmpU64(a, b uint64) int {
 	}
 	return 0
 }
-

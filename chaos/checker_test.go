@@ -399,4 +399,3 @@ func TestMainBadFlags(t *testing.T) {
 	require.Equal(t, exitHarness, mainCode([]string{"-nope"}, io.Discard, io.Discard))
 	require.Equal(t, exitHarness, mainCode([]string{"-replicas", "1", "-duration", "1s"}, io.Discard, io.Discard))
 }
-
