@@ -107,7 +107,12 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 			peers = append(peers, "peers->"+n.ID())
 		}
 	}
-	const rate = 32 << 10 // bytes/s: a stream lasts long enough to be caught mid-way
+	// A small room's checkpoint is a few KiB (Pebble's OPTIONS file alone
+	// is 2.8 KiB): at 8 KiB/s its stream lasts long enough to be caught
+	// mid-way by a 20 ms poll, and stays above the fetch's MinRate
+	// (16 KiB/s, enforced only after the 2 s idle grace).
+	const rate = 8 << 10     // bytes/s
+	const manifest = 2 << 10 // bytes: more than a /manifest probe, less than any stream
 	_ = r.net.Apply(func(l *faultnet.Proxy) { l.Bandwidth(rate) }, peers...)
 	defer r.net.Apply(func(l *faultnet.Proxy) { l.Bandwidth(0) }, peers...)
 	before := r.net.Stats()
@@ -118,17 +123,20 @@ func (r *runner) stallCheckpoint(ctx context.Context, f Fault, p, s *testnode.No
 	// Wait for a stream (more than a manifest) on one of the links.
 	deadline := time.Now().Add(15 * time.Second)
 	var src string
+	var most int64
 	for src == "" && time.Now().Before(deadline) && ctx.Err() == nil {
 		now := r.net.Stats()
 		for _, l := range peers {
-			if now[l].BytesDown-before[l].BytesDown >= 8<<10 {
+			n := now[l].BytesDown - before[l].BytesDown
+			most = max(most, n)
+			if n >= manifest {
 				src = l
 			}
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
 	if src == "" {
-		r.out.f("    no checkpoint stream seen within 15s (the log may not have been compacted): nothing stalled")
+		r.out.f("    no checkpoint stream seen within 15s (at most %d bytes on a peer link; the log may not have been compacted): nothing stalled", most)
 		r.res.Kinds[f.Kind]--
 		return
 	}

@@ -98,9 +98,13 @@ func TestNodeCluster(t *testing.T) {
 		require.Equal(t, CodeBadRequestID, ae.ErrorResponse.Error)
 	}
 
+	// The primary has applied the resend and the conflicting entry (two
+	// indexes past last); wait for the standby to reach the same index,
+	// not just last, before comparing and dumping.
 	hp, err := p.Hash(ctx, last)
 	require.NoError(t, err)
-	hs, err := s.Hash(ctx, last)
+	require.Equal(t, last+2, hp.Index)
+	hs, err := s.Hash(ctx, hp.Index)
 	require.NoError(t, err)
 	require.Equal(t, hp, hs)
 
