@@ -114,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		roomBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomlog_room_bytes",
-			Help: "Batch znode bytes the room holds, as the writer's or the room's accounting last measured them (the quantity MaxRoomBytes bounds).",
+			Help: "Batch znode bytes the room holds, as the writer's or the room's accounting last measured them (MaxRoomBytes bounds this plus 480 bytes per znode).",
 		}),
 		roomZnodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "roomlog_room_znodes",

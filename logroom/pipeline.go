@@ -67,9 +67,11 @@ type loopState struct {
 	headOff int
 	// reserved is the payload bytes of taken requests not yet in batches.
 	reserved int64
-	// sealedBytes is the batch bytes of the room's sealed channels, as of
-	// lastRefresh (plus channels this writer sealed since).
+	// sealedBytes is the batch bytes of the room's sealed channels, and
+	// sealedZnodes their batch and channel znodes, as of lastRefresh (plus
+	// channels this writer sealed since).
 	sealedBytes   int64
+	sealedZnodes  int
 	lastRefresh   time.Time
 	seenDeletions uint64
 
@@ -300,8 +302,9 @@ func (w *Writer) formBatch() []*batch {
 				popped += len(r.payload)
 				w.signalSpaceLocked()
 				r.state = reqTaken
-				r.done <- appendResult{err: fmt.Errorf("%w: room %q holds %d bytes, %d reserved, bound %d, append of %d bytes",
-					ErrRoomFull, w.room.name, ls.sealedBytes+ls.chBytes, ls.reserved, w.cfg.MaxRoomBytes, len(r.payload))}
+				r.done <- appendResult{err: fmt.Errorf("%w: room %q holds %d bytes in %d znodes (charged %d: %d per znode), %d reserved, bound %d, append of %d bytes",
+					ErrRoomFull, w.room.name, ls.sealedBytes+ls.chBytes, ls.sealedZnodes+ls.chBatches+1, w.chargedLocked(),
+					ZnodeHeapBytes, ls.reserved, w.cfg.MaxRoomBytes, len(r.payload))}
 				continue
 			}
 			ls.reserved += int64(len(r.payload))
@@ -470,10 +473,19 @@ func entryData(framed []byte) []byte {
 	return nil
 }
 
-// fitsLocked applies the room byte bound to a request about to be taken.
-func (w *Writer) fitsLocked(r *appendReq) bool {
+// chargedLocked is what the room's byte bound counts now: batch bytes of
+// sealed channels and of the open one's batches (sent or in flight), plus
+// ZnodeHeapBytes for each of their znodes and each channel znode.
+func (w *Writer) chargedLocked() int64 {
 	ls := &w.ls
-	return ls.sealedBytes+ls.chBytes+ls.reserved+int64(len(r.payload)) <= w.cfg.MaxRoomBytes
+	return chargedBytes(ls.sealedBytes+ls.chBytes, ls.sealedZnodes+ls.chBatches+1)
+}
+
+// fitsLocked applies the room byte bound to a request about to be taken:
+// its payload plus one batch of its own (header and znode; it may share a
+// batch: the charge errs high).
+func (w *Writer) fitsLocked(r *appendReq) bool {
+	return w.chargedLocked()+w.ls.reserved+int64(len(r.payload))+batchOverhead+ZnodeHeapBytes <= w.cfg.MaxRoomBytes
 }
 
 // refreshDue reports whether a full room should re-read its accounting
@@ -497,14 +509,15 @@ func (w *Writer) refreshRoomBytes() {
 		return
 	}
 	var sealed int64
-	sealedBatches := 0
+	sealedBatches, sealedZnodes := 0, 0
 	for _, ci := range infos {
 		if ci.Sealed && ci.Num != ls.ch {
 			sealed += ci.Bytes
 			sealedBatches += ci.Batches
+			sealedZnodes += ci.Batches + 1
 		}
 	}
-	ls.sealedBytes, ls.seenDeletions = sealed, seen
+	ls.sealedBytes, ls.sealedZnodes, ls.seenDeletions = sealed, sealedZnodes, seen
 	w.m.roomMeasured(sealed+ls.chBytes, sealedBatches+ls.chBatches+len(infos), len(infos))
 }
 
@@ -912,6 +925,7 @@ func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
 	w.log.Info("channel rotated", "sealed", ls.ch, "first", sealed.First, "last", sealed.Last,
 		"batches", sealed.Batches, "bytes", sealed.Bytes, "next", nextNum)
 	ls.sealedBytes += ls.chBytes
+	ls.sealedZnodes += ls.chBatches + 1
 	ls.ch, ls.chPath, ls.chFirst, ls.chVersion = nextNum, w.room.channelPath(nextNum), next.First, 0
 	ls.chBatches, ls.chBytes = 0, 0
 	ls.autoRotate, ls.sealFailed = false, false

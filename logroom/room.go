@@ -340,6 +340,11 @@ type ChannelInfo struct {
 	Batches                    int
 }
 
+// Charged is what the channel counts against WriterConfig.MaxRoomBytes:
+// Bytes plus ZnodeHeapBytes for each batch znode and the channel znode
+// (an open channel's Bytes and Batches are 0 until it is sealed).
+func (ci ChannelInfo) Charged() int64 { return chargedBytes(ci.Bytes, ci.Batches+1) }
+
 // channelNums lists the channel numbers, ascending.
 func (r *Room) channelNums(ctx context.Context) ([]uint64, error) {
 	names, err := r.c.children(ctx, r.Path(channelsNode))
@@ -533,30 +538,62 @@ func (r *Room) deleteAll(ctx context.Context, parent string, names []string) err
 	})
 }
 
+// ZnodeHeapBytes is what the room's byte bound charges for each znode it
+// holds (batch and channel znodes) on top of the znode's data: the
+// ZooKeeper server heap a znode costs beyond its data bytes, measured on
+// ZooKeeper 3.8 with jcmd after a full GC: 469 to 513 bytes for a batch
+// znode of 29 (the path strings, the DataNode and its Stat, the entries in
+// the data tree's map and in the parent's children set). A bound that
+// counted data alone let a room of one-entry batches cost 16 times its
+// bound in heap; TestRoomByteBoundHeap fills a room of one-entry batches
+// to its bound and holds the live heap to at most 1.5 times MaxRoomBytes.
+const ZnodeHeapBytes = 480
+
+// Usage is what a room holds in ZooKeeper.
+type Usage struct {
+	Bytes    int64 // data bytes of its batch znodes
+	Znodes   int   // batch znodes plus channel znodes
+	Channels int
+}
+
+// Charged is the quantity WriterConfig.MaxRoomBytes bounds: Bytes plus
+// ZnodeHeapBytes per znode.
+func (u Usage) Charged() int64 { return chargedBytes(u.Bytes, u.Znodes) }
+
+func chargedBytes(data int64, znodes int) int64 { return data + int64(znodes)*ZnodeHeapBytes }
+
 // Bytes returns the data bytes the room's batch znodes hold in ZooKeeper:
-// sealed channels' recorded bytes plus the open channels' batch znode sizes.
+// sealed channels' recorded bytes plus the open channels' batch znode sizes
+// (Usage().Bytes).
 func (r *Room) Bytes(ctx context.Context) (int64, error) {
+	u, err := r.Usage(ctx)
+	return u.Bytes, err
+}
+
+// Usage measures what the room holds: sealed channels' recorded bytes and
+// batches, the open channels' batch znodes (listed and stat'ed), and the
+// channel znodes.
+func (r *Room) Usage(ctx context.Context) (Usage, error) {
 	infos, err := r.Channels(ctx)
 	if err != nil {
-		return 0, err
+		return Usage{}, err
 	}
-	var total int64
-	znodes := len(infos) // for the metrics: channel znodes and batch znodes
+	u := Usage{Znodes: len(infos), Channels: len(infos)}
 	for _, ci := range infos {
 		if ci.Sealed {
-			total += ci.Bytes
-			znodes += ci.Batches
+			u.Bytes += ci.Bytes
+			u.Znodes += ci.Batches
 			continue
 		}
 		n, children, err := r.openChannelBytes(ctx, ci.Num)
 		if err != nil {
-			return 0, err
+			return Usage{}, err
 		}
-		total += n
-		znodes += children
+		u.Bytes += n
+		u.Znodes += children
 	}
-	r.metrics.roomMeasured(total, znodes, len(infos))
-	return total, nil
+	r.metrics.roomMeasured(u.Bytes, u.Znodes, len(infos))
+	return u, nil
 }
 
 // openChannelBytes sums the data lengths of a channel's children and

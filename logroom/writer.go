@@ -117,8 +117,11 @@ type WriterConfig struct {
 	// (defaults 10000 batches, 64 MiB).
 	MaxChannelBatches int
 	MaxChannelBytes   int64
-	// MaxRoomBytes bounds the batch bytes all channels of the room hold;
-	// beyond it Append fails with ErrRoomFull (default 256 MiB).
+	// MaxRoomBytes bounds what all channels of the room cost ZooKeeper's
+	// heap: their batch bytes plus ZnodeHeapBytes for each batch and
+	// channel znode (Usage.Charged); beyond it Append fails with
+	// ErrRoomFull (default 256 MiB). The live heap a full room of
+	// one-entry batches holds is at most 1.5 times the bound (measured).
 	MaxRoomBytes int64
 	// Applied is the caller's applied index (a replica taking over). If the
 	// log ends below it, NewWriter fails with ErrDiverged before it seals
@@ -136,6 +139,10 @@ type WriterConfig struct {
 	// Writer of a room in a process should share one *Metrics: a Writer
 	// registers nothing itself.
 	Metrics *Metrics
+
+	// maxBatchEntries, when > 0, caps the entries of a batch (tests: one
+	// entry per batch, the byte bound's worst case).
+	maxBatchEntries int
 }
 
 // Validate reports every invalid field at once (errors wrap ErrBadConfig).
@@ -333,6 +340,9 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 		w.maxRaw = max(w.maxRaw, min(MaxBatchRawBytes, maxRawFactor*cfg.MaxBatchBytes, cfg.MaxQueuedBytes))
 		w.maxCount = MaxBatchEntries
 	}
+	if cfg.maxBatchEntries > 0 {
+		w.maxCount = min(w.maxCount, cfg.maxBatchEntries)
+	}
 	if err := w.takeEpoch(ctx); err != nil {
 		return nil, err
 	}
@@ -484,6 +494,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	for _, ci := range infos {
 		if ci.Sealed {
 			ls.sealedBytes += ci.Bytes
+			ls.sealedZnodes += ci.Batches + 1
 			sealedBatches += ci.Batches
 		}
 	}
@@ -547,6 +558,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	sealed := m
 	sealed.Sealed, sealed.Last, sealed.Bytes, sealed.Batches = true, end, nbytes, nbatches
 	ls.sealedBytes += nbytes
+	ls.sealedZnodes += nbatches + 1
 	sealedBatches += nbatches
 	next := channelMeta{Version: channelFormatVersion, First: end + 1, Epoch: w.epoch}
 	w.log.Info("sealing previous writer's channel", "channel", last.Num, "first", m.First, "last", end,

@@ -255,7 +255,7 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 	retain := r.cfg.RetainRoomBytes
 	var total int64
 	for _, c := range chans {
-		total += c.Bytes
+		total += c.Charged() // as the writer's MaxRoomBytes counts them
 	}
 	for _, c := range chans {
 		if !c.Sealed || c.LastIndex > ckpt {
@@ -268,10 +268,10 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 		if err := r.room.DeleteChannel(ctx, c.Num); err != nil {
 			return fmt.Errorf("delete channel %d: %w", c.Num, err)
 		}
-		total -= c.Bytes
+		total -= c.Charged()
 		if c.LastIndex > minApplied {
 			r.log.Warn("deleted a channel a live member has not applied (room over its retention bound); it will bootstrap",
-				"channel", c.Num, "last", c.LastIndex, "min_applied", minApplied, "room_bytes", total+c.Bytes, "served_by", src)
+				"channel", c.Num, "last", c.LastIndex, "min_applied", minApplied, "room_bytes_charged", total+c.Charged(), "served_by", src)
 		} else {
 			r.log.Debug("deleted channel", "channel", c.Num, "last", c.LastIndex, "served_by", src)
 		}

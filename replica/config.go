@@ -94,8 +94,10 @@ type Config struct {
 	// 30s, MaxBytes 64 GiB, MaxManifestBytes 8 MiB. Origin is always set by
 	// the replica (the room's incarnation); Client and Progress may be set.
 	CheckpointFetch checkpoint.FetchOptions
-	// RetainRoomBytes is the retention limit: when the room holds more than
-	// this many bytes, the primary deletes sealed channels its durable
+	// RetainRoomBytes is the retention limit: when the room's sealed
+	// channels hold more than this many bytes, counted as MaxRoomBytes
+	// counts them (logroom.ChannelInfo.Charged: data plus
+	// logroom.ZnodeHeapBytes per znode), the primary deletes sealed channels its durable
 	// checkpoint covers even if a live member has not applied them yet (that
 	// member then bootstraps from a checkpoint). Default half of
 	// Writer.MaxRoomBytes; <0 disables (lagging members then hold channels

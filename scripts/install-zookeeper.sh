@@ -22,7 +22,14 @@ found() {
 
 have_java() { command -v java >/dev/null 2>&1; }
 
-if found && have_java; then
+# jcmd (a JDK tool) measures a server's live heap in the byte-bound test
+# (logroom: TestRoomByteBoundHeap); the JRE alone lacks it.
+have_jcmd() {
+  command -v jcmd >/dev/null 2>&1 && return 0
+  have_java && [ -x "$(dirname "$(readlink -f "$(command -v java)")")/jcmd" ]
+}
+
+if found && have_java && have_jcmd; then
   exit 0
 fi
 
@@ -37,8 +44,9 @@ if $is_debian && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   pkgs=(zookeeper)
   have_java || pkgs+=(default-jre-headless)
+  have_jcmd || pkgs+=(default-jdk-headless)
   apt-get install -y -qq --no-install-recommends "${pkgs[@]}" liblog4j1.2-java libslf4j-java >/dev/null
-  if found && have_java; then
+  if found && have_java && have_jcmd; then
     exit 0
   fi
   echo "install-zookeeper: apt-get finished but ZooKeeper is still not found" >&2
@@ -48,8 +56,8 @@ fi
 cat >&2 <<'MSG'
 install-zookeeper: ZooKeeper 3.8 is not installed and this script cannot install it here.
 Do one of these, then run the command again:
-  * Debian/Ubuntu:  sudo apt-get update && sudo apt-get install -y zookeeper default-jre-headless
+  * Debian/Ubuntu:  sudo apt-get update && sudo apt-get install -y zookeeper default-jdk-headless
   * Elsewhere: download Apache ZooKeeper 3.8 (binary tarball), unpack it, and
-    export ZOOKEEPER_HOME=/path/to/apache-zookeeper-3.8.x-bin   (needs Java 11+ on PATH)
+    export ZOOKEEPER_HOME=/path/to/apache-zookeeper-3.8.x-bin   (needs a JDK 11+ on PATH: java, and jcmd for the heap test)
 MSG
 exit 1
