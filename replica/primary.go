@@ -449,12 +449,15 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	}
 	drained := time.Now()
 	last := t.w.LastCommitted()
-	// Wait for the target to catch up (its member data, published at most
-	// every MemberUpdateInterval) — at most TransferTimeout, since no
+	// Wait for the target to catch up — at most TransferTimeout, since no
 	// proposal is accepted meanwhile, and no longer than it stays live.
+	// Our member data asks for last (CatchUp): members publish as soon as
+	// they reach it instead of at their own pace.
+	r.catchUp.Store(last)
 	cctx, ccancel := context.WithTimeout(ctx, r.cfg.TransferTimeout)
 	err := r.waitMember(cctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby })
 	ccancel()
+	r.catchUp.Store(0)
 	if err != nil {
 		t.resume()
 		return fmt.Errorf("%w: %q did not catch up to %d: %w", ErrTransfer, toID, last, err)

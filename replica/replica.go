@@ -56,6 +56,9 @@ type Replica struct {
 	// after every Apply); it only grows. propMu guards waiters and resps and
 	// orders applied updates with waiter registration.
 	applied atomic.Uint64
+	// catchUp, on a primary handing leadership over, is the index it asks
+	// the target to publish as soon as it has applied (0: not asking).
+	catchUp atomic.Uint64
 	// appliedEpoch is the epoch of the last applied entry (the loop reads
 	// it instead of the store, which bootstrap may hold locked for long).
 	appliedEpoch atomic.Uint64

@@ -43,6 +43,10 @@ type memberData struct {
 	Epoch      uint64 `msgpack:"epoch"`
 	Applied    uint64 `msgpack:"applied"`
 	Checkpoint uint64 `msgpack:"ckpt"`
+	// CatchUp (primary only, during TransferLeadership): members publish
+	// their applied index as soon as it reaches it. Omitted when 0, so
+	// member data without it is byte-identical to before.
+	CatchUp uint64 `msgpack:"catch_up,omitempty"`
 }
 
 // candidateData is the data of an election candidate node.
