@@ -4,7 +4,7 @@
 // SIGSTOP or a ZooKeeper leader crash is real. The package has no code of
 // its own besides this comment: everything is in its tests.
 //
-// # What the tests prove (DESIGN.md's failure table)
+// # What the tests prove
 //
 //   - TestKillPrimary: kill -9 of the primary under continuous proposals; a
 //     standby leads within SessionTimeout + 2 s; no acknowledged proposal is
@@ -33,9 +33,9 @@
 //   - TestTransferLeadership: TransferLeadership moves the primary role
 //     (and back) under load with no lost proposal.
 //   - TestTransferFailsWhenTargetLeaves: a transfer whose target dies while
-//     it catches up fails about one session timeout later and the primary
-//     accepts proposals again (fails against the current replica: see the
-//     test's comment).
+//     it catches up fails about one session timeout later, not when the
+//     caller's context ends, and the primary accepts proposals again (a
+//     regression test: see the test's comment).
 //   - TestMeasureFailover (ROOMLOG_MEASURE=1 only): median of 5 of failover
 //     time (kill -9 → first acknowledged proposal on the new primary) and
 //     graceful transfer time (Transfer called → first acknowledged proposal

@@ -14,10 +14,18 @@ import (
 // TestTransferFailsWhenTargetLeaves: TransferLeadership to a standby that
 // dies while the primary waits for it to catch up must fail once the
 // target's member znode is gone (its session expired), and the primary
-// must accept proposals again. replica.waitMember only notices the
-// departure when the caller's context ends, so the room refuses every
-// write for the caller's whole timeout (here 12 s) instead of about one
-// session timeout.
+// must accept proposals again.
+//
+// Regression test for a fixed bug: replica.waitMember used to notice the
+// target's departure only when the caller's context ended, so a transfer
+// to a dead target kept the room refusing every write for the caller's
+// whole timeout (here 12 s) instead of about one session timeout. Now
+// waitMember re-checks that the target is still a live member at every
+// status change and fails as soon as it is not (and the catch-up wait is
+// also capped by Config.TransferTimeout, default 5 s). The bound below,
+// session timeout + 3 s = 5 s, is well under the caller's 12 s and no
+// longer than TransferTimeout, so only the departure itself can end the
+// wait in time.
 func TestTransferFailsWhenTargetLeaves(t *testing.T) {
 	e := newEnv(t, 2, 2*time.Minute, nil)
 	p := e.primary()

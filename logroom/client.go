@@ -25,7 +25,8 @@ type Digest struct {
 type DialConfig struct {
 	// Servers are "host:port" ZooKeeper client addresses (required).
 	Servers []string
-	// SessionTimeout is the requested session timeout (default 4s).
+	// SessionTimeout is the requested session timeout (default
+	// DefaultSessionTimeout, 4s).
 	SessionTimeout time.Duration
 	// Auth, when set, adds digest auth and makes every create use a digest ACL.
 	Auth *Digest
@@ -100,7 +101,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		return nil, err
 	}
 	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = 4 * time.Second
+		cfg.SessionTimeout = DefaultSessionTimeout
 	}
 	c := &Client{
 		log:      discardLogger(cfg.Logger),

@@ -19,6 +19,7 @@ var (
 	_ func(*Client) (<-chan zk.Event, func())                            = (*Client).Subscribe
 	_ func(*Client)                                                      = (*Client).Close
 	_ func(string) error                                                 = ValidateName
+	_ func(string) error                                                 = ValidateBase
 	_ func(context.Context, *Client, string, RoomOptions) (*Room, error) = OpenRoom
 	_ func(*Room) string                                                 = (*Room).Name
 	_ func(*Room, ...string) string                                      = (*Room).Path

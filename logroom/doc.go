@@ -20,8 +20,10 @@
 //	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
 //	<base>/R/members, /election, /checkpoints   reserved for package replica
 //
-// base defaults to "/roomlog". Every znode is PERSISTENT (never SEQUENTIAL)
-// and created with Client.ACL(); OpenRoom refuses a room whose znodes carry
+// base defaults to DefaultBase ("/roomlog"); room names must pass
+// ValidateName and bases ValidateBase, the checks every package and command
+// uses. Every znode is PERSISTENT (never SEQUENTIAL) and created with
+// Client.ACL(); OpenRoom refuses a room whose znodes carry
 // another ACL (ErrForeignACL). Meta znodes are msgpack maps, checked for
 // sane lengths and nesting before they are decoded. Channel N+1's first
 // index equals channel N's sealed last index + 1. A channel's batches form

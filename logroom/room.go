@@ -39,45 +39,64 @@ var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "e
 
 // ValidateName checks a room name: non-empty, at most MaxNameBytes bytes,
 // valid UTF-8, no '/', not "." or "..", not reserved, and no control or
-// other characters ZooKeeper refuses in paths. The error wraps ErrBadName.
+// other characters ZooKeeper refuses in paths. The error wraps ErrBadName
+// and says what is wrong. It is the one room-name check: OpenRoom, package
+// replica (Config.Validate) and the commands all call it.
 func ValidateName(name string) error {
-	bad := func(why string) error { return fmt.Errorf("%w: room name %q: %s", ErrBadName, name, why) }
-	switch {
-	case name == "":
+	if name == "" {
 		return fmt.Errorf("%w: empty room name", ErrBadName)
-	case len(name) > MaxNameBytes:
-		return bad(fmt.Sprintf("%d bytes, at most %d", len(name), MaxNameBytes))
-	case !utf8.ValidString(name):
-		return bad("not valid UTF-8")
-	case strings.ContainsRune(name, '/'):
-		return bad("contains '/'")
-	case name == "." || name == "..":
-		return bad("is a relative path element")
-	case slices.Contains(reservedNames, name):
-		return bad("reserved")
 	}
-	for _, r := range name {
-		// The ranges ZooKeeper's PathUtils rejects, plus unicode controls.
-		if unicode.IsControl(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-			return bad(fmt.Sprintf("contains character %U", r))
+	if why := nameProblem(name, false); why != "" {
+		return fmt.Errorf("%w: room name %q: %s", ErrBadName, name, why)
+	}
+	return nil
+}
+
+// ValidateBase checks a base path (RoomOptions.Base, the parent znode of
+// rooms): absolute, at least one component, no trailing '/', and every
+// component a valid room name (ValidateName) with one exception: below the
+// first component, the names of a room's children (epoch, channels,
+// members, election, checkpoints) are allowed; "zookeeper" never is. The
+// error wraps ErrBadName and names the base and, where one is at fault,
+// the component and what is wrong with it. It is the one base-path check:
+// OpenRoom, package replica (Config.Validate) and the commands all call it.
+func ValidateBase(base string) error {
+	if !strings.HasPrefix(base, "/") || base == "/" || strings.HasSuffix(base, "/") {
+		return fmt.Errorf("%w: base path %q must be absolute with at least one component and no trailing '/'", ErrBadName, base)
+	}
+	for i, p := range strings.Split(base[1:], "/") {
+		if why := nameProblem(p, i > 0); why != "" {
+			return fmt.Errorf("%w: base path %q: component %q: %s", ErrBadName, base, p, why)
 		}
 	}
 	return nil
 }
 
-// validateBase checks a base path: absolute, at least one component, each a
-// valid name except that only "zookeeper" as the first component is refused.
-func validateBase(base string) error {
-	if !strings.HasPrefix(base, "/") || base == "/" || strings.HasSuffix(base, "/") {
-		return fmt.Errorf("%w: base path %q must be absolute with at least one component and no trailing '/'", ErrBadName, base)
+// nameProblem says what is wrong with name as a room name or a base path
+// component, or "" when nothing is. childOK accepts the names of a room's
+// children (every reserved name but "zookeeper").
+func nameProblem(name string, childOK bool) string {
+	switch {
+	case name == "":
+		return "empty"
+	case len(name) > MaxNameBytes:
+		return fmt.Sprintf("%d bytes, at most %d", len(name), MaxNameBytes)
+	case !utf8.ValidString(name):
+		return "not valid UTF-8"
+	case strings.ContainsRune(name, '/'):
+		return "contains '/'"
+	case name == "." || name == "..":
+		return "is a relative path element"
+	case slices.Contains(reservedNames, name) && !(childOK && name != reservedNames[0]):
+		return "reserved"
 	}
-	for i, p := range strings.Split(base[1:], "/") {
-		err := ValidateName(p)
-		if err != nil && !(i > 0 && slices.Contains(reservedNames[1:], p)) {
-			return fmt.Errorf("%w: base path %q: component %q", ErrBadName, base, p)
+	for _, r := range name {
+		// The ranges ZooKeeper's PathUtils rejects, plus unicode controls.
+		if unicode.IsControl(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+			return fmt.Sprintf("contains character %U", r)
 		}
 	}
-	return nil
+	return ""
 }
 
 // roomMeta is the data of the room znode.
@@ -209,7 +228,7 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if opts.Base == "" {
 		opts.Base = DefaultBase
 	}
-	if err := validateBase(opts.Base); err != nil {
+	if err := ValidateBase(opts.Base); err != nil {
 		return nil, err
 	}
 	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics}

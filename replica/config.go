@@ -18,17 +18,18 @@ import (
 	"github.com/roomlog/roomlog/store"
 )
 
-// Defaults for zero Config fields.
+// Defaults for zero Config fields. The ZooKeeper session timeout, the base
+// path and the room byte bound are logroom's (one owner for each).
 const (
-	DefaultSessionTimeout         = 4 * time.Second
-	DefaultBase                   = "/roomlog"
+	DefaultSessionTimeout         = logroom.DefaultSessionTimeout
+	DefaultBase                   = logroom.DefaultBase
 	DefaultCheckpointEveryEntries = 100_000
 	DefaultCheckpointEveryBytes   = 64 << 20
 	DefaultKeepCheckpoints        = 2
 	DefaultMaxPendingProposals    = 4096
 	DefaultTransferTimeout        = 5 * time.Second
 	DefaultMemberUpdateInterval   = time.Second
-	DefaultMaxRoomBytes           = 256 << 20 // logroom's default WriterConfig.MaxRoomBytes
+	DefaultMaxRoomBytes           = logroom.DefaultMaxRoomBytes // Writer.MaxRoomBytes' default
 	DefaultRequestTTL             = 10 * time.Minute
 	DefaultRequestWindow          = 1 << 20
 
@@ -43,10 +44,12 @@ type Config struct {
 	Servers []string
 	// SessionTimeout is the ZooKeeper session timeout asked for. It bounds
 	// failover: a killed primary's candidate node disappears when its session
-	// expires. Default 4s; 0 or between 100ms and 60s (the server clamps it to
-	// its own min/max, by default 2 to 20 ticks).
+	// expires. Default DefaultSessionTimeout (4s); 0 or between 100ms and
+	// 60s (the server clamps it to its own min/max, by default 2 to 20
+	// ticks).
 	SessionTimeout time.Duration
-	// Base is the room parent path. Default "/roomlog".
+	// Base is the room parent path (logroom.ValidateBase). Default
+	// DefaultBase ("/roomlog").
 	Base string
 	// Room is the room's name (logroom.ValidateName). Required.
 	Room string
@@ -179,8 +182,8 @@ func (c Config) Validate() error {
 		bad("SessionTimeout", "%v is outside [100ms, 60s]", c.SessionTimeout)
 	}
 	if c.Base != "" {
-		if !strings.HasPrefix(c.Base, "/") || (len(c.Base) > 1 && strings.HasSuffix(c.Base, "/")) || strings.Contains(c.Base, "//") {
-			bad("Base", "%q must be an absolute ZooKeeper path without a trailing '/'", c.Base)
+		if err := logroom.ValidateBase(c.Base); err != nil {
+			bad("Base", "%v", err)
 		}
 	}
 	if c.Room == "" {

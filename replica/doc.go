@@ -1,7 +1,10 @@
 // Package replica is the embeddable master of roomlog: it ties a logroom
 // room (the replicated log on ZooKeeper), a store (local Pebble state) and
-// package checkpoint into primary and standby roles that survive the
-// failures listed in DESIGN.md.
+// package checkpoint into primary and standby roles that survive a killed
+// or paused primary, a ZooKeeper leader crash and members that lose their
+// disk or fall behind compaction (package failover's doc lists each failure
+// and the test that inflicts it on real processes; "Invariants" below says
+// what holds throughout).
 //
 // A DFS metadata master embeds one Replica per room:
 //

@@ -24,6 +24,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad server", func(c *Config) { c.Servers = []string{"nohost"} }, []string{"Servers[0]"}},
 		{"session", func(c *Config) { c.SessionTimeout = time.Millisecond }, []string{"SessionTimeout"}},
 		{"base", func(c *Config) { c.Base = "rel/" }, []string{"Base"}},
+		{"base root", func(c *Config) { c.Base = "/" }, []string{"Base", "must be absolute"}},
+		{"base reserved", func(c *Config) { c.Base = "/zookeeper/x" }, []string{"Base", `component "zookeeper": reserved`}},
 		{"room", func(c *Config) { c.Room = "a/b" }, []string{"Room"}},
 		{"id slash", func(c *Config) { c.ID = "a/b" }, []string{"ID"}},
 		{"id space", func(c *Config) { c.ID = "a b" }, []string{"ID"}},

@@ -134,6 +134,11 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cfg.sessionTimeout <= 0 || cfg.phase <= 0 || cfg.workers <= 0 {
 		bad = append(bad, "--session-timeout, --phase and --workers must be positive")
 	}
+	if cfg.room != "" {
+		if err := logroom.ValidateName(cfg.room); err != nil {
+			bad = append(bad, fmt.Sprintf("--room: %v", err))
+		}
+	}
 	switch {
 	case cfg.acl && digestFlag:
 		bad = append(bad, "--acl generates credentials; --zk-digest-file gives them: use one")

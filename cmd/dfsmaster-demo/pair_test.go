@@ -205,6 +205,7 @@ func TestPairUsage(t *testing.T) {
 		{"zk servers", []string{"--zk-servers", "2"}, "--zk-servers must be 1 or 3"},
 		{"phase", []string{"--phase", "0s"}, "must be positive"},
 		{"extra", []string{"x"}, "unexpected arguments"},
+		{"bad room", []string{"--room", ".."}, `--room: logroom: bad name: room name "..": is a relative path element`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

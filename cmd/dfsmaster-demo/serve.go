@@ -322,6 +322,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if *data == "" {
 		bad = append(bad, "--data is required")
 	}
+	if err := logroom.ValidateName(*room); err != nil {
+		bad = append(bad, fmt.Sprintf("--room: %v", err))
+	}
 	servers := splitServers(*zkServers)
 	if len(servers) == 0 {
 		bad = append(bad, "--zk: no servers")

@@ -296,6 +296,8 @@ func TestServeUsage(t *testing.T) {
 		{"request ttl", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "0s"}, "--request-ttl"},
 		{"request ttl too long", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "721h"}, "--request-ttl"},
 		{"request window", []string{"--id", "a", "--data", "/tmp/x", "--request-window", "0"}, "--request-window"},
+		{"bad room", []string{"--id", "a", "--data", "/tmp/x", "--room", "a/b"}, `--room: logroom: bad name: room name "a/b": contains '/'`},
+		{"reserved room", []string{"--id", "a", "--data", "/tmp/x", "--room", "zookeeper"}, `room name "zookeeper": reserved`},
 		{"bad flag", []string{"--nope"}, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

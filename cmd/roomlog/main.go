@@ -183,8 +183,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if o.set["to"] && o.to == 0 {
 		return usageErr("--to must be >= 1")
 	}
-	if err := checkBase(o.base); err != nil {
-		return usageErr("%v", err)
+	if err := logroom.ValidateBase(o.base); err != nil {
+		return usageErr("--base: %v", err)
 	}
 	servers := splitServers(o.zk)
 	if len(servers) == 0 {
@@ -259,20 +259,6 @@ func splitServers(s string) []string {
 		}
 	}
 	return out
-}
-
-// checkBase checks that base is an absolute znode path with at least one
-// component and no empty, "." or ".." component.
-func checkBase(base string) error {
-	if !strings.HasPrefix(base, "/") || base == "/" || strings.HasSuffix(base, "/") {
-		return fmt.Errorf("--base %q: want an absolute znode path such as %s", base, logroom.DefaultBase)
-	}
-	for _, p := range strings.Split(base[1:], "/") {
-		if p == "" || p == "." || p == ".." {
-			return fmt.Errorf("--base %q: empty, \".\" or \"..\" path component", base)
-		}
-	}
-	return nil
 }
 
 // formatTime renders unix milliseconds (0: "-").

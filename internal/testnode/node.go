@@ -18,10 +18,17 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/procstat"
+	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 
 	"github.com/roomlog/roomlog/internal/spawn"
 )
+
+// DefaultSessionTimeout is the ZooKeeper session timeout of a test node
+// (NodeOptions.SessionTimeout, the node binary's --session-timeout) unless
+// told otherwise: shorter than logroom.DefaultSessionTimeout so failover
+// tests finish sooner.
+const DefaultSessionTimeout = 2 * time.Second
 
 // Errors of the process harness.
 var (
@@ -69,7 +76,7 @@ type NodeOptions struct {
 	// (0: the checkpoint package's default).
 	FetchIdleTimeout time.Duration
 
-	SessionTimeout       time.Duration // default 2s
+	SessionTimeout       time.Duration // default DefaultSessionTimeout (2s)
 	CheckpointEvery      int           // entries; <0 off
 	CheckpointEveryBytes int64         // <0 off
 	KeepCheckpoints      int
@@ -99,8 +106,8 @@ func (o NodeOptions) Validate() error {
 	if len(o.ZK) == 0 {
 		bad("ZK", "is empty")
 	}
-	if o.Room == "" {
-		bad("Room", "is empty")
+	if err := logroom.ValidateName(o.Room); err != nil {
+		bad("Room", err.Error())
 	}
 	if o.ID == "" || strings.ContainsAny(o.ID, "/\x00") {
 		bad("ID", fmt.Sprintf("%q is empty or holds '/'", o.ID))
@@ -123,7 +130,7 @@ func (o NodeOptions) DataDir() string { return filepath.Join(o.Dir, "data") }
 func (o NodeOptions) args(httpAddr, addrFile string) []string {
 	st := o.SessionTimeout
 	if st == 0 {
-		st = 2 * time.Second
+		st = DefaultSessionTimeout
 	}
 	a := []string{
 		"--zk", strings.Join(o.ZK, ","), "--room", o.Room, "--id", o.ID,

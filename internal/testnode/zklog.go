@@ -66,7 +66,7 @@ type RoomLog struct {
 }
 
 // dialRoom connects to ZooKeeper and opens room (under the replicas'
-// default base, replica.DefaultBase). Close the client.
+// default base, logroom.DefaultBase). Close the client.
 func dialRoom(ctx context.Context, servers []string, room string) (*logroom.Client, *logroom.Room, error) {
 	cl, err := logroom.Dial(ctx, logroom.DialConfig{Servers: servers, SessionTimeout: 10 * time.Second})
 	if err != nil {
@@ -159,7 +159,7 @@ type LogRecorder struct {
 	lastErr error
 }
 
-// StartLogRecorder starts recording room's log (replica.DefaultBase) on
+// StartLogRecorder starts recording room's log (logroom.DefaultBase) on
 // the ZooKeeper servers given, until Stop or ctx's end. Stop it when the
 // run's proposals are done.
 func StartLogRecorder(ctx context.Context, servers []string, room string) (*LogRecorder, error) {

@@ -64,7 +64,7 @@ func parseFlags() (flags, error) {
 	fs.StringVar(&f.base, "base", "", "room parent znode (default "+replica.DefaultBase+")")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.sync, "sync", "every", "store sync policy: every or group")
-	fs.DurationVar(&f.sessionTimeout, "session-timeout", 2*time.Second, "ZooKeeper session timeout")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", testnode.DefaultSessionTimeout, "ZooKeeper session timeout")
 	fs.DurationVar(&f.transferTimeout, "transfer-timeout", 0, "leadership transfer timeout (0: replica default)")
 	fs.DurationVar(&f.openTimeout, "open-timeout", 60*time.Second, "bound on replica.Open")
 	fs.DurationVar(&f.memberUpdate, "member-update", 0, "membership update interval (0: replica default)")
