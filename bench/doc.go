@@ -38,7 +38,12 @@
 //     handler. "propose" is the closed-loop maximum of a lone primary; lag
 //     and checkpoint run paced at half of it.
 //
-//  4. failover: three replica processes (the bench binary re-executed with
+//  4. rooms: 100 rooms x 3 in-process members (small Pebble caches) on the
+//     one ensemble: ZooKeeper writes/s at rest (the leader's zxid), znodes,
+//     watches, sessions and live heap per room (mntr, jcmd), and the
+//     aggregate Propose rate with every room writing.
+//
+//  5. failover: three replica processes (the bench binary re-executed with
 //     the hidden first argument -node: one replica plus a small HTTP API,
 //     see node.go); kill -9 of the primary's process, then the first
 //     acknowledged proposal on any survivor; graceful TransferLeadership,
