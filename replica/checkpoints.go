@@ -250,30 +250,16 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 		return nil
 	}
 	// Our own checkpoint covers what we apply; the served one covers what a
-	// newcomer can restore.
-	ckpt = min(ckpt, served)
-	retain := r.cfg.RetainRoomBytes
-	var total int64
-	for _, c := range chans {
-		total += c.Charged() // as the writer's MaxRoomBytes counts them
-	}
-	for _, c := range chans {
-		if !c.Sealed || c.LastIndex > ckpt {
-			break
+	// newcomer can restore (decideDeletions).
+	for _, d := range decideDeletions(chans, ckpt, served, minApplied, r.cfg.RetainRoomBytes) {
+		if err := r.room.DeleteChannel(ctx, d.Num); err != nil {
+			return fmt.Errorf("delete channel %d: %w", d.Num, err)
 		}
-		over := retain > 0 && total > retain
-		if c.LastIndex > minApplied && !over {
-			break
-		}
-		if err := r.room.DeleteChannel(ctx, c.Num); err != nil {
-			return fmt.Errorf("delete channel %d: %w", c.Num, err)
-		}
-		total -= c.Charged()
-		if c.LastIndex > minApplied {
+		if d.Forced {
 			r.log.Warn("deleted a channel a live member has not applied (room over its retention bound); it will bootstrap",
-				"channel", c.Num, "last", c.LastIndex, "min_applied", minApplied, "room_bytes_charged", total+c.Charged(), "served_by", src)
+				"channel", d.Num, "min_applied", minApplied, "retain_bytes", r.cfg.RetainRoomBytes, "served_by", src)
 		} else {
-			r.log.Debug("deleted channel", "channel", c.Num, "last", c.LastIndex, "served_by", src)
+			r.log.Debug("deleted channel", "channel", d.Num, "served_by", src)
 		}
 	}
 	return nil

@@ -27,7 +27,19 @@
 // and apply it. Role state is owned by one run-loop goroutine that selects
 // over session events, watch events, takeover results, API requests and a
 // tick (etcd's node.go style); everything else it shares is guarded by a
-// mutex that names its fields, or is atomic.
+// mutex that names its fields, or is atomic. The loop publishes one
+// status snapshot (role, epoch, members, connection) under one mutex, with
+// one channel closed at every change, which Status, the metrics and
+// Propose's connection gate read.
+//
+// The decisions are pure functions of a snapshot of what the loop knows
+// (decide.go, etcd-io/raft's model), covered by table tests without a
+// server: decideElection (step down, abort, retry later, requeue behind a
+// transfer or behind compaction, take over), decideTakeover (lead, fail,
+// requeue, retry; ErrCorrupt fatal when confirmed three times in a row),
+// decidePublish (when member data is rewritten) and decideDeletions (which
+// sealed channels go after a checkpoint). The loop gathers the facts with
+// ctx-bounded ZooKeeper reads and carries out the action returned.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │
@@ -72,6 +84,15 @@
 // (cmd/roomlog members and verify show it). A forged ephemeral node that
 // follows every rule, held by a live foreign session, cannot be told from
 // a member: keep the room's ACL (Config.Auth) to the masters.
+//
+// Read-only views: ReadRoomView reads these znodes through a
+// logroom.Client, without a Replica and without writing, and classifies
+// them with the replicas' own decoding and acceptance rules: every
+// members/ child (MemberView: its data, or why it is foreign), the
+// accepted candidates in election order, the foreign children with their
+// reasons, the transfer and checkpoint records (or why one is malformed).
+// DescribeMemberZnode classifies one member znode read some other way.
+// cmd/roomlog shows rooms through them.
 //
 // On disk: DataDir/store (Pebble, package store), DataDir/store.old (the
 // store a bootstrap replaced, deleted once the new one opens),

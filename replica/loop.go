@@ -395,34 +395,17 @@ const appliedQuiet = 20 * time.Millisecond
 // and starve the rooms' appends: bench scenario rooms.)
 func (r *Replica) publishDue() bool {
 	lp := r.lp
-	lp.pubSettled = false
 	now := time.Now()
 	applied := r.applied.Load()
 	if applied != lp.seenApplied {
 		lp.seenApplied, lp.seenMoved = applied, now
 	}
-	if !lp.mem.own {
-		return true
-	}
-	var d memberData
-	if decode(lp.mem.published, &d) != nil {
-		return true
-	}
-	if d.Role != lp.role.String() || d.Checkpoint != r.localCkpt.Load() || d.CatchUp != r.ownCatchUp() {
-		return true
-	}
-	if d.Applied == applied {
-		return false
-	}
-	if want := r.askedCatchUp(); want > d.Applied && applied >= want {
-		return true // the primary waits for this index (TransferLeadership)
-	}
-	since := now.Sub(lp.lastPublish)
-	if since >= r.cfg.MemberUpdateInterval {
-		return true
-	}
-	lp.pubSettled = !lp.settleSpent && now.Sub(lp.seenMoved) >= appliedQuiet && since >= r.cfg.MemberUpdateInterval/10
-	return lp.pubSettled
+	f := publishFacts{Own: r.ownMemberData(), Asked: r.askedCatchUp(), Now: now, LastPublish: lp.lastPublish,
+		SeenMoved: lp.seenMoved, SettleSpent: lp.settleSpent, Interval: r.cfg.MemberUpdateInterval}
+	f.Published = lp.mem.own && decode(lp.mem.published, &f.Last) == nil
+	due, settled := decidePublish(f)
+	lp.pubSettled = settled
+	return due
 }
 
 // ownCatchUp is the CatchUp our member data carries: the index a handing
@@ -511,89 +494,78 @@ func (r *Replica) evaluateElection() {
 			lp.primaryID, lp.primaryAddr = d.ID, d.Addr
 		}
 	}
-	switch {
-	case !v.leader && lp.term != nil:
+	f, err := r.electionFacts()
+	if err != nil {
+		lp.electionDirty = true // a read failed: the tick retries
+		return
+	}
+	switch act := decideElection(f); act {
+	case elEndTerm:
 		// Our node is no longer the lowest (it was deleted and re-created).
 		r.endTerm("lost the lowest election position")
-	case !v.leader && lp.takeover != nil:
+	case elAbortTakeover:
 		r.abortTakeover("lost the lowest election position")
-	case v.leader && lp.role == RoleStandby:
-		r.maybeTakeOver()
+	case elRetryLater:
+		lp.electionDirty = true
+	case elRequeueTransfer:
+		r.log.Info("election: lowest, but leadership is being transferred; re-queueing", "to", f.Transfer.To)
+		r.requeue()
+	case elRequeueBehind:
+		r.log.Info("election: lowest, but our state is behind the deleted log and another candidate is not; re-queueing")
+		r.requeue()
+	case elTakeOver:
+		r.log.Info("election: lowest candidate; taking over")
+		lp.takeover = r.startTakeover()
+		r.setRole(RoleTakingOver, "elected")
 	}
 }
 
-// maybeTakeOver starts a takeover unless a fresh transfer record names
-// another live candidate (then we re-queue behind it).
-func (r *Replica) maybeTakeOver() {
+// electionFacts gathers what decideElection needs. The transfer record,
+// the room's epoch and the other candidates' applied indexes are read only
+// when the takeover branch can be reached; a failed read is an error (the
+// tick retries).
+func (r *Replica) electionFacts() (electionFacts, error) {
 	lp := r.lp
-	if r.fatalErr.Load() != nil {
-		return
+	f := electionFacts{
+		Self: r.cfg.ID, Leader: lp.view.leader, Role: lp.role, Failed: r.fatalErr.Load() != nil,
+		ApplierReady: lp.applier != nil && !lp.applier.primary,
+		Now:          time.Now(), NotBefore: lp.notBefore,
+		OldestFirst: lp.oldestFirst, Applied: r.applied.Load(),
 	}
-	if lp.applier == nil || lp.applier.primary {
-		lp.electionDirty = true // retried once the standby tail runs
-		return
-	}
-	if time.Now().Before(lp.notBefore) {
-		lp.electionDirty = true // the tick retries
-		return
+	if !f.needsTakeoverFacts() {
+		return f, nil
 	}
 	rec, ok, err := r.readTransfer()
 	if err != nil {
-		lp.electionDirty = true
-		return
+		return f, err
 	}
-	if ok && rec.To != r.cfg.ID && time.Now().UnixMilli() < rec.Deadline {
-		live, err := r.isLiveCandidate(rec.To)
-		if err != nil {
-			lp.electionDirty = true
-			return
-		}
-		ectx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-		epoch, err := r.room.Epoch(ectx)
-		cancel()
-		if err != nil {
-			lp.electionDirty = true
-			return
-		}
-		if live && epoch == rec.Epoch {
-			r.log.Info("election: lowest, but leadership is being transferred; re-queueing", "to", rec.To)
-			r.requeue()
-			return
+	if ok {
+		f.Transfer = &rec
+		if rec.To != r.cfg.ID && f.Now.UnixMilli() < rec.Deadline {
+			if f.TransferToLive, err = r.isLiveCandidate(rec.To); err != nil {
+				return f, err
+			}
+			ectx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+			f.RoomEpoch, err = r.room.Epoch(ectx)
+			cancel()
+			if err != nil {
+				return f, err
+			}
 		}
 	}
-	if r.behindCompaction() {
-		r.log.Info("election: lowest, but our state is behind the deleted log and another candidate is not; re-queueing")
-		r.requeue()
-		return
+	if f.OldestFirst == 0 || f.Applied >= f.OldestFirst-1 {
+		return f, nil // not behind: the others' positions cannot matter
 	}
-	r.log.Info("election: lowest candidate; taking over")
-	lp.takeover = r.startTakeover()
-	r.setRole(RoleTakingOver, "elected")
-}
-
-// behindCompaction reports whether we would have to bootstrap from a
-// checkpoint before leading (our next entry was deleted, as of the channel
-// listing the loop refreshes every second) while another live candidate
-// would not: then it should lead. When unsure: false (lead).
-func (r *Replica) behindCompaction() bool {
-	first := r.lp.oldestFirst
-	if first == 0 {
-		return false
-	}
-	need := first - 1
-	if r.applied.Load() >= need {
-		return false
-	}
-	for _, c := range r.lp.view.cands {
-		d, ok, err := r.lp.el.dataOf(c.Name)
+	for _, c := range lp.view.cands {
+		d, ok, err := lp.el.dataOf(c.Name)
 		if err != nil || !ok || d.ID == r.cfg.ID {
-			continue
+			continue // a candidate we cannot read does not hold us back
 		}
-		if m, live := r.lp.mem.known[d.ID]; live && m.Applied >= need {
-			return true
+		if m, live := lp.mem.known[d.ID]; live {
+			f.OthersApplied = append(f.OthersApplied, m.Applied)
 		}
 	}
-	return false
+	return f, nil
 }
 
 func (r *Replica) isLiveCandidate(id string) (bool, error) {
@@ -638,33 +610,23 @@ func (r *Replica) onTakeoverDone() {
 	lp := r.lp
 	tr := lp.takeover
 	lp.takeover = nil
-	if tr.err != nil {
+	act, corrupt := decideTakeover(tr.err, lp.corruptTakeovers)
+	lp.corruptTakeovers = corrupt
+	if act != toLead {
 		if tr.w != nil {
 			tr.w.Close()
 		}
-		if isFatal(tr.err) || errors.Is(tr.err, logroom.ErrDiverged) {
+		if act == toFail {
 			r.fail(tr.err)
 			return
 		}
-		if errors.Is(tr.err, logroom.ErrCorrupt) {
-			// The room is damaged (a channel chain, an epoch znode or a
-			// batch that does not validate). Confirmed by repeated
-			// attempts, it is fatal: a visible failed state, not an endless
-			// quiet retry loop.
-			lp.corruptTakeovers++
-			if lp.corruptTakeovers >= confirmCorruptTakeovers {
-				r.fail(tr.err)
-				return
-			}
-		} else {
-			lp.corruptTakeovers = 0
-		}
 		r.setRole(RoleStandby, "takeover failed")
-		if errors.Is(tr.err, logroom.ErrFenced) {
+		switch act {
+		case toRequeue:
 			r.log.Warn("takeover fenced by a concurrent writer; re-queueing", "err", tr.err)
 			r.requeue()
-		} else if !errors.Is(tr.err, context.Canceled) {
-			r.log.Warn("takeover failed; will retry", "err", tr.err)
+		case toRetry:
+			r.log.Warn("takeover failed; will retry", "err", tr.err, "corrupt_in_a_row", corrupt)
 			lp.notBefore = time.Now().Add(200 * time.Millisecond)
 			lp.electionDirty = true
 		}
@@ -683,7 +645,6 @@ func (r *Replica) onTakeoverDone() {
 			return
 		}
 	}
-	lp.corruptTakeovers = 0
 	if a := r.applied.Load(); a != w.StartIndex()-1 {
 		// NewWriter checked that the log reached our applied index, so our
 		// tail applied entries past its start: a newer primary wrote them

@@ -97,13 +97,10 @@ type Replica struct {
 	termMu sync.Mutex
 	term   *term
 
-	// connMu guards connected and connCh (the loop writes them).
-	connMu    sync.Mutex
-	connected bool
-	connCh    chan struct{} // closed when connected becomes true, then replaced
-
-	// statusMu guards snap and statusCh, which the loop publishes for
-	// Status; statusCh is closed and replaced at every publish.
+	// statusMu guards snap and statusCh: the one snapshot the loop
+	// publishes for Status, metrics and Propose's connection gate
+	// (snap.connected); statusCh is closed and replaced at every publish
+	// and whenever snap.connected changes.
 	statusMu sync.Mutex
 	snap     statusSnap
 	statusCh chan struct{}
@@ -120,6 +117,7 @@ type Replica struct {
 
 // statusSnap is what the loop publishes for Status (guarded by statusMu).
 type statusSnap struct {
+	connected   bool // the session is usable: Propose may send and acknowledge
 	role        Role
 	epoch       uint64
 	primaryID   string
@@ -173,7 +171,6 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		watchc:      make(chan watchEvent, 64),
 		writerFailc: make(chan writerFailure, 1),
 		failc:       make(chan error, 1),
-		connCh:      make(chan struct{}),
 	}
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
@@ -418,27 +415,31 @@ func (r *Replica) Status() Status {
 	return st
 }
 
-// setConnected publishes the connection state for Propose's gate.
+// setConnected publishes the connection state for Propose's gate, waking
+// the waiters of the status snapshot when it changes.
 func (r *Replica) setConnected(ok bool) {
-	r.connMu.Lock()
-	defer r.connMu.Unlock()
-	if ok == r.connected {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	if ok == r.snap.connected {
 		return
 	}
-	r.connected = ok
-	if ok {
-		close(r.connCh)
-		r.connCh = make(chan struct{})
+	r.snap.connected = ok
+	if r.statusCh != nil {
+		close(r.statusCh)
 	}
+	r.statusCh = make(chan struct{})
 }
 
 // waitConnected returns once the ZooKeeper session is usable (nil), ctx
 // ends, the replica closes, or done is closed (errTermEnded).
 func (r *Replica) waitConnected(ctx context.Context, done <-chan struct{}) error {
 	for {
-		r.connMu.Lock()
-		ok, ch := r.connected, r.connCh
-		r.connMu.Unlock()
+		r.statusMu.Lock()
+		if r.statusCh == nil {
+			r.statusCh = make(chan struct{})
+		}
+		ok, ch := r.snap.connected, r.statusCh
+		r.statusMu.Unlock()
 		if ok {
 			return nil
 		}

@@ -1,0 +1,223 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// The replica's decisions, as pure functions of a snapshot of what it
+// knows (etcd-io/raft's model): the loop gathers the facts with
+// ctx-bounded ZooKeeper reads, calls one of these, and carries out the
+// action it returns. Nothing here touches ZooKeeper, the store or a clock:
+// every input is a field, so each decision is covered by table tests
+// (decide_test.go) without a server.
+
+// electionFacts is what the loop knows when it evaluates the election.
+type electionFacts struct {
+	Self         string // our member id
+	Leader       bool   // our candidate is the lowest
+	Role         Role
+	Failed       bool // the replica has failed (it only resigns)
+	ApplierReady bool // a standby tail runs (the takeover needs its position)
+	Now          time.Time
+	NotBefore    time.Time // takeovers wait until then (after a failed one)
+
+	// Transfer is the transfer record, nil when none. TransferToLive: its
+	// target is a live candidate; RoomEpoch: the room's epoch as read with
+	// it (a record names the epoch it was written under).
+	Transfer       *transferRecord
+	TransferToLive bool
+	RoomEpoch      uint64
+
+	// Compaction: OldestFirst is the first index of the oldest channel (0:
+	// unknown); Applied ours; OthersApplied the applied index of every
+	// other live candidate (from its member data).
+	OldestFirst   uint64
+	Applied       uint64
+	OthersApplied []uint64
+}
+
+// electionAction is what the loop does after evaluating the election.
+type electionAction int
+
+const (
+	elNone            electionAction = iota
+	elEndTerm                        // primary, but no longer the lowest: step down
+	elAbortTakeover                  // taking over, but no longer the lowest
+	elRetryLater                     // lowest, but not ready: evaluate again on the next tick
+	elRequeueTransfer                // lowest, but leadership is being handed to another live candidate
+	elRequeueBehind                  // lowest, but our state is behind the deleted log and another candidate's is not
+	elTakeOver                       // lowest and ready: start a takeover
+)
+
+var electionActionNames = [...]string{"none", "end term", "abort takeover", "retry later", "requeue: transfer", "requeue: behind compaction", "take over"}
+
+func (a electionAction) String() string {
+	if int(a) < len(electionActionNames) {
+		return electionActionNames[a]
+	}
+	return "unknown"
+}
+
+// needsTakeoverFacts says whether decideElection may reach the takeover
+// branch, so the loop reads the transfer record and the room's epoch only
+// then.
+func (f electionFacts) needsTakeoverFacts() bool {
+	return f.Leader && f.Role == RoleStandby && !f.Failed && f.ApplierReady && !f.Now.Before(f.NotBefore)
+}
+
+// decideElection: lose the position → end the term or abort the
+// takeover; win it as a standby → take over unless a fresh transfer
+// record names another live candidate under the current epoch, or our
+// state is behind the deleted log while another candidate's is not (then
+// requeue behind them); not ready (failed, no standby tail yet, backing
+// off after a failed takeover) → retry later.
+func decideElection(f electionFacts) electionAction {
+	switch {
+	case !f.Leader && f.Role == RolePrimary:
+		return elEndTerm
+	case !f.Leader && f.Role == RoleTakingOver:
+		return elAbortTakeover
+	case !f.Leader || f.Role != RoleStandby:
+		return elNone
+	case f.Failed:
+		return elNone
+	case !f.ApplierReady || f.Now.Before(f.NotBefore):
+		return elRetryLater
+	}
+	if t := f.Transfer; t != nil && t.To != f.Self && f.Now.UnixMilli() < t.Deadline &&
+		f.TransferToLive && f.RoomEpoch == t.Epoch {
+		return elRequeueTransfer
+	}
+	if behindCompaction(f.OldestFirst, f.Applied, f.OthersApplied) {
+		return elRequeueBehind
+	}
+	return elTakeOver
+}
+
+// behindCompaction: we would have to bootstrap from a checkpoint before
+// leading (our next entry was deleted: applied < oldestFirst-1) while
+// another live candidate would not. When unsure (oldestFirst 0): false.
+func behindCompaction(oldestFirst, applied uint64, others []uint64) bool {
+	if oldestFirst == 0 || applied >= oldestFirst-1 {
+		return false
+	}
+	for _, a := range others {
+		if a >= oldestFirst-1 {
+			return true
+		}
+	}
+	return false
+}
+
+// takeoverAction is what the loop does with a finished takeover's error.
+type takeoverAction int
+
+const (
+	toLead    takeoverAction = iota // no error: become primary
+	toFail                          // fatal: the replica fails
+	toRequeue                       // fenced by a concurrent writer: go behind it
+	toRetry                         // transient: retry after a pause
+	toStop                          // cancelled (we stopped it): nothing more
+)
+
+// decideTakeover classifies a takeover's outcome. corrupt counts the
+// consecutive takeovers that failed with logroom.ErrCorrupt before this
+// one; the result says how many do now (ErrCorrupt is fatal once
+// confirmCorruptTakeovers in a row saw it: a damaged room is a visible
+// failed state, not an endless quiet retry loop).
+func decideTakeover(err error, corrupt int) (takeoverAction, int) {
+	switch {
+	case err == nil:
+		return toLead, 0
+	case isFatal(err) || errors.Is(err, logroom.ErrDiverged):
+		return toFail, corrupt
+	case errors.Is(err, logroom.ErrCorrupt):
+		if corrupt+1 >= confirmCorruptTakeovers {
+			return toFail, corrupt + 1
+		}
+		return toRetry, corrupt + 1
+	case errors.Is(err, logroom.ErrFenced):
+		return toRequeue, 0
+	case errors.Is(err, context.Canceled):
+		return toStop, 0
+	default:
+		return toRetry, 0
+	}
+}
+
+// publishFacts is what decides whether a member rewrites its member data.
+type publishFacts struct {
+	Published   bool       // our member node exists with data we wrote
+	Last        memberData // what it holds (valid when Published)
+	Own         memberData // what we would write now
+	Asked       uint64     // the primary's CatchUp (0: none)
+	Now         time.Time
+	LastPublish time.Time // when we last wrote it
+	SeenMoved   time.Time // when our applied index last changed
+	SettleSpent bool      // the last publish was a settled one
+	Interval    time.Duration
+}
+
+// decidePublish says whether to rewrite our member data now, and whether
+// this publish is a "settled" one (see publishDue): no node yet; role,
+// checkpoint or our own CatchUp changed; the applied index changed and
+// the primary asks for an index we reached, or an interval passed since
+// the last publish, or the index settled (not moved for appliedQuiet, a
+// tenth of the interval passed, and the previous publish was not itself a
+// settled one).
+func decidePublish(f publishFacts) (due, settled bool) {
+	switch {
+	case !f.Published:
+		return true, false
+	case f.Last.Role != f.Own.Role || f.Last.Checkpoint != f.Own.Checkpoint || f.Last.CatchUp != f.Own.CatchUp:
+		return true, false
+	case f.Last.Applied == f.Own.Applied:
+		return false, false
+	case f.Asked > f.Last.Applied && f.Own.Applied >= f.Asked:
+		return true, false
+	}
+	since := f.Now.Sub(f.LastPublish)
+	if since >= f.Interval {
+		return true, false
+	}
+	settled = !f.SettleSpent && f.Now.Sub(f.SeenMoved) >= appliedQuiet && since >= f.Interval/10
+	return settled, settled
+}
+
+// deletion is one channel decideDeletions chose.
+type deletion struct {
+	Num    uint64
+	Forced bool // past the retention limit: a live member has not applied it (it will bootstrap)
+}
+
+// decideDeletions picks the sealed channels to delete, oldest first and
+// never one in the middle: a channel goes when ckpt (our durable
+// checkpoint) and served (the newest checkpoint a live member proved it
+// serves) both cover its last index AND either every live member applied
+// it (minApplied) or the room's charged bytes (logroom.ChannelInfo.Charged,
+// the writer's MaxRoomBytes measure) are over retain (> 0). chans is the
+// channel listing, oldest first.
+func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied uint64, retain int64) []deletion {
+	cover := min(ckpt, served)
+	var total int64
+	for _, c := range chans {
+		total += c.Charged()
+	}
+	var out []deletion
+	for _, c := range chans {
+		if !c.Sealed || c.LastIndex > cover {
+			break
+		}
+		over := retain > 0 && total > retain
+		if c.LastIndex > minApplied && !over {
+			break
+		}
+		out = append(out, deletion{Num: c.Num, Forced: c.LastIndex > minApplied})
+		total -= c.Charged()
+	}
+	return out
+}

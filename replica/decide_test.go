@@ -1,0 +1,208 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/stretchr/testify/require"
+)
+
+// The decisions are pure: these tables need no ZooKeeper.
+
+func TestDecideElection(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	ready := electionFacts{Self: "a", Leader: true, Role: RoleStandby, ApplierReady: true, Now: now}
+	with := func(mod func(*electionFacts)) electionFacts {
+		f := ready
+		mod(&f)
+		return f
+	}
+	fresh := &transferRecord{To: "b", Epoch: 7, Deadline: now.UnixMilli() + 1000}
+	cases := []struct {
+		name string
+		f    electionFacts
+		want electionAction
+	}{
+		{"lowest standby, nothing in the way", ready, elTakeOver},
+		{"primary that lost the lowest position", with(func(f *electionFacts) { f.Leader, f.Role = false, RolePrimary }), elEndTerm},
+		{"taking over, lost the lowest position", with(func(f *electionFacts) { f.Leader, f.Role = false, RoleTakingOver }), elAbortTakeover},
+		{"standby, not lowest", with(func(f *electionFacts) { f.Leader = false }), elNone},
+		{"primary, still lowest", with(func(f *electionFacts) { f.Role = RolePrimary }), elNone},
+		{"already taking over", with(func(f *electionFacts) { f.Role = RoleTakingOver }), elNone},
+		{"failed replica never takes over", with(func(f *electionFacts) { f.Failed = true }), elNone},
+		{"failed replica, not ready either", with(func(f *electionFacts) { f.Failed, f.ApplierReady = true, false }), elNone},
+		{"no standby tail yet", with(func(f *electionFacts) { f.ApplierReady = false }), elRetryLater},
+		{"backing off after a failed takeover", with(func(f *electionFacts) { f.NotBefore = now.Add(time.Millisecond) }), elRetryLater},
+		{"back-off just over", with(func(f *electionFacts) { f.NotBefore = now }), elTakeOver},
+		{"transfer to another live candidate, same epoch", with(func(f *electionFacts) {
+			f.Transfer, f.TransferToLive, f.RoomEpoch = fresh, true, 7
+		}), elRequeueTransfer},
+		{"transfer to us", with(func(f *electionFacts) {
+			rec := *fresh
+			rec.To = "a"
+			f.Transfer, f.TransferToLive, f.RoomEpoch = &rec, true, 7
+		}), elTakeOver},
+		{"transfer past its deadline", with(func(f *electionFacts) {
+			rec := *fresh
+			rec.Deadline = now.UnixMilli()
+			f.Transfer, f.TransferToLive, f.RoomEpoch = &rec, true, 7
+		}), elTakeOver},
+		{"transfer target not a live candidate", with(func(f *electionFacts) {
+			f.Transfer, f.TransferToLive, f.RoomEpoch = fresh, false, 7
+		}), elTakeOver},
+		{"transfer written under an older epoch", with(func(f *electionFacts) {
+			f.Transfer, f.TransferToLive, f.RoomEpoch = fresh, true, 8
+		}), elTakeOver},
+		{"behind compaction, another candidate is not", with(func(f *electionFacts) {
+			f.OldestFirst, f.Applied, f.OthersApplied = 101, 50, []uint64{20, 100}
+		}), elRequeueBehind},
+		{"behind compaction, so is everyone", with(func(f *electionFacts) {
+			f.OldestFirst, f.Applied, f.OthersApplied = 101, 50, []uint64{99}
+		}), elTakeOver},
+		{"exactly at the compaction point", with(func(f *electionFacts) {
+			f.OldestFirst, f.Applied, f.OthersApplied = 101, 100, []uint64{500}
+		}), elTakeOver},
+		{"oldest channel unknown", with(func(f *electionFacts) {
+			f.OldestFirst, f.Applied, f.OthersApplied = 0, 0, []uint64{500}
+		}), elTakeOver},
+		{"a transfer wins over compaction", with(func(f *electionFacts) {
+			f.Transfer, f.TransferToLive, f.RoomEpoch = fresh, true, 7
+			f.OldestFirst, f.Applied, f.OthersApplied = 101, 50, []uint64{100}
+		}), elRequeueTransfer},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want.String(), decideElection(c.f).String())
+			// The loop reads the transfer record and epoch exactly when the
+			// takeover branch is reachable.
+			reach := decideElection(electionFacts{Self: c.f.Self, Leader: c.f.Leader, Role: c.f.Role, Failed: c.f.Failed,
+				ApplierReady: c.f.ApplierReady, Now: c.f.Now, NotBefore: c.f.NotBefore}) == elTakeOver
+			require.Equal(t, reach, c.f.needsTakeoverFacts())
+		})
+	}
+}
+
+func TestDecideTakeover(t *testing.T) {
+	corrupt := fmt.Errorf("wrapped: %w", logroom.ErrCorrupt)
+	cases := []struct {
+		name        string
+		err         error
+		before      int
+		want        takeoverAction
+		wantCorrupt int
+	}{
+		{"success", nil, 2, toLead, 0},
+		{"diverged is fatal", fmt.Errorf("x: %w", logroom.ErrDiverged), 0, toFail, 0},
+		{"store failure is fatal", fmt.Errorf("x: %w", fatal(errors.New("pebble: disk full"))), 1, toFail, 1},
+		{"first corrupt: retry", corrupt, 0, toRetry, 1},
+		{"second corrupt: retry", corrupt, 1, toRetry, 2},
+		{"third corrupt in a row: fail", corrupt, confirmCorruptTakeovers - 1, toFail, confirmCorruptTakeovers},
+		{"fenced: requeue, corrupt count reset", fmt.Errorf("x: %w", logroom.ErrFenced), 2, toRequeue, 0},
+		{"cancelled: stop", context.Canceled, 2, toStop, 0},
+		{"connection trouble: retry, count reset", errors.New("zk: connection closed"), 2, toRetry, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			act, n := decideTakeover(c.err, c.before)
+			require.Equal(t, c.want, act)
+			require.Equal(t, c.wantCorrupt, n)
+		})
+	}
+}
+
+func TestDecidePublish(t *testing.T) {
+	now := time.Unix(1000, 0)
+	pub := memberData{Role: roleStrStandby, Applied: 10, Checkpoint: 5}
+	base := publishFacts{Published: true, Last: pub, Own: pub, Now: now, LastPublish: now.Add(-500 * time.Millisecond),
+		SeenMoved: now.Add(-time.Second), Interval: time.Second}
+	with := func(mod func(*publishFacts)) publishFacts {
+		f := base
+		mod(&f)
+		return f
+	}
+	moved := func(f *publishFacts) { f.Own.Applied = 20 }
+	cases := []struct {
+		name         string
+		f            publishFacts
+		due, settled bool
+	}{
+		{"nothing changed", base, false, false},
+		{"no node yet", with(func(f *publishFacts) { f.Published = false }), true, false},
+		{"role changed", with(func(f *publishFacts) { f.Own.Role = roleStrPrimary }), true, false},
+		{"checkpoint changed", with(func(f *publishFacts) { f.Own.Checkpoint = 6 }), true, false},
+		{"our CatchUp changed", with(func(f *publishFacts) { f.Own.CatchUp = 30 }), true, false},
+		{"moved, settled, budget unspent", with(moved), true, true},
+		{"moved, settled, budget spent", with(func(f *publishFacts) { moved(f); f.SettleSpent = true }), false, false},
+		{"moved, still moving", with(func(f *publishFacts) { moved(f); f.SeenMoved = now.Add(-time.Millisecond) }), false, false},
+		{"moved, published a moment ago", with(func(f *publishFacts) { moved(f); f.LastPublish = now.Add(-50 * time.Millisecond) }), false, false},
+		{"moved, interval passed", with(func(f *publishFacts) {
+			moved(f)
+			f.SettleSpent, f.SeenMoved, f.LastPublish = true, now, now.Add(-time.Second)
+		}), true, false},
+		{"asked for an index we reached", with(func(f *publishFacts) {
+			moved(f)
+			f.Asked, f.SettleSpent, f.SeenMoved, f.LastPublish = 15, true, now, now
+		}), true, false},
+		{"asked for an index we have not reached", with(func(f *publishFacts) {
+			moved(f)
+			f.Asked, f.SettleSpent, f.SeenMoved, f.LastPublish = 25, true, now, now
+		}), false, false},
+		{"asked for an index already published", with(func(f *publishFacts) {
+			moved(f)
+			f.Asked, f.SettleSpent, f.SeenMoved, f.LastPublish = 8, true, now, now
+		}), false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			due, settled := decidePublish(c.f)
+			require.Equal(t, c.due, due, "due")
+			require.Equal(t, c.settled, settled, "settled")
+		})
+	}
+}
+
+func TestDecideDeletions(t *testing.T) {
+	sealed := func(num, first, last uint64, bytes int64) logroom.ChannelInfo {
+		return logroom.ChannelInfo{Num: num, FirstIndex: first, LastIndex: last, Sealed: true, Bytes: bytes, Batches: 1}
+	}
+	chans := []logroom.ChannelInfo{
+		sealed(1, 1, 100, 1000), sealed(2, 101, 200, 1000), sealed(3, 201, 300, 1000),
+		{Num: 4, FirstIndex: 301, LastIndex: 300},
+	}
+	per := chans[0].Charged()
+	nums := func(ds []deletion) (out []string) {
+		for _, d := range ds {
+			out = append(out, fmt.Sprintf("%d%s", d.Num, map[bool]string{true: "!", false: ""}[d.Forced]))
+		}
+		return out
+	}
+	cases := []struct {
+		name                     string
+		ckpt, served, minApplied uint64
+		retain                   int64
+		want                     []string
+	}{
+		{"all applied, checkpoints cover two", 200, 250, 300, 0, []string{"1", "2"}},
+		{"served checkpoint covers less", 300, 150, 300, 0, []string{"1"}},
+		{"our checkpoint covers less", 100, 300, 300, 0, []string{"1"}},
+		{"nothing covered", 99, 300, 300, 0, nil},
+		{"a lagging member holds them", 300, 300, 150, 0, []string{"1"}},
+		{"lagging member, room over retention: forced", 300, 300, 150, 2 * per, []string{"1", "2!"}},
+		{"over retention only until under it", 300, 300, 0, 3*per + 1, []string{"1!"}},
+		{"never the open channel", 400, 400, 400, 0, []string{"1", "2", "3"}},
+		{"retention never passes the checkpoints", 100, 100, 0, 1, []string{"1!"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, nums(decideDeletions(chans, c.ckpt, c.served, c.minApplied, c.retain)))
+		})
+	}
+	require.Empty(t, decideDeletions(nil, 100, 100, 100, 0))
+	// A channel in the middle is never deleted before an older one.
+	gap := []logroom.ChannelInfo{{Num: 1, FirstIndex: 1, LastIndex: 0}, sealed(2, 1, 100, 10)}
+	require.Empty(t, decideDeletions(gap, 100, 100, 100, 0))
+}
