@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,8 +87,29 @@ func runBootstrap(ctx context.Context, b *bench) ([]Result, error) {
 	defer stopLoad()
 
 	b.prog.Logf("bootstrap: new standby from a %.1f MB checkpoint", float64(info.Bytes)/1e6)
+	// The phases, from the fetch's progress stages: first streamed byte,
+	// last streamed byte (CRCs checked on the way), verified (opened as a
+	// store at the manifest's index, renamed into place), then restored
+	// (hard-linked into the store and opened) when Bootstraps counts it.
+	var phaseMu sync.Mutex
+	var firstByte, streamedAt, verifiedAt time.Time
 	t1 := time.Now()
-	s, err := b.openMember(ctx, room, "s", nil)
+	s, err := b.openMember(ctx, room, "s", func(c *replica.Config) {
+		c.CheckpointFetch.Progress = func(p checkpoint.Progress) {
+			phaseMu.Lock()
+			defer phaseMu.Unlock()
+			now := time.Now()
+			if firstByte.IsZero() {
+				firstByte = now.Add(-p.Elapsed) // the request went out then
+			}
+			switch p.Stage {
+			case checkpoint.StageStreamed:
+				streamedAt = now
+			case checkpoint.StageVerified:
+				verifiedAt = now
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +135,18 @@ func runBootstrap(ctx context.Context, b *bench) ([]Result, error) {
 	r.setExtra("checkpoint_bytes", info.Bytes)
 	r.setExtra("checkpoint_index", info.Manifest.Index)
 	r.setExtra("restored_ms", round3(ms(restored)))
+	phaseMu.Lock()
+	if !firstByte.IsZero() && !streamedAt.IsZero() && !verifiedAt.IsZero() {
+		restoredAt := t1.Add(restored)
+		mbps := func(d time.Duration) float64 { return round3(float64(info.Bytes) / d.Seconds() / 1e6) }
+		r.setExtra("setup_ms", round3(ms(firstByte.Sub(t1))))            // Open, join, find a source, probe manifests
+		r.setExtra("fetch_ms", round3(ms(streamedAt.Sub(firstByte))))    // stream + per-file CRC, one pass
+		r.setExtra("verify_ms", round3(ms(verifiedAt.Sub(streamedAt))))  // open as a store at the manifest's index
+		r.setExtra("restore_ms", round3(ms(restoredAt.Sub(verifiedAt)))) // link into the store, open, swap
+		r.setExtra("fetch_mb_per_s", mbps(streamedAt.Sub(firstByte)))
+		r.setExtra("fetch_verify_restore_mb_per_s", mbps(restoredAt.Sub(firstByte)))
+	}
+	phaseMu.Unlock()
 	r.setExtra("caught_up_ms", round3(ms(caught)))
 	r.setExtra("fill_ms", round3(ms(fillTime)))
 	r.Note = fmt.Sprintf("%.1f MB checkpoint: restored %v after Open, caught up (Barrier) after %v",

@@ -304,3 +304,35 @@ func TestManifestJSON(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt, "case %d", i)
 	}
 }
+
+// TestFetchProgressStages: streaming calls, then exactly one
+// StageStreamed at the last byte (Bytes == Total), then exactly one
+// StageVerified after the store check, in that order.
+func TestFetchProgressStages(t *testing.T) {
+	s := newStore(t, 2000, 1000)
+	root := t.TempDir()
+	ctx := context.Background()
+	_, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
+	require.NoError(t, err)
+	srv := httptest.NewServer(Handler(root))
+	defer srv.Close()
+	var stages []string
+	var streamed, verified Progress
+	_, err = Fetch(ctx, srv.URL, t.TempDir(), FetchOptions{ProgressInterval: time.Nanosecond, Progress: func(p Progress) {
+		if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
+			stages = append(stages, p.Stage)
+		}
+		switch p.Stage {
+		case StageStreamed:
+			streamed = p
+		case StageVerified:
+			verified = p
+		}
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{StageStreaming, StageStreamed, StageVerified}, stages)
+	require.Positive(t, streamed.Total)
+	require.Equal(t, streamed.Total, streamed.Bytes)
+	require.Equal(t, streamed.Bytes, verified.Bytes)
+	require.GreaterOrEqual(t, verified.Elapsed, streamed.Elapsed)
+}

@@ -23,7 +23,20 @@ type Progress struct {
 	Total   int64         // stream length, -1 if unknown
 	Rate    float64       // bytes/s averaged since the start
 	Elapsed time.Duration // since the request was sent
+	// Stage: StageStreaming while bytes arrive (each file's CRC is
+	// checked as it streams), StageStreamed once when the last byte of a
+	// stream of known length arrived, StageVerified once after success
+	// (the files opened as a store at the manifest's index and the
+	// checkpoint is in place).
+	Stage string
 }
+
+// Progress stages.
+const (
+	StageStreaming = "streaming"
+	StageStreamed  = "streamed"
+	StageVerified  = "verified"
+)
 
 // Fetch defaults (see FetchOptions).
 const (
@@ -43,8 +56,9 @@ const streamSlack = 1 << 20
 // fields take the defaults.
 type FetchOptions struct {
 	// Progress, if set, is called from Fetch's goroutine at most every
-	// ProgressInterval while bytes arrive, and once more after success with
-	// Bytes == Total. It must not block for long.
+	// ProgressInterval while bytes arrive, once when the stream's last byte
+	// arrived (StageStreamed), and once more after success with Bytes ==
+	// Total (StageVerified). It must not block for long.
 	Progress func(Progress)
 	// ProgressInterval: default 100ms.
 	ProgressInterval time.Duration
@@ -556,7 +570,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if c.fn != nil && n > 0 {
-		if now := time.Now(); now.Sub(c.last) >= c.interval {
+		now := time.Now()
+		switch {
+		case c.total > 0 && c.n == c.total:
+			p := c.progress(now)
+			p.Stage = StageStreamed
+			c.last = now
+			c.fn(p)
+		case now.Sub(c.last) >= c.interval:
 			c.last = now
 			c.fn(c.progress(now))
 		}
@@ -566,7 +587,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 func (c *countingReader) progress(now time.Time) Progress {
 	el := now.Sub(c.start)
-	p := Progress{Bytes: c.n, Total: c.total, Elapsed: el}
+	p := Progress{Bytes: c.n, Total: c.total, Elapsed: el, Stage: StageStreaming}
 	if el > 0 {
 		p.Rate = float64(c.n) / el.Seconds()
 	}
@@ -579,6 +600,6 @@ func (c *countingReader) final() {
 		return
 	}
 	p := c.progress(time.Now())
-	p.Total = c.n
+	p.Total, p.Stage = c.n, StageVerified
 	c.fn(p)
 }
