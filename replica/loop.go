@@ -402,7 +402,7 @@ func (r *Replica) publishDue() bool {
 	}
 	f := publishFacts{Own: r.ownMemberData(), Asked: r.askedCatchUp(), Now: now, LastPublish: lp.lastPublish,
 		SeenMoved: lp.seenMoved, SettleSpent: lp.settleSpent, Interval: r.cfg.MemberUpdateInterval}
-	f.Published = lp.mem.own && decode(lp.mem.published, &f.Last) == nil
+	f.Published, f.Last = lp.mem.own && lp.mem.published != nil, lp.mem.last
 	due, settled := decidePublish(f)
 	lp.pubSettled = settled
 	return due

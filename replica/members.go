@@ -28,8 +28,10 @@ type membership struct {
 
 	// own: our node exists in the current session (as far as we know).
 	own bool
-	// published is the data last written to our node.
+	// published is the data last written to our node, and last the
+	// member data it encodes (the loop compares against it every tick).
 	published []byte
+	last      memberData
 	// known caches member data by member id (= node name).
 	known map[string]memberData
 	// dataWatched: a data watch is armed for the member.
@@ -55,7 +57,7 @@ func newMembership(conn *zk.Conn, acl []zk.ACL, dir, id string, log *slog.Logger
 // every watch was invalidated.
 func (m *membership) sessionReset() {
 	m.own = false
-	m.published = nil
+	m.published, m.last = nil, memberData{}
 	m.childWatched = false
 	clear(m.dataWatched)
 }
@@ -82,7 +84,7 @@ func (m *membership) publish(d memberData) error {
 		}
 		_, err := m.conn.Set(m.path(), data, -1)
 		if err == nil {
-			m.published = data
+			m.published, m.last = data, d
 			return nil
 		}
 		if !errors.Is(err, zk.ErrNoNode) {
@@ -92,7 +94,7 @@ func (m *membership) publish(d memberData) error {
 	}
 	_, err := m.conn.Create(m.path(), data, zk.FlagEphemeral, m.acl)
 	if err == nil {
-		m.own, m.published = true, data
+		m.own, m.published, m.last = true, data, d
 		return nil
 	}
 	if !errors.Is(err, zk.ErrNodeExists) {
@@ -119,7 +121,7 @@ func (m *membership) publish(d memberData) error {
 	if _, err := m.conn.Set(m.path(), data, -1); err != nil {
 		return fmt.Errorf("update member node: %w", err)
 	}
-	m.published = data
+	m.published, m.last = data, d
 	return nil
 }
 
