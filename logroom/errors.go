@@ -1,15 +1,12 @@
 package logroom
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"syscall"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Sentinel errors. Every error this package returns that matches one of these
@@ -68,25 +65,12 @@ var (
 
 // IsConnLoss reports whether err, returned by a go-zookeeper request, says
 // the request's fate is unknown because the connection or session went
-// away: zk.ErrConnectionClosed (in flight when the connection dropped),
-// zk.ErrNoServer, zk.ErrSessionExpired, zk.ErrSessionMoved, and any
-// transport error go-zookeeper hands over raw — a failed socket write
-// reaches the request as a *net.OpError (broken pipe, reset, i/o timeout),
-// and a request may have been sent before the write failed. Such requests
-// must be resolved by reading back, never treated as definite failures.
-func IsConnLoss(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false // the caller's own deadline (it satisfies net.Error too)
-	}
-	if errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
-		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, os.ErrDeadlineExceeded)
-}
+// away (zk.ErrConnectionClosed, zk.ErrNoServer, zk.ErrSessionExpired,
+// zk.ErrSessionMoved, or a raw transport error such as a failed socket
+// write). Such requests must be resolved by reading back, never treated
+// as definite failures. The caller's own context ending is not one. The
+// classification lives in internal/zkx (zkx.IsConnLoss).
+func IsConnLoss(err error) bool { return zkx.IsConnLoss(err) }
 
 func isConnErr(err error) bool { return IsConnLoss(err) }
 

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 const (
 	channelPrefix = "ch-"
 	batchPrefix   = "b-"
 	numDigits     = 20
-
-	backoffMin = 20 * time.Millisecond
-	backoffMax = 1 * time.Second
 )
 
 func channelName(num uint64) string { return fmt.Sprintf("%s%0*d", channelPrefix, numDigits, num) }
@@ -35,46 +33,30 @@ func parseNum(name, prefix string) (uint64, bool) {
 	return n, true
 }
 
-// backoff is an exponential retry delay.
-type backoff struct{ d time.Duration }
+// backoff is the exponential retry delay of zkx.Backoff (20 ms doubling
+// to 1 s); the zero value is ready.
+type backoff struct{ zkx.Backoff }
 
 // wait sleeps for the next delay or until ctx ends.
-func (b *backoff) wait(ctx context.Context) error {
-	if b.d == 0 {
-		b.d = backoffMin
-	} else if b.d *= 2; b.d > backoffMax {
-		b.d = backoffMax
-	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (b *backoff) wait(ctx context.Context) error { return b.Wait(ctx) }
 
 // retry runs an idempotent operation until it returns something other than
 // a connection error, waiting for the session and backing off in between.
 // It gives up when ctx ends or the client is closed.
 func (c *Client) retry(ctx context.Context, op func() error) error {
-	var bo backoff
-	for {
-		err := op()
-		if err == nil || !isConnErr(err) {
-			return err
-		}
-		if c.isClosed() {
-			return fmt.Errorf("%w: %w", ErrClosed, err)
-		}
-		if werr := c.waitSession(ctx); werr != nil {
-			return fmt.Errorf("%w (last error: %w)", werr, err)
-		}
-		if werr := bo.wait(ctx); werr != nil {
-			return fmt.Errorf("%w (last error: %w)", werr, err)
-		}
+	return zkx.Retry(ctx, c.retryGate, op)
+}
+
+// retryGate runs between retries after the connection error err: it fails
+// once the client is closed, else waits for the session.
+func (c *Client) retryGate(ctx context.Context, err error) error {
+	if c.isClosed() {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
+	if werr := c.waitSession(ctx); werr != nil {
+		return fmt.Errorf("%w (last error: %w)", werr, err)
+	}
+	return nil
 }
 
 // get is Get with retry on connection loss.

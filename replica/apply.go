@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/roomlog/roomlog/internal/zkx"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 )
@@ -301,7 +302,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			}
 			r.log.Warn("standby: log reported corrupt; re-reading to tell corruption from concurrent deletion",
 				"attempt", corrupt, "applied", r.applied.Load(), "err", err)
-			backoff.cur = max(backoff.cur, 500*time.Millisecond)
+			backoff.atLeast(500 * time.Millisecond)
 			if !backoff.wait(ctx) {
 				return nil
 			}
@@ -527,24 +528,15 @@ func (r *Replica) applyQueued(q *commitQueue) error {
 	return nil
 }
 
-// backoff is a capped exponential delay.
-type backoff struct {
-	min, max, cur time.Duration
-}
+// backoff is a capped exponential delay (zkx.Backoff).
+type backoff struct{ b zkx.Backoff }
 
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, cur: min} }
+func newBackoff(min, max time.Duration) *backoff { return &backoff{zkx.Backoff{Min: min, Max: max}} }
 
-func (b *backoff) reset() { b.cur = b.min }
+func (b *backoff) reset() { b.b.Reset() }
+
+// atLeast makes the next wait sleep at least d (at most max).
+func (b *backoff) atLeast(d time.Duration) { b.b.AtLeast(d) }
 
 // wait sleeps the current delay (doubling it); false when ctx ended.
-func (b *backoff) wait(ctx context.Context) bool {
-	t := time.NewTimer(b.cur)
-	defer t.Stop()
-	b.cur = min(2*b.cur, b.max)
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (b *backoff) wait(ctx context.Context) bool { return b.b.Wait(ctx) == nil }

@@ -13,7 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Znode names under the room (see doc.go for the formats).
@@ -94,14 +94,12 @@ func encode(v any) []byte {
 }
 
 // decode unmarshals znode data (peers' or a foreign client's: input, not
-// truth). The bytes are first checked to hold exactly one msgpack value,
-// nested at most znodeMaxDepth deep, whose every declared length fits in
-// the input, so decoding allocates O(len(b)) and cannot recurse deeply.
+// truth) with zkx.Decode: the bytes are first checked to hold exactly one
+// msgpack value, nested at most znodeMaxDepth deep, whose every declared
+// length fits in the input, so decoding allocates O(len(b)) and cannot
+// recurse deeply.
 func decode(b []byte, v any) error {
-	if err := logroom.CheckMsgpack(b, znodeMaxDepth); err != nil {
-		return fmt.Errorf("%w: %v", errBadZnodeData, err)
-	}
-	if err := msgpack.Unmarshal(b, v); err != nil {
+	if err := zkx.Decode(b, v, znodeMaxDepth); err != nil {
 		return fmt.Errorf("%w: %v", errBadZnodeData, err)
 	}
 	return nil
@@ -271,7 +269,7 @@ func sortBySeq(cs []candidate) {
 
 // isConnErr reports whether err means "the request may not have reached
 // ZooKeeper or its answer was lost": retry after checking state.
-func isConnErr(err error) bool { return logroom.IsConnLoss(err) }
+func isConnErr(err error) bool { return zkx.IsConnLoss(err) }
 
 // createParents creates path's missing persistent ancestors and path itself
 // (idempotent, race-safe).

@@ -6,7 +6,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // MaxDepth bounds the msgpack nesting of recipe znode data: every format is
@@ -25,14 +25,12 @@ func Encode(v any) []byte {
 	return b
 }
 
-// Decode unmarshals znode data (input, not truth) after checking that it
-// holds exactly one msgpack value, nested at most MaxDepth deep, whose
-// every declared length fits in b: decoding then allocates O(len(b)).
+// Decode unmarshals znode data (input, not truth) with zkx.Decode: it
+// first checks that b holds exactly one msgpack value, nested at most
+// MaxDepth deep, whose every declared length fits in b, so decoding
+// allocates O(len(b)).
 func Decode(b []byte, v any) error {
-	if err := logroom.CheckMsgpack(b, MaxDepth); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadData, err)
-	}
-	if err := msgpack.Unmarshal(b, v); err != nil {
+	if err := zkx.Decode(b, v, MaxDepth); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadData, err)
 	}
 	return nil

@@ -2,7 +2,10 @@
 // election, lock) share: a session tracker over a *logroom.Client, requests
 // bounded by a context, retry on connection loss, name validation and
 // sequential-node parsing, a set of foreign znodes, a coalescing signal,
-// bounded msgpack decoding and guarded Multis.
+// bounded msgpack decoding and guarded Multis. Connection-loss
+// classification, backoff, the retry loop, the signal and the msgpack
+// bounds are internal/zkx's (shared with logroom and replica); zkr only
+// binds them to a Session.
 //
 // Every recipe object owns one Session. A request made through Do runs on
 // its own goroutine so that the caller's ctx bounds the wait; when ctx ends

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/roomlog/roomlog/internal/zkx"
 	"github.com/roomlog/roomlog/logroom"
 )
 
@@ -152,48 +152,20 @@ func Do0(ctx context.Context, s *Session, op func() error, late func(error)) err
 	return err
 }
 
-// IsConnLoss reports whether err leaves a request's fate unknown (see
-// logroom.IsConnLoss).
-func IsConnLoss(err error) bool { return logroom.IsConnLoss(err) }
+// IsConnLoss reports whether err leaves a request's fate unknown
+// (zkx.IsConnLoss).
+func IsConnLoss(err error) bool { return zkx.IsConnLoss(err) }
 
-// Backoff is an exponential retry delay from 20ms to 1s.
-type Backoff struct{ d time.Duration }
-
-// Wait sleeps for the next delay or until ctx ends.
-func (b *Backoff) Wait(ctx context.Context) error {
-	if b.d == 0 {
-		b.d = 20 * time.Millisecond
-	} else if b.d *= 2; b.d > time.Second {
-		b.d = time.Second
-	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Reset starts the next Wait at the minimum delay.
-func (b *Backoff) Reset() { b.d = 0 }
+// Backoff is the exponential retry delay of zkx.Backoff: the zero value
+// waits 20ms doubling to 1s.
+type Backoff = zkx.Backoff
 
 // Retry runs an idempotent request through Do until it returns something
-// other than a connection loss, backing off in between. It gives up when
-// ctx ends (the error names the last connection error) or the client
-// closes.
+// other than a connection loss, backing off in between (zkx.RetryValue).
+// It gives up when ctx ends (the error names the last connection error) or
+// the client closes.
 func Retry[T any](ctx context.Context, s *Session, op func() (T, error)) (T, error) {
-	var bo Backoff
-	for {
-		v, err := Do(ctx, s, op, nil)
-		if err == nil || !IsConnLoss(err) {
-			return v, err
-		}
-		if werr := bo.Wait(ctx); werr != nil {
-			return v, fmt.Errorf("%w (last error: %w)", werr, err)
-		}
-	}
+	return zkx.RetryValue(ctx, nil, func() (T, error) { return Do(ctx, s, op, nil) })
 }
 
 // Retry0 is Retry for a request without a result value.

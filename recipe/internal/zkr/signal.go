@@ -1,20 +1,10 @@
 package zkr
 
-// Signal is a coalescing wake-up: any number of Notify calls before the
-// receiver looks become one. Notify never blocks, so the watch or session
-// path that calls it is never held up by a slow consumer.
-type Signal struct{ ch chan struct{} }
+import "github.com/roomlog/roomlog/internal/zkx"
+
+// Signal is a coalescing wake-up (zkx.Signal): any number of Notify calls
+// before the receiver looks become one, and Notify never blocks.
+type Signal = zkx.Signal
 
 // NewSignal returns a signal with nothing pending.
-func NewSignal() Signal { return Signal{ch: make(chan struct{}, 1)} }
-
-// Notify marks the signal pending.
-func (s Signal) Notify() {
-	select {
-	case s.ch <- struct{}{}:
-	default:
-	}
-}
-
-// C is received from once per pending mark.
-func (s Signal) C() <-chan struct{} { return s.ch }
+func NewSignal() Signal { return zkx.NewSignal() }
