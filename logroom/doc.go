@@ -40,6 +40,18 @@
 // for the exact next name), and a reader needs no listing to find its next
 // batch.
 //
+// # Read-only views
+//
+// Tools that inspect a room without opening it (OpenRoom creates a missing
+// room) read it through views that only Sync, Get and List, and decode
+// with the library's own decoders: ReadRoomInfo (room meta and the room's
+// czxid), ReadEpoch (epoch, owner, znode version), ListChannels (channel
+// numbers, foreign names, the channels znode's Cversion) and ReadChannel
+// (a ChannelView: ChannelInfo plus the deleting mark). A meta znode that
+// fails the checks is a *CorruptZnodeError (wrapping ErrCorrupt) naming
+// room, channel and znode; RoomPath, ChannelName, BatchName,
+// ParseChannelName and ParseBatchName name the layout above.
+//
 // # Batch format (versions 1 and 2)
 //
 // Version 1 (uncompressed; EncodeBatch, and every batch a Writer does not

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 )
 
@@ -43,7 +43,7 @@ func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		row, ok, err := roomSummary(in, name)
+		row, ok, err := roomSummary(ctx, in, name)
 		if err != nil {
 			return err
 		}
@@ -67,45 +67,44 @@ func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout,
 
 // roomSummary describes the child name of the base; ok is false when it is
 // not a room. A room the client may not read is a row with Error set.
-func roomSummary(in *inspector, name string) (roomRow, bool, error) {
+func roomSummary(ctx context.Context, in *inspector, name string) (roomRow, bool, error) {
 	row := roomRow{Name: name}
-	rv := &roomView{in: in, name: name, root: in.base + "/" + name}
-	data, _, err := rv.getOptional(rv.root)
-	if errors.Is(err, zk.ErrNoAuth) {
+	rctx, cancel := in.bounded(ctx)
+	info, err := logroom.ReadRoomInfo(rctx, in.c, in.base, name)
+	cancel()
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
 		row.Error = "no access: digest ACL, pass --zk-digest-file"
 		return row, true, nil
+	case errors.Is(err, logroom.ErrNoRoom): // deleted since the listing
+		return row, false, nil
+	case errors.Is(err, logroom.ErrCorrupt), errors.Is(err, logroom.ErrBadName): // not a room
+		return row, false, nil
+	case err != nil:
+		return row, false, zkErr("", err)
 	}
-	if err != nil {
-		return row, false, err
-	}
-	if data == nil {
-		return row, false, nil // deleted since the listing
-	}
-	m, err := decodeRoomMeta(data)
-	if err != nil {
-		return row, false, nil // not a room
-	}
-	row.Created = formatTime(m.Created)
-	if em, err := rv.epoch(); err != nil {
+	rv := &roomView{in: in, name: name, root: info.Path}
+	row.Created = formatTime(info.Created)
+	if em, err := rv.epoch(ctx); err != nil {
 		row.Error = err.Error()
 	} else {
 		row.Epoch, row.Owner = em.Epoch, em.Owner
 	}
-	if nums, _, err := rv.channelNums(); err != nil {
+	if nums, _, err := rv.channelNums(ctx); err != nil {
 		row.Error = err.Error()
 	} else {
 		row.Channels = len(nums)
 		if len(nums) > 0 {
-			if cm, err := rv.channel(nums[0]); err == nil {
-				row.FirstIndex = cm.First
+			if cm, err := rv.channel(ctx, nums[0]); err == nil {
+				row.FirstIndex = cm.FirstIndex
 			}
 		}
 	}
-	members, err := readMembers(rv)
+	v, err := rv.replicaView(ctx)
 	if err != nil {
 		row.Error = err.Error()
 	}
-	row.Members = liveMembers(members)
+	row.Members = len(v.Live())
 	return row, true, nil
 }
 
@@ -133,34 +132,34 @@ type channelsOut struct {
 }
 
 func cmdChannels(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
-	rv, _, err := in.room(args[0])
+	rv, _, err := in.room(ctx, args[0])
 	if err != nil {
 		return err
 	}
-	em, err := rv.epoch()
+	em, err := rv.epoch(ctx)
 	if err != nil {
 		return err
 	}
-	nums, _, err := rv.channelNums()
+	nums, _, err := rv.channelNums(ctx)
 	if err != nil {
 		return err
 	}
 	out := channelsOut{Room: rv.name, Epoch: em.Epoch, Owner: em.Owner, Channels: []channelRow{}}
 	for _, num := range nums {
-		m, err := rv.channel(num)
+		m, err := rv.channel(ctx, num)
 		if errors.Is(err, errChannelGone) {
 			continue
 		}
-		if errors.Is(err, errFormat) {
+		if errors.Is(err, errMalformed) {
 			out.Channels = append(out.Channels, channelRow{Num: num, Note: err.Error()})
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		row := channelRow{Num: num, First: m.First, Last: m.Last, Sealed: m.Sealed, Epoch: m.Epoch, Batches: m.Batches, Bytes: m.Bytes}
+		row := channelRow{Num: num, First: m.FirstIndex, Last: m.LastIndex, Sealed: m.Sealed, Epoch: m.Epoch, Batches: m.Batches, Bytes: m.Bytes}
 		if !m.Sealed {
-			res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.First})
+			res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.FirstIndex})
 			if errors.Is(err, errChannelGone) {
 				continue
 			}
@@ -217,8 +216,8 @@ type memberRow struct {
 	// Session is the ZooKeeper session holding the ephemeral node (hex;
 	// 0x0: a persistent node).
 	Session string `json:"session"`
-	// Foreign: replicas ignore this node (replica.CheckMemberZnode); Error
-	// says why.
+	// Foreign: replicas ignore this node (replica.ReadRoomView classifies
+	// it as they do); Error says why.
 	Foreign bool   `json:"foreign,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
@@ -237,6 +236,9 @@ type membersOut struct {
 	// ignore, with the reason (members/ ones are also rows of Members).
 	Foreign  []foreignZnode `json:"foreign"`
 	Transfer *transferOut   `json:"transfer,omitempty"`
+	// TransferError says why a transfer znode that exists is not shown
+	// (replica.RoomView.TransferErr).
+	TransferError string `json:"transfer_error,omitempty"`
 }
 
 // foreignZnode is a child of members/ or election/ that breaks replica's
@@ -247,168 +249,55 @@ type foreignZnode struct {
 	Reason string `json:"reason"`
 }
 
-// unreadableReason is the reason given for a child the tool may not read.
-const unreadableReason = "unreadable: its ACL denies READ"
-
-// getChild reads a child of members/ or election/; st is nil when it is
-// gone, and noAuth is true when its ACL denies us READ (foreign: the
-// replicas, which hold the room's credentials, could not read it either
-// when the tool runs with them).
-func getChild(rv *roomView, p string) (data []byte, st *zk.Stat, noAuth bool, err error) {
-	data, st, err = rv.conn().Get(p)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		return nil, nil, false, nil
-	case errors.Is(err, zk.ErrNoAuth):
-		return nil, nil, true, nil
-	case err != nil:
-		return nil, nil, false, zkErr("read "+p, err)
-	}
-	return data, st, false, nil
-}
-
-// readMembers reads every member node, sorted by id, marking those that
-// replicas ignore as foreign (replica.CheckMemberZnode).
-func readMembers(rv *roomView) ([]memberRow, error) {
-	dir := rv.path(membersNode)
-	names, err := rv.childrenOptional(dir)
-	if err != nil {
-		return nil, err
-	}
-	rows := []memberRow{}
-	for _, n := range names {
-		data, st, noAuth, err := getChild(rv, dir+"/"+n)
-		if err != nil {
-			return nil, err
+// memberRows turns the replica view's members into rows, sorted by node
+// name, and returns the foreign znodes of members/ and of election/ (each
+// sorted by path).
+func memberRows(v replica.RoomView) (rows []memberRow, memberForeign, electionForeign []foreignZnode) {
+	rows = []memberRow{}
+	isMember := map[string]bool{}
+	for _, m := range v.Members {
+		isMember[m.Path] = true
+		row := memberRow{ID: m.Name, Session: fmt.Sprintf("0x%x", m.Session)}
+		if m.Unreadable {
+			row.Session = "?"
 		}
-		if noAuth {
-			rows = append(rows, memberRow{ID: n, Session: "?", Foreign: true, Error: unreadableReason})
-			continue
+		if m.Decoded {
+			row.Addr, row.Role, row.Epoch, row.Applied, row.Checkpoint = m.Addr, m.Role.String(), m.Epoch, m.Applied, m.Checkpoint
 		}
-		if st == nil {
-			continue // left since the listing
-		}
-		row := memberRow{ID: n, Session: fmt.Sprintf("0x%x", st.EphemeralOwner)}
-		m, err := decodeMember(data)
-		if err != nil {
-			row.Error = err.Error()
+		if m.Foreign != "" {
+			row.Foreign, row.Error = true, m.Foreign
 		} else {
-			row.Addr, row.Role, row.Epoch, row.Applied, row.Checkpoint = m.Addr, m.Role, m.Epoch, m.Applied, m.Checkpoint
-		}
-		if err := replica.CheckMemberZnode(n, data, st.EphemeralOwner); err != nil {
-			row.Foreign, row.Error = true, err.Error()
+			row.Election = v.ElectionPlace(m.ID)
 		}
 		rows = append(rows, row)
 	}
-	return rows, nil
-}
-
-// liveMembers counts the members replicas accept.
-func liveMembers(rows []memberRow) int {
-	n := 0
-	for _, r := range rows {
-		if !r.Foreign {
-			n++
+	for _, f := range v.Foreign {
+		z := foreignZnode{Path: f.Path, Reason: f.Reason}
+		if isMember[f.Path] {
+			memberForeign = append(memberForeign, z)
+		} else {
+			electionForeign = append(electionForeign, z)
 		}
 	}
-	return n
-}
-
-// foreignMembers returns the foreign rows of readMembers as foreign znodes.
-func foreignMembers(rv *roomView, rows []memberRow) []foreignZnode {
-	var out []foreignZnode
-	for _, r := range rows {
-		if r.Foreign {
-			out = append(out, foreignZnode{Path: rv.path(membersNode, r.ID), Reason: r.Error})
-		}
-	}
-	return out
-}
-
-// electionScan maps member ids to their place in the election line, as
-// replicas see it (only candidates replica.CheckCandidateZnode accepts
-// count), and returns the foreign children of election/.
-func electionScan(rv *roomView) (map[string]int, []foreignZnode, error) {
-	dir := rv.path(electionNode)
-	names, err := rv.childrenOptional(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	type cand struct {
-		name string
-		seq  int64
-		id   string
-	}
-	var (
-		cands   []cand
-		foreign []foreignZnode
-	)
-	for _, n := range names {
-		p := dir + "/" + n
-		data, st, noAuth, err := getChild(rv, p)
-		if err != nil {
-			return nil, nil, err
-		}
-		if noAuth {
-			foreign = append(foreign, foreignZnode{Path: p, Reason: unreadableReason})
-			continue
-		}
-		if st == nil {
-			continue
-		}
-		if err := replica.CheckCandidateZnode(n, data, st.EphemeralOwner); err != nil {
-			foreign = append(foreign, foreignZnode{Path: p, Reason: err.Error()})
-			continue
-		}
-		seq, _ := parseCandidateSeq(n) // accepted: it parses
-		d, _ := decodeCandidate(data)  // accepted: it decodes
-		cands = append(cands, cand{n, seq, d.ID})
-	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if c := cmp.Compare(a.seq, b.seq); c != 0 {
-			return c
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	ranks := map[string]int{}
-	for i, c := range cands {
-		if _, seen := ranks[c.id]; !seen {
-			ranks[c.id] = i + 1
-		}
-	}
-	return ranks, foreign, nil
+	return rows, memberForeign, electionForeign
 }
 
 func cmdMembers(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
-	rv, _, err := in.room(args[0])
+	rv, _, err := in.room(ctx, args[0])
 	if err != nil {
 		return err
 	}
-	rows, err := readMembers(rv)
+	v, err := rv.replicaView(ctx)
 	if err != nil {
 		return err
 	}
-	ranks, electionForeign, err := electionScan(rv)
-	if err != nil {
-		return err
-	}
-	for i := range rows {
-		if !rows[i].Foreign {
-			rows[i].Election = ranks[rows[i].ID]
-		}
-	}
-	out := membersOut{Room: rv.name, Members: rows, Foreign: append(foreignMembers(rv, rows), electionForeign...)}
+	rows, memberForeign, electionForeign := memberRows(v)
+	out := membersOut{Room: rv.name, Members: rows, Foreign: append(memberForeign, electionForeign...), TransferError: v.TransferErr}
 	if out.Foreign == nil {
 		out.Foreign = []foreignZnode{}
 	}
-	data, st, err := rv.getOptional(rv.path(transferNode))
-	if err != nil {
-		return err
-	}
-	if st != nil {
-		if tr, err := decodeTransfer(data); err == nil {
-			out.Transfer = &transferOut{From: tr.From, To: tr.To, Epoch: tr.Epoch, Deadline: formatTime(tr.Deadline)}
-		}
+	if tr := v.Transfer; tr != nil {
+		out.Transfer = &transferOut{From: tr.From, To: tr.To, Epoch: tr.Epoch, Deadline: formatTime(tr.Deadline)}
 	}
 	if o.json {
 		return writeJSON(stdout, out)
@@ -433,6 +322,9 @@ func cmdMembers(ctx context.Context, in *inspector, o options, args []string, st
 	}
 	if tr := out.Transfer; tr != nil {
 		fmt.Fprintf(stdout, "leadership transfer from %s to %s (epoch %d) binding until %s\n", tr.From, tr.To, tr.Epoch, tr.Deadline)
+	}
+	if out.TransferError != "" {
+		fmt.Fprintf(stdout, "leadership transfer record malformed: %s\n", out.TransferError)
 	}
 	return nil
 }
@@ -472,67 +364,46 @@ type checkpointsOut struct {
 	Members []memberCheckpoint `json:"members"`
 }
 
-// checkpointURL is where a member advertising addr serves room's newest
-// checkpoint ("" without an address).
-func checkpointURL(addr, room string) string {
-	if addr == "" {
-		return ""
-	}
-	base := addr
-	if !strings.Contains(addr, "://") {
-		base = "http://" + addr
-	}
-	return strings.TrimSuffix(base, "/") + replica.CheckpointPath(room)
-}
-
 func cmdCheckpoints(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
-	rv, _, err := in.room(args[0])
+	rv, _, err := in.room(ctx, args[0])
 	if err != nil {
 		return err
 	}
 	out := checkpointsOut{Room: rv.name, Covered: []uint64{}, Members: []memberCheckpoint{}}
-	data, st, err := rv.getOptional(rv.path(checkpointsNode))
+	v, err := rv.replicaView(ctx)
 	if err != nil {
 		return err
 	}
-	if st != nil {
-		rec, err := decodeCheckpointRecord(data)
-		if err != nil {
-			out.RecordError = err.Error()
-		} else {
-			out.Record = &checkpointRecordOut{Index: rec.Index, Epoch: rec.Epoch, ID: rec.ID, Addr: rec.Addr,
-				Created: formatTime(rec.Created), URL: checkpointURL(rec.Addr, rv.name)}
-		}
+	if rec := v.Checkpoint; rec != nil {
+		out.Record = &checkpointRecordOut{Index: rec.Index, Epoch: rec.Epoch, ID: rec.ID, Addr: rec.Addr,
+			Created: formatTime(rec.Created), URL: rec.URL}
 	}
-	nums, _, err := rv.channelNums()
+	out.RecordError = v.CheckpointErr
+	nums, _, err := rv.channelNums(ctx)
 	if err != nil {
 		return err
 	}
 	for i, num := range nums {
-		m, err := rv.channel(num)
-		if errors.Is(err, errChannelGone) || errors.Is(err, errFormat) {
+		m, err := rv.channel(ctx, num)
+		if errors.Is(err, errChannelGone) || errors.Is(err, errMalformed) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		if i == 0 || out.OldestIndex == 0 {
-			out.OldestIndex = m.First
+			out.OldestIndex = m.FirstIndex
 		}
-		if out.Record != nil && m.Sealed && m.Last <= out.Record.Index {
+		if out.Record != nil && m.Sealed && m.LastIndex <= out.Record.Index {
 			out.Covered = append(out.Covered, num)
 		}
 	}
-	members, err := readMembers(rv)
-	if err != nil {
-		return err
-	}
-	for _, m := range members {
-		if m.Foreign {
+	for _, m := range v.Members {
+		if m.Foreign != "" {
 			continue // ignored by replicas: never a bootstrap source (see members)
 		}
-		out.Members = append(out.Members, memberCheckpoint{ID: m.ID, Role: m.Role, Applied: m.Applied,
-			Checkpoint: m.Checkpoint, URL: checkpointURL(m.Addr, rv.name)})
+		out.Members = append(out.Members, memberCheckpoint{ID: m.ID, Role: m.Role.String(), Applied: m.Applied,
+			Checkpoint: m.Checkpoint, URL: m.CheckpointURL})
 	}
 	if o.json {
 		return writeJSON(stdout, out)

@@ -11,7 +11,8 @@
 //	                       index, batches and bytes are read from its chain)
 //	members ROOM           live members: id, addr, role, epoch, applied,
 //	                       checkpoint, place in the election line, session;
-//	                       a leadership transfer record if one exists;
+//	                       a leadership transfer record if one exists (or
+//	                       why it is malformed);
 //	                       znodes under members/ and election/ that
 //	                       replicas ignore are shown as FOREIGN, with why
 //	dump ROOM [--from N] [--to N] [--no-ops]
@@ -34,14 +35,18 @@
 //
 // # Read-only
 //
-// The tool calls only ZooKeeper's read operations (Get, Children, Sync).
-// It does not use logroom.OpenRoom, which creates a missing room and base
-// path; it reads the znode layout of logroom/doc.go and replica/doc.go
-// itself (local decoders in znodes.go, format version 1 only) and decodes
-// batches with logroom.DecodeBatch. Meta znodes are flat msgpack maps of
-// scalars: anything else (nested values, lengths past the input, trailing
-// bytes) is refused before decoding, so a hostile znode costs memory linear
-// in its size and no recursion.
+// The tool calls only ZooKeeper's read operations (Get, Children, Exists,
+// Sync). It does not use logroom.OpenRoom, which creates a missing room
+// and base path, and it decodes no znode format itself: each is decoded by
+// the package that owns it, through its read-only views — the room, epoch
+// and channel metas by logroom (ReadRoomInfo, ReadEpoch, ListChannels,
+// ReadChannel), members, election candidates, the transfer and checkpoint
+// records by replica (ReadRoomView) — and batches by logroom.DecodeBatch.
+// So the tool accepts and refuses exactly what readers, writers and
+// replicas do, with their hardening: znode data is checked (one msgpack
+// value, bounded nesting, every length within the input) before it is
+// decoded, so a hostile znode costs memory linear in its size and no deep
+// recursion. Each view waits at most --timeout for a ZooKeeper session.
 //
 // # What verify checks
 //
@@ -65,7 +70,7 @@
 //     first hole (in flight, or an orphan the next takeover seals out):
 //     warning.
 //  6. Every child of members/ and election/ meets the rules replicas apply
-//     (replica.CheckMemberZnode, replica.CheckCandidateZnode: ephemeral,
+//     (replica.ReadRoomView classifies them as replicas do: ephemeral,
 //     name matching the body's id, a non-negative 10-digit sequence, data
 //     that decodes, an address that parses, readable). A foreign one is a
 //     warning naming the znode and the rule it breaks: replicas ignore it

@@ -90,32 +90,32 @@ func opsView(data []byte) []opView {
 }
 
 func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
-	rv, _, err := in.room(args[0])
+	rv, _, err := in.room(ctx, args[0])
 	if err != nil {
 		return err
 	}
 	// Channels first: each was opened by an epoch <= the one read next.
-	nums, _, err := rv.channelNums()
+	nums, _, err := rv.channelNums(ctx)
 	if err != nil {
 		return err
 	}
-	em, err := rv.epoch()
+	em, err := rv.epoch(ctx)
 	if err != nil {
 		return err
 	}
 	type channel struct {
 		num  uint64
-		meta channelMeta
+		meta logroom.ChannelView
 	}
 	var chans []channel
 	for _, num := range nums {
-		m, err := rv.channel(num)
+		m, err := rv.channel(ctx, num)
 		if errors.Is(err, errChannelGone) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("%w: room %q channel %d znode %s: %v", logroom.ErrCorrupt, rv.name, num,
-				rv.path(channelsNode, channelName(num)), err)
+				rv.chanPath(num), err)
 		}
 		chans = append(chans, channel{num, m})
 	}
@@ -125,34 +125,34 @@ func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdou
 	}
 	from := o.from
 	if from == 0 {
-		from = chans[0].meta.First
+		from = chans[0].meta.FirstIndex
 	}
-	if from < chans[0].meta.First {
+	if from < chans[0].meta.FirstIndex {
 		return fmt.Errorf("%w: index %d of room %q is no longer in ZooKeeper: the oldest channel (%d) starts at %d",
-			logroom.ErrCompacted, from, rv.name, chans[0].num, chans[0].meta.First)
+			logroom.ErrCompacted, from, rv.name, chans[0].num, chans[0].meta.FirstIndex)
 	}
 	ci := 0
 	for i, c := range chans {
-		if c.meta.First <= from {
+		if c.meta.FirstIndex <= from {
 			ci = i
 		}
 	}
 	enc := json.NewEncoder(stdout)
 	printed := 0
 	var lastEpoch, end uint64
-	end = chans[ci].meta.First - 1
+	end = chans[ci].meta.FirstIndex - 1
 	for i := ci; i < len(chans); i++ {
 		c := chans[i]
 		if i > ci {
 			prev := chans[i-1]
-			if !prev.meta.Sealed || c.meta.First != end+1 {
+			if !prev.meta.Sealed || c.meta.FirstIndex != end+1 {
 				return fmt.Errorf("%w: room %q channel %d znode %s: first index %d, but the log before it ends at %d",
-					logroom.ErrCorrupt, rv.name, c.num, rv.path(channelsNode, channelName(c.num)), c.meta.First, end)
+					logroom.ErrCorrupt, rv.name, c.num, rv.chanPath(c.num), c.meta.FirstIndex, end)
 			}
 		}
-		start := c.meta.First
+		start := c.meta.FirstIndex
 		if i == ci && from > start {
-			if start, err = batchAtOrBefore(rv, c.num, c.meta.First, from); err != nil {
+			if start, err = batchAtOrBefore(rv, c.num, c.meta.FirstIndex, from); err != nil {
 				return err
 			}
 		}
@@ -200,11 +200,11 @@ func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdou
 		if !c.meta.Sealed {
 			if i < len(chans)-1 {
 				return fmt.Errorf("%w: room %q channel %d znode %s: channel is open but channel %d follows it",
-					logroom.ErrCorrupt, rv.name, c.num, rv.path(channelsNode, channelName(c.num)), chans[len(chans)-1].num)
+					logroom.ErrCorrupt, rv.name, c.num, rv.chanPath(c.num), chans[len(chans)-1].num)
 			}
 			break
 		}
-		end = c.meta.Last
+		end = c.meta.LastIndex
 	}
 	if printed == 0 {
 		fmt.Fprintf(stderr, "roomlog dump: no entries at or after index %d in room %q (the log ends at %d)\n", from, rv.name, end)
@@ -215,14 +215,14 @@ func cmdDump(ctx context.Context, in *inspector, o options, args []string, stdou
 // batchAtOrBefore returns the first index of the batch holding pos in
 // channel num: the highest batch name <= pos (first when none).
 func batchAtOrBefore(rv *roomView, num, first, pos uint64) (uint64, error) {
-	p := rv.path(channelsNode, channelName(num))
+	p := rv.chanPath(num)
 	names, err := rv.childrenOptional(p)
 	if err != nil {
 		return 0, err
 	}
 	best := first
 	for _, n := range names {
-		if f, ok := parseNum(n, batchPrefix); ok && f <= pos && f > best {
+		if f, ok := logroom.ParseBatchName(n); ok && f <= pos && f > best {
 			best = f
 		}
 	}

@@ -43,8 +43,9 @@ func TestForeignMembership(t *testing.T) {
 		return b
 	}
 	world := zk.WorldACL(zk.PermAll)
-	members, election := base+"/"+room+"/"+membersNode, base+"/"+room+"/"+electionNode
-	zero := strings.Repeat("0", guidHexLen)
+	// The znodes replica/doc.go ("Znodes") documents, forged.
+	members, election := base+"/"+room+"/members", base+"/"+room+"/election"
+	zero := strings.Repeat("0", 32)
 	forged := []struct {
 		path   string
 		data   []byte
@@ -52,12 +53,12 @@ func TestForeignMembership(t *testing.T) {
 		acl    []zk.ACL
 		reason string
 	}{
-		{members + "/evil", pack(memberData{V: 1, ID: "evil", Addr: "10.255.0.1:9", Role: "primary", Epoch: 1 << 40}), 0, world, "not ephemeral"},
-		{members + "/alias", pack(memberData{V: 1, ID: "m0", Addr: "10.255.0.1:9", Role: "primary"}), zk.FlagEphemeral, world, `names member "m0"`},
+		{members + "/evil", pack(map[string]any{"v": 1, "id": "evil", "addr": "10.255.0.1:9", "role": "primary", "epoch": uint64(1 << 40)}), 0, world, "not ephemeral"},
+		{members + "/alias", pack(map[string]any{"v": 1, "id": "m0", "addr": "10.255.0.1:9", "role": "primary"}), zk.FlagEphemeral, world, `names member "m0"`},
 		{members + "/noid", pack(map[string]any{"v": 1, "role": "primary"}), zk.FlagEphemeral, world, "no member id"},
-		{members + "/locked", pack(memberData{V: 1, ID: "locked"}), zk.FlagEphemeral, zk.DigestACL(zk.PermAll, "mallory", "pw"), "unreadable"},
-		{election + "/c-" + zero + "-0000000000", pack(candidateData{V: 1, ID: "ghost", Addr: "10.255.0.1:9"}), 0, world, "not ephemeral"},
-		{election + "/c-" + zero + "--000000001", pack(candidateData{V: 1, ID: "ghost", Addr: "10.255.0.1:9"}), zk.FlagEphemeral, world, "negative sequence"},
+		{members + "/locked", pack(map[string]any{"v": 1, "id": "locked"}), zk.FlagEphemeral, zk.DigestACL(zk.PermAll, "mallory", "pw"), "unreadable"},
+		{election + "/c-" + zero + "-0000000000", pack(map[string]any{"v": 1, "id": "ghost", "addr": "10.255.0.1:9"}), 0, world, "not ephemeral"},
+		{election + "/c-" + zero + "--000000001", pack(map[string]any{"v": 1, "id": "ghost", "addr": "10.255.0.1:9"}), zk.FlagEphemeral, world, "negative sequence"},
 		{election + "/junk", []byte("x"), zk.FlagEphemeral, world, "not a candidate name"},
 	}
 	for _, f := range forged {
@@ -122,4 +123,27 @@ func TestForeignMembership(t *testing.T) {
 		ids = append(ids, mc.ID)
 	}
 	require.Equal(t, []string{"m0", "m1"}, ids, fmt.Sprintf("%+v", cp.Members))
+	require.Nil(t, cp.Record)
+	require.Empty(t, cp.RecordError)
+
+	// A malformed transfer record and checkpoint record: shown as such
+	// (replicas ignore the one, the other is informational), never a crash.
+	_, err := conn.Create(base+"/"+room+"/transfer", []byte("garbage"), zk.FlagEphemeral, world)
+	require.NoError(t, err)
+	ckpt := pack(map[string]any{"v": 2, "index": 7, "id": "m0"})
+	if _, err := conn.Create(base+"/"+room+"/checkpoints", ckpt, 0, world); err != nil {
+		require.ErrorIs(t, err, zk.ErrNodeExists)
+		_, err = conn.Set(base+"/"+room+"/checkpoints", ckpt, -1)
+		require.NoError(t, err)
+	}
+	m = membersOut{}
+	cl.json(&m, "members", room)
+	require.Nil(t, m.Transfer)
+	require.Contains(t, m.TransferError, "does not decode")
+	require.Contains(t, cl.ok("members", room), "leadership transfer record malformed: does not decode")
+	cp = checkpointsOut{}
+	cl.json(&cp, "checkpoints", room)
+	require.Nil(t, cp.Record)
+	require.Equal(t, "unknown format version 2", cp.RecordError)
+	require.Contains(t, cl.ok("checkpoints", room), "checkpoint record unreadable: unknown format version 2")
 }

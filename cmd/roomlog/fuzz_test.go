@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,24 +13,31 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )
 
-// The tool decodes znodes anybody with write access may have written: its
-// decoders must never panic, and what they accept must print. Seeds live
-// in testdata/fuzz/<target>/ (ROOMLOG_WRITE_SEEDS=1 go test -run
+// The tool shows znodes anybody with write access may have written: what
+// it prints of them must never panic and must print. It decodes none of
+// them itself (replica and logroom own the formats and fuzz their
+// decoders); FuzzDecodeMember fuzzes the whole path of a member znode
+// through replica.DescribeMemberZnode to the printed row. Seeds live in
+// testdata/fuzz/<target>/ (ROOMLOG_WRITE_SEEDS=1 go test -run
 // TestWriteFuzzSeeds regenerates them).
 
+// mustMsgpack encodes v with sorted map keys (deterministic seeds).
 func mustMsgpack(v any) []byte {
-	b, err := msgpack.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(v); err != nil {
 		panic(err)
 	}
-	return b
+	return buf.Bytes()
 }
 
 func fuzzSeeds() map[string][][]byte {
-	member := mustMsgpack(memberData{V: 1, ID: "m0", Addr: "10.0.0.5:8080", Role: "primary", Epoch: 3, Applied: 1200, Checkpoint: 1000})
+	member := mustMsgpack(map[string]any{"v": 1, "id": "m0", "addr": "10.0.0.5:8080", "role": "primary", "epoch": 3, "applied": 1200, "ckpt": 1000})
 	hostile := [][]byte{
 		{},
 		[]byte("garbage"),
@@ -51,63 +57,73 @@ func fuzzSeeds() map[string][][]byte {
 		"FuzzDecodeMember": append([][]byte{
 			member,
 			member[:len(member)-3],
-			mustMsgpack(candidateData{V: 1, ID: "m1", Addr: "h:1"}),
-			mustMsgpack(transferRecord{V: 1, From: "m0", To: "m1", Epoch: 3, Deadline: 1700000000000}),
-			mustMsgpack(checkpointRecord{V: 1, Index: 1000, Epoch: 3, ID: "m0", Addr: "http://h:1", Created: 1700000000000}),
+			mustMsgpack(map[string]any{"v": 1, "id": "m1", "addr": "h:1"}),
+			mustMsgpack(map[string]any{"v": 1, "from": "m0", "to": "m1", "epoch": 3, "deadline": 1700000000000}),
+			mustMsgpack(map[string]any{"v": 1, "index": 1000, "epoch": 3, "id": "m0", "addr": "http://h:1", "created": 1700000000000}),
 		}, hostile...),
 		"FuzzOpsView": {ops, ops[:len(ops)/2], []byte("raw entry"), {}, {0x92, 0x01, 0x90}},
 	}
 }
 
-// FuzzDecodeMember decodes arbitrary bytes as every replica znode format
-// the tool reads (member data, election candidate, transfer record,
-// checkpoint record) and renders what decodes.
+// renderMembers prints rows as the members command does and returns the
+// output.
+func renderMembers(t *testing.T, rows []memberRow) string {
+	var out bytes.Buffer
+	tb := newTable(&out, "ID", "ADDR", "ROLE", "EPOCH", "APPLIED", "CKPT", "ELECTION", "SESSION", "NOTE")
+	for _, r := range rows {
+		tb.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), fmt.Sprint(r.Election), r.Session, r.Error)
+	}
+	if err := tb.flush(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// FuzzDecodeMember classifies arbitrary bytes as the data of
+// members/m0 (held by a session, and persistent) through replica's view,
+// turns it into the members command's row and prints it: one line, and a
+// row is either a live member named m0 or foreign with a reason.
 func FuzzDecodeMember(f *testing.F) {
 	for _, s := range fuzzSeeds()["FuzzDecodeMember"] {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		check := func(err error) bool {
-			if err != nil && !errors.Is(err, errFormat) {
-				t.Fatalf("error without errFormat: %v", err)
+		for _, session := range []int64{0x1234, 0} {
+			m := replica.DescribeMemberZnode("ns1", "/roomlog/ns1/members/m0", data, session)
+			rows, memberForeign, electionForeign := memberRows(replica.RoomView{Room: "ns1", Members: []replica.MemberView{m},
+				Foreign: foreignOf(m)})
+			if len(rows) != 1 || len(electionForeign) != 0 {
+				t.Fatalf("rows %+v, election foreign %+v", rows, electionForeign)
 			}
-			return err == nil
-		}
-		if m, err := decodeMember(data); check(err) {
-			if m.V != formatVersion {
-				t.Fatalf("accepted version %d", m.V)
+			r := rows[0]
+			if r.ID != "m0" {
+				t.Fatalf("row named %q", r.ID)
 			}
-			if len(m.ID)+len(m.Addr)+len(m.Role) > len(data) {
-				t.Fatalf("strings longer than the input")
+			if r.Foreign != (len(memberForeign) == 1) || r.Foreign == (r.Error == "") {
+				t.Fatalf("row %+v, foreign %+v", r, memberForeign)
 			}
-			var again memberData
-			if err := msgpack.Unmarshal(mustMsgpack(m), &again); err != nil || again != m {
-				t.Fatalf("round trip %+v -> %+v: %v", m, again, err)
+			if session == 0 && !r.Foreign {
+				t.Fatalf("a persistent member node accepted: %+v", r)
 			}
-			var out bytes.Buffer
-			tb := newTable(&out, "ID", "ADDR", "ROLE")
-			tb.row(m.ID, m.Addr, m.Role)
-			if err := tb.flush(); err != nil {
-				t.Fatal(err)
+			if len(r.Addr) > len(data) {
+				t.Fatalf("address longer than the input")
 			}
-			if n := strings.Count(out.String(), "\n"); n != 2 {
-				t.Fatalf("a member row printed as %d lines:\n%s", n, out.String())
+			if n := strings.Count(renderMembers(t, rows), "\n"); n != 2 {
+				t.Fatalf("a member row printed as %d lines:\n%s", n-1, renderMembers(t, rows))
 			}
-		}
-		if c, err := decodeCandidate(data); check(err) && c.V != formatVersion {
-			t.Fatalf("accepted version %d", c.V)
-		}
-		if tr, err := decodeTransfer(data); check(err) {
-			_ = formatTime(tr.Deadline)
-		}
-		if r, err := decodeCheckpointRecord(data); check(err) {
-			_ = formatTime(r.Created)
-			_ = checkpointURL(r.Addr, "room")
-		}
-		if m, err := decodeChannelMeta(data); check(err) && (m.First == 0 || (m.Sealed && m.Last+1 < m.First)) {
-			t.Fatalf("accepted channel meta %+v", m)
+			if _, err := json.Marshal(membersOut{Room: "ns1", Members: rows, Foreign: memberForeign}); err != nil {
+				t.Fatalf("marshal: %v", err)
+			}
 		}
 	})
+}
+
+// foreignOf is the Foreign list replica.ReadRoomView makes of m.
+func foreignOf(m replica.MemberView) []replica.ForeignZnode {
+	if m.Foreign == "" {
+		return nil
+	}
+	return []replica.ForeignZnode{{Path: m.Path, Reason: m.Foreign}}
 }
 
 // FuzzOpsView renders arbitrary entries as dump does.
@@ -177,9 +193,10 @@ func TestOpsViewAndPrintable(t *testing.T) {
 	require.False(t, printable([]byte{0xff}))
 }
 
-// TestDecodeHostile: the tool's decoders refuse inputs whose headers promise
-// far more than they carry, containers and deep nesting with errFormat,
-// allocating memory linear in the input only.
+// TestDecodeHostile: member znodes whose data promise far more than they
+// carry, nest deeply or are no msgpack at all are shown as foreign rows
+// with the reason replicas ignore them, allocating memory linear in the
+// input only. (replica and logroom test their decoders the same way.)
 func TestDecodeHostile(t *testing.T) {
 	inputs := map[string][]byte{
 		"hugeString":  {0x81, 0xa2, 'i', 'd', 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},
@@ -188,38 +205,33 @@ func TestDecodeHostile(t *testing.T) {
 		"hugeMap":     {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'v', 0x01},
 		"hugeArray":   {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01},
 		"nestedMap":   {0x81, 0xa1, 'x', 0x81, 0xa1, 'y', 0x01},
-		"trailing":    append(mustMsgpack(memberData{V: 1, ID: "m0"}), 0xc0),
+		"trailing":    append(mustMsgpack(map[string]any{"v": 1, "id": "m0"}), 0xc0),
 		"deepNesting": append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 1<<20)...),
+		"garbage":     []byte("garbage"),
+		"empty":       {},
 	}
-	decoders := map[string]func([]byte) error{
-		"member":     func(b []byte) error { _, err := decodeMember(b); return err },
-		"candidate":  func(b []byte) error { _, err := decodeCandidate(b); return err },
-		"transfer":   func(b []byte) error { _, err := decodeTransfer(b); return err },
-		"checkpoint": func(b []byte) error { _, err := decodeCheckpointRecord(b); return err },
-		"channel":    func(b []byte) error { _, err := decodeChannelMeta(b); return err },
-		"epoch":      func(b []byte) error { _, err := decodeEpochMeta(b); return err },
-		"room":       func(b []byte) error { _, err := decodeRoomMeta(b); return err },
+	for name, input := range inputs {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			m := replica.DescribeMemberZnode("ns1", "/roomlog/ns1/members/m0", input, 0x1234)
+			rows, memberForeign, _ := memberRows(replica.RoomView{Room: "ns1", Members: []replica.MemberView{m}, Foreign: foreignOf(m)})
+			runtime.ReadMemStats(&after)
+			require.Len(t, rows, 1)
+			require.True(t, rows[0].Foreign, "%+v", rows[0])
+			require.NotEmpty(t, rows[0].Error)
+			require.Equal(t, []foreignZnode{{Path: "/roomlog/ns1/members/m0", Reason: rows[0].Error}}, memberForeign)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			require.Less(t, allocated, uint64(64<<10+16*len(input)), "%d input bytes allocated %d", len(input), allocated)
+		})
 	}
-	for iname, input := range inputs {
-		for dname, decode := range decoders {
-			t.Run(dname+"/"+iname, func(t *testing.T) {
-				var before, after runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&before)
-				err := decode(input)
-				runtime.ReadMemStats(&after)
-				require.ErrorIs(t, err, errFormat)
-				allocated := after.TotalAlloc - before.TotalAlloc
-				require.Less(t, allocated, uint64(64<<10+16*len(input)), "%d input bytes allocated %d", len(input), allocated)
-			})
-		}
-	}
-	// What the real writers produce passes the check.
-	for _, v := range []any{
-		memberData{V: 1, ID: "m0", Addr: "10.0.0.5:8080", Role: "primary", Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7},
-		channelMeta{V: 1, First: 1, Epoch: 2, Sealed: true, Last: 9, Bytes: 1 << 33, Batches: 3, Deleting: true},
-		checkpointRecord{V: 1, Index: 5, Created: -1},
-	} {
-		require.NoError(t, checkFlatMap(mustMsgpack(v)), "%+v", v)
-	}
+	// What a real replica writes is a live member.
+	m := replica.DescribeMemberZnode("ns1", "/roomlog/ns1/members/m0", mustMsgpack(map[string]any{
+		"v": 1, "id": "m0", "addr": "10.0.0.5:8080", "role": "primary", "epoch": uint64(1 << 40), "applied": uint64(1 << 62), "ckpt": 7,
+		"catch_up": 9}), 0x1234)
+	rows, memberForeign, _ := memberRows(replica.RoomView{Room: "ns1", Members: []replica.MemberView{m}})
+	require.Empty(t, memberForeign)
+	require.Equal(t, memberRow{ID: "m0", Addr: "10.0.0.5:8080", Role: "primary", Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7,
+		Session: "0x1234"}, rows[0])
 }

@@ -138,10 +138,12 @@ func buildRoom(t *testing.T, c *logroom.Client, base, name string, deleteFirst b
 
 // batchPath is the path of a batch znode of the room.
 func batchPath(r *logroom.Room, num, first uint64) string {
-	return r.Path(channelsNode, channelName(num), batchName(first))
+	return r.Path(logroom.ChannelsZnode, logroom.ChannelName(num), logroom.BatchName(first))
 }
 
-func chanPath(r *logroom.Room, num uint64) string { return r.Path(channelsNode, channelName(num)) }
+func chanPath(r *logroom.Room, num uint64) string {
+	return r.Path(logroom.ChannelsZnode, logroom.ChannelName(num))
+}
 
 // channelInfo returns the room's channel num as logroom reports it.
 func channelInfo(t *testing.T, r *logroom.Room, num uint64) logroom.ChannelInfo {
@@ -164,7 +166,7 @@ func batchFirsts(t *testing.T, conn *zk.Conn, r *logroom.Room, num uint64) []uin
 	require.NoError(t, err)
 	var out []uint64
 	for _, n := range names {
-		f, ok := parseNum(n, batchPrefix)
+		f, ok := logroom.ParseBatchName(n)
 		require.True(t, ok, n)
 		out = append(out, f)
 	}

@@ -1,23 +1,38 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
 )
 
 // inspector reads rooms under one base path. It only ever calls read
 // operations of ZooKeeper (Get, Children, Exists, Sync): logroom.OpenRoom
 // would create a missing room (and its base path), so the tool does not use
-// it and reads the documented znode layout itself.
+// it. It decodes no znode format itself: meta znodes through logroom's
+// read-only views (logroom.ReadRoomInfo, ReadEpoch, ListChannels,
+// ReadChannel), the znodes replicas own through replica.ReadRoomView, and
+// batches with logroom.DecodeBatch.
 type inspector struct {
 	c    *logroom.Client
 	base string
+	// timeout bounds each view's wait for a ZooKeeper session (--timeout):
+	// logroom's views retry across a lost connection.
+	timeout time.Duration
+}
+
+// bounded returns ctx bounded by the inspector's timeout.
+func (in *inspector) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if in.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, in.timeout)
 }
 
 // roomView is one room as the inspector sees it.
@@ -30,123 +45,139 @@ type roomView struct {
 func (rv *roomView) conn() *zk.Conn { return rv.in.c.Conn() }
 
 // path joins sub to the room's path.
-func (rv *roomView) path(sub ...string) string {
-	if len(sub) == 0 {
-		return rv.root
-	}
-	return rv.root + "/" + strings.Join(sub, "/")
+func (rv *roomView) path(sub ...string) string { return logroom.RoomPath(rv.in.base, rv.name, sub...) }
+
+// chanPath is channel num's path.
+func (rv *roomView) chanPath(num uint64) string {
+	return rv.path(logroom.ChannelsZnode, logroom.ChannelName(num))
 }
 
-// zkErr wraps a ZooKeeper error with what was being done and, for the
-// errors an operator can act on, a hint.
+// errMalformed marks znode data that logroom's or replica's decoder
+// refuses (the message says which format and why).
+var errMalformed = errors.New("malformed znode data")
+
+// malformed renders a view's *logroom.CorruptZnodeError as errMalformed;
+// ok is false for any other error.
+func malformed(err error) (error, bool) {
+	var ce *logroom.CorruptZnodeError
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	return fmt.Errorf("%w: %s", errMalformed, ce.Problem), true
+}
+
+// zkErr wraps a ZooKeeper error with what was being done ("": nothing to
+// add, a view's error names it) and, for the errors an operator can act
+// on, a hint.
 func zkErr(what string, err error) error {
+	prefix := ""
+	if what != "" {
+		prefix = what + ": "
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
-		return fmt.Errorf("%s: %w (permission denied: the znode has a digest ACL; pass --zk-digest-file FILE holding user:password)", what, err)
+		return fmt.Errorf("%s%w (permission denied: the znode has a digest ACL; pass --zk-digest-file FILE holding user:password)", prefix, err)
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
-		return fmt.Errorf("%s: lost the connection to ZooKeeper: %w", what, err)
+		return fmt.Errorf("%slost the connection to ZooKeeper: %w", prefix, err)
 	case errors.Is(err, zk.ErrClosing):
-		return fmt.Errorf("%s: interrupted: %w", what, err)
+		return fmt.Errorf("%sinterrupted: %w", prefix, err)
 	default:
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s%w", prefix, err)
 	}
 }
 
-// room validates name, checks that the room exists and reads its meta.
-// A missing room wraps logroom.ErrNoRoom, a bad name logroom.ErrBadName.
-func (in *inspector) room(name string) (*roomView, roomMeta, error) {
+// room validates name, checks that the room exists and reads its meta
+// (logroom.ReadRoomInfo syncs first, so that what follows sees at least
+// everything committed before the tool started). A missing room wraps
+// logroom.ErrNoRoom, a bad name logroom.ErrBadName.
+func (in *inspector) room(ctx context.Context, name string) (*roomView, logroom.RoomInfo, error) {
 	if err := logroom.ValidateName(name); err != nil {
-		return nil, roomMeta{}, err
+		return nil, logroom.RoomInfo{}, err
 	}
-	rv := &roomView{in: in, name: name, root: in.base + "/" + name}
-	// Sync so that what follows sees at least everything committed before
-	// the tool started (reads are served by one server, possibly behind).
-	if _, err := in.c.Conn().Sync(rv.root); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return nil, roomMeta{}, zkErr("sync "+rv.root, err)
+	rv := &roomView{in: in, name: name, root: logroom.RoomPath(in.base, name)}
+	ctx, cancel := in.bounded(ctx)
+	defer cancel()
+	info, err := logroom.ReadRoomInfo(ctx, in.c, in.base, name)
+	if errors.Is(err, logroom.ErrNoRoom) {
+		return nil, info, err
 	}
-	data, _, err := in.c.Conn().Get(rv.root)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, roomMeta{}, fmt.Errorf("%w: room %q not found under %s", logroom.ErrNoRoom, name, in.base)
+	if m, ok := malformed(err); ok {
+		return nil, info, fmt.Errorf("%s is not a roomlog room: %w", rv.root, m)
 	}
 	if err != nil {
-		return nil, roomMeta{}, zkErr("read room "+rv.root, err)
+		return nil, info, zkErr("", err)
 	}
-	m, err := decodeRoomMeta(data)
-	if err != nil {
-		return nil, roomMeta{}, fmt.Errorf("%s is not a roomlog room: %w", rv.root, err)
-	}
-	return rv, m, nil
+	return rv, info, nil
 }
 
-// epoch reads the room's epoch znode.
-func (rv *roomView) epoch() (epochMeta, error) {
-	p := rv.path(epochNode)
-	data, _, err := rv.conn().Get(p)
-	if err != nil {
-		return epochMeta{}, zkErr("read "+p, err)
+// epoch reads the room's epoch znode. Undecodable data wraps errMalformed.
+func (rv *roomView) epoch(ctx context.Context) (logroom.EpochInfo, error) {
+	ctx, cancel := rv.in.bounded(ctx)
+	defer cancel()
+	e, err := logroom.ReadEpoch(ctx, rv.in.c, rv.in.base, rv.name)
+	if m, ok := malformed(err); ok {
+		return e, fmt.Errorf("room %q znode %s: %w", rv.name, rv.path(logroom.EpochZnode), m)
 	}
-	m, err := decodeEpochMeta(data)
 	if err != nil {
-		return m, fmt.Errorf("room %q znode %s: %w", rv.name, p, err)
+		return e, zkErr("", err)
 	}
-	return m, nil
+	return e, nil
 }
 
 // channelNums lists the channel numbers (ascending) and the names under
 // channels/ that are not channels.
-func (rv *roomView) channelNums() (nums []uint64, foreign []string, err error) {
-	nums, foreign, _, err = rv.channelListing()
-	return nums, foreign, err
+func (rv *roomView) channelNums(ctx context.Context) (nums []uint64, foreign []string, err error) {
+	l, err := rv.channelListing(ctx)
+	return l.Nums, l.Foreign, err
 }
 
-// channelListing is channelNums with the channels znode's child version
-// (every create and delete of a child counts) from the same listing.
-func (rv *roomView) channelListing() (nums []uint64, foreign []string, cversion int32, err error) {
-	p := rv.path(channelsNode)
-	names, stat, err := rv.conn().Children(p)
+// channelListing lists the channels with the channels znode's child
+// version (every create and delete of a child counts) from the same
+// listing.
+func (rv *roomView) channelListing(ctx context.Context) (logroom.ChannelListing, error) {
+	ctx, cancel := rv.in.bounded(ctx)
+	defer cancel()
+	l, err := logroom.ListChannels(ctx, rv.in.c, rv.in.base, rv.name)
 	if err != nil {
-		return nil, nil, 0, zkErr("list "+p, err)
+		return l, zkErr("", err)
 	}
-	cversion = stat.Cversion
-	for _, n := range names {
-		if num, ok := parseNum(n, channelPrefix); ok {
-			nums = append(nums, num)
-		} else {
-			foreign = append(foreign, n)
-		}
-	}
-	slices.Sort(nums)
-	slices.Sort(foreign)
-	return nums, foreign, cversion, nil
+	return l, nil
 }
+
+// errChannelGone: the channel was deleted while it was being read.
+var errChannelGone = errors.New("channel deleted while reading it")
 
 // channel reads channel num's meta. A deleted channel wraps errChannelGone;
-// undecodable meta wraps errFormat.
-func (rv *roomView) channel(num uint64) (channelMeta, error) {
-	p := rv.path(channelsNode, channelName(num))
-	data, _, err := rv.conn().Get(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return channelMeta{}, fmt.Errorf("%w: %s", errChannelGone, p)
+// undecodable meta wraps errMalformed.
+func (rv *roomView) channel(ctx context.Context, num uint64) (logroom.ChannelView, error) {
+	ctx, cancel := rv.in.bounded(ctx)
+	defer cancel()
+	ch, err := logroom.ReadChannel(ctx, rv.in.c, rv.in.base, rv.name, num)
+	if errors.Is(err, logroom.ErrNoRoom) {
+		return ch, fmt.Errorf("%w: %s", errChannelGone, rv.chanPath(num))
+	}
+	if m, ok := malformed(err); ok {
+		return ch, m
 	}
 	if err != nil {
-		return channelMeta{}, zkErr("read "+p, err)
+		return ch, zkErr("", err)
 	}
-	return decodeChannelMeta(data)
+	return ch, nil
 }
 
-// getOptional gets p; a missing znode is (nil, nil, nil).
-func (rv *roomView) getOptional(p string) ([]byte, *zk.Stat, error) {
-	data, st, err := rv.conn().Get(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil, nil
-	}
+// replicaView reads what replicas see of the room: members, election
+// candidates, foreign znodes, the transfer and checkpoint records.
+func (rv *roomView) replicaView(ctx context.Context) (replica.RoomView, error) {
+	ctx, cancel := rv.in.bounded(ctx)
+	defer cancel()
+	v, err := replica.ReadRoomView(ctx, rv.in.c, rv.in.base, rv.name)
 	if err != nil {
-		return nil, nil, zkErr("read "+p, err)
+		return v, zkErr("", err)
 	}
-	return data, st, nil
+	return v, nil
 }
 
-// childrenOptional lists p's children, sorted; a missing p has none.
+// childrenOptional lists p's children; a missing p has none.
 func (rv *roomView) childrenOptional(p string) ([]string, error) {
 	names, _, err := rv.conn().Children(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -155,16 +186,15 @@ func (rv *roomView) childrenOptional(p string) ([]string, error) {
 	if err != nil {
 		return nil, zkErr("list "+p, err)
 	}
-	slices.Sort(names)
 	return names, nil
 }
 
 // freshEpoch reads the room's epoch again (a takeover may have happened
 // since known was read); on any error it returns known.
-func (rv *roomView) freshEpoch(known uint64) uint64 {
-	m, err := rv.epoch()
+func (rv *roomView) freshEpoch(ctx context.Context, known uint64) uint64 {
+	e, err := rv.epoch(ctx)
 	if err != nil {
 		return known
 	}
-	return max(known, m.Epoch)
+	return max(known, e.Epoch)
 }

@@ -104,7 +104,7 @@ func TestInspect(t *testing.T) {
 			require.Equal(t, main.entries[w.Index], g.Data)
 			require.Equal(t, main.epochs[w.Index], g.Epoch)
 			require.Equal(t, len(w.Data), g.Size)
-			require.True(t, strings.HasPrefix(g.Znode, main.room.Path("channels", channelName(g.Channel))+"/b-"), g.Znode)
+			require.True(t, strings.HasPrefix(g.Znode, main.room.Path(logroom.ChannelsZnode, logroom.ChannelName(g.Channel))+"/b-"), g.Znode)
 			if w.Index%3 == 0 {
 				require.Len(t, g.Ops, 1, "index %d is an ops entry", w.Index)
 				require.Equal(t, "set", g.Ops[0].Kind)

@@ -237,7 +237,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	stopAfter := context.AfterFunc(ctx, c.Close)
 	defer stopAfter()
 
-	in := &inspector{c: c, base: o.base}
+	in := &inspector{c: c, base: o.base, timeout: o.timeout}
 	err = cmd.run(ctx, in, o, pos[1:], stdout, stderr)
 	switch {
 	case err == nil:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // verifySummary describes what verify walked.
@@ -40,10 +42,11 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	}
 	// The channels are listed before the epoch is read: every channel
 	// listed was opened by an epoch <= the one read.
-	nums, foreign, cversion, err := rv.channelListing()
+	listing, err := rv.channelListing(ctx)
 	if err != nil {
 		return out, err
 	}
+	nums, foreign, cversion := listing.Nums, listing.Foreign, listing.Cversion
 	// Channels are created in order and only the oldest are deleted, so
 	// the channels znode's child version must be last + (first-1) (plus
 	// the foreign children present); more means channels were deleted and
@@ -58,28 +61,28 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		if len(nums) > 0 {
 			what = fmt.Sprintf("channels %d..%d", nums[0], nums[len(nums)-1])
 		}
-		fault(0, rv.path(channelsNode), "%d child creates and deletes recorded, but %s (and %d foreign znodes) account for %d: "+
+		fault(0, rv.path(logroom.ChannelsZnode), "%d child creates and deletes recorded, but %s (and %d foreign znodes) account for %d: "+
 			"channels were deleted or re-created by another client (replicas refuse the room)", cversion, what, len(foreign), want)
 	}
-	em, err := rv.epoch()
-	if errors.Is(err, errFormat) {
-		fault(0, rv.path(epochNode), "%v", errors.Unwrap(err))
+	em, err := rv.epoch(ctx)
+	if errors.Is(err, errMalformed) {
+		fault(0, rv.path(logroom.EpochZnode), "%v", errors.Unwrap(err))
 	} else if err != nil {
 		return out, err
 	}
 	roomEpoch := em.Epoch
 	for _, n := range foreign {
-		warn(0, rv.path(channelsNode, n), "foreign znode among the channels (not a channel name)")
+		warn(0, rv.path(logroom.ChannelsZnode, n), "foreign znode among the channels (not a channel name)")
 	}
 	for i := 1; i < len(nums); i++ {
 		if nums[i] != nums[i-1]+1 {
-			fault(nums[i], rv.path(channelsNode, channelName(nums[i])),
+			fault(nums[i], rv.chanPath(nums[i]),
 				"channel numbers jump from %d to %d: channels in between are missing (only the oldest channels may be deleted)", nums[i-1], nums[i])
 		}
 	}
 
 	var (
-		prevMeta  *channelMeta // the previous channel's meta (nil: unknown)
+		prevMeta  *logroom.ChannelView // the previous channel's meta (nil: unknown)
 		prevNum   uint64
 		prevEnd   uint64 // the previous channel's last index
 		lastEpoch uint64 // epoch of the last valid batch in log order
@@ -87,14 +90,14 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		haveFirst bool
 	)
 	for i, num := range nums {
-		chPath := rv.path(channelsNode, channelName(num))
-		m, err := rv.channel(num)
+		chPath := rv.chanPath(num)
+		m, err := rv.channel(ctx, num)
 		switch {
 		case errors.Is(err, errChannelGone):
 			warn(num, chPath, "channel deleted during verify")
 			prevMeta = nil
 			continue
-		case errors.Is(err, errFormat):
+		case errors.Is(err, errMalformed):
 			fault(num, chPath, "%v", err)
 			prevMeta = nil
 			continue
@@ -105,7 +108,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		if roomEpoch > 0 && m.Epoch > roomEpoch {
 			// A takeover that reused this (empty) channel since the epoch
 			// was read: read it again before calling it a fault.
-			roomEpoch = rv.freshEpoch(roomEpoch)
+			roomEpoch = rv.freshEpoch(ctx, roomEpoch)
 			if m.Epoch > roomEpoch {
 				fault(num, chPath, "channel epoch %d above the room's epoch %d", m.Epoch, roomEpoch)
 			}
@@ -124,16 +127,16 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		if m.Sealed && last {
 			// A rotation after our listing seals this channel and creates
 			// the next in one transaction: look for the successor first.
-			if _, err := rv.channel(num + 1); errors.Is(err, errChannelGone) {
+			if _, err := rv.channel(ctx, num+1); errors.Is(err, errChannelGone) {
 				fault(num, chPath, "the newest channel is sealed and channel %d does not exist: the open channel was deleted (replicas refuse the room)", num+1)
-			} else if err != nil && !errors.Is(err, errFormat) {
+			} else if err != nil && !errors.Is(err, errMalformed) {
 				return out, err
 			}
 		}
-		if prevMeta != nil && prevNum+1 == num && m.First != prevEnd+1 {
-			fault(num, chPath, "channel first index %d, but channel %d ends at %d (want %d)", m.First, prevNum, prevEnd, prevEnd+1)
+		if prevMeta != nil && prevNum+1 == num && m.FirstIndex != prevEnd+1 {
+			fault(num, chPath, "channel first index %d, but channel %d ends at %d (want %d)", m.FirstIndex, prevNum, prevEnd, prevEnd+1)
 		}
-		res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.First, lastEpoch: lastEpoch, roomEpoch: roomEpoch})
+		res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.FirstIndex, lastEpoch: lastEpoch, roomEpoch: roomEpoch})
 		if errors.Is(err, errChannelGone) {
 			warn(num, chPath, "channel deleted during verify")
 			prevMeta = nil
@@ -150,10 +153,10 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		roomEpoch = max(roomEpoch, res.roomEpoch)
 		end := res.end
 		if m.Sealed {
-			end = m.Last
+			end = m.LastIndex
 		}
 		if !haveFirst {
-			out.Summary.FirstIndex, haveFirst = m.First, true
+			out.Summary.FirstIndex, haveFirst = m.FirstIndex, true
 		}
 		out.Summary.LastIndex = end
 		prevMeta, prevNum, prevEnd = &m, num, end
@@ -162,15 +165,12 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		out.Summary.FirstIndex, out.Summary.LastIndex = 0, 0
 	}
 	// Membership and election: znodes replicas ignore as foreign.
-	members, err := readMembers(rv)
+	v, err := rv.replicaView(ctx)
 	if err != nil {
 		return out, err
 	}
-	_, electionForeign, err := electionScan(rv)
-	if err != nil {
-		return out, err
-	}
-	for _, f := range append(foreignMembers(rv, members), electionForeign...) {
+	_, memberForeign, electionForeign := memberRows(v)
+	for _, f := range append(memberForeign, electionForeign...) {
 		warn(0, f.Path, "foreign znode, ignored by replicas (%s); delete it", f.Reason)
 	}
 	out.Summary.Epoch = roomEpoch
@@ -180,7 +180,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 }
 
 func cmdVerify(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error {
-	rv, _, err := in.room(args[0])
+	rv, _, err := in.room(ctx, args[0])
 	if err != nil {
 		return err
 	}

@@ -35,14 +35,17 @@ func mustBatch(t *testing.T, epoch, first uint64, entries ...string) []byte {
 	return data
 }
 
-// editMeta rewrites channel num's meta with edit.
-func editMeta(t *testing.T, conn *zk.Conn, r *logroom.Room, num uint64, edit func(*channelMeta)) {
+// editMeta rewrites channel num's meta with edit, which sets fields of
+// the msgpack map logroom/doc.go documents (first, epoch, sealed, last,
+// bytes, batches, deleting) as a foreign client would.
+func editMeta(t *testing.T, conn *zk.Conn, r *logroom.Room, num uint64, edit func(map[string]any)) {
 	t.Helper()
 	data, st, err := conn.Get(chanPath(r, num))
 	require.NoError(t, err)
-	m, err := decodeChannelMeta(data)
-	require.NoError(t, err)
-	edit(&m)
+	var m map[string]any
+	require.NoError(t, msgpack.Unmarshal(data, &m))
+	require.EqualValues(t, 1, m["v"], "channel meta format version")
+	edit(m)
 	data, err = msgpack.Marshal(m)
 	require.NoError(t, err)
 	_, err = conn.Set(chanPath(r, num), data, st.Version)
@@ -148,20 +151,24 @@ func TestVerifyFaults(t *testing.T) {
 			require.NoError(t, err)
 			return 2, p
 		}, "malformed znode data: channel meta", logroom.ErrCorrupt},
+		{"sealed channel recording negative bytes", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			editMeta(t, conn, r, 2, func(m map[string]any) { m["bytes"] = -5 })
+			return 2, chanPath(r, 2)
+		}, "malformed znode data: channel meta: sealed with -5 bytes", nil},
 		{"channel does not start after the previous one", func(t *testing.T, r *logroom.Room) (uint64, string) {
-			editMeta(t, conn, r, 3, func(m *channelMeta) { m.First = 22 })
+			editMeta(t, conn, r, 3, func(m map[string]any) { m["first"] = 22 })
 			return 3, chanPath(r, 3)
 		}, "channel first index 22, but channel 2 ends at 20 (want 21)", logroom.ErrCorrupt},
 		{"sealed meta disagrees with its chain", func(t *testing.T, r *logroom.Room) (uint64, string) {
-			editMeta(t, conn, r, 1, func(m *channelMeta) { m.Batches++ })
+			editMeta(t, conn, r, 1, func(m map[string]any) { m["batches"] = channelInfo(t, r, 1).Batches + 1 })
 			return 1, chanPath(r, 1)
 		}, "channel meta records 5 batches", nil},
 		{"open channel before the newest", func(t *testing.T, r *logroom.Room) (uint64, string) {
-			editMeta(t, conn, r, 2, func(m *channelMeta) { m.Sealed = false })
+			editMeta(t, conn, r, 2, func(m map[string]any) { m["sealed"] = false })
 			return 2, chanPath(r, 2)
 		}, "channel is open but channel 4 follows it", logroom.ErrCorrupt},
 		{"batch crossing its channel's seal", func(t *testing.T, r *logroom.Room) (uint64, string) {
-			editMeta(t, conn, r, 3, func(m *channelMeta) { m.Last = 29 })
+			editMeta(t, conn, r, 3, func(m map[string]any) { m["last"] = 29 })
 			return 3, batchPath(r, 3, 29)
 		}, "batch ends at index 30, past the channel's seal at 29", logroom.ErrCorrupt},
 		{name: "open channel deleted", corrupt: func(t *testing.T, r *logroom.Room) (uint64, string) {
@@ -250,7 +257,7 @@ func TestVerifyWarnings(t *testing.T) {
 	foreign := chanPath(b.room, 3) + "/lock"
 	create(t, conn, foreign, nil)
 	// Channel 1 half deleted: marked deleting, its first batches gone.
-	editMeta(t, conn, b.room, 1, func(m *channelMeta) { m.Deleting = true })
+	editMeta(t, conn, b.room, 1, func(m map[string]any) { m["deleting"] = true })
 	for _, f := range batchFirsts(t, conn, b.room, 1)[:2] {
 		require.NoError(t, conn.Delete(batchPath(b.room, 1, f), -1))
 	}

@@ -40,9 +40,6 @@ func (f finding) String() string {
 	return fmt.Sprintf("%s room %q%s znode %s: %s", tag, f.Room, ch, f.Znode, f.Message)
 }
 
-// errChannelGone: the channel was deleted while it was being read.
-var errChannelGone = errors.New("channel deleted while reading it")
-
 // errStopWalk, returned by a walk callback, ends the walk without error.
 var errStopWalk = errors.New("stop walk")
 
@@ -100,8 +97,8 @@ type walkResult struct {
 // first hole (warning: in flight, or a deposed writer's); below the chain
 // position or inside a sealed range but off the chain (fault: a stray or
 // overlapping batch); or not a batch name at all (warning: foreign znode).
-func (rv *roomView) walkChannel(ctx context.Context, num uint64, meta channelMeta, o walkOpts) (walkResult, error) {
-	chPath := rv.path(channelsNode, channelName(num))
+func (rv *roomView) walkChannel(ctx context.Context, num uint64, meta logroom.ChannelView, o walkOpts) (walkResult, error) {
+	chPath := rv.chanPath(num)
 	res := walkResult{end: o.start - 1, lastEpoch: o.lastEpoch}
 	fault := func(znode, format string, args ...any) {
 		res.faults = append(res.faults, finding{sevFault, rv.name, num, znode, fmt.Sprintf(format, args...)})
@@ -126,17 +123,17 @@ func (rv *roomView) walkChannel(ctx context.Context, num uint64, meta channelMet
 	}
 	var firsts []uint64
 	for _, n := range names {
-		if f, ok := parseNum(n, batchPrefix); ok {
+		if f, ok := logroom.ParseBatchName(n); ok {
 			firsts = append(firsts, f)
 		} else {
 			warn(chPath+"/"+n, "foreign znode in a channel (not a batch name)")
 		}
 	}
 	slices.Sort(firsts)
-	full := o.start == meta.First
+	full := o.start == meta.FirstIndex
 	for len(firsts) > 0 && firsts[0] < o.start {
 		if full {
-			fault(chPath+"/"+batchName(firsts[0]), "stray batch below the channel's first index %d", meta.First)
+			fault(chPath+"/"+logroom.BatchName(firsts[0]), "stray batch below the channel's first index %d", meta.FirstIndex)
 		}
 		firsts = firsts[1:]
 	}
@@ -154,8 +151,8 @@ walk:
 		firsts = firsts[len(win):]
 		var want []string
 		for _, f := range win {
-			if (!meta.Sealed || f <= meta.Last) && (o.stop == 0 || f <= o.stop) {
-				want = append(want, chPath+"/"+batchName(f))
+			if (!meta.Sealed || f <= meta.LastIndex) && (o.stop == 0 || f <= o.stop) {
+				want = append(want, chPath+"/"+logroom.BatchName(f))
 			}
 		}
 		got, err := rv.getMany(want)
@@ -163,14 +160,14 @@ walk:
 			return res, err
 		}
 		for _, f := range win {
-			path := chPath + "/" + batchName(f)
+			path := chPath + "/" + logroom.BatchName(f)
 			if stopAt() {
 				res.stopped = true
 				break walk
 			}
 			switch {
-			case meta.Sealed && f > meta.Last:
-				warn(path, "orphan batch past the channel's seal at index %d (a deposed writer's, never acknowledged; removed with the channel)", meta.Last)
+			case meta.Sealed && f > meta.LastIndex:
+				warn(path, "orphan batch past the channel's seal at index %d (a deposed writer's, never acknowledged; removed with the channel)", meta.LastIndex)
 				continue
 			case ended:
 				warn(path, "batch past the end of the log (hole at index %d): in flight, or a deposed writer's orphan", pos)
@@ -181,7 +178,7 @@ walk:
 			case f > pos && resync:
 				pos = f
 			case f > pos && meta.Sealed:
-				missing(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, f-1, meta.Last)
+				missing(chPath+"/"+logroom.BatchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, f-1, meta.LastIndex)
 				res.gap = true
 				if o.stopOnFault || meta.Deleting {
 					res.stopped = true
@@ -229,13 +226,13 @@ walk:
 				fault(path, "batch epoch %d below the previous batch's epoch %d", b.Epoch, res.lastEpoch)
 			}
 			if o.roomEpoch > 0 && b.Epoch > o.roomEpoch {
-				o.roomEpoch = rv.freshEpoch(o.roomEpoch) // a takeover since it was read?
+				o.roomEpoch = rv.freshEpoch(ctx, o.roomEpoch) // a takeover since it was read?
 				if b.Epoch > o.roomEpoch {
 					fault(path, "batch epoch %d above the room's epoch %d", b.Epoch, o.roomEpoch)
 				}
 			}
-			if meta.Sealed && b.Last() > meta.Last {
-				fault(path, "batch ends at index %d, past the channel's seal at %d", b.Last(), meta.Last)
+			if meta.Sealed && b.Last() > meta.LastIndex {
+				fault(path, "batch ends at index %d, past the channel's seal at %d", b.Last(), meta.LastIndex)
 			}
 			if len(res.faults) > nf && o.stopOnFault {
 				res.stopped = true
@@ -262,8 +259,8 @@ walk:
 		res.stopped = true
 		return res, nil
 	}
-	if meta.Sealed && !resync && pos <= meta.Last {
-		missing(chPath+"/"+batchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, meta.Last, meta.Last)
+	if meta.Sealed && !resync && pos <= meta.LastIndex {
+		missing(chPath+"/"+logroom.BatchName(pos), "missing batch: entries %d..%d absent in a channel sealed at %d", pos, meta.LastIndex, meta.LastIndex)
 		res.gap = true
 	}
 	if meta.Sealed && !meta.Deleting && full && len(res.faults) == 0 && (meta.Batches != res.batches || meta.Bytes != res.bytes) {
