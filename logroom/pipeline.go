@@ -159,7 +159,7 @@ func (w *Writer) run() {
 			w.onResult(res)
 		case res := <-w.sealResults:
 			w.onSeal(res)
-		case <-w.kick:
+		case <-w.kick.C():
 		case req := <-w.rotateCh:
 			if ls.dead != nil {
 				req.done <- rotateResult{err: ls.dead}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Writer defaults and limits.
@@ -250,7 +252,7 @@ type Writer struct {
 	// failErr, once set, is returned to every new Append (fenced, closed).
 	failErr error
 
-	kick     chan struct{}    // 1-buffered: new work for the loop
+	kick     zkx.Signal       // new work for the loop
 	rotateCh chan *rotateReq  // Rotate requests
 	results  chan batchResult // in-flight Multi outcomes
 	// sealResults carries the outcome of an early seal (buffered 1).
@@ -327,7 +329,7 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 		epochPath:   r.Path(epochNode),
 		maxEntry:    MaxEntryBytes(cfg.MaxBatchBytes),
 		spaceCh:     make(chan struct{}),
-		kick:        make(chan struct{}, 1),
+		kick:        zkx.NewSignal(),
 		rotateCh:    make(chan *rotateReq),
 		results:     make(chan batchResult, cfg.MaxInFlight+1),
 		sealResults: make(chan sealResult, 1),
@@ -766,10 +768,7 @@ func (w *Writer) enqueue(ctx context.Context, req *appendReq) error {
 	w.queuedBytes += len(req.payload)
 	w.m.queued(len(req.payload))
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.kick.Notify()
 	return nil
 }
 

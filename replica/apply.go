@@ -172,10 +172,7 @@ func (r *Replica) countForCheckpoint(entries, bytes int64) {
 	b := r.sinceBytes.Add(bytes)
 	if (r.cfg.CheckpointEveryEntries > 0 && e >= int64(r.cfg.CheckpointEveryEntries)) ||
 		(r.cfg.CheckpointEveryBytes > 0 && b >= r.cfg.CheckpointEveryBytes) {
-		select {
-		case r.ckptTrig <- struct{}{}:
-		default:
-		}
+		r.ckptTrig.Notify()
 	}
 }
 
@@ -461,19 +458,16 @@ func entriesBytes(es []logroom.Entry) int {
 type commitQueue struct {
 	mu      sync.Mutex // guards entries
 	entries []logroom.Entry
-	notify  chan struct{} // cap 1
+	notify  zkx.Signal
 }
 
-func newCommitQueue() *commitQueue { return &commitQueue{notify: make(chan struct{}, 1)} }
+func newCommitQueue() *commitQueue { return &commitQueue{notify: zkx.NewSignal()} }
 
 func (q *commitQueue) push(es []logroom.Entry) {
 	q.mu.Lock()
 	q.entries = append(q.entries, es...)
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
+	q.notify.Notify()
 }
 
 func (q *commitQueue) take() []logroom.Entry {
@@ -494,7 +488,7 @@ func (r *Replica) startPrimaryApplier(q *commitQueue) *applierRun {
 		defer close(a.done)
 		for {
 			select {
-			case <-q.notify:
+			case <-q.notify.C():
 			case <-a.drain:
 				a.err = r.applyQueued(q)
 				return

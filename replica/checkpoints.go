@@ -61,7 +61,7 @@ func (r *Replica) runCheckpointer(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.ckptTrig:
+		case <-r.ckptTrig.C():
 			if err := r.doCheckpoint(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("policy checkpoint failed", "err", err)
 			}
@@ -135,10 +135,7 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 	if info.Manifest.Index > r.localCkpt.Load() {
 		r.localCkpt.Store(info.Manifest.Index)
 	}
-	select {
-	case r.ckptReady <- struct{}{}:
-	default:
-	}
+	r.ckptReady.Notify()
 	r.log.Debug("checkpoint created", "index", info.Manifest.Index, "bytes", info.Bytes)
 	if t == nil || r.currentTerm() != t {
 		return info.Bytes, nil
@@ -163,10 +160,7 @@ func (r *Replica) refreshLocalCkpt() {
 		return
 	}
 	if idx != old && r.localCkpt.CompareAndSwap(old, idx) {
-		select {
-		case r.ckptReady <- struct{}{}:
-		default:
-		}
+		r.ckptReady.Notify()
 	}
 }
 
@@ -479,10 +473,7 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	r.sinceBytes.Store(0)
 	r.appliedEpoch.Store(st.AppliedEpoch())
 	r.jumpApplied(idx)
-	select {
-	case r.ckptReady <- struct{}{}:
-	default:
-	}
+	r.ckptReady.Notify()
 	return nil
 }
 

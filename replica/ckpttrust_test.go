@@ -25,6 +25,8 @@ import (
 	"github.com/roomlog/roomlog/internal/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Trust-boundary tests of the replica's checkpoint paths: origin,
@@ -610,11 +612,11 @@ func TestCkptTrustDropStopsAdvertising(t *testing.T) {
 		_, err = s.Apply([]store.Entry{{Index: s.AppliedIndex() + 1, Epoch: 1, Data: setOp("x", fmt.Sprint(i))}})
 		require.NoError(t, err)
 	}
-	r := &Replica{cfg: Config{Room: "r"}, roomCzxid: 9, ckptRoot: root, log: slog.New(slog.DiscardHandler), ckptReady: make(chan struct{}, 1)}
+	r := &Replica{cfg: Config{Room: "r"}, roomCzxid: 9, ckptRoot: root, log: slog.New(slog.DiscardHandler), ckptReady: zkx.NewSignal()}
 	r.localCkpt.Store(infos[2].Manifest.Index)
 	published := func() bool {
 		select {
-		case <-r.ckptReady:
+		case <-r.ckptReady.C():
 			return true
 		default:
 			return false

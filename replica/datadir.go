@@ -129,10 +129,7 @@ func (r *Replica) dropBadCheckpoints() {
 	applied := r.applied.Load()
 	r.sinceEntries.Store(int64(applied - min(idx, applied)))
 	if dropped && applied > idx {
-		select {
-		case r.ckptTrig <- struct{}{}:
-		default:
-		}
+		r.ckptTrig.Notify()
 	}
 }
 

@@ -212,7 +212,7 @@ func (r *Replica) run() {
 			}
 		case err := <-r.failc:
 			r.fail(err)
-		case <-r.ckptReady:
+		case <-r.ckptReady.C():
 		case <-tick.C:
 			r.onTick()
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Replica is one member of a room: primary or standby. All methods are safe
@@ -78,9 +80,9 @@ type Replica struct {
 	localCkpt    atomic.Uint64 // index of the newest local checkpoint
 	roomCzxid    int64         // the room znode's czxid (set by checkDataDir in Open; read-only after)
 	bootstraps   atomic.Int64
-	ckptTrig     chan struct{}    // cap 1: the policy asks for a checkpoint
+	ckptTrig     zkx.Signal       // the policy asks for a checkpoint
 	ckptReq      chan ckptRequest // on-demand checkpoints
-	ckptReady    chan struct{}    // cap 1: tells the loop to publish member data
+	ckptReady    zkx.Signal       // tells the loop to publish member data
 	committedHi  atomic.Uint64    // highest committed index seen
 	fatalErr     atomic.Pointer[error]
 	sem          chan struct{}      // proposal slots (MaxPendingProposals)
@@ -162,9 +164,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		resps:       newRespRing(2*cfg.MaxPendingProposals + 1024),
 		inflight:    make(map[store.RequestID]*inflightReq),
 		appliedCh:   make(chan struct{}),
-		ckptTrig:    make(chan struct{}, 1),
+		ckptTrig:    zkx.NewSignal(),
 		ckptReq:     make(chan ckptRequest),
-		ckptReady:   make(chan struct{}, 1),
+		ckptReady:   zkx.NewSignal(),
 		sem:         make(chan struct{}, cfg.MaxPendingProposals),
 		roleCh:      make(chan RoleChange, 16),
 		reqc:        make(chan loopRequest),
