@@ -43,9 +43,10 @@
 //     watches, sessions and live heap per room (mntr, jcmd), and the
 //     aggregate Propose rate with every room writing.
 //
-//  5. failover: three replica processes (the bench binary re-executed with
-//     the hidden first argument -node: one replica plus a small HTTP API,
-//     see node.go); kill -9 of the primary's process, then the first
+//  5. failover: three replica processes started through internal/testnode
+//     (the roomlog-testnode binary, built with go build at the start of the
+//     scenario, so it needs the source tree); kill -9 of the primary's
+//     process, then the first
 //     acknowledged proposal on any survivor; graceful TransferLeadership,
 //     then the first acknowledged proposal on the target.
 //

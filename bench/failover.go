@@ -2,90 +2,116 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/replica"
 )
 
-// cluster is three replica processes in one room.
-type cluster struct {
-	b     *bench
-	room  string
-	nodes []*node
+// The failover scenario needs replicas in separate processes (kill -9 of a
+// primary process): internal/testnode's. testnode.Build compiles the
+// roomlog-testnode binary (one replica, store.OpsApplier wrapped in
+// testnode.RecordingApplier, and the testnode HTTP API); a testnode.Cluster
+// starts three of them in one room, and each testnode.Node is killed,
+// restarted (same id, data dir and, if free, port), asked to transfer and
+// sent proposals through its testnode.Client.
+
+// startFailoverCluster builds the node binary and starts three replica
+// processes of a fresh room, with the bench's session timeout.
+func (b *bench) startFailoverCluster(ctx context.Context, room string) (*testnode.Cluster, error) {
+	bin, err := testnode.Build(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("build %s: %w", testnode.CmdPackage, err)
+	}
+	return testnode.StartCluster(ctx, testnode.ClusterOptions{
+		Nodes: 3,
+		ZK:    b.addrs,
+		Room:  room,
+		Dir:   filepath.Join(b.tmp, room),
+		Node: testnode.NodeOptions{
+			Binary:         bin,
+			SessionTimeout: b.cfg.sessionTimeout,
+			StartTimeout:   60 * time.Second,
+		},
+		Logger: b.log,
+	})
 }
 
-func (c *cluster) stop() {
+// stopCluster stops every node gracefully (SIGTERM: it closes its replica
+// and leaves the room), concurrently, then releases the harness.
+func stopCluster(c *testnode.Cluster) {
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		if n != nil && n.alive() {
-			wg.Add(1)
-			go func() { defer wg.Done(); n.stop() }()
-		}
+	for _, n := range c.Nodes() {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = n.Stop() }()
 	}
 	wg.Wait()
+	c.Close()
 }
 
-// statuses polls every live node (a node that does not answer is skipped).
-func (c *cluster) statuses(ctx context.Context) map[int]nodeStatus {
-	out := map[int]nodeStatus{}
-	for i, n := range c.nodes {
-		if !n.alive() {
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		st, err := n.status(sctx)
-		cancel()
-		if err == nil {
-			out[i] = st
-		}
-	}
-	return out
-}
-
-// settled waits until one live node is primary and every other live node is
-// a standby that has applied everything the primary had applied when the
-// check began. It returns the primary's index.
-func (c *cluster) settled(ctx context.Context, timeout time.Duration) (int, error) {
-	primary := -1
+// settled waits until one live node is primary and every other node is a
+// live standby that has applied everything the primary had applied when
+// the check began. It returns the primary.
+func settled(ctx context.Context, c *testnode.Cluster, timeout time.Duration) (*testnode.Node, error) {
+	var primary string
 	err := waitFor(ctx, timeout, "one primary and caught-up standbys", func() bool {
-		sts := c.statuses(ctx)
-		primary = -1
-		for i, st := range sts {
-			if st.Role == "primary" {
-				if primary >= 0 {
+		sts, _ := c.Statuses(ctx) // a node that does not answer is missing from sts
+		primary = ""
+		for id, st := range sts {
+			if st.Role == testnode.RolePrimary {
+				if primary != "" {
 					return false
 				}
-				primary = i
+				primary = id
 			}
 		}
-		if primary < 0 || len(sts) < len(c.nodes) {
+		if primary == "" || len(sts) < len(c.Nodes()) {
 			return false
 		}
-		for i, st := range sts {
-			if i != primary && (st.Role != "standby" || st.Applied < sts[primary].Applied) {
+		for id, st := range sts {
+			if id != primary && (st.Role != testnode.RoleStandby || st.Applied < sts[primary].Applied) {
 				return false
 			}
 		}
 		return true
 	})
-	return primary, err
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, c.LogTails(20))
+	}
+	return c.Node(primary), nil
+}
+
+// proposeWait proposes entry on n, retrying not_primary every millisecond
+// until ctx ends: it returns when n, once primary, acknowledges it.
+func proposeWait(ctx context.Context, n *testnode.Node, entry []byte) error {
+	for {
+		_, err := n.Propose(ctx, entry)
+		if err == nil || !errors.Is(err, replica.ErrNotPrimary) || ctx.Err() != nil {
+			return err
+		}
+		sleepCtx(ctx, time.Millisecond)
+	}
 }
 
 // firstAck sends a waiting proposal to every candidate at once and returns
 // when the first is acknowledged: which node, and when.
-func firstAck(ctx context.Context, cands []*node, entry []byte) (*node, time.Time, error) {
+func firstAck(ctx context.Context, cands []*testnode.Node, entry []byte) (*testnode.Node, time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	type ack struct {
-		n   *node
+		n   *testnode.Node
 		at  time.Time
 		err error
 	}
 	acks := make(chan ack, len(cands))
 	for _, n := range cands {
 		go func() {
-			_, err := n.propose(ctx, entry, true)
+			err := proposeWait(ctx, n, entry)
 			acks <- ack{n, time.Now(), err}
 		}()
 	}
@@ -98,7 +124,7 @@ func firstAck(ctx context.Context, cands []*node, entry []byte) (*node, time.Tim
 		}
 		errs = append(errs, a.err)
 	}
-	return nil, time.Time{}, fmt.Errorf("no node acknowledged: %v", errs)
+	return nil, time.Time{}, fmt.Errorf("no node acknowledged: %w", errors.Join(errs...))
 }
 
 // runFailover measures, on three replica processes: kill -9 of the primary
@@ -110,17 +136,15 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	if b.cfg.quick {
 		iters = 1
 	}
-	c := &cluster{b: b, room: fmt.Sprintf("bench-failover-%d", time.Now().UnixNano())}
-	defer b.dropRoom(c.room)
-	defer c.stop()
-	b.prog.Logf("failover: starting 3 replica processes")
-	for i := range 3 {
-		n, err := b.startNode(ctx, c.room, fmt.Sprintf("n%d", i+1))
-		if err != nil {
-			return nil, err
-		}
-		c.nodes = append(c.nodes, n)
+	room := fmt.Sprintf("bench-failover-%d", time.Now().UnixNano())
+	defer testnode.RemoveBuilds()
+	defer b.dropRoom(room)
+	b.prog.Logf("failover: building %s and starting 3 replica processes", testnode.CmdPackage)
+	c, err := b.startFailoverCluster(ctx, room)
+	if err != nil {
+		return nil, err
 	}
+	defer stopCluster(c)
 	em, err := newEntryMaker(replicaEntryBytes, 10_000)
 	if err != nil {
 		return nil, err
@@ -131,12 +155,11 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	var kills []time.Duration
 	var killErr error
 	for it := range iters {
-		p, err := c.settled(ctx, 60*time.Second)
+		victim, err := settled(ctx, c, 60*time.Second)
 		if err != nil {
 			killErr = err
 			break
 		}
-		victim := c.nodes[p]
 		// A light load on the primary up to the kill.
 		lctx, stopLoad := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -145,19 +168,24 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 			go func() {
 				defer wg.Done()
 				for i := 0; lctx.Err() == nil; i++ {
-					_, _ = victim.propose(lctx, em.make(w*1_000_000+i), false)
+					_, _ = victim.Propose(lctx, em.make(w*1_000_000+i))
 				}
 			}()
 		}
 		sleepCtx(ctx, 300*time.Millisecond)
-		var survivors []*node
-		for i, n := range c.nodes {
-			if i != p {
+		var survivors []*testnode.Node
+		for _, n := range c.Nodes() {
+			if n != victim {
 				survivors = append(survivors, n)
 			}
 		}
 		t0 := time.Now()
-		victim.kill()
+		if err := victim.Kill(); err != nil {
+			stopLoad()
+			wg.Wait()
+			killErr = err
+			break
+		}
 		stopLoad()
 		wg.Wait()
 		winner, at, err := firstAck(ctx, survivors, em.make(it))
@@ -167,14 +195,12 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 		}
 		d := at.Sub(t0)
 		kills = append(kills, d)
-		b.prog.Logf("  kill -9 %s: %s acknowledged after %v", victim.id, winner.id, d.Round(time.Millisecond))
+		b.prog.Logf("  kill -9 %s: %s acknowledged after %v", victim.ID(), winner.ID(), d.Round(time.Millisecond))
 		// Restart the victim (same id and data dir) as a standby.
-		n, err := b.startNode(ctx, c.room, victim.id)
-		if err != nil {
+		if err := victim.Restart(ctx); err != nil {
 			killErr = err
 			break
 		}
-		c.nodes[p] = n
 	}
 	if len(kills) > 0 {
 		r := b.samplesRow("failover-kill", kills)
@@ -190,12 +216,17 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	// Graceful transfer.
 	var transfers, calls []time.Duration
 	for range iters {
-		p, err := c.settled(ctx, 60*time.Second)
+		from, err := settled(ctx, c, 60*time.Second)
 		if err != nil {
 			return out, fmt.Errorf("failover-transfer: %w", err)
 		}
-		from := c.nodes[p]
-		to := c.nodes[(p+1)%len(c.nodes)]
+		nodes := c.Nodes()
+		var to *testnode.Node
+		for i, n := range nodes {
+			if n == from {
+				to = nodes[(i+1)%len(nodes)]
+			}
+		}
 		t0 := time.Now()
 		type ackRes struct {
 			at  time.Time
@@ -204,27 +235,26 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 		ackc := make(chan ackRes, 1)
 		actx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		go func() {
-			_, err := to.propose(actx, em.make(0), true)
+			err := proposeWait(actx, to, em.make(0))
 			ackc <- ackRes{time.Now(), err}
 		}()
-		_, terr := from.post(actx, "/transfer?to="+to.id, nil)
+		terr := from.Transfer(actx, to.ID())
 		callDone := time.Since(t0)
-		var a ackRes
 		if terr != nil {
 			cancel()
-			a = <-ackc
-			return out, fmt.Errorf("failover-transfer: %w", terr)
+			<-ackc
+			return out, fmt.Errorf("failover-transfer: %s -> %s: %w", from.ID(), to.ID(), terr)
 		}
-		a = <-ackc
+		a := <-ackc
 		cancel()
 		if a.err != nil {
-			return out, fmt.Errorf("failover-transfer: propose on %s: %w", to.id, a.err)
+			return out, fmt.Errorf("failover-transfer: propose on %s: %w", to.ID(), a.err)
 		}
 		d := a.at.Sub(t0)
 		transfers = append(transfers, d)
 		calls = append(calls, callDone)
 		b.prog.Logf("  transfer %s -> %s: acknowledged after %v (TransferLeadership returned after %v)",
-			from.id, to.id, d.Round(time.Millisecond), callDone.Round(time.Millisecond))
+			from.ID(), to.ID(), d.Round(time.Millisecond), callDone.Round(time.Millisecond))
 	}
 	r := b.samplesRow("failover-transfer", transfers)
 	var callMs []float64

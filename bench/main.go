@@ -243,9 +243,6 @@ func parseInts(s string, lo, hi int) ([]int, error) {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "-node" {
-		return runNode(args[1:], stdout, stderr)
-	}
 	if len(args) > 0 && args[0] == "-append-row" {
 		return runAppendRow(args[1:], stdout, stderr)
 	}

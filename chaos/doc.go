@@ -124,9 +124,10 @@
 // failover); when they run out, or the run stops (the proposers stop after
 // the final heal), the proposal stays unknown. The history records each
 // proposal's request id, attempts, attempts of unknown outcome and whether
-// the final answer was a duplicate. (testnode.Load resends a payload after
-// a definite failure, which would blur the phantom rule; this command has
-// its own proposers.)
+// the final answer was a duplicate. The proposers are testnode's load
+// generator (testnode.StartLoad with RetryUnknown and NoResendNotCommitted:
+// a proposal whose first answer is surely not committed is recorded so and
+// never resent, which keeps the phantom rule sharp).
 //
 // Each replica's RecordingApplier stores, in the same batch as the entry's
 // effects, (index, epoch, sha256 and size of the entry's payload, its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"path/filepath"
@@ -128,7 +127,7 @@ func (rs *readers) reader(ctx context.Context, id int, rng *mrand.Rand) {
 		cancel()
 		rd.End = time.Now()
 		if err != nil {
-			rd.Err = errCode(err)
+			rd.Err = testnode.ErrorCode(err)
 		} else {
 			rd.OK, rd.Found, rd.Index, rd.Barrier, rd.Role = true, res.Found, res.Index, res.Barrier, res.Role
 			if res.Found {
@@ -142,20 +141,6 @@ func (rs *readers) reader(ctx context.Context, id int, rng *mrand.Rand) {
 		}
 		sleep(ctx, readPause)
 	}
-}
-
-// errCode names err the way proposers.count does.
-func errCode(err error) string {
-	var ae *testnode.APIError
-	switch {
-	case errors.As(err, &ae):
-		return ae.ErrorResponse.Error
-	case errors.Is(err, testnode.ErrNotSent):
-		return "not_sent"
-	case errors.Is(err, testnode.ErrUnreachable):
-		return "unreachable"
-	}
-	return "other"
 }
 
 // entrySHA is the EntrySHA of the payload setting key to value ("" if it

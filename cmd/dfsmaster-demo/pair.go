@@ -20,6 +20,7 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
+	"github.com/roomlog/roomlog/internal/spawn"
 	"github.com/roomlog/roomlog/internal/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
@@ -223,7 +224,7 @@ type pair struct {
 	eps    *endpoints
 	tmp    string
 	zkConn string
-	sp     *spawner
+	sp     *spawn.Spawner
 	procs  children
 	t0     time.Time // workload start
 
@@ -293,12 +294,12 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}
 
 	// 2. Masters (children are stopped before the ensemble: defers run last-in first-out).
-	p.sp = newSpawner()
+	p.sp = spawn.New()
 	defer func() {
 		if serr := p.procs.stopAll(stopGrace); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		p.sp.close()
+		p.sp.Stop()
 		p.eps.close()
 		if err != nil {
 			p.dumpLogs()
@@ -550,7 +551,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 			return fmt.Errorf("%s failed: %s; last lines of %s:\n%s", id, s.Error, n.log, tail(n.log, 15))
 		}
 		if !c.alive() {
-			return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", id, c.waitErr, n.log, tail(n.log, 15))
+			return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", id, c.proc.Err(), n.log, tail(n.log, 15))
 		}
 		if serr := sleepCtx(sctx, 50*time.Millisecond); serr != nil {
 			return fmt.Errorf("%s did not become %s within %v (last status %+v, err %v)", id, role, startTimeout, s, err)

@@ -9,74 +9,34 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/spawn"
 )
 
-// Child processes of the pair demo.
-//
-// Every child runs in its own process group (so a Ctrl-C on the terminal
-// reaches only the demo, which then stops its children in order) and with
-// Pdeathsig=SIGKILL (so children die with the demo even if the demo itself
-// is killed with SIGKILL). Pdeathsig fires when the forking OS *thread*
-// exits, so every child is forked from one goroutine locked to its own
-// thread for as long as children may live (spawner).
-
-// spawner starts processes from one locked OS thread.
-type spawner struct {
-	reqs chan spawnReq
-	done chan struct{}
-}
-
-type spawnReq struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnReq), done: make(chan struct{})}
-	go func() {
-		// Never unlocked: the thread exits with this goroutine, after every
-		// child it forked is gone (close is called last).
-		runtime.LockOSThread()
-		defer close(s.done)
-		for r := range s.reqs {
-			r.reply <- r.cmd.Start()
-		}
-	}()
-	return s
-}
-
-func (s *spawner) start(cmd *exec.Cmd) error {
-	reply := make(chan error, 1)
-	s.reqs <- spawnReq{cmd: cmd, reply: reply}
-	return <-reply
-}
-
-// close stops the spawner thread. Call it only after every child exited:
-// the thread's exit SIGKILLs children it forked.
-func (s *spawner) close() {
-	close(s.reqs)
-	<-s.done
-}
+// Child processes of the pair demo, started, signalled and reaped through
+// internal/spawn: every child runs in its own process group (so a Ctrl-C
+// on the terminal reaches only the demo, which then stops its children in
+// order) and with Pdeathsig=SIGKILL (so children die with the demo even if
+// the demo itself is killed with SIGKILL: the pair's spawn.Spawner forks
+// them from one OS thread that lives until every child exited).
 
 // child is one serve process.
 type child struct {
 	name    string
-	cmd     *exec.Cmd
+	proc    *spawn.Proc
 	logPath string
 	addr    string // from the serving line
 
-	exited  chan struct{} // closed once the process is reaped and its output drained
-	waitErr error         // set before exited is closed
+	exited chan struct{} // closed once the process is reaped and its output drained
 }
 
 // startChild runs bin with args, appending its stderr and stdout to
 // logPath, and waits (bounded by ctx) until it prints its serving line.
-func startChild(ctx context.Context, sp *spawner, name, bin string, args []string, logPath string) (*child, error) {
+func startChild(ctx context.Context, sp *spawn.Spawner, name, bin string, args []string, logPath string) (*child, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -89,16 +49,17 @@ func startChild(ctx context.Context, sp *spawner, name, bin string, args []strin
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = pw
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = spawn.SysProcAttr()
 	fmt.Fprintf(logf, "==== pair: starting %s: %s %s\n", name, bin, strings.Join(args, " "))
-	if err := sp.start(cmd); err != nil {
+	proc, err := sp.Launch(cmd)
+	if err != nil {
 		pr.Close()
 		pw.Close()
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	pw.Close() // the child holds its own copy
-	c := &child{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	c := &child{name: name, proc: proc, logPath: logPath, exited: make(chan struct{})}
 	addrCh := make(chan string, 1)
 	scanned := make(chan struct{})
 	go func() { // owned by c: ends at EOF, when the process is gone
@@ -117,8 +78,8 @@ func startChild(ctx context.Context, sp *spawner, name, bin string, args []strin
 		}
 		io.Copy(io.Discard, pr)
 	}()
-	go func() { // owned by c: reaps the process
-		c.waitErr = cmd.Wait()
+	go func() { // owned by c: ends once spawn reaped the process
+		<-proc.Done()
 		<-scanned
 		logf.Close()
 		close(c.exited)
@@ -127,14 +88,14 @@ func startChild(ctx context.Context, sp *spawner, name, bin string, args []strin
 	case c.addr = <-addrCh:
 		return c, nil
 	case <-c.exited:
-		return nil, fmt.Errorf("%s exited before serving (%v); last lines of %s:\n%s", name, c.waitErr, logPath, tail(logPath, 15))
+		return nil, fmt.Errorf("%s exited before serving (%v); last lines of %s:\n%s", name, proc.Err(), logPath, tail(logPath, 15))
 	case <-ctx.Done():
 		c.kill()
 		return nil, fmt.Errorf("%s: not serving: %w", name, context.Cause(ctx))
 	}
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) pid() int { return c.proc.Pid() }
 
 func (c *child) alive() bool {
 	select {
@@ -145,29 +106,21 @@ func (c *child) alive() bool {
 	}
 }
 
-// signalGroup sends sig to the child's process group while the child has not
-// been reaped (its pid, which is also its group id, cannot be reused before).
-func (c *child) signalGroup(sig syscall.Signal) {
-	if c.alive() {
-		_ = syscall.Kill(-c.pid(), sig)
-	}
-}
-
 // kill SIGKILLs the child's process group and waits until it is reaped.
 func (c *child) kill() {
-	c.signalGroup(syscall.SIGKILL)
+	c.proc.SignalGroup(syscall.SIGKILL)
 	<-c.exited
 }
 
 // stop asks the child to shut down (SIGTERM to its group), waits up to
 // grace, then kills it.
 func (c *child) stop(grace time.Duration) error {
-	c.signalGroup(syscall.SIGTERM)
+	c.proc.SignalGroup(syscall.SIGTERM)
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-c.exited:
-		return c.waitErr
+		return c.proc.Err()
 	case <-t.C:
 		c.kill()
 		return fmt.Errorf("%s did not stop within %v after SIGTERM; killed", c.name, grace)

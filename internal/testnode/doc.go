@@ -168,7 +168,10 @@
 //     request id and an unknown outcome is resent with the same payload
 //     and id (at most MaxUnknownAttempts attempts, default 20, with a
 //     backoff from 50 ms doubling to 1 s, following the primary), which
-//     the replicas apply at most once; the checker demands the same.
+//     the replicas apply at most once; the checker demands the same. With
+//     LoadOptions.NoResendNotCommitted a first definite failure is final
+//     too: the proposal is recorded as not committed and never resent
+//     (the chaos suite's "phantom" rule relies on it).
 //   - Build caches the binary per process (the package's one mutable
 //     variable); RemoveBuilds deletes it.
 package testnode

@@ -43,15 +43,29 @@ type LoadOptions struct {
 	// MaxUnknownAttempts bounds the attempts of one proposal once an
 	// attempt was unknown (RetryUnknown). Default 20.
 	MaxUnknownAttempts int
+	// NoResendNotCommitted: a proposal whose first attempts fail
+	// definitely (surely not committed: not_primary, fenced, queue_full,
+	// …, before any unknown attempt) is recorded as not committed and
+	// never resent; the worker goes on with a new payload. Every definite
+	// failure a node reports thus becomes a proposal that a checker must
+	// not find in the log. (After an unknown attempt, definite failures
+	// prove nothing and are retried as RetryUnknown says.) Default false:
+	// the payload is resent until its outcome is other than not committed.
+	NoResendNotCommitted bool
+	// OnSend, if set, is called with a proposal's key just before its
+	// first attempt is sent (from the worker's goroutine; workers call it
+	// concurrently): the keys a reader may look for.
+	OnSend func(key string)
 }
 
 // Load runs proposer goroutines against a cluster and records every
 // proposal's outcome in a History. It follows the primary (not_primary
 // hints, then any live node) and retries a payload while its outcome is
-// surely "not committed"; after an unknown outcome it moves on to a new
-// payload, so a checker can require each payload at most once in the log —
-// unless RetryUnknown, where the payload is resent with the same request
-// id, which the replicas deduplicate.
+// surely "not committed" (unless NoResendNotCommitted); after an unknown
+// outcome it moves on to a new payload, so a checker can require each
+// payload at most once in the log — unless RetryUnknown, where the payload
+// is resent with the same request id, which the replicas deduplicate. A
+// proposal that was not acknowledged is followed by a 10 ms pause.
 type Load struct {
 	c      *Cluster
 	h      *History
@@ -116,19 +130,26 @@ func (l *Load) Errors() map[string]int {
 }
 
 func (l *Load) countErr(err error) {
-	code := "other"
-	var ae *APIError
-	switch {
-	case errors.As(err, &ae):
-		code = ae.ErrorResponse.Error
-	case errors.Is(err, ErrNotSent):
-		code = "not_sent"
-	case errors.Is(err, ErrUnreachable):
-		code = "unreachable"
-	}
+	code := ErrorCode(err)
 	l.errMu.Lock()
 	l.errors[code]++
 	l.errMu.Unlock()
+}
+
+// ErrorCode names a Client error as Load.Errors counts it: the node's
+// error code (ErrorResponse.Error), "not_sent" or "unreachable" for
+// transport failures, else "other".
+func ErrorCode(err error) string {
+	var ae *APIError
+	switch {
+	case errors.As(err, &ae):
+		return ae.ErrorResponse.Error
+	case errors.Is(err, ErrNotSent):
+		return "not_sent"
+	case errors.Is(err, ErrUnreachable):
+		return "unreachable"
+	}
+	return "other"
 }
 
 // WaitAcked waits until n more proposals than now were acknowledged.
@@ -157,6 +178,7 @@ func (l *Load) target(turn int) *Node {
 
 func (l *Load) worker(ctx context.Context, w int) {
 	value := make([]byte, l.opts.ValueSize)
+	turn := 0 // rotates over the live nodes while no primary is known
 	for seq := 0; l.opts.Max <= 0 || seq < l.opts.Max; seq++ {
 		if ctx.Err() != nil {
 			return
@@ -173,8 +195,11 @@ func (l *Load) worker(ctx context.Context, w int) {
 			id = replica.NewRequestID()
 			p.RequestID = id.String()
 		}
-		if !l.propose(ctx, id, entry, &p) {
+		if !l.propose(ctx, id, entry, &p, &turn) {
 			return // stopped before anything could have been sent
+		}
+		if p.Outcome != OutcomeAcked && !sleepCtx(ctx, 10*time.Millisecond) {
+			return
 		}
 		if l.opts.Interval > 0 {
 			t := time.NewTimer(l.opts.Interval)
@@ -189,12 +214,13 @@ func (l *Load) worker(ctx context.Context, w int) {
 
 // propose tries entry until its outcome is other than not-committed (with
 // a request id: until it is acknowledged or shown committed, within
-// MaxUnknownAttempts once an attempt was unknown), and records it. It
-// returns false if ctx ended while the proposal was surely not committed
-// (recorded as such).
-func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, p *Proposal) bool {
-	for turn := 0; ; turn++ {
-		n := l.target(turn)
+// MaxUnknownAttempts once an attempt was unknown; with
+// NoResendNotCommitted, a first definite failure is final), and records
+// it. It returns false if ctx ended while the proposal was surely not
+// committed (recorded as such if anything was sent).
+func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, p *Proposal, turn *int) bool {
+	for ; ; *turn++ {
+		n := l.target(*turn)
 		if n == nil {
 			if !sleepCtx(ctx, 20*time.Millisecond) {
 				if p.Unknowns > 0 {
@@ -203,6 +229,9 @@ func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, 
 				return false
 			}
 			continue
+		}
+		if p.Attempts == 0 && l.opts.OnSend != nil {
+			l.opts.OnSend(p.Key)
 		}
 		// Attempts are not bound to ctx: stopping the load must not turn an
 		// in-flight proposal into an unknown outcome.
@@ -235,12 +264,13 @@ func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, 
 			return true
 		case OutcomeUnknown:
 			p.Unknowns++
+			l.hint.Store(nil) // the next live node, or a fresh hint
 			if id.IsZero() || p.Attempts >= l.opts.MaxUnknownAttempts || ctx.Err() != nil {
 				p.Outcome = OutcomeUnknown
 				l.h.Add(*p)
+				*turn++
 				return true
 			}
-			l.hint.Store(nil) // the next live node, or a fresh hint
 			if !sleepCtx(ctx, retryBackoff(p.Attempts)) {
 				return l.stopped(p)
 			}
@@ -248,17 +278,23 @@ func (l *Load) propose(ctx context.Context, id replica.RequestID, entry []byte, 
 		}
 		// Not committed (this attempt): follow a hint, back off a little,
 		// try again.
-		if p.Unknowns > 0 && p.Attempts >= l.opts.MaxUnknownAttempts {
-			p.Outcome = OutcomeUnknown // an earlier attempt may have landed
-			l.h.Add(*p)
-			return true
-		}
 		var ae *APIError
 		if errors.As(err, &ae) && errors.Is(err, replica.ErrNotPrimary) && ae.PrimaryID != "" && ae.PrimaryID != n.ID() {
 			id := ae.PrimaryID
 			l.hint.Store(&id)
 		} else {
 			l.hint.Store(nil)
+		}
+		if p.Unknowns == 0 && l.opts.NoResendNotCommitted {
+			p.Outcome = OutcomeNotCommitted // never resent
+			l.h.Add(*p)
+			*turn++
+			return true
+		}
+		if p.Unknowns > 0 && p.Attempts >= l.opts.MaxUnknownAttempts {
+			p.Outcome = OutcomeUnknown // an earlier attempt may have landed
+			l.h.Add(*p)
+			return true
 		}
 		pause := 10 * time.Millisecond
 		if p.Unknowns > 0 {

@@ -182,41 +182,13 @@ type Node struct {
 
 	ops sync.Mutex // serialises lifecycle operations
 
-	mu       sync.Mutex // guards proc, addr, client, closed, paused, launches
-	proc     *proc
+	mu       sync.Mutex  // guards proc, addr, client, closed, paused, launches
+	proc     *spawn.Proc // the current (or last) launch
 	addr     string
 	client   *Client
 	closed   bool
 	paused   bool
 	launches int
-}
-
-// proc is one launch of the node binary.
-type proc struct {
-	cmd  *exec.Cmd
-	pid  int
-	done chan struct{} // closed when the process was reaped
-	err  error         // Wait's result, set before done is closed
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) waitExit(d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return nil
-	case <-t.C:
-		return fmt.Errorf("testnode: pid %d did not exit within %v", p.pid, d)
-	}
 }
 
 // Start launches a node process and waits until its replica is open (the
@@ -300,28 +272,28 @@ func (n *Node) PID() int {
 	if n.proc == nil {
 		return 0
 	}
-	return n.proc.pid
+	return n.proc.Pid()
 }
 
 // Running reports whether the node process is alive (paused counts).
 func (n *Node) Running() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.proc != nil && !n.proc.exited()
+	return n.proc != nil && !n.proc.Exited()
 }
 
 // Paused reports whether the node is running and SIGSTOPped by Pause.
 func (n *Node) Paused() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.proc != nil && !n.proc.exited() && n.paused
+	return n.proc != nil && !n.proc.Exited() && n.paused
 }
 
 // Live reports whether the node is running and not paused.
 func (n *Node) Live() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.proc != nil && !n.proc.exited() && !n.paused
+	return n.proc != nil && !n.proc.Exited() && !n.paused
 }
 
 // Exited returns a channel closed when the current launch's process ends
@@ -332,7 +304,7 @@ func (n *Node) Exited() <-chan struct{} {
 	if n.proc == nil {
 		return nil
 	}
-	return n.proc.done
+	return n.proc.Done()
 }
 
 // ExitErr returns the current launch's exit status once it exited (nil
@@ -341,10 +313,10 @@ func (n *Node) ExitErr() error {
 	n.mu.Lock()
 	p := n.proc
 	n.mu.Unlock()
-	if p == nil || !p.exited() {
+	if p == nil {
 		return nil
 	}
-	return p.err
+	return p.Err()
 }
 
 // Launches counts the node's launches (1 after Start).
@@ -427,27 +399,23 @@ func (n *Node) launchAt(ctx context.Context, httpAddr string) error {
 	cmd.Dir = n.opts.Dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := n.sp.Start(cmd); err != nil {
+	cmd.SysProcAttr = spawn.SysProcAttr()
+	p, err := n.sp.Launch(cmd) // reaped by spawn; Close waits for it (Kill)
+	if err != nil {
 		return fmt.Errorf("testnode %s: start %s: %w", n.opts.ID, n.opts.Binary, err)
 	}
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { // owner: the Node; Close waits for done (Kill)
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	n.mu.Lock()
 	n.proc, n.paused = p, false
 	n.launches++
 	n.mu.Unlock()
-	n.log.Info("testnode: launched", "pid", p.pid, "http", httpAddr)
+	n.log.Info("testnode: launched", "pid", p.Pid(), "http", httpAddr)
 
 	wctx, cancel := context.WithTimeout(ctx, n.opts.StartTimeout)
 	defer cancel()
 	if err := n.waitServing(wctx, p); err != nil {
-		if !p.exited() {
-			p.kill()
-			_ = p.waitExit(exitTimeout)
+		if !p.Exited() {
+			p.Signal(syscall.SIGKILL)
+			_ = p.WaitExit(exitTimeout)
 		}
 		return fmt.Errorf("testnode %s: launch: %w\n--- log of this launch (tail) ---\n%s", n.opts.ID, err, n.logSince(logStart, 40))
 	}
@@ -467,7 +435,7 @@ func (n *Node) logSince(offset int64, lines int) string {
 }
 
 // waitServing waits for the addr file, then for /status to answer.
-func (n *Node) waitServing(ctx context.Context, p *proc) error {
+func (n *Node) waitServing(ctx context.Context, p *spawn.Proc) error {
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	var c *Client
@@ -495,8 +463,8 @@ func (n *Node) waitServing(ctx context.Context, p *proc) error {
 			last = err
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("%w: %v", ErrExited, p.err)
+		case <-p.Done():
+			return fmt.Errorf("%w: %v", ErrExited, p.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("not serving (last: %v): %w", last, ctx.Err())
 		case <-t.C:
@@ -504,13 +472,7 @@ func (n *Node) waitServing(ctx context.Context, p *proc) error {
 	}
 }
 
-func (p *proc) signal(sig syscall.Signal) {
-	_ = p.cmd.Process.Signal(sig) // pidfd-based: never hits a recycled pid
-}
-
-func (p *proc) kill() { p.signal(syscall.SIGKILL) }
-
-func (n *Node) current() *proc {
+func (n *Node) current() *spawn.Proc {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.proc
@@ -526,12 +488,12 @@ func (n *Node) Kill() error {
 
 func (n *Node) kill() error {
 	p := n.current()
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		return nil
 	}
-	p.kill()
-	err := p.waitExit(exitTimeout)
-	n.log.Info("testnode: killed", "pid", p.pid)
+	p.Signal(syscall.SIGKILL)
+	err := p.WaitExit(exitTimeout)
+	n.log.Info("testnode: killed", "pid", p.Pid())
 	return err
 }
 
@@ -546,17 +508,17 @@ func (n *Node) Stop() error {
 
 func (n *Node) stop() error {
 	p := n.current()
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		return nil
 	}
-	p.signal(syscall.SIGTERM)
-	p.signal(syscall.SIGCONT)
-	if err := p.waitExit(stopTimeout); err != nil {
-		n.log.Warn("testnode: SIGTERM ignored, killing", "pid", p.pid)
-		p.kill()
-		return p.waitExit(exitTimeout)
+	p.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGCONT)
+	if err := p.WaitExit(stopTimeout); err != nil {
+		n.log.Warn("testnode: SIGTERM ignored, killing", "pid", p.Pid())
+		p.Signal(syscall.SIGKILL)
+		return p.WaitExit(exitTimeout)
 	}
-	n.log.Info("testnode: stopped", "pid", p.pid, "exit", p.err)
+	n.log.Info("testnode: stopped", "pid", p.Pid(), "exit", p.Err())
 	return nil
 }
 
@@ -569,23 +531,23 @@ func (n *Node) Resume() error { return n.pauseResume(syscall.SIGCONT) }
 func (n *Node) pauseResume(sig syscall.Signal) error {
 	n.mu.Lock()
 	p := n.proc
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		n.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrNotRunning, n.opts.ID)
 	}
 	stop := sig == syscall.SIGSTOP
-	p.signal(sig)
+	p.Signal(sig)
 	n.paused = stop
 	n.mu.Unlock()
-	n.log.Info("testnode: signalled", "pid", p.pid, "signal", sig.String())
+	n.log.Info("testnode: signalled", "pid", p.Pid(), "signal", sig.String())
 	deadline := time.Now().Add(exitTimeout)
 	for {
-		all, anyStopped, ok := procstat.ThreadsStopped(p.pid)
-		if !ok || p.exited() || (stop && all) || (!stop && !anyStopped) {
+		all, anyStopped, ok := procstat.ThreadsStopped(p.Pid())
+		if !ok || p.Exited() || (stop && all) || (!stop && !anyStopped) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testnode %s: pid %d: %v not in effect after %v", n.opts.ID, p.pid, sig, exitTimeout)
+			return fmt.Errorf("testnode %s: pid %d: %v not in effect after %v", n.opts.ID, p.Pid(), sig, exitTimeout)
 		}
 		time.Sleep(time.Millisecond) // polling /proc: there is no event for a stop
 	}
@@ -608,7 +570,7 @@ func (n *Node) Restart(ctx context.Context) error {
 func (n *Node) WipeData() error {
 	n.ops.Lock()
 	defer n.ops.Unlock()
-	if p := n.current(); p != nil && !p.exited() {
+	if p := n.current(); p != nil && !p.Exited() {
 		return fmt.Errorf("%w: %s", ErrRunning, n.opts.ID)
 	}
 	return os.RemoveAll(n.DataDir())
