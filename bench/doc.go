@@ -8,7 +8,7 @@
 //	go run ./bench -scenarios raw,append -duration 10s
 //	go run ./bench -from-json out.json -plot out.svg   # redraw a saved run
 //
-// It starts its own ZooKeeper ensemble through internal/zkensemble (so it
+// It starts its own ZooKeeper ensemble through internal/infra/zkensemble (so it
 // needs ZooKeeper and Java: scripts/install-zookeeper.sh) and otherwise uses
 // only roomlog's public API (logroom, replica, store, checkpoint) and a
 // plain go-zookeeper client for the raw ceiling.
@@ -43,7 +43,7 @@
 //     watches, sessions and live heap per room (mntr, jcmd), and the
 //     aggregate Propose rate with every room writing.
 //
-//  5. failover: three replica processes started through internal/testnode
+//  5. failover: three replica processes started through internal/harness/testnode
 //     (the roomlog-testnode binary, built with go build at the start of the
 //     scenario, so it needs the source tree); kill -9 of the primary's
 //     process, then the first

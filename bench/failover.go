@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 	"github.com/roomlog/roomlog/replica"
 )
 
 // The failover scenario needs replicas in separate processes (kill -9 of a
-// primary process): internal/testnode's. testnode.Build compiles the
+// primary process): internal/harness/testnode's. testnode.Build compiles the
 // roomlog-testnode binary (one replica, store.OpsApplier wrapped in
 // testnode.RecordingApplier, and the testnode HTTP API); a testnode.Cluster
 // starts three of them in one room, and each testnode.Node is killed,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // maxViolations bounds the violations a Report lists (its counters are

@@ -7,9 +7,9 @@
 //	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-workers 4] [-v] [-keep]
 //	make chaos CHAOSFLAGS="-duration 30m -seed 42"
 //
-// The world is a 3-server ZooKeeper ensemble (internal/zkensemble, tickTime
+// The world is a 3-server ZooKeeper ensemble (internal/infra/zkensemble, tickTime
 // 200 ms) and -replicas replicas of one room, each a separate OS process
-// (internal/testnode's roomlog-testnode, session timeout 2 s, a checkpoint
+// (internal/harness/testnode's roomlog-testnode, session timeout 2 s, a checkpoint
 // every 300 entries, a channel rotation every 20 batches, so checkpoints,
 // rotations and channel deletions happen all the time), under -workers
 // concurrent proposers. The first line printed is the seed;
@@ -57,7 +57,7 @@
 //	checkpoint (3)          on-demand checkpoint on the primary (2/3) or a standby
 //	transfer (1)            graceful leadership transfer to a standby
 //
-// Network faults run on internal/faultnet proxies: every replica reaches
+// Network faults run on internal/infra/faultnet proxies: every replica reaches
 // each ZooKeeper server through its own link ("n0->zk1"), and peers reach
 // its checkpoint port through another ("peers->n0", which it advertises).
 // The processes keep running:

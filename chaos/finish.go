@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // finish heals every fault, lets proposals flow once more, stops them,

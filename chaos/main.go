@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/testnode"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // Exit codes.

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // Network faults: made on the faultnet proxies every replica's links go
-// through (internal/testnode ClusterOptions.Net), while every process keeps
+// through (internal/harness/testnode ClusterOptions.Net), while every process keeps
 // running — a deposed primary cut off from ZooKeeper still serves, holds
 // its connections and may still try to write.
 

@@ -5,7 +5,7 @@ import (
 	mrand "math/rand/v2"
 	"sync"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // proposers is the run's load: testnode's load generator (testnode.Load),

@@ -14,7 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // Readers and the read check (doc.go, rule 8): a few goroutines read the

@@ -12,7 +12,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // The read check on hand-built histories (no ZooKeeper): it must pass

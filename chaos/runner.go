@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
-	"github.com/roomlog/roomlog/internal/testnode"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // Config configures one chaos run.

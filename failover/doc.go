@@ -1,6 +1,6 @@
 // Package failover holds roomlog's failover tests: a real 3-server
-// ZooKeeper ensemble (internal/zkensemble, tickTime 200 ms) and replicas
-// running as separate OS processes (internal/testnode), so a kill -9, a
+// ZooKeeper ensemble (internal/infra/zkensemble, tickTime 200 ms) and replicas
+// running as separate OS processes (internal/harness/testnode), so a kill -9, a
 // SIGSTOP or a ZooKeeper leader crash is real. The package has no code of
 // its own besides this comment: everything is in its tests.
 //

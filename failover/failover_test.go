@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 )
 
 // TestKillPrimary: kill -9 of the primary under continuous proposals.

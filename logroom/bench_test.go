@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // bench3 is one 3-server ensemble shared by the benchmarks of a run.

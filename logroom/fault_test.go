@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/stretchr/testify/require"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/stretchr/testify/require"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // newProxy is a faultnet proxy in front of one ZooKeeper server: tests

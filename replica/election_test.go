@@ -11,7 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 func testLogger(t testing.TB) *slog.Logger {

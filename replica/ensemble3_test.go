@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // TestThreeServerEnsemble runs three replicas on a 3-server ensemble under

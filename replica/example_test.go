@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )

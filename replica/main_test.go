@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // One single-server ensemble shared by the tests of this package (rooms and

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // newProxy is a faultnet proxy to the ensemble (round robin over targets)

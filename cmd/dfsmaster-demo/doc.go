@@ -6,7 +6,7 @@
 // survives kill -9 (pair).
 //
 // It uses only roomlog's public packages (replica, logroom, store), plus
-// internal/zkensemble in pair, to start a local ZooKeeper (and
+// internal/infra/zkensemble in pair, to start a local ZooKeeper (and
 // go-zookeeper's zk.ErrNoAuth for pair's ACL check).
 //
 // # Quick start
@@ -183,7 +183,7 @@
 //     need them; --acl and --zk-digest-file exclude each other (--acl
 //     overrides the environment variable).
 //  1. ZooKeeper: with no --zk, start a local ensemble (3 servers by
-//     default) through internal/zkensemble in a temp dir.
+//     default) through internal/infra/zkensemble in a temp dir.
 //  2. Start m1, then m2, as separate processes: this binary (os.Executable)
 //     running serve --checkpoint-token-file (and --zk-digest-file with
 //     credentials), each with its own data dir, log file and HTTP port on

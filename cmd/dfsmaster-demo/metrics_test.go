@@ -12,8 +12,8 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
-	"github.com/roomlog/roomlog/internal/promserver"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/promserver"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 )
 
 // getMetrics fetches a master's /metrics body.

@@ -20,8 +20,8 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
-	"github.com/roomlog/roomlog/internal/spawn"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/spawn"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 )

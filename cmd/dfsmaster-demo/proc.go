@@ -14,11 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/spawn"
+	"github.com/roomlog/roomlog/internal/infra/spawn"
 )
 
 // Child processes of the pair demo, started, signalled and reaped through
-// internal/spawn: every child runs in its own process group (so a Ctrl-C
+// internal/infra/spawn: every child runs in its own process group (so a Ctrl-C
 // on the terminal reaches only the demo, which then stops its children in
 // order) and with Pdeathsig=SIGKILL (so children die with the demo even if
 // the demo itself is killed with SIGKILL: the pair's spawn.Spawner forks

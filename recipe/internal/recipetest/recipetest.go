@@ -21,8 +21,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
-	"github.com/roomlog/roomlog/internal/zkensemble"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // ClusterOptions configure a Cluster.

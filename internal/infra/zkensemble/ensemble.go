@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
-	"github.com/roomlog/roomlog/internal/spawn"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/spawn"
 )
 
 // Errors returned by this package, wrapped with %w; check them with errors.Is.

@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/procstat"
+	"github.com/roomlog/roomlog/internal/infra/procstat"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 
-	"github.com/roomlog/roomlog/internal/spawn"
+	"github.com/roomlog/roomlog/internal/infra/spawn"
 )
 
 // DefaultSessionTimeout is the ZooKeeper session timeout of a test node

@@ -18,7 +18,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // eventually polls cond until it returns nil or within passes, then fails
@@ -125,7 +125,7 @@ func TestFaultNet(t *testing.T) {
 	}
 	buf := make([]byte, 1<<20)
 	stacks := string(buf[:runtime.Stack(buf, true)])
-	require.NotContains(t, stacks, "internal/faultnet.", "faultnet goroutines left after Close")
+	require.NotContains(t, stacks, "internal/infra/faultnet.", "faultnet goroutines left after Close")
 	require.NotContains(t, stacks, "zkensemble.(*relay)", "relay goroutines left after Close")
 }
 

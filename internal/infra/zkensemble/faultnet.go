@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // Errors of the fault network helpers, wrapped with %w.

@@ -13,7 +13,7 @@ import (
 )
 
 // CmdPackage is the import path of the test node's main package.
-const CmdPackage = "github.com/roomlog/roomlog/internal/testnode/cmd/roomlog-testnode"
+const CmdPackage = "github.com/roomlog/roomlog/internal/harness/testnode/cmd/roomlog-testnode"
 
 // EnvRace, when "1", makes Build compile the node with -race (slower
 // nodes; use it to hunt data races in replica under faults).

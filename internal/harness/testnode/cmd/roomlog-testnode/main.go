@@ -2,7 +2,7 @@
 // tests, the chaos suite and benchmarks. It applies entries with
 // store.OpsApplier wrapped in testnode.RecordingApplier (so /dump can tell
 // what was applied at every index) and serves the HTTP API documented in
-// package internal/testnode.
+// package internal/harness/testnode.
 //
 // Usage:
 //
@@ -30,7 +30,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/testnode"
+	"github.com/roomlog/roomlog/internal/harness/testnode"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )

@@ -52,7 +52,7 @@ func writeFiles(s *server, all []*server, view peerView, tick time.Duration) err
 	initLimit, syncLimit := limits(tick)
 	ms := tick.Milliseconds()
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by roomlog internal/zkensemble\n")
+	fmt.Fprintf(&b, "# written by roomlog internal/infra/zkensemble\n")
 	fmt.Fprintf(&b, "tickTime=%d\n", ms)
 	fmt.Fprintf(&b, "initLimit=%d\n", initLimit)
 	fmt.Fprintf(&b, "syncLimit=%d\n", syncLimit)

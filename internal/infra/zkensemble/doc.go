@@ -27,7 +27,7 @@
 // # Fault network (Options.FaultNet)
 //
 // With Options.FaultNet every link of the ensemble goes through a
-// userspace fault proxy of internal/faultnet, one per link, held in a
+// userspace fault proxy of internal/infra/faultnet, one per link, held in a
 // faultnet.Net (e.Net()) and named "<client side>-><server side>" with
 // zk<i> for server i (API index, not myid):
 //

@@ -7,7 +7,7 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/roomlog/roomlog/internal/faultnet"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 func Example() {

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/procstat"
+	"github.com/roomlog/roomlog/internal/infra/procstat"
 )
 
 // proc is one launched JVM. done is closed once cmd.Wait returned (the

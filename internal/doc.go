@@ -1,0 +1,23 @@
+// Package internal holds what roomlog's packages share but do not export,
+// split by floor so that each room only looks down:
+//
+//	internal/zkx        the ZooKeeper boundary of the library itself
+//	                    (connection-loss classification, backoff, retry,
+//	                    bounded msgpack decoding, wake-up signal); imported
+//	                    by logroom, replica and the recipes; imports nothing
+//	                    of roomlog.
+//	internal/infra/...  the ground floor of the test and tool harness:
+//	                    zkensemble (real ZooKeeper servers), faultnet
+//	                    (userspace TCP fault proxies), spawn (child
+//	                    processes), procstat (CPU accounting), promserver
+//	                    (a real Prometheus). They import nothing of roomlog
+//	                    but each other, so logroom's and replica's own tests
+//	                    can use them.
+//	internal/harness/...  above replica: testnode (replica processes with
+//	                    an HTTP API, clusters, load, history checkers), for
+//	                    failover, chaos, the bench and the demo's tests.
+//
+// TestFloors (floors_test.go) holds these rules: no package below replica
+// imports internal/harness, and internal/zkx and internal/infra import
+// nothing of roomlog outside their own floor.
+package internal
