@@ -8,14 +8,14 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Defaults for zero Config fields. The ZooKeeper session timeout, the base
@@ -34,7 +34,7 @@ const (
 	DefaultRequestWindow          = 1 << 20
 
 	// MaxIDLen bounds Config.ID (it is a znode name under /members).
-	MaxIDLen = 128
+	MaxIDLen = zkx.MaxNameLen
 )
 
 // Config configures a Replica. Zero values take the documented defaults;
@@ -244,22 +244,11 @@ func (c Config) Validate() error {
 
 // validateID checks a member id: it becomes a znode name.
 func validateID(id string) error {
-	switch {
-	case id == "":
+	if id == "" {
 		return errors.New("required")
-	case len(id) > MaxIDLen:
-		return fmt.Errorf("%d bytes, longer than %d", len(id), MaxIDLen)
-	case id == "." || id == "..":
-		return fmt.Errorf("%q is not a valid znode name", id)
-	case !utf8.ValidString(id):
-		return errors.New("not valid UTF-8")
-	case strings.ContainsRune(id, '/'):
-		return fmt.Errorf("%q contains '/'", id)
 	}
-	for _, r := range id {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("%q contains a control or space character", id)
-		}
+	if err := zkx.ValidName(id); err != nil {
+		return fmt.Errorf("%q: %w", id, err)
 	}
 	return nil
 }

@@ -140,7 +140,7 @@ func (e *election) list() ([]candidate, error) {
 		datas[n] = d
 	}
 	sortBySeq(all)
-	e.foreign.replace(foreign)
+	e.foreign.Replace(foreign)
 	e.datas = datas
 	var ours []candidate
 	mineSeen := false
@@ -253,7 +253,7 @@ func (e *election) dataOf(name string) (candidateData, bool, error) {
 	}
 	_, d, err := e.accept(name, b, st)
 	if err != nil {
-		e.foreign.report(p, err.Error())
+		e.foreign.Report(p, err.Error())
 		return candidateData{}, false, nil
 	}
 	e.datas[name] = d

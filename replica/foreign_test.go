@@ -394,7 +394,7 @@ func TestForeignReadMembers(t *testing.T) {
 	}
 	require.Equal(t, []string{"a"}, memberIDs(Status{Members: m.snapshot()}))
 	var fp []string
-	for _, f := range m.foreign.list() {
+	for _, f := range m.foreign.List() {
 		fp = append(fp, f.Path)
 	}
 	require.Equal(t, []string{dir + "/alias", dir + "/locked", dir + "/noid", dir + "/persist", dir + "/v2"}, fp)
@@ -456,7 +456,7 @@ func TestForeignElectionComponent(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, names, len(forged)+1, "nothing forged was deleted")
 	var fp []string
-	for _, f := range el.foreign.list() {
+	for _, f := range el.foreign.List() {
 		fp = append(fp, strings.TrimPrefix(f.Path, dir+"/"))
 	}
 	var wantNames []string

@@ -193,7 +193,7 @@ func (m *membership) refreshChildren() (<-chan zk.Event, []string, error) {
 		if !now[n] {
 			m.log.Debug("membership: member left", "id", n)
 			delete(m.known, n)
-			m.foreign.drop(m.dir + "/" + n)
+			m.foreign.Drop(m.dir + "/" + n)
 		}
 	}
 	for n := range now {
@@ -214,13 +214,13 @@ func (m *membership) refreshMember(name string) (<-chan zk.Event, error) {
 	if errors.Is(err, zk.ErrNoNode) {
 		delete(m.known, name)
 		delete(m.dataWatched, name)
-		m.foreign.drop(p)
+		m.foreign.Drop(p)
 		return nil, nil
 	}
 	if errors.Is(err, zk.ErrNoAuth) {
 		// No watch was armed: re-read at the next listing.
 		delete(m.known, name)
-		m.foreign.report(p, "unreadable: its ACL denies this replica READ")
+		m.foreign.Report(p, "unreadable: its ACL denies this replica READ")
 		return nil, nil
 	}
 	if err != nil {
@@ -230,10 +230,10 @@ func (m *membership) refreshMember(name string) (<-chan zk.Event, error) {
 	d, err := acceptMember(name, b, st.EphemeralOwner)
 	if err != nil {
 		delete(m.known, name)
-		m.foreign.report(p, err.Error())
+		m.foreign.Report(p, err.Error())
 		return ch, nil
 	}
-	m.foreign.drop(p)
+	m.foreign.Drop(p)
 	m.known[name] = d
 	return ch, nil
 }

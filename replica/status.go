@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // Role is a replica's role in its room.
@@ -113,70 +114,15 @@ type Status struct {
 }
 
 // ForeignZnode is a znode under the room's members/ or election/ that does
-// not count as a member or candidate: ignored for every decision.
-type ForeignZnode struct {
-	Path   string // full znode path
-	Reason string // which acceptance rule it breaks
-}
+// not count as a member or candidate: ignored for every decision. Path is
+// the full znode path, Reason the acceptance rule it breaks.
+type ForeignZnode = zkx.Foreign
 
 // foreignSet records the foreign znodes of one directory (members/ or
-// election/). The run loop writes it; Status reads it: mu guards byPath.
-type foreignSet struct {
-	log  *slog.Logger
-	what string // "member" or "election candidate", for the log line
+// election/); the run loop writes it, Status reads it (it has its own lock).
+type foreignSet = zkx.ForeignSet
 
-	mu     sync.Mutex
-	byPath map[string]string // path -> reason
-}
-
-func newForeignSet(log *slog.Logger, what string) *foreignSet {
-	return &foreignSet{log: log, what: what, byPath: map[string]string{}}
-}
-
-// report records path as foreign, logging it once (again only if the
-// reason changes).
-func (f *foreignSet) report(path, reason string) {
-	f.mu.Lock()
-	old, seen := f.byPath[path]
-	f.byPath[path] = reason
-	f.mu.Unlock()
-	if !seen || old != reason {
-		f.log.Warn("ignoring foreign znode: not a valid "+f.what, "path", path, "reason", reason)
-	}
-}
-
-// drop forgets path (it is gone, or now accepted).
-func (f *foreignSet) drop(path string) {
-	f.mu.Lock()
-	delete(f.byPath, path)
-	f.mu.Unlock()
-}
-
-// replace sets the whole set to now (a full listing), logging the new ones.
-func (f *foreignSet) replace(now map[string]string) {
-	for p, reason := range now {
-		f.report(p, reason)
-	}
-	f.mu.Lock()
-	for p := range f.byPath {
-		if _, ok := now[p]; !ok {
-			delete(f.byPath, p)
-		}
-	}
-	f.mu.Unlock()
-}
-
-// list returns the set sorted by path.
-func (f *foreignSet) list() []ForeignZnode {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]ForeignZnode, 0, len(f.byPath))
-	for p, reason := range f.byPath {
-		out = append(out, ForeignZnode{Path: p, Reason: reason})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out
-}
+func newForeignSet(log *slog.Logger, what string) *foreignSet { return zkx.NewForeignSet(log, what) }
 
 // foreignZnodes is Status().Foreign. The loop state's election and
 // membership are created before Open returns and never replaced; their
@@ -185,7 +131,7 @@ func (r *Replica) foreignZnodes() []ForeignZnode {
 	if r.lp == nil {
 		return nil
 	}
-	out := append(r.lp.mem.foreign.list(), r.lp.el.foreign.list()...)
+	out := append(r.lp.mem.foreign.List(), r.lp.el.foreign.List()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	if len(out) == 0 {
 		return nil

@@ -124,7 +124,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	digestFlag := false
 	fs.Visit(func(f *flag.Flag) { digestFlag = digestFlag || f.Name == "zk-digest-file" })
-	cfg.zk = splitServers(*zk)
+	cfg.zk = logroom.SplitServers(*zk)
 	var bad []string
 	if fs.NArg() > 0 {
 		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
@@ -597,7 +597,7 @@ const pairDigestUser = "dfsmaster"
 func (p *pair) checkACL(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: splitServers(p.zkConn)})
+	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn)})
 	if err != nil {
 		return fmt.Errorf("ACL check: connect to ZooKeeper: %w", err)
 	}

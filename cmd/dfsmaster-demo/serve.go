@@ -325,7 +325,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if err := logroom.ValidateName(*room); err != nil {
 		bad = append(bad, fmt.Sprintf("--room: %v", err))
 	}
-	servers := splitServers(*zkServers)
+	servers := logroom.SplitServers(*zkServers)
 	if len(servers) == 0 {
 		bad = append(bad, "--zk: no servers")
 	}
@@ -485,13 +485,3 @@ func loadTokenFile(path string) (string, error) {
 	return tok, nil
 }
 
-// splitServers splits a comma-separated server list, dropping empty items.
-func splitServers(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -186,7 +185,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := logroom.ValidateBase(o.base); err != nil {
 		return usageErr("--base: %v", err)
 	}
-	servers := splitServers(o.zk)
+	servers := logroom.SplitServers(o.zk)
 	if len(servers) == 0 {
 		return usageErr("--zk: no ZooKeeper server given")
 	}
@@ -248,17 +247,6 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "roomlog %s: %v\n", name, err)
 		return exitFail
 	}
-}
-
-// splitServers splits a comma-separated server list, dropping blanks.
-func splitServers(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // formatTime renders unix milliseconds (0: "-").

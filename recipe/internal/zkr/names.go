@@ -9,12 +9,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/roomlog/roomlog/internal/zkx"
 )
 
 // MaxNameLen bounds an id used as (part of) a znode name.
-const MaxNameLen = 128
+const MaxNameLen = zkx.MaxNameLen
 
 // GUIDLen is the length of a GUID: 32 lowercase hex characters.
 const GUIDLen = 32
@@ -23,31 +23,9 @@ const GUIDLen = 32
 // 32-bit counter).
 const seqDigits = 10
 
-// ValidName checks a name used as one znode path component (a member id):
-// non-empty, at most MaxNameLen bytes of printable UTF-8 without spaces or
-// '/', and not "." or "..". The error says why.
-func ValidName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%d bytes, at most %d", len(name), MaxNameLen)
-	case name == "." || name == "..":
-		return fmt.Errorf("%q is a relative path element", name)
-	case !utf8.ValidString(name):
-		return errors.New("not valid UTF-8")
-	case strings.ContainsRune(name, '/'):
-		return errors.New("contains '/'")
-	}
-	for _, r := range name {
-		// Printable, no spaces, and none of the ranges ZooKeeper's
-		// PathUtils refuses.
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-			return fmt.Errorf("contains character %U", r)
-		}
-	}
-	return nil
-}
+// ValidName is zkx.ValidName (one rule for the recipes' ids and the
+// replica's member ids).
+func ValidName(name string) error { return zkx.ValidName(name) }
 
 // ValidDir checks a directory path: absolute, at least one component, no
 // trailing '/', every component a ValidName, and not under /zookeeper.
