@@ -211,6 +211,11 @@ func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
 	if applied < infos[0].FirstIndex-1 {
 		return nil // behind the deleted log: nothing left to compare with
 	}
+	if last := infos[len(infos)-1]; id.IsZero() && (applied < last.FirstIndex || (last.Sealed && applied <= last.LastIndex)) {
+		// The chain (checked above) reaches applied: a sealed channel ends
+		// at or past it, and no walk of the open channel is needed.
+		return nil
+	}
 	if id.IsZero() {
 		end, err := r.CommittedIndex(ctx, 0)
 		if err != nil {

@@ -721,20 +721,23 @@ func (r *Room) batchAtOrBefore(ctx context.Context, num, first, pos uint64) (uin
 	return best, nil
 }
 
+// walkListAfter is how many batches walkChain reads one by one before it
+// lists the channel and reads the rest walkWindow at a time.
+const (
+	walkListAfter = 64
+	walkWindow    = 32
+)
+
 // walkChain follows the batch chain of channel num from pos (a batch
-// boundary) with one Get per batch until a name is missing or, when stop >
-// 0, the chain passes stop. It returns the last contiguous index and the
-// bytes and batches walked.
+// boundary) until a name is missing or, when stop > 0, the chain passes
+// stop. The first walkListAfter batches are read one Get at a time; a
+// longer walk lists the channel once and reads the listed batches
+// walkWindow at a time, ending at the last one listed: a channel that grows
+// as fast as the walk reads cannot keep it going, and what was committed
+// before the walk began is listed. It returns the last contiguous index
+// and the bytes and batches walked; ctx ends it.
 func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64, bytes int64, batches int, err error) {
-	for stop == 0 || pos <= stop {
-		path := r.batchPath(num, pos)
-		data, _, err := r.c.get(ctx, path)
-		if errors.Is(err, zk.ErrNoNode) {
-			break
-		}
-		if err != nil {
-			return 0, 0, 0, zkError("logroom: read "+path, err)
-		}
+	check := func(path string, data []byte, pos uint64) (Batch, error) {
 		b, err := DecodeBatch(data)
 		if err == nil && b.First != pos {
 			err = fmt.Errorf("%w: batch first index %d, expected %d", ErrCorrupt, b.First, pos)
@@ -743,11 +746,74 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 			err = fmt.Errorf("%w: empty batch", ErrCorrupt)
 		}
 		if err != nil {
-			return 0, 0, 0, r.corrupt(num, path, err)
+			return b, r.corrupt(num, path, err)
+		}
+		return b, nil
+	}
+	for (stop == 0 || pos <= stop) && batches < walkListAfter {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, 0, err
+		}
+		path := r.batchPath(num, pos)
+		data, _, err := r.c.get(ctx, path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return pos - 1, bytes, batches, nil
+		}
+		if err != nil {
+			return 0, 0, 0, zkError("logroom: read "+path, err)
+		}
+		b, err := check(path, data, pos)
+		if err != nil {
+			return 0, 0, 0, err
 		}
 		pos += uint64(b.Count)
 		bytes += int64(len(data))
 		batches++
+	}
+	if stop > 0 && pos > stop {
+		return pos - 1, bytes, batches, nil
+	}
+	names, err := r.c.children(ctx, r.channelPath(num))
+	if err != nil {
+		return 0, 0, 0, zkError("logroom: list channel", err)
+	}
+	var firsts []uint64
+	for _, n := range names {
+		if f, ok := parseNum(n, batchPrefix); ok && f >= pos && (stop == 0 || f <= stop) {
+			firsts = append(firsts, f)
+		}
+	}
+	slices.Sort(firsts)
+	for len(firsts) > 0 && firsts[0] == pos {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, 0, err
+		}
+		n := min(len(firsts), walkWindow)
+		datas := make([][]byte, n)
+		err := parallel(n, n, func(i int) error {
+			d, _, e := r.c.get(ctx, r.batchPath(num, firsts[i]))
+			if e != nil && !errors.Is(e, zk.ErrNoNode) {
+				return zkError("logroom: read batch", e)
+			}
+			datas[i] = d
+			return nil
+		})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		for i := range n {
+			if firsts[i] != pos || datas[i] == nil {
+				return pos - 1, bytes, batches, nil // a hole
+			}
+			b, err := check(r.batchPath(num, pos), datas[i], pos)
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			pos += uint64(b.Count)
+			bytes += int64(len(datas[i]))
+			batches++
+		}
+		firsts = firsts[n:]
 	}
 	return pos - 1, bytes, batches, nil
 }
