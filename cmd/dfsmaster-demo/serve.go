@@ -484,4 +484,3 @@ func loadTokenFile(path string) (string, error) {
 	}
 	return tok, nil
 }
-
