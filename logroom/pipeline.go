@@ -290,13 +290,13 @@ func (w *Writer) formBatch() []*batch {
 				// Cancelled requests are removed by their caller under w.mu.
 				panic(fmt.Sprintf("logroom: queued request in state %d", r.state))
 			}
-			if !w.fitsLocked(r) && w.refreshDue() {
+			if !w.fitsLocked(r, size) && w.refreshDue() {
 				w.mu.Unlock()
 				w.refreshRoomBytes()
 				w.mu.Lock()
 				continue // the queue may have changed: look at its head again
 			}
-			if !w.fitsLocked(r) {
+			if !w.fitsLocked(r, size) {
 				w.popLocked()
 				w.queuedBytes -= len(r.payload)
 				popped += len(r.payload)
@@ -481,11 +481,12 @@ func (w *Writer) chargedLocked() int64 {
 	return chargedBytes(ls.sealedBytes+ls.chBytes, ls.sealedZnodes+ls.chBatches+1)
 }
 
-// fitsLocked applies the room byte bound to a request about to be taken:
-// its payload plus one batch of its own (header and znode; it may share a
-// batch: the charge errs high).
-func (w *Writer) fitsLocked(r *appendReq) bool {
-	return w.chargedLocked()+w.ls.reserved+int64(len(r.payload))+batchOverhead+ZnodeHeapBytes <= w.cfg.MaxRoomBytes
+// fitsLocked applies the room byte bound to a request about to be taken
+// into a batch that already holds forming bytes of entries: its payload
+// plus one batch of its own (header and znode; it may share one, so the
+// charge errs high).
+func (w *Writer) fitsLocked(r *appendReq, forming int) bool {
+	return w.chargedLocked()+w.ls.reserved+int64(forming)+int64(len(r.payload))+batchOverhead+ZnodeHeapBytes <= w.cfg.MaxRoomBytes
 }
 
 // refreshDue reports whether a full room should re-read its accounting

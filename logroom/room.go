@@ -790,19 +790,23 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 		}
 		n := min(len(firsts), walkWindow)
 		datas := make([][]byte, n)
+		found := make([]bool, n) // a znode with null data is found (and corrupt), not a hole
 		err := parallel(n, n, func(i int) error {
 			d, _, e := r.c.get(ctx, r.batchPath(num, firsts[i]))
-			if e != nil && !errors.Is(e, zk.ErrNoNode) {
+			if errors.Is(e, zk.ErrNoNode) {
+				return nil
+			}
+			if e != nil {
 				return zkError("logroom: read batch", e)
 			}
-			datas[i] = d
+			datas[i], found[i] = d, true
 			return nil
 		})
 		if err != nil {
 			return 0, 0, 0, err
 		}
 		for i := range n {
-			if firsts[i] != pos || datas[i] == nil {
+			if firsts[i] != pos || !found[i] {
 				return pos - 1, bytes, batches, nil // a hole
 			}
 			b, err := check(r.batchPath(num, pos), datas[i], pos)

@@ -400,7 +400,6 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 		}
 		return err
 	}
-	r.bootstraps.Add(1)
 	r.m.bootstrapped(time.Since(start), info.Bytes)
 	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
 	return nil
@@ -472,6 +471,9 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	r.sinceEntries.Store(0)
 	r.sinceBytes.Store(0)
 	r.appliedEpoch.Store(st.AppliedEpoch())
+	// Counted before the applied index moves: whoever sees the restored
+	// index in Status also sees the bootstrap.
+	r.bootstraps.Add(1)
 	r.jumpApplied(idx)
 	r.ckptReady.Notify()
 	return nil

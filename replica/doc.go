@@ -48,13 +48,20 @@
 // # Znodes (owned by this package, under the room /<base>/<room>)
 //
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
-//	                     "takeover", "primary"), epoch, applied, ckpt}: a live
-//	                     member, its advertised address, role, the epoch it
-//	                     leads (primary) or last applied, its applied index
-//	                     (published on role change at once; while it moves at
-//	                     most every MemberUpdateInterval, once it settles for
-//	                     20ms at once) and the index of
-//	                     its newest local checkpoint (0: none).
+//	                     "takeover", "primary"), epoch, applied, ckpt
+//	                     [, catch_up]}: a live member, its advertised
+//	                     address, role, the epoch it leads (primary) or last
+//	                     applied, its applied index (published on role
+//	                     change at once; while it moves at most twice per
+//	                     MemberUpdateInterval: once per interval, and once
+//	                     more when it settles for 20ms; at once when the
+//	                     primary's catch_up asks for an index it reached),
+//	                     the index of its newest local checkpoint (0: none),
+//	                     and, on a primary handing leadership over only,
+//	                     catch_up: the index it waits for (omitted when 0).
+//	                     Readers other than TransferLeadership (Status,
+//	                     metrics, deletion) see an applied index up to one
+//	                     interval old.
 //	election/c-<guid>-<seq>
 //	                     EPHEMERAL_SEQUENTIAL. msgpack {v:1, id, addr}. guid:
 //	                     32 hex chars, one per Replica; seq: ZooKeeper's

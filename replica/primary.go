@@ -457,7 +457,7 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	cctx, ccancel := context.WithTimeout(ctx, r.cfg.TransferTimeout)
 	err := r.waitMember(cctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby })
 	ccancel()
-	r.catchUp.Store(0)
+	r.catchUp.CompareAndSwap(last, 0) // a concurrent transfer may ask for another index
 	if err != nil {
 		t.resume()
 		return fmt.Errorf("%w: %q did not catch up to %d: %w", ErrTransfer, toID, last, err)
