@@ -4,10 +4,12 @@
 //
 //	reg, err := membership.Join(ctx, client, "/dfs/masters", "10.0.0.5:8080", addrData, membership.JoinOptions{})
 //	w, err := membership.Watch(ctx, client, "/dfs/masters", membership.WatchOptions{
-//	    OnJoin:  func(m membership.Member) { ... },  // the seed's onConn
-//	    OnLeave: func(m membership.Member) { ... },  // the seed's onDisConn
+//	    OnJoin:   func(m membership.Member) { ... },  // the seed's onConn
+//	    OnLeave:  func(m membership.Member) { ... },  // the seed's onDisConn
+//	    OnUpdate: func(old, cur membership.Member) { ... }, // optional: data changes
 //	})
 //	mates := w.Members()                           // the seed's GetOriginMates
+//	err = reg.Update(ctx, newData)                 // republish this member's data
 //	...
 //	w.Close(); reg.Leave(ctx)
 //
@@ -20,7 +22,10 @@
 //	<dir>                PERSISTENT, created if missing (empty data, the
 //	                     client's ACL).
 //	<dir>/<id>           EPHEMERAL, one per live member. Data: the caller's
-//	                     bytes, at most MaxDataBytes, never interpreted.
+//	                     bytes (Join's, then the last Update's), at most
+//	                     MaxDataBytes, never interpreted. Stat.Czxid names
+//	                     the incarnation, Stat.Version counts the writes
+//	                     within it (Member.Czxid, Member.Version).
 //
 // id is a valid znode name: 1..128 bytes of printable UTF-8 without spaces
 // or '/', not "." or ".." (an address such as "10.0.0.5:8080" is fine).
@@ -46,13 +51,38 @@
 //     expiry removes it; an operator must). Held by another session: watch
 //     it and wait (until Join's ctx ends: ErrIDInUse) — most likely our
 //     own previous process, whose session has not expired yet.
-//  3. A goroutine then keeps the node: it watches it (ExistsW) and
-//     follows the session. When the node is deleted, or the session that
-//     holds it expires (a new session id, or StateExpired), it goes back to
-//     1 in the current session (the rebuild), retrying with backoff until
-//     Leave.
+//  3. A goroutine (the keeper) then keeps the node: it watches it
+//     (ExistsW, re-armed only once it fired) and follows the session. When
+//     the node is deleted, or the session that holds it expires (a new
+//     session id, or StateExpired), it goes back to 1 in the current
+//     session (the rebuild), creating the node with the latest data,
+//     retrying with backoff until Leave.
 //  4. Leave stops that goroutine, waits for it, and deletes the node if our
 //     session holds it.
+//
+// Update (the registration's data is a generation-numbered value; the
+// keeper alone writes the node):
+//
+//  1. Check the size (ErrDataTooLarge: nothing recorded), record the data
+//     as the registration's (Data) with the next generation, and wake the
+//     keeper. Equal data records nothing new.
+//  2. The keeper, holding the node in the current session, reads it
+//     (getData): another Czxid or owner, or no node, means it is lost (go
+//     to Join's step 1: the rebuild creates it with the latest data); the
+//     same bytes mean it is done (a write whose answer was lost landed).
+//     Otherwise setData(data, the version read). BadVersion (a concurrent
+//     writer) or a connection loss: read again (backoff on connection
+//     loss). The node's data version is then known, so a write by anyone
+//     else (the ExistsW fires, or a Stat shows another version) is
+//     detected and undone the same way.
+//  3. Update returns nil once the node holds its generation or a later
+//     one — by that setData, or by the rebuild's create when the node was
+//     missing — or ctx's error (the data stays recorded and is written at
+//     the next reconnection or rebuild), or ErrLeft after Leave.
+//
+// Cost of an Update: one getData and one setData, plus the keeper's
+// re-armed ExistsW; each watcher with data watches then re-lists (one
+// getChildren, one getData per child).
 //
 // Watch:
 //
@@ -63,16 +93,36 @@
 //     member deleted and re-created between two listings is seen as a new
 //     incarnation (another Czxid). Cost: one getChildren plus one getData
 //     per child per change of the directory, per watcher.
-//  3. Wake the dispatcher; wait for the watch or a session event; go to 1.
-//     If <dir> is gone, the view is empty and an ExistsW waits for it.
+//     With data watches (WatchOptions.OnUpdate or WatchData) the read of a
+//     child is a getData that arms a data watch (GetW), unless the data
+//     watch armed on it by an earlier listing has not fired yet (then a
+//     plain getData: that watch still fires at the next write, and arming
+//     another would only pile up channels in go-zookeeper, which keeps
+//     every one until the node changes). Cost: per member, one data watch
+//     held on the servers and one getData per refresh; and every write of
+//     any member's data is a refresh. Without data watches, nothing is
+//     armed on the members, and their Data is re-read only when the set of
+//     children changes.
+//  3. Wake the dispatcher; wait for the children watch, any data watch or
+//     a session event; go to 1. A data watch seen firing is forgotten, so
+//     that the next listing re-arms it. If <dir> is gone, the view is
+//     empty and an ExistsW waits for it.
 //  4. The dispatcher (one goroutine per watcher) compares the newest view
 //     with the last one it delivered: a member missing, or present with
 //     another Czxid, is a leave; a new one, or a new incarnation, is a
-//     join. Leaves are delivered before joins, each in id order.
+//     join; the same incarnation with another Version is an update.
+//     Leaves are delivered first, then joins, then updates, each in id
+//     order.
 //
-// Joins and leaves are thus differences between listings, as in the seed:
-// nothing that happens between a trigger and the re-arm is missed, because
-// the next listing is compared with the previous one, not with the event.
+// Joins, leaves and updates are thus differences between listings, as in
+// the seed: nothing that happens between a trigger and the re-arm is
+// missed, because the next listing is compared with the previous one, not
+// with the event, and every data watch that fires leads to a listing that
+// re-reads (and re-arms) it. Updates coalesce: several writes between two
+// listings, or while a callback runs, are one OnUpdate carrying the latest
+// data (old is the member as last delivered), never an intermediate one
+// out of order; the last data is always delivered. A re-created member is
+// never an update, whatever its data: it is a leave and a join.
 //
 // # Callbacks
 //
@@ -94,15 +144,20 @@
 //     of date (members may have left, and our own session may be expiring
 //     on the servers). The registration does nothing: its node lives as
 //     long as the session.
+//     An Update meanwhile is recorded and written once the session is back
+//     (or by the rebuild, if it does not come back); Update waits (ctx).
 //   - Reconnected in the same session: Reconnected. go-zookeeper re-sends
-//     the watches, and the servers fire those whose nodes changed
-//     meanwhile, so the view catches up.
+//     the watches (children and data watches alike), and the servers fire
+//     those whose nodes changed meanwhile, so the view catches up.
 //   - Expired (Curator's LOST): the servers deleted our member node and
 //     dropped our watches; go-zookeeper opens a new session on the same
 //     connection. The registration re-creates the node in the new session
-//     (Rebuilds counts it); the watcher reports Lost, Syncs (the new
-//     session may read from a server behind what we saw) and lists again;
-//     the differences are delivered as leaves and joins (our own member, at
+//     (Rebuilds counts it) with the latest data, Updates made while the
+//     session was gone included (an Update waiting for it returns then);
+//     the watcher reports Lost, Syncs (the new session may read from a
+//     server behind what we saw), forgets its data watches (go-zookeeper
+//     fired them with NotWatching) and lists again, re-arming them; the
+//     differences are delivered as leaves and joins (our own member, at
 //     least, is a leave and a join: a new incarnation).
 //
 // # Guarantees
@@ -111,9 +166,14 @@
 //     Leave), and is re-created after an expiry or a deletion.
 //   - Every change of the set of members is reflected in the view by the
 //     next listing; no change between a watch's trigger and its re-arm is
-//     missed.
+//     missed. With data watches, the same holds for every member's data:
+//     the view ends with each member's latest data.
+//   - The node holds the registration's latest data (Data) once the
+//     Update that recorded it returned nil; a rebuild always writes the
+//     latest data.
 //   - Callbacks describe a sequence of views: per id, joins and leaves
-//     alternate, starting with a join.
+//     alternate, starting with a join; updates of an incarnation come
+//     between its join and its leave, in increasing Version.
 //
 // # Non-guarantees
 //
@@ -125,10 +185,17 @@
 //     itself as a member after the others no longer do.
 //   - Transient members (joined and left between two listings) may never
 //     be reported.
-//   - Data is fixed at Join: to change it, Leave and Join again.
+//   - Not every write is an OnUpdate: writes coalesce (see Watch).
+//   - Data and membership are not one atomic step: a watcher may see a
+//     member join with data already newer than another watcher's last
+//     update of it.
+//   - A watcher's data watches (like its children watch) stay armed on
+//     the shared client's session after Close, until they fire; they cost
+//     the servers a little memory and nothing else.
 //
 // # Errors
 //
-// ErrBadName, ErrIDInUse and ErrDataTooLarge, wrapped; context errors from
-// ctx; errors wrapping logroom.ErrClosed once the client is closed.
+// ErrBadName, ErrIDInUse, ErrDataTooLarge and ErrLeft, wrapped; context
+// errors from ctx; errors wrapping logroom.ErrClosed once the client is
+// closed.
 package membership

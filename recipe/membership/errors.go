@@ -12,10 +12,14 @@ var (
 	// session (until the caller's ctx ended), or exists as a persistent
 	// (foreign) znode.
 	ErrIDInUse = errors.New("membership: id in use")
-	// ErrDataTooLarge: Join's data exceeds MaxDataBytes. Nothing was sent.
+	// ErrDataTooLarge: Join's or Update's data exceeds MaxDataBytes.
+	// Nothing was sent, nor recorded.
 	ErrDataTooLarge = errors.New("membership: data too large")
+	// ErrLeft: Update after (or during) Leave.
+	ErrLeft = errors.New("membership: registration left")
 )
 
 // MaxDataBytes bounds a member's data: every watcher reads every member's
-// data on every change of the directory.
+// data on every change of the directory (and, with data watches, on every
+// Update of any member).
 const MaxDataBytes = 64 << 10

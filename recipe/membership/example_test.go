@@ -28,8 +28,11 @@ func Example() {
 	defer reg.Leave(context.Background())
 
 	w, err := membership.Watch(ctx, c, "/dfs/masters", membership.WatchOptions{
-		OnJoin:    func(m membership.Member) { fmt.Println("up:", m.ID) },
-		OnLeave:   func(m membership.Member) { fmt.Println("down:", m.ID) },
+		OnJoin:  func(m membership.Member) { fmt.Println("up:", m.ID) },
+		OnLeave: func(m membership.Member) { fmt.Println("down:", m.ID) },
+		OnUpdate: func(old, cur membership.Member) {
+			fmt.Println("changed:", cur.ID, string(old.Data), "->", string(cur.Data))
+		},
 		OnSession: func(e membership.SessionEvent) { fmt.Println("session:", e) },
 	})
 	if err != nil {
@@ -41,5 +44,10 @@ func Example() {
 	}
 	for _, f := range w.Foreign() {
 		fmt.Println("ignored:", f.Path, f.Reason)
+	}
+	// Republish this member's data (written now, or by the rebuild if the
+	// session is being replaced).
+	if err := reg.Update(ctx, []byte(`{"role":"primary"}`)); err != nil {
+		log.Println("update:", err)
 	}
 }

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,20 +21,38 @@ type JoinOptions struct {
 }
 
 // Registration is this process's member node: dir/id, EPHEMERAL, holding
-// the caller's data. A goroutine keeps it there: it re-creates the node in
-// the new session after an expiry, and after anyone deletes it, until
-// Leave.
+// the caller's data. A goroutine (the keeper) keeps it there: it
+// re-creates the node in the new session after an expiry, and after anyone
+// deletes it, until Leave; it writes the data given to Update, and puts
+// the registration's data back if anyone else overwrites it.
 type Registration struct {
 	sess *zkr.Session
 	dir  string
 	id   string
-	data []byte
 	log  *slog.Logger
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returned
+	// poke wakes the keeper when Update recorded new data.
+	poke zkr.Signal
 
 	mu sync.Mutex // guards the fields below
+	// data is the latest data (Join's, then Update's), gen its generation
+	// (1 for Join's, +1 per Update that changed it). Never mutated: Update
+	// replaces it.
+	data []byte
+	gen  int64
+	// nodeGen is the generation of the data known to be in the node we
+	// hold, -1 when unknown (a node adopted, a write whose answer was
+	// lost, a write by someone else); nodeVer is the node's data version
+	// then.
+	nodeGen int64
+	nodeVer int32
+	// acked is the highest generation ever known to be in the node: an
+	// Update of generation g is done once acked >= g. ackCh is closed (and
+	// replaced) whenever acked grows.
+	acked int64
+	ackCh chan struct{}
 	// czxid identifies the node we hold (0: none right now, as far as the
 	// loop knows).
 	czxid int64
@@ -75,22 +94,118 @@ func Join(ctx context.Context, c *logroom.Client, dir, id string, data []byte, o
 	}
 	r := &Registration{
 		sess: zkr.NewSession(c), dir: dir, id: id,
-		data: append([]byte(nil), data...),
-		log:  log.With("recipe", "membership", "path", dir+"/"+id),
-		done: make(chan struct{}),
+		data: append([]byte(nil), data...), gen: 1, nodeGen: -1,
+		log:   log.With("recipe", "membership", "path", dir+"/"+id),
+		done:  make(chan struct{}),
+		poke:  zkr.NewSignal(),
+		ackCh: make(chan struct{}),
 	}
 	if err := zkr.EnsurePath(ctx, r.sess, dir); err != nil {
 		r.sess.Close()
 		return nil, fmt.Errorf("membership: join %s: %w", r.Path(), err)
 	}
-	if err := r.ensure(ctx); err != nil {
+	st, ch, err := r.ensure(ctx)
+	if err != nil {
 		r.sess.Close()
 		return nil, fmt.Errorf("membership: join %s: %w", r.Path(), err)
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	go r.loop(lctx)
+	go r.loop(lctx, st, ch)
 	return r, nil
+}
+
+// Data returns (a copy of) the registration's data: Join's, or that of the
+// last Update accepted (an Update refused for its size records nothing).
+// It is what the node holds, or will hold once the keeper has written it:
+// an Update that returned nil is in the node; one that returned an error
+// after recording its data is written as soon as the keeper can.
+func (r *Registration) Data() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.data...)
+}
+
+// Update replaces the member node's data: data becomes the registration's
+// data (Data), which every later re-creation (after an expiry or a
+// deletion) writes too, and Update waits until the node holds it.
+//
+// It returns nil once the node of the current session holds data or the
+// data of a later Update: written by a setData when the node is there, or
+// by the rebuild's create when the node is missing (session expired,
+// deleted), in which case Update returns after the rebuild. Connection
+// losses are retried (the session coming back, or a new one after an
+// expiry) for as long as ctx lasts. When ctx ends first, Update returns an
+// error wrapping ctx's: the data stays recorded and the keeper still
+// writes it (at the next reconnection or rebuild) unless a later Update
+// replaces it. Updates are written one at a time by the keeper, so
+// concurrent Updates are safe; the last recorded wins.
+//
+// data is at most MaxDataBytes (ErrDataTooLarge otherwise: nothing is
+// recorded nor sent). Data equal to the current data writes nothing. After
+// Leave (or once the client is closed) it returns ErrLeft (or the
+// client's error) without recording anything.
+//
+// Each write is a getData (to check that the node is still this
+// registration's incarnation and to see whether a lost answer landed)
+// then a version-checked setData; every watcher with data watches
+// (WatchOptions.OnUpdate) re-reads the directory once per write it sees.
+func (r *Registration) Update(ctx context.Context, data []byte) error {
+	if len(data) > MaxDataBytes {
+		return fmt.Errorf("membership: update %s: %w: %d bytes, at most %d", r.Path(), ErrDataTooLarge, len(data), MaxDataBytes)
+	}
+	r.mu.Lock()
+	if r.left {
+		r.mu.Unlock()
+		return fmt.Errorf("membership: update %s: %w", r.Path(), ErrLeft)
+	}
+	select {
+	case <-r.done:
+		err := r.lastErr
+		r.mu.Unlock()
+		if err == nil {
+			err = ErrLeft
+		}
+		return fmt.Errorf("membership: update %s: keeper stopped: %w", r.Path(), err)
+	default:
+	}
+	if !bytes.Equal(data, r.data) {
+		r.data = append([]byte(nil), data...)
+		r.gen++
+	}
+	gen := r.gen
+	r.mu.Unlock()
+	r.poke.Notify()
+	for {
+		r.mu.Lock()
+		acked, ackCh, left, lastErr := r.acked, r.ackCh, r.left, r.lastErr
+		r.mu.Unlock()
+		if acked >= gen {
+			return nil
+		}
+		if left {
+			return fmt.Errorf("membership: update %s: %w (the data was recorded, not written)", r.Path(), ErrLeft)
+		}
+		select {
+		case <-ackCh:
+		case <-r.done:
+			r.mu.Lock()
+			acked, lastErr = r.acked, r.lastErr
+			r.mu.Unlock()
+			if acked >= gen {
+				return nil
+			}
+			if lastErr == nil {
+				lastErr = ErrLeft
+			}
+			return fmt.Errorf("membership: update %s: keeper stopped before writing: %w", r.Path(), lastErr)
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("membership: update %s: recorded, not yet written: %w (last error: %w)", r.Path(), ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("membership: update %s: recorded, not yet written: %w", r.Path(), ctx.Err())
+		}
+	}
 }
 
 // ID returns the member id.
@@ -162,77 +277,215 @@ func (r *Registration) Leave(ctx context.Context) error {
 	return nil
 }
 
-// loop keeps the node: it watches it and re-creates it when it is gone
-// (deleted, or the session that held it expired).
-func (r *Registration) loop(ctx context.Context) {
+// loop keeps the node: it watches it, re-creates it when it is gone
+// (deleted, or the session that held it expired), and writes the latest
+// data into it. st and ch are the node's Stat and an armed watch on it
+// from Join's ensure.
+func (r *Registration) loop(ctx context.Context, st *zk.Stat, ch <-chan zk.Event) {
 	defer close(r.done)
 	var bo zkr.Backoff
+	// ch is an armed, unfired watch on the node in session chSid (nil:
+	// none). It is kept across wake-ups that are not its own, so that
+	// go-zookeeper does not pile up one channel per wake-up.
+	chSid := r.sess.ID()
+	r.checkVersion(st)
 	for ctx.Err() == nil {
 		if !r.holds() {
-			if err := r.ensure(ctx); err != nil {
+			var err error
+			st, ch, err = r.ensure(ctx)
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				r.setErr(err)
+				if errors.Is(err, zkr.ErrClientClosed) {
+					return
+				}
 				r.log.Warn("membership: cannot re-create member node; retrying", "err", err)
 				if bo.Wait(ctx) != nil {
 					return
 				}
 				continue
 			}
+			chSid = r.sess.ID()
+			r.checkVersion(st)
 			bo.Reset()
 		}
-		r.mu.Lock()
-		owner := r.owner
-		r.mu.Unlock()
-		p := r.Path()
-		ok, st, ch, err := zkr.ExistsW(ctx, r.sess, p)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, zkr.ErrClientClosed) {
+		if err := r.writeData(ctx); err != nil {
+			if ctx.Err() != nil {
 				return
 			}
+			r.setErr(err)
+			if errors.Is(err, zkr.ErrClientClosed) {
+				return
+			}
+			r.log.Warn("membership: cannot write member data; retrying", "err", err)
 			if bo.Wait(ctx) != nil {
 				return
 			}
 			continue
 		}
-		if !ok || st.EphemeralOwner != owner {
-			r.lose("member node gone")
-			continue
+		if !r.holds() {
+			continue // lost while writing: re-create
 		}
-		if !r.wait(ctx, ch, owner) {
+		r.mu.Lock()
+		owner := r.owner
+		r.mu.Unlock()
+		if ch == nil || chSid != r.sess.ID() {
+			p := r.Path()
+			ok, est, ech, err := zkr.ExistsW(ctx, r.sess, p)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, zkr.ErrClientClosed) {
+					return
+				}
+				if bo.Wait(ctx) != nil {
+					return
+				}
+				continue
+			}
+			ch, chSid = ech, r.sess.ID()
+			if !ok || est.EphemeralOwner != owner {
+				r.lose("member node gone")
+				continue
+			}
+			if !r.checkVersion(est) {
+				continue // written by someone else: put our data back
+			}
+		}
+		fired, ok := r.wait(ctx, ch, owner)
+		if !ok {
 			return
+		}
+		if fired {
+			ch = nil
 		}
 	}
 }
 
-// wait blocks until the node's watch fires, the session that holds it is
-// gone, or ctx ends (false).
-func (r *Registration) wait(ctx context.Context, ch <-chan zk.Event, owner int64) bool {
+// wait blocks until the node's watch fires (fired), Update pokes the
+// keeper, the session that holds the node is gone, or ctx ends (!ok).
+func (r *Registration) wait(ctx context.Context, ch <-chan zk.Event, owner int64) (fired, ok bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return false, false
+		case <-r.poke.C():
+			return false, true
 		case ev := <-ch:
 			if ev.Type == zk.EventNodeDeleted {
 				r.lose("member node deleted")
 			}
-			// Any other event (data change, NotWatching after an expiry or
-			// a close): look again.
-			return true
+			// Any other event (data change — ours or someone else's,
+			// NotWatching after an expiry or a close): look again.
+			return true, true
 		case ev, ok := <-r.sess.Events():
 			if !ok {
 				r.setErr(zkr.ErrClientClosed)
-				return false
+				return false, false
 			}
 			if ev.State == zk.StateExpired {
 				r.lose("session expired")
-				return true
+				return false, true
 			}
 			if id := r.sess.ID(); id != 0 && id != owner {
 				r.lose("session expired (new session)")
-				return true
+				return false, true
 			}
+		}
+	}
+}
+
+// checkVersion compares the node's Stat, read while we hold it, with the
+// data version we know: a difference means someone else wrote the node,
+// whose data is then unknown (writeData re-reads it). It reports whether
+// the version matched (or nothing was known).
+func (r *Registration) checkVersion(st *zk.Stat) bool {
+	if st == nil {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.nodeGen < 0 || st.Czxid != r.czxid || st.Version == r.nodeVer {
+		return true
+	}
+	r.log.Info("membership: member node written by someone else; restoring our data", "version", st.Version)
+	r.nodeGen = -1
+	return false
+}
+
+// setNodeLocked records that the node holds the data of generation gen at
+// data version ver, and wakes the Updates it completes.
+func (r *Registration) setNodeLocked(gen int64, ver int32) {
+	r.nodeGen, r.nodeVer = gen, ver
+	if gen > r.acked {
+		r.acked = gen
+		close(r.ackCh)
+		r.ackCh = make(chan struct{})
+	}
+}
+
+// writeData makes the node we hold hold the latest data, when it may not:
+// a getData checks that the node is still our incarnation (else it is
+// lost, and the caller re-creates it) and whether it already holds the
+// data (an earlier write whose answer was lost), then a setData
+// conditioned on the version read writes it. A connection loss or a
+// concurrent write (BadVersion) starts over; other errors are returned.
+func (r *Registration) writeData(ctx context.Context) error {
+	p := r.Path()
+	var bo zkr.Backoff
+	for {
+		r.mu.Lock()
+		data, gen := r.data, r.gen
+		done := r.nodeGen == gen
+		czxid, owner := r.czxid, r.owner
+		r.mu.Unlock()
+		if done || czxid == 0 {
+			return nil
+		}
+		if owner != r.sess.ID() {
+			r.lose("session expired (new session)")
+			return nil
+		}
+		b, st, err := zkr.Get(ctx, r.sess, p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			r.lose("member node gone")
+			return nil
+		case err != nil:
+			return fmt.Errorf("read %s: %w", p, err)
+		case st.Czxid != czxid || st.EphemeralOwner != owner || owner != r.sess.ID():
+			r.lose("member node replaced")
+			return nil
+		case bytes.Equal(b, data):
+			r.mu.Lock()
+			r.setNodeLocked(gen, st.Version)
+			r.mu.Unlock()
+			continue // a newer Update may have come meanwhile
+		}
+		nst, err := zkr.Do(ctx, r.sess, func() (*zk.Stat, error) {
+			return r.sess.Conn().Set(p, data, st.Version)
+		}, nil)
+		switch {
+		case err == nil:
+			r.mu.Lock()
+			r.setNodeLocked(gen, nst.Version)
+			r.lastErr = nil
+			r.mu.Unlock()
+			r.log.Debug("membership: member data written", "version", nst.Version, "bytes", len(data))
+			bo.Reset()
+		case errors.Is(err, zk.ErrBadVersion):
+			// Written by someone else between our read and write: read
+			// again.
+		case errors.Is(err, zk.ErrNoNode):
+			r.lose("member node gone")
+			return nil
+		case zkr.IsConnLoss(err):
+			// The write may have landed: the next read tells.
+			if werr := bo.Wait(ctx); werr != nil {
+				return fmt.Errorf("%w (last error: %w)", werr, err)
+			}
+		default:
+			return fmt.Errorf("set %s: %w", p, err)
 		}
 	}
 }
@@ -250,6 +503,7 @@ func (r *Registration) lose(why string) {
 		r.log.Info("membership: member node lost; re-creating", "why", why)
 	}
 	r.czxid = 0
+	r.nodeGen = -1
 }
 
 func (r *Registration) setErr(err error) {
@@ -258,56 +512,71 @@ func (r *Registration) setErr(err error) {
 	r.lastErr = err
 }
 
-// ensure creates the node, or adopts it when our session already holds it;
-// it waits (until ctx ends) for a node held by another live session to go.
-func (r *Registration) ensure(ctx context.Context) error {
+// ensure creates the node with the latest data, or adopts it when our
+// session already holds it; it waits (until ctx ends) for a node held by
+// another live session to go. It returns the node's Stat and a watch armed
+// on it.
+func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, error) {
 	p := r.Path()
 	for {
 		sid := r.sess.ID()
+		r.mu.Lock()
+		data, gen := r.data, r.gen
+		r.mu.Unlock()
+		// created is the generation this attempt wrote, -1 when the node
+		// was not created by it (its data is then unknown).
+		created := int64(-1)
 		// A create that lands after ctx ended is undone: nobody would keep
 		// it otherwise until the session ends.
 		_, err := zkr.Do(ctx, r.sess, func() (string, error) {
-			return r.sess.Conn().Create(p, r.data, zk.FlagEphemeral, r.sess.ACL())
+			return r.sess.Conn().Create(p, data, zk.FlagEphemeral, r.sess.ACL())
 		}, func(_ string, err error) {
 			if err == nil {
 				_ = r.sess.Conn().Delete(p, -1)
 			}
 		})
 		switch {
-		case err == nil, errors.Is(err, zk.ErrNodeExists):
-			// Ours (just created, or a lost answer), or someone else's.
+		case err == nil:
+			created = gen
+		case errors.Is(err, zk.ErrNodeExists):
+			// Ours (a lost answer: data unknown), or someone else's.
 		case zkr.IsConnLoss(err):
 			var bo zkr.Backoff
 			if werr := bo.Wait(ctx); werr != nil {
-				return fmt.Errorf("%w (last error: %w)", werr, err)
+				return nil, nil, fmt.Errorf("%w (last error: %w)", werr, err)
 			}
 			continue // the next create answers NodeExists if this one landed
 		default:
-			return fmt.Errorf("create %s: %w", p, err)
+			return nil, nil, fmt.Errorf("create %s: %w", p, err)
 		}
 		// Sync: after an expiry the new session may read from a server that
 		// has not yet removed the old session's node.
 		if err := zkr.Sync(ctx, r.sess, p); err != nil {
-			return err
+			return nil, nil, err
 		}
 		ok, st, ch, err := zkr.ExistsW(ctx, r.sess, p)
 		if err != nil {
-			return fmt.Errorf("exists %s: %w", p, err)
+			return nil, nil, fmt.Errorf("exists %s: %w", p, err)
 		}
 		switch {
 		case !ok:
 			continue // deleted meanwhile: create again
 		case st.EphemeralOwner == 0:
-			return fmt.Errorf("%w: %s is a persistent znode (foreign: no session expiry removes it; an operator must delete it)", ErrIDInUse, p)
+			return nil, nil, fmt.Errorf("%w: %s is a persistent znode (foreign: no session expiry removes it; an operator must delete it)", ErrIDInUse, p)
 		case st.EphemeralOwner == r.sess.ID() && st.EphemeralOwner == sid:
 			r.mu.Lock()
 			if r.owner != 0 {
 				r.rebuilds++
 			}
 			r.czxid, r.owner, r.lastErr = st.Czxid, st.EphemeralOwner, nil
+			if created >= 0 && st.Version == 0 {
+				r.setNodeLocked(created, 0)
+			} else {
+				r.nodeGen = -1 // adopted, or written since: the keeper reads it
+			}
 			r.mu.Unlock()
 			r.log.Debug("membership: member node held", "czxid", st.Czxid, "session", fmt.Sprintf("0x%x", st.EphemeralOwner))
-			return nil
+			return st, ch, nil
 		case st.EphemeralOwner == r.sess.ID():
 			continue // the session changed under the create: look again
 		}
@@ -317,7 +586,7 @@ func (r *Registration) ensure(ctx context.Context) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", held, ctx.Err())
+			return nil, nil, fmt.Errorf("%w: %w", held, ctx.Err())
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sort"
 	"sync"
 
@@ -18,7 +19,8 @@ import (
 type Member struct {
 	// ID is the node name.
 	ID string
-	// Data is the data the member joined with.
+	// Data is the member's data as last read: the data it joined with, or
+	// of its last Update seen.
 	Data []byte
 	// Session is the ZooKeeper session that holds the node
 	// (Stat.EphemeralOwner).
@@ -26,6 +28,10 @@ type Member struct {
 	// Czxid is the zxid that created the node: it tells two incarnations
 	// of one id apart (a rebuild after an expiry has a new one).
 	Czxid int64
+	// Version is the node's data version (Stat.Version): 0 at creation,
+	// +1 per write. Within one incarnation (Czxid), a higher Version is
+	// newer data.
+	Version int32
 }
 
 func (m Member) clone() Member {
@@ -76,6 +82,26 @@ type WatchOptions struct {
 	// OnLeave is called for every member that disappears, always after
 	// the OnJoin of the same incarnation.
 	OnLeave func(Member)
+	// OnUpdate is called when a member's data was written (its Version
+	// changed) while it stayed the same incarnation (same Czxid): old is
+	// the member as last delivered, cur as now. It is called after the
+	// leaves and joins of the same round, in id order, always between the
+	// OnJoin and the OnLeave of that incarnation. Writes coalesce: several
+	// updates between two reads (or while a callback runs) are one call,
+	// but the last data is always delivered. A new incarnation is never
+	// an update: it is a leave and a join. Accept sees the new data too:
+	// a member it now refuses leaves the view (OnLeave), and joins again
+	// (OnJoin, same Czxid) once accepted. Setting OnUpdate arms data
+	// watches (see WatchData).
+	OnUpdate func(old, cur Member)
+	// WatchData arms a data watch on every member (besides the children
+	// watch), so that Members follows data changes too, not only joins and
+	// leaves. Implied by OnUpdate. Cost per member: one data watch held on
+	// the servers, and one getData per refresh — and every write of any
+	// member's data causes a refresh (a listing and a getData per child).
+	// Without it, a member's Data is re-read only when the set of children
+	// changes.
+	WatchData bool
 	// OnSession is called on the watcher's session changes.
 	OnSession func(SessionEvent)
 	// Accept, when set, is an extra check a child must pass to count (for
@@ -106,6 +132,13 @@ type Watcher struct {
 	sid int64
 	// connected is the loop's idea of the connection. Owned by the loop.
 	connected bool
+	// watchData: arm a data watch on each child (OnUpdate or WatchData).
+	watchData bool
+	// armed holds, per child name, the data watch armed on it in session
+	// sid that has not been seen firing yet. A child with one is re-read
+	// without arming another (go-zookeeper would keep every channel until
+	// the node changes). Owned by the loop.
+	armed map[string]<-chan zk.Event
 
 	mu sync.Mutex // guards the fields below
 	// view is the last accepted listing by id.
@@ -137,9 +170,11 @@ func Watch(ctx context.Context, c *logroom.Client, dir string, opts WatchOptions
 	log = log.With("recipe", "membership", "dir", dir)
 	w := &Watcher{
 		sess: zkr.NewSession(c), dir: dir, opts: opts, log: log,
-		foreign: zkr.NewForeignSet(log, "member"),
-		sig:     zkr.NewSignal(),
-		view:    map[string]Member{},
+		foreign:   zkr.NewForeignSet(log, "member"),
+		sig:       zkr.NewSignal(),
+		view:      map[string]Member{},
+		watchData: opts.WatchData || opts.OnUpdate != nil,
+		armed:     map[string]<-chan zk.Event{},
 	}
 	if err := zkr.EnsurePath(ctx, w.sess, dir); err != nil {
 		w.sess.Close()
@@ -207,16 +242,16 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 	defer w.wg.Done()
 	var bo zkr.Backoff
 	for {
-		select {
-		case <-ctx.Done():
+		switch ev, what := w.next(ctx, ch); what {
+		case wakeStop:
 			return
-		case <-ch:
-			// A change, or NotWatching (expiry, close): list again.
-		case ev, ok := <-w.sess.Events():
-			if !ok {
-				w.log.Warn("membership: client closed; watcher stopped")
-				return
-			}
+		case wakeChange:
+			// A change (of the children or of a member's data), or
+			// NotWatching (expiry, close): list again.
+		case wakeClosed:
+			w.log.Warn("membership: client closed; watcher stopped")
+			return
+		case wakeSession:
 			w.log.Debug("membership: session event", "type", ev.Type, "state", ev.State, "now", w.sess.Client().State())
 			if !w.sess.Connected() {
 				if w.connected {
@@ -252,6 +287,96 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 	}
 }
 
+// What woke the loop (next).
+const (
+	wakeStop    = iota // ctx ended
+	wakeChange         // the children watch or a data watch fired
+	wakeSession        // a session event
+	wakeClosed         // the client closed
+)
+
+// next waits for the children watch ch, a data watch of armed, a session
+// event or ctx. A data watch seen firing leaves armed, so that the refresh
+// that follows re-arms it.
+func (w *Watcher) next(ctx context.Context, ch <-chan zk.Event) (zk.Event, int) {
+	if len(w.armed) == 0 {
+		select {
+		case <-ctx.Done():
+			return zk.Event{}, wakeStop
+		case <-ch:
+			return zk.Event{}, wakeChange
+		case ev, ok := <-w.sess.Events():
+			if !ok {
+				return zk.Event{}, wakeClosed
+			}
+			return ev, wakeSession
+		}
+	}
+	// A dynamic set of channels: one Select over all of them, no goroutine
+	// per member.
+	cases := make([]reflect.SelectCase, 3, 3+len(w.armed))
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
+	cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
+	cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.sess.Events())}
+	names := make([]string, 0, len(w.armed))
+	for n, c := range w.armed {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
+		names = append(names, n)
+	}
+	i, v, ok := reflect.Select(cases)
+	switch i {
+	case 0:
+		return zk.Event{}, wakeStop
+	case 1:
+		return zk.Event{}, wakeChange
+	case 2:
+		if !ok {
+			return zk.Event{}, wakeClosed
+		}
+		return v.Interface().(zk.Event), wakeSession
+	}
+	delete(w.armed, names[i-3])
+	return zk.Event{}, wakeChange
+}
+
+// fired reports whether the watch ch has fired (consuming its event).
+func fired(ch <-chan zk.Event) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// read reads child p (named n) of the directory. With data watches on, it
+// arms one on p unless an earlier one is still armed and has not fired:
+// that one fires at the next write, so nothing is missed, and arming
+// another would only pile up channels in go-zookeeper.
+func (w *Watcher) read(ctx context.Context, n, p string) ([]byte, *zk.Stat, error) {
+	if !w.watchData {
+		return zkr.Get(ctx, w.sess, p)
+	}
+	if c, ok := w.armed[n]; ok && !fired(c) {
+		return zkr.Get(ctx, w.sess, p)
+	}
+	delete(w.armed, n)
+	type res struct {
+		b  []byte
+		st *zk.Stat
+		ch <-chan zk.Event
+	}
+	v, err := zkr.Retry(ctx, w.sess, func() (res, error) {
+		b, st, ch, err := w.sess.Conn().GetW(p)
+		return res{b, st, ch}, err
+	})
+	if err != nil {
+		return nil, nil, err // no watch is armed on a failed getData
+	}
+	w.armed[n] = v.ch
+	return v.b, v.st, nil
+}
+
 func (w *Watcher) setStale(stale bool, ev SessionEvent) {
 	w.mu.Lock()
 	w.stale = stale
@@ -283,6 +408,9 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 			return nil, err
 		}
 		w.log.Info("membership: watcher session expired; re-reading in the new session")
+		// The old session's watches are gone (go-zookeeper fired them with
+		// NotWatching): arm every data watch again.
+		w.armed = map[string]<-chan zk.Event{}
 		w.sid = sid
 		w.connected = true
 		w.setStale(false, Lost)
@@ -297,6 +425,7 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 			return nil, fmt.Errorf("%s re-created while listing", w.dir)
 		}
 		w.log.Warn("membership: directory is gone; waiting for it")
+		w.armed = map[string]<-chan zk.Event{} // their nodes are gone: fired
 		w.publish(map[string]Member{}, map[string]string{})
 		return ech, nil
 	}
@@ -311,7 +440,7 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 			foreign[p] = "not a valid member id: " + err.Error()
 			continue
 		}
-		b, st, err := zkr.Get(ctx, w.sess, p)
+		b, st, err := w.read(ctx, n, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			continue // left meanwhile; the watch fires again
@@ -321,12 +450,25 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 		case err != nil:
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
-		m := Member{ID: n, Data: b, Session: st.EphemeralOwner, Czxid: st.Czxid}
+		m := Member{ID: n, Data: b, Session: st.EphemeralOwner, Czxid: st.Czxid, Version: st.Version}
 		if reason := w.accept(m); reason != "" {
 			foreign[p] = reason
 			continue
 		}
 		view[n] = m
+	}
+	if len(w.armed) > 0 {
+		// Children no longer listed were deleted, which fired their
+		// watches: forget them.
+		listed := make(map[string]bool, len(names))
+		for _, n := range names {
+			listed[n] = true
+		}
+		for n := range w.armed {
+			if !listed[n] {
+				delete(w.armed, n)
+			}
+		}
 	}
 	w.publish(view, foreign)
 	return ch, nil
@@ -355,7 +497,7 @@ func (w *Watcher) publish(view map[string]Member, foreign map[string]string) {
 
 // dispatch runs the callbacks. It compares the newest view with the last
 // one it delivered (coalescing any views in between) and reports the
-// differences: leaves first, then joins, each in id order.
+// differences: leaves first, then joins, then updates, each in id order.
 func (w *Watcher) dispatch(ctx context.Context) {
 	defer w.wg.Done()
 	delivered := map[string]Member{}
@@ -378,7 +520,7 @@ func (w *Watcher) dispatch(ctx context.Context) {
 				w.opts.OnSession(ev)
 			}
 		}
-		leaves, joins := diff(delivered, view)
+		leaves, joins, updates := diff(delivered, view)
 		for _, m := range leaves {
 			if ctx.Err() != nil {
 				return
@@ -395,17 +537,33 @@ func (w *Watcher) dispatch(ctx context.Context) {
 				w.opts.OnJoin(m.clone())
 			}
 		}
+		for _, u := range updates {
+			if ctx.Err() != nil {
+				return
+			}
+			if w.opts.OnUpdate != nil {
+				w.opts.OnUpdate(u.old.clone(), u.cur.clone())
+			}
+		}
 		delivered = view
 	}
 }
 
+// update is a member whose data was written: as delivered, and as now.
+type update struct{ old, cur Member }
+
 // diff returns the members of old missing from cur or replaced by another
-// incarnation (leaves), and those of cur new or replaced (joins), each
+// incarnation (leaves), those of cur new or replaced (joins), and those of
+// the same incarnation in both with another data version (updates), each
 // sorted by id.
-func diff(old, cur map[string]Member) (leaves, joins []Member) {
+func diff(old, cur map[string]Member) (leaves, joins []Member, updates []update) {
 	for id, m := range old {
-		if c, ok := cur[id]; !ok || c.Czxid != m.Czxid {
+		c, ok := cur[id]
+		switch {
+		case !ok || c.Czxid != m.Czxid:
 			leaves = append(leaves, m)
+		case c.Version != m.Version:
+			updates = append(updates, update{m, c})
 		}
 	}
 	for id, m := range cur {
@@ -415,5 +573,6 @@ func diff(old, cur map[string]Member) (leaves, joins []Member) {
 	}
 	sort.Slice(leaves, func(i, j int) bool { return leaves[i].ID < leaves[j].ID })
 	sort.Slice(joins, func(i, j int) bool { return joins[i].ID < joins[j].ID })
-	return leaves, joins
+	sort.Slice(updates, func(i, j int) bool { return updates[i].cur.ID < updates[j].cur.ID })
+	return leaves, joins, updates
 }
