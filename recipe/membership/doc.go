@@ -190,8 +190,15 @@
 //     member join with data already newer than another watcher's last
 //     update of it.
 //   - A watcher's data watches (like its children watch) stay armed on
-//     the shared client's session after Close, until they fire; they cost
-//     the servers a little memory and nothing else.
+//     the shared client's session after Close, until they fire: the
+//     servers keep them, and go-zookeeper keeps one channel per watch on
+//     the client (and re-sends them at every reconnect) until the node
+//     changes. go-zookeeper 1.0.4 cannot remove a watch, so open
+//     long-lived watchers, not one per request, when members' data rarely
+//     changes.
+//   - One Registration per id and client: a second Join of the same
+//     path through the same client gets ErrIDInUse until the first has
+//     left (two keepers would take each other's writes for foreign ones).
 //
 // # Errors
 //

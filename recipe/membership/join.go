@@ -26,6 +26,7 @@ type JoinOptions struct {
 // deletes it, until Leave; it writes the data given to Update, and puts
 // the registration's data back if anyone else overwrites it.
 type Registration struct {
+	key  liveKey // released when the keeper stops
 	sess *zkr.Session
 	dir  string
 	id   string
@@ -92,7 +93,18 @@ func Join(ctx context.Context, c *logroom.Client, dir, id string, data []byte, o
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	key := liveKey{c, dir + "/" + id}
+	if !claimLive(key) {
+		return nil, fmt.Errorf("%w: %s is already joined through this client (one Registration per id and client)", ErrIDInUse, key.path)
+	}
+	joined := false
+	defer func() {
+		if !joined {
+			releaseLive(key)
+		}
+	}()
 	r := &Registration{
+		key:  key,
 		sess: zkr.NewSession(c), dir: dir, id: id,
 		data: append([]byte(nil), data...), gen: 1, nodeGen: -1,
 		log:   log.With("recipe", "membership", "path", dir+"/"+id),
@@ -111,8 +123,46 @@ func Join(ctx context.Context, c *logroom.Client, dir, id string, data []byte, o
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	joined = true
 	go r.loop(lctx, st, ch)
 	return r, nil
+}
+
+// errSessionChanged: a data write was about to run in another session
+// than the one that holds our node.
+var errSessionChanged = errors.New("membership: session changed")
+
+// liveKey names a live Registration: two on one client for one path would
+// each take the other's writes for foreign ones and write theirs back
+// forever, so Join refuses the second (ErrIDInUse) until the first's
+// keeper has stopped.
+type liveKey struct {
+	c    *logroom.Client
+	path string
+}
+
+var live struct {
+	mu   sync.Mutex
+	keys map[liveKey]bool
+}
+
+func claimLive(k liveKey) bool {
+	live.mu.Lock()
+	defer live.mu.Unlock()
+	if live.keys[k] {
+		return false
+	}
+	if live.keys == nil {
+		live.keys = map[liveKey]bool{}
+	}
+	live.keys[k] = true
+	return true
+}
+
+func releaseLive(k liveKey) {
+	live.mu.Lock()
+	delete(live.keys, k)
+	live.mu.Unlock()
 }
 
 // Data returns (a copy of) the registration's data: Join's, or that of the
@@ -283,6 +333,7 @@ func (r *Registration) Leave(ctx context.Context) error {
 // from Join's ensure.
 func (r *Registration) loop(ctx context.Context, st *zk.Stat, ch <-chan zk.Event) {
 	defer close(r.done)
+	defer releaseLive(r.key) // before done closes: Leave returns with the id free
 	var bo zkr.Backoff
 	// ch is an armed, unfired watch on the node in session chSid (nil:
 	// none). It is kept across wake-ups that are not its own, so that
@@ -335,6 +386,9 @@ func (r *Registration) loop(ctx context.Context, st *zk.Stat, ch <-chan zk.Event
 			p := r.Path()
 			ok, est, ech, err := zkr.ExistsW(ctx, r.sess, p)
 			if err != nil {
+				if errors.Is(err, zkr.ErrClientClosed) {
+					r.setErr(err) // a waiting Update reports the client's error
+				}
 				if ctx.Err() != nil || errors.Is(err, zkr.ErrClientClosed) {
 					return
 				}
@@ -463,9 +517,23 @@ func (r *Registration) writeData(ctx context.Context) error {
 			continue // a newer Update may have come meanwhile
 		}
 		nst, err := zkr.Do(ctx, r.sess, func() (*zk.Stat, error) {
+			// A retry after a reconnect may run in a new session, where the
+			// same version could belong to another process's node.
+			if r.sess.ID() != owner {
+				return nil, errSessionChanged
+			}
 			return r.sess.Conn().Set(p, data, st.Version)
 		}, nil)
 		switch {
+		case errors.Is(err, errSessionChanged):
+			r.lose("session expired (new session)")
+			return nil
+		case err == nil && (nst.Czxid != czxid || nst.EphemeralOwner != owner):
+			// Cannot happen unless the session changed between the check
+			// and the request; the write landed on a node not ours.
+			r.log.Warn("membership: member data written to a node another session re-created", "czxid", nst.Czxid, "owner", nst.EphemeralOwner)
+			r.lose("member node replaced")
+			return nil
 		case err == nil:
 			r.mu.Lock()
 			r.setNodeLocked(gen, nst.Version)

@@ -493,3 +493,23 @@ func equalSet(got, want []string) bool {
 	}
 	return true
 }
+
+// TestSecondJoinSameClientRefused: two Registrations of one id on one
+// client would overwrite each other's data forever; the second Join gets
+// ErrIDInUse until the first has left, then succeeds.
+func TestSecondJoinSameClientRefused(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	a := recipetest.Dial(t, nil, 4*time.Second)
+	ra, err := membership.Join(ctx, a, dir, "x", []byte("a"), membership.JoinOptions{})
+	require.NoError(t, err)
+	_, err = membership.Join(ctx, a, dir, "x", []byte("b"), membership.JoinOptions{})
+	require.ErrorIs(t, err, membership.ErrIDInUse)
+	b, _, err := a.Conn().Get(dir + "/x")
+	require.NoError(t, err)
+	require.Equal(t, []byte("a"), b, "the refused Join wrote nothing")
+	require.NoError(t, ra.Leave(ctx))
+	rb, err := membership.Join(ctx, a, dir, "x", []byte("b"), membership.JoinOptions{})
+	require.NoError(t, err, "free again once the first left")
+	require.NoError(t, rb.Leave(ctx))
+}

@@ -408,9 +408,10 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 			return nil, err
 		}
 		w.log.Info("membership: watcher session expired; re-reading in the new session")
-		// The old session's watches are gone (go-zookeeper fired them with
-		// NotWatching): arm every data watch again.
-		w.armed = map[string]<-chan zk.Event{}
+		// The old session's watches are gone: go-zookeeper fired them
+		// (NotWatching), so arm re-arms each of them; a watch already
+		// armed in the new session (a listing that straddled the expiry)
+		// has not fired and is kept, not armed twice.
 		w.sid = sid
 		w.connected = true
 		w.setStale(false, Lost)
