@@ -211,9 +211,10 @@ func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
 	if applied < infos[0].FirstIndex-1 {
 		return nil // behind the deleted log: nothing left to compare with
 	}
-	if last := infos[len(infos)-1]; id.IsZero() && (applied < last.FirstIndex || (last.Sealed && applied <= last.LastIndex)) {
-		// The chain (checked above) reaches applied: a sealed channel ends
-		// at or past it, and no walk of the open channel is needed.
+	if id.IsZero() && applied < infos[len(infos)-1].FirstIndex {
+		// The chain (checked above; its last channel is the open one)
+		// reaches applied: a sealed channel ends at or past it, and no walk
+		// of the open channel is needed.
 		return nil
 	}
 	if id.IsZero() {
