@@ -183,74 +183,67 @@ func TestMembershipComponent(t *testing.T) {
 	ens := sharedEnsemble(t)
 	dir := "/mem-" + newGUID()[:8]
 	acl := zk.WorldACL(zk.PermAll)
-	ca, cb := zkConn(t, ens), zkConn(t, ens)
-	require.NoError(t, ensurePersistent(ca, acl, dir))
-	a := newMembership(ca, acl, dir, "a", testLogger(t))
-	b := newMembership(cb, acl, dir, "b", testLogger(t))
+	ca, cb := viewClient(t, ens), viewClient(t, ens)
+	a := newMembership(ca, dir, "a", testLogger(t))
+	b := newMembership(cb, dir, "b", testLogger(t))
 	ctx := context.Background()
+	defer a.close(ctx)
+	defer b.close(ctx)
 	require.NoError(t, a.join(ctx, memberData{ID: "a", Applied: 1}, time.Second))
+	require.Equal(t, uint64(1), a.known["a"].Applied, "the first listing is loaded by join")
+	// reloaded waits for a's watcher to signal and reloads its view until
+	// cond holds.
+	reloaded := func(cond func() bool, what string) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for !cond() {
+			select {
+			case <-a.changed.C():
+				a.reload()
+			case <-deadline:
+				t.Fatalf("a's view never showed %s: %+v", what, a.known)
+			}
+		}
+	}
 
-	ch, need, err := a.refreshChildren()
-	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, need)
-	_, err = a.refreshMember("a")
-	require.NoError(t, err)
-	require.Equal(t, uint64(1), a.known["a"].Applied)
-
-	// b joins: a's children watch fires; the diff names b.
+	// b joins: a's watcher signals and its view names b.
 	require.NoError(t, b.join(ctx, memberData{ID: "b", Applied: 5}, time.Second))
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("children watch did not fire on join")
-	}
-	ch, need, err = a.refreshChildren()
-	require.NoError(t, err)
-	require.Equal(t, []string{"b"}, need)
-	dch, err := a.refreshMember("b")
-	require.NoError(t, err)
-	require.Equal(t, uint64(5), a.known["b"].Applied)
+	reloaded(func() bool { return a.known["b"].Applied == 5 }, "b joined")
 
-	// b publishes new data: a's data watch fires.
-	require.NoError(t, b.publish(memberData{ID: "b", Applied: 9}))
-	select {
-	case <-dch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("data watch did not fire")
-	}
-	_, err = a.refreshMember("b")
-	require.NoError(t, err)
-	require.Equal(t, uint64(9), a.known["b"].Applied)
+	// b publishes new data: a's data watch delivers it.
+	require.NoError(t, b.publish(ctx, memberData{ID: "b", Applied: 9}))
+	reloaded(func() bool { return a.known["b"].Applied == 9 }, "b's new data")
 
 	// A third process with b's id: b is alive, so it is a duplicate.
-	cb2 := zkConn(t, ens)
-	b2 := newMembership(cb2, acl, dir, "b", testLogger(t))
-	err = b2.join(ctx, memberData{ID: "b"}, 300*time.Millisecond)
+	cb2 := viewClient(t, ens)
+	b2 := newMembership(cb2, dir, "b", testLogger(t))
+	defer b2.close(ctx)
+	err := b2.join(ctx, memberData{ID: "b"}, 300*time.Millisecond)
 	require.ErrorIs(t, err, ErrDuplicateID)
 
 	// b leaves (session closed): the duplicate may now join; a sees b's
-	// node go and come back.
+	// node go and come back with b2's data.
 	cb.Close()
 	require.NoError(t, b2.join(ctx, memberData{ID: "b", Applied: 11}, 10*time.Second))
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("children watch did not fire on leave")
-	}
-	_, _, err = a.refreshChildren()
-	require.NoError(t, err)
-	_, err = a.refreshMember("b")
-	require.NoError(t, err)
-	require.Equal(t, uint64(11), a.known["b"].Applied)
+	reloaded(func() bool { return a.known["b"].Applied == 11 }, "b2 joined")
 	require.Len(t, a.snapshot(), 2)
 
-	// A node of our id created in our own session (lost answer) is adopted.
-	cc := zkConn(t, ens)
-	c := newMembership(cc, acl, dir, "c", testLogger(t))
-	_, err = cc.Create(dir+"/c", nil, zk.FlagEphemeral, acl)
+	// A node of our id created in our own session (lost answer) is adopted,
+	// and the registration writes our data into it.
+	cc := viewClient(t, ens)
+	_, err = cc.Conn().Create(dir+"/c", nil, zk.FlagEphemeral, acl)
 	require.NoError(t, err)
-	require.NoError(t, c.publish(memberData{ID: "c", Applied: 3}))
-	got, err := readMembers(ca, dir)
+	c := newMembership(cc, dir, "c", testLogger(t))
+	defer c.close(ctx)
+	require.NoError(t, c.join(ctx, memberData{ID: "c", Applied: 2}, time.Second))
+	require.NoError(t, c.publish(ctx, memberData{ID: "c", Applied: 3}))
+	got, err := readMembers(ca.Conn(), dir)
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), got["c"].Applied)
+
+	// A resigned member is gone from the others' views, and its
+	// registration writes nothing more.
+	require.NoError(t, c.resign(ctx))
+	reloaded(func() bool { _, ok := a.known["c"]; return !ok }, "c left")
+	require.Error(t, c.publish(ctx, memberData{ID: "c", Applied: 4}))
 }

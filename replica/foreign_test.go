@@ -363,10 +363,12 @@ func TestForeignCandidateJunk(t *testing.T) {
 func TestForeignReadMembers(t *testing.T) {
 	ens := sharedEnsemble(t)
 	dir := "/fmem-" + newGUID()[:8]
-	conn := zkConn(t, ens)
+	client := viewClient(t, ens)
+	conn := client.Conn()
 	acl := zk.WorldACL(zk.PermAll)
 	require.NoError(t, ensurePersistent(conn, acl, dir))
-	m := newMembership(conn, acl, dir, "a", testLogger(t))
+	m := newMembership(client, dir, "a", testLogger(t))
+	defer m.close(context.Background())
 	require.NoError(t, m.join(context.Background(), memberData{ID: "a", Addr: "127.0.0.1:1", Applied: 7, Checkpoint: 5}, time.Second))
 	mk := func(name string, data []byte, flags int32) {
 		_, err := conn.Create(dir+"/"+name, data, flags, acl)
@@ -386,18 +388,17 @@ func TestForeignReadMembers(t *testing.T) {
 	require.Equal(t, uint64(7), got["a"].Applied)
 
 	// The watched view agrees, and names every foreign node.
-	_, need, err := m.refreshChildren()
-	require.NoError(t, err)
-	for _, n := range need {
-		_, err := m.refreshMember(n)
-		require.NoError(t, err)
-	}
-	require.Equal(t, []string{"a"}, memberIDs(Status{Members: m.snapshot()}))
+	want := []string{dir + "/alias", dir + "/locked", dir + "/noid", dir + "/persist", dir + "/v2"}
 	var fp []string
-	for _, f := range m.foreign.List() {
-		fp = append(fp, f.Path)
-	}
-	require.Equal(t, []string{dir + "/alias", dir + "/locked", dir + "/noid", dir + "/persist", dir + "/v2"}, fp)
+	eventually(t, 10*time.Second, func() bool {
+		fp = fp[:0]
+		for _, f := range m.foreign() {
+			fp = append(fp, f.Path)
+		}
+		return slices.Equal(fp, want)
+	}, "the watcher names every foreign node")
+	m.reload()
+	require.Equal(t, []string{"a"}, memberIDs(Status{Members: m.snapshot()}))
 }
 
 // TestForeignElectionComponent: forged candidates below ours (persistent,

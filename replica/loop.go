@@ -36,9 +36,10 @@ type loopState struct {
 
 	// Dirty flags: work to (re)do when connected.
 	electionDirty bool
-	childrenDirty bool
-	memberDirty   map[string]bool
-	lastPublish   time.Time
+	// membersDirty: the membership watcher's view moved since the last
+	// reload.
+	membersDirty bool
+	lastPublish  time.Time
 	lastChannels  time.Time
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
@@ -68,12 +69,10 @@ func newLoopState(r *Replica) *loopState {
 	cd := candidateData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr}
 	return &loopState{
 		el:            newElection(r.conn, r.acl, r.room.Path(electionDir), r.guid, cd, r.log),
-		mem:           newMembership(r.conn, r.acl, r.room.Path(membersDir), r.cfg.ID, r.log),
+		mem:           newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
 		connected:     true,
 		role:          RoleStandby,
 		electionDirty: true,
-		childrenDirty: true,
-		memberDirty:   map[string]bool{},
 	}
 }
 
@@ -126,8 +125,6 @@ type watchKind int
 
 const (
 	watchElection watchKind = iota
-	watchMembers
-	watchMember
 )
 
 type watchEvent struct {
@@ -189,6 +186,8 @@ func (r *Replica) run() {
 			r.onSession()
 		case we := <-r.watchc:
 			r.onWatch(we)
+		case <-lp.mem.changed.C():
+			lp.membersDirty = true
 		case <-applierDone:
 			r.onApplierExit()
 		case <-takeoverDone:
@@ -265,7 +264,6 @@ func (r *Replica) sessionLost(reason string) {
 		r.abortTakeover(reason)
 	}
 	lp.el.sessionReset()
-	lp.mem.sessionReset()
 	lp.staleSince = time.Time{}
 	lp.watchGen++
 	r.rearmAll()
@@ -275,12 +273,6 @@ func (r *Replica) sessionLost(reason string) {
 func (r *Replica) rearmAll() {
 	lp := r.lp
 	lp.electionDirty = true
-	lp.childrenDirty = true
-	lp.mem.childWatched = false
-	clear(lp.mem.dataWatched)
-	for n := range lp.mem.listed {
-		lp.memberDirty[n] = true
-	}
 }
 
 func (r *Replica) onWatch(we watchEvent) {
@@ -293,12 +285,6 @@ func (r *Replica) onWatch(we watchEvent) {
 	switch we.kind {
 	case watchElection:
 		lp.electionDirty = true
-	case watchMembers:
-		lp.mem.childWatched = false
-		lp.childrenDirty = true
-	case watchMember:
-		delete(lp.mem.dataWatched, we.name)
-		lp.memberDirty[we.name] = true
 	}
 }
 
@@ -330,30 +316,32 @@ func (r *Replica) reconcile() {
 	}
 	// Our member node (role changes at once, applied at most every
 	// MemberUpdateInterval).
+	// The registration re-creates our node after an expiry; while another
+	// session holds our id it cannot. Our previous session's node lingers
+	// until that session expires on every server (or a stale server still
+	// shows it): only a node held past the session timeout belongs to
+	// another live process.
+	if err := lp.mem.heldElsewhere(); err != nil {
+		if lp.staleSince.IsZero() {
+			lp.staleSince = time.Now()
+			r.log.Warn("membership: our member node is held by another session; waiting for it to expire", "err", err)
+		}
+		if time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
+			r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
+			return
+		}
+	} else {
+		lp.staleSince = time.Time{}
+	}
 	if r.publishDue() {
-		if err := lp.mem.publish(r.ownMemberData()); err != nil {
-			var stale errStaleOwner
-			if errors.As(err, &stale) {
-				// Our previous session's node lingers until that session
-				// expires on every server (or a stale server still shows
-				// it): only a node held past the session timeout belongs
-				// to another live process.
-				if lp.staleSince.IsZero() {
-					lp.staleSince = time.Now()
-					r.log.Warn("membership: our member node is held by another session; waiting for it to expire", "err", err)
-				}
-				if stale.owner == 0 || time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
-					r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
-					return
-				}
-			} else {
-				lp.staleSince = time.Time{}
-				r.log.Debug("membership publish failed; will retry", "err", err)
-			}
+		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+		err := lp.mem.publish(ctx, r.ownMemberData())
+		cancel()
+		if err != nil {
+			r.log.Debug("membership publish not confirmed yet; will retry", "err", err)
 		} else {
 			lp.lastPublish = time.Now()
 			lp.settleSpent = lp.pubSettled
-			lp.staleSince = time.Time{}
 		}
 	}
 	if r.sessionLive() {
@@ -403,7 +391,7 @@ func (r *Replica) publishDue() bool {
 	}
 	f := publishFacts{Own: r.ownMemberData(), Asked: r.askedCatchUp(), Now: now, LastPublish: lp.lastPublish,
 		SeenMoved: lp.seenMoved, SettleSpent: lp.settleSpent, Interval: r.cfg.MemberUpdateInterval}
-	f.Published, f.Last = lp.mem.own && lp.mem.published != nil, lp.mem.last
+	f.Published, f.Last = lp.mem.published != nil, lp.mem.last
 	due, settled := decidePublish(f)
 	lp.pubSettled = settled
 	return due
@@ -445,30 +433,11 @@ func (r *Replica) ownMemberData() memberData {
 
 func (r *Replica) refreshMembers() {
 	lp := r.lp
-	if lp.childrenDirty || !lp.mem.childWatched {
-		ch, need, err := lp.mem.refreshChildren()
-		if err != nil {
-			r.log.Debug("membership listing failed; will retry", "err", err)
-			return
-		}
-		lp.childrenDirty = false
-		r.forward(watchMembers, "", ch)
-		for _, n := range need {
-			lp.memberDirty[n] = true
-		}
+	if !lp.membersDirty {
+		return
 	}
-	for n := range lp.memberDirty {
-		if !r.sessionLive() {
-			break
-		}
-		ch, err := lp.mem.refreshMember(n)
-		if err != nil {
-			r.log.Debug("member read failed; will retry", "member", n, "err", err)
-			continue
-		}
-		delete(lp.memberDirty, n)
-		r.forward(watchMember, n, ch)
-	}
+	lp.membersDirty = false
+	lp.mem.reload()
 	// The primary's published applied index is the best "committed" hint a
 	// standby has.
 	for _, d := range lp.mem.known {
@@ -829,7 +798,9 @@ func (r *Replica) resignFailed() {
 		return
 	}
 	errE := lp.el.resign()
-	errM := lp.mem.resign()
+	ctx, cancel := context.WithTimeout(r.bgCtx, min(r.cfg.SessionTimeout, 2*time.Second))
+	errM := lp.mem.resign(ctx)
+	cancel()
 	if errE != nil || errM != nil {
 		r.log.Warn("failed replica: resigning election and membership incomplete; will retry", "election", errE, "membership", errM)
 		return
@@ -855,10 +826,18 @@ func (r *Replica) shutdown() {
 		if err := lp.el.resign(); err != nil {
 			r.log.Debug("resign election", "err", err)
 		}
-		if err := lp.mem.resign(); err != nil {
-			r.log.Debug("resign membership", "err", err)
-		}
 	}
+	// The registration's keeper and the watcher stop in any case; the
+	// node is deleted if the session lets us within the bound.
+	wait := min(r.cfg.SessionTimeout, 2*time.Second)
+	if !lp.connected {
+		wait = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	if err := lp.mem.close(ctx); err != nil {
+		r.log.Debug("resign membership", "err", err)
+	}
+	cancel()
 	r.setRole(RoleClosed, "closed")
 }
 
@@ -897,9 +876,11 @@ func (r *Replica) setRole(role Role, reason string) {
 	r.statusMu.Unlock()
 	r.publishStatus()
 	if lp.connected && role != RoleClosed && role != RoleFailed {
-		if err := lp.mem.publish(r.ownMemberData()); err == nil {
+		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+		if err := lp.mem.publish(ctx, r.ownMemberData()); err == nil {
 			lp.lastPublish, lp.settleSpent = time.Now(), false
 		}
+		cancel()
 	}
 }
 

@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,232 +9,160 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/logroom"
+	discovery "github.com/roomlog/roomlog/recipe/membership"
 )
 
-// membership is this replica's side of /<room>/members: its own ephemeral
-// node and a cache of every member's data, kept fresh by watches (a children
-// watch on the directory, a data watch per member) and by diffing each
-// listing against the previous one, so no join or leave is missed even
-// though go-zookeeper's watches fire once. Only children acceptMember
-// accepts are members; the others are reported as foreign and ignored.
-// Owned by the run loop (foreign has its own lock, for Status).
+// membership is this replica's side of /<room>/members, built on the
+// membership recipe (package recipe/membership): a Registration keeps our
+// ephemeral node (re-created with our latest data after a session expiry
+// or a deletion, its writes checked against the node's version), and a
+// Watcher with data watches keeps the view of every member, diffing each
+// listing against the previous one so no join, leave or data change is
+// missed. Only children acceptMember accepts are members; the others are
+// reported as foreign (Watcher.Foreign) and ignored. The run loop owns it;
+// the recipe's goroutines only wake the loop (changed).
 type membership struct {
-	conn *zk.Conn
-	acl  []zk.ACL
-	dir  string // /<base>/<room>/members
-	id   string
-	log  *slog.Logger
+	client *logroom.Client
+	dir    string // /<base>/<room>/members
+	id     string
+	log    *slog.Logger
 
-	// own: our node exists in the current session (as far as we know).
-	own bool
-	// published is the data last written to our node, and last the
-	// member data it encodes (the loop compares against it every tick).
+	reg *discovery.Registration // nil until join succeeded
+	w   *discovery.Watcher      // nil until join succeeded
+	// changed: the watcher's view moved (a join, a leave, new data).
+	changed zkx.Signal
+
+	// published is the data last written to our node (acknowledged by the
+	// registration), and last the member data it encodes (the loop
+	// compares against it every tick).
 	published []byte
 	last      memberData
-	// known caches member data by member id (= node name).
+	// known caches member data by member id (= node name), as of the last
+	// reload of the watcher's view.
 	known map[string]memberData
-	// dataWatched: a data watch is armed for the member.
-	dataWatched map[string]bool
-	// listed: the names seen by the last children listing.
-	listed map[string]bool
-	// childWatched: a children watch is armed.
-	childWatched bool
-	// foreign: listed children that break the acceptance rules
-	// (acceptMember); never in known.
-	foreign *foreignSet
 }
 
-func newMembership(conn *zk.Conn, acl []zk.ACL, dir, id string, log *slog.Logger) *membership {
-	return &membership{
-		conn: conn, acl: acl, dir: dir, id: id, log: log,
-		known: map[string]memberData{}, dataWatched: map[string]bool{}, listed: map[string]bool{},
-		foreign: newForeignSet(log, "member"),
-	}
-}
-
-// sessionReset forgets what the expired session held: our node is gone and
-// every watch was invalidated.
-func (m *membership) sessionReset() {
-	m.own = false
-	m.published, m.last = nil, memberData{}
-	m.childWatched = false
-	clear(m.dataWatched)
+func newMembership(client *logroom.Client, dir, id string, log *slog.Logger) *membership {
+	return &membership{client: client, dir: dir, id: id, log: log, changed: zkx.NewSignal(), known: map[string]memberData{}}
 }
 
 func (m *membership) path() string { return m.dir + "/" + m.id }
 
-// errStaleOwner: our id's node exists and belongs to another session.
-type errStaleOwner struct{ owner int64 }
-
-func (e errStaleOwner) Error() string {
-	if e.owner == 0 {
-		return "member node exists as a persistent znode (foreign: not a live member's; an operator must delete it)"
-	}
-	return fmt.Sprintf("member node held by session 0x%x", e.owner)
-}
-
-// publish creates our node or updates its data to d.
-func (m *membership) publish(d memberData) error {
+// join creates our member node with d, waiting up to wait for a node of
+// our id held by another session to disappear (our own previous
+// incarnation, killed less than a session timeout ago). A node still held
+// after that belongs to a live process: ErrDuplicateID; so is, at once, a
+// persistent node of our id. It then starts watching the members.
+func (m *membership) join(ctx context.Context, d memberData, wait time.Duration) error {
 	d.V = formatVersion1
 	data := encode(d)
-	if m.own {
-		if bytes.Equal(data, m.published) {
-			return nil
-		}
-		_, err := m.conn.Set(m.path(), data, -1)
-		if err == nil {
-			m.published, m.last = data, d
-			return nil
-		}
-		if !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("update member node: %w", err)
-		}
-		m.own = false
-	}
-	_, err := m.conn.Create(m.path(), data, zk.FlagEphemeral, m.acl)
-	if err == nil {
-		m.own, m.published, m.last = true, data, d
-		return nil
-	}
-	if !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("create member node: %w", err)
-	}
-	// Ours (a create that landed although its answer was lost, or one that
-	// ran in this session after the previous one expired) or someone else's.
-	// Sync first: after a session expiry the new session may read from a
-	// server that has not yet seen our old session's node deleted.
-	if _, err := m.conn.Sync(m.path()); err != nil {
-		return fmt.Errorf("sync member node: %w", err)
-	}
-	_, st, err := m.conn.Get(m.path())
-	if errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("create member node: raced with a delete; retrying")
-	}
+	jctx, cancel := context.WithTimeout(ctx, wait)
+	reg, err := discovery.Join(jctx, m.client, m.dir, m.id, data, discovery.JoinOptions{Logger: m.log})
+	cancel()
 	if err != nil {
-		return fmt.Errorf("read member node: %w", err)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, discovery.ErrIDInUse) {
+			return fmt.Errorf("%w: %q (%v)", ErrDuplicateID, m.id, err)
+		}
+		return err
 	}
-	if st.EphemeralOwner != m.conn.SessionID() {
-		return errStaleOwner{owner: st.EphemeralOwner}
+	notify := func(discovery.Member) { m.changed.Notify() }
+	w, err := discovery.Watch(ctx, m.client, m.dir, discovery.WatchOptions{
+		OnJoin:   notify,
+		OnLeave:  notify,
+		OnUpdate: func(_, _ discovery.Member) { m.changed.Notify() },
+		Accept: func(mb discovery.Member) error {
+			_, err := acceptMember(mb.ID, mb.Data, mb.Session)
+			return err
+		},
+		Logger: m.log,
+	})
+	if err != nil {
+		lctx, lcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = reg.Leave(lctx)
+		lcancel()
+		return fmt.Errorf("watch members: %w", err)
 	}
-	m.own = true
-	if _, err := m.conn.Set(m.path(), data, -1); err != nil {
-		return fmt.Errorf("update member node: %w", err)
+	m.reg, m.w = reg, w
+	m.published, m.last = data, d
+	m.reload()
+	return nil
+}
+
+// publish writes d into our node (the registration's keeper writes it;
+// publish waits at most until ctx ends, after which the keeper still
+// writes it unless a later publish replaces it).
+func (m *membership) publish(ctx context.Context, d memberData) error {
+	if m.reg == nil {
+		return errors.New("membership: not joined")
+	}
+	d.V = formatVersion1
+	data := encode(d)
+	if err := m.reg.Update(ctx, data); err != nil {
+		return err
 	}
 	m.published, m.last = data, d
 	return nil
 }
 
-// join publishes d, waiting up to wait for a node of our id held by another
-// session to disappear (our own previous incarnation, killed less than a
-// session timeout ago). A node still held after that belongs to a live
-// process: ErrDuplicateID; so is, at once, a persistent node of our id.
-func (m *membership) join(ctx context.Context, d memberData, wait time.Duration) error {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		err := m.publish(d)
-		var stale errStaleOwner
-		if !errors.As(err, &stale) {
-			return err
-		}
-		if stale.owner == 0 {
-			// A persistent node (foreign): no session expiry removes it.
-			return fmt.Errorf("%w: %q (node %s: %v)", ErrDuplicateID, m.id, m.path(), stale)
-		}
-		ok, _, ch, werr := m.conn.ExistsW(m.path())
-		if werr != nil {
-			return fmt.Errorf("watch member node: %w", werr)
-		}
-		if !ok {
-			continue
-		}
-		m.log.Info("membership: waiting for a member node of our id held by another session", "id", m.id, "owner", fmt.Sprintf("0x%x", stale.owner))
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return fmt.Errorf("%w: %q (node %s held by session 0x%x for longer than the session timeout)", ErrDuplicateID, m.id, m.path(), stale.owner)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// heldElsewhere returns the registration's failure to re-create our node
+// when it is because another session holds our id (or a persistent node
+// sits at our path), nil otherwise.
+func (m *membership) heldElsewhere() error {
+	if m.reg == nil {
+		return nil
 	}
+	if err := m.reg.Err(); errors.Is(err, discovery.ErrIDInUse) {
+		return err
+	}
+	return nil
 }
 
-// resign deletes our node (on Close).
-func (m *membership) resign() error {
-	if !m.own {
+// reload copies the watcher's view into known.
+func (m *membership) reload() {
+	if m.w == nil {
+		return
+	}
+	known := map[string]memberData{}
+	for _, mb := range m.w.Members() {
+		d, err := acceptMember(mb.ID, mb.Data, mb.Session)
+		if err != nil {
+			continue // the watcher accepted it: cannot happen
+		}
+		known[mb.ID] = d
+	}
+	m.known = known
+}
+
+// foreign lists the children of members/ that do not count.
+func (m *membership) foreign() []ForeignZnode {
+	if m.w == nil {
 		return nil
 	}
-	m.own = false
-	err := m.conn.Delete(m.path(), -1)
-	if err == nil || errors.Is(err, zk.ErrNoNode) {
+	return m.w.Foreign()
+}
+
+// resign deletes our node and stops keeping it (a failed replica, Close).
+// Idempotent: after the first call the node is no longer re-created.
+func (m *membership) resign(ctx context.Context) error {
+	if m.reg == nil {
 		return nil
+	}
+	return m.reg.Leave(ctx)
+}
+
+// close resigns (bounded by ctx) and stops the watcher.
+func (m *membership) close(ctx context.Context) error {
+	err := m.resign(ctx)
+	if m.w != nil {
+		m.w.Close()
 	}
 	return err
-}
-
-// refreshChildren lists the members with a watch and diffs against the last
-// listing: it returns the watch and the names whose data must be (re)read.
-func (m *membership) refreshChildren() (<-chan zk.Event, []string, error) {
-	names, _, ch, err := m.conn.ChildrenW(m.dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list members: %w", err)
-	}
-	m.childWatched = true
-	now := make(map[string]bool, len(names))
-	var need []string
-	for _, n := range names {
-		now[n] = true
-		if !m.listed[n] || !m.dataWatched[n] {
-			need = append(need, n)
-		}
-	}
-	for n := range m.listed {
-		if !now[n] {
-			m.log.Debug("membership: member left", "id", n)
-			delete(m.known, n)
-			m.foreign.Drop(m.dir + "/" + n)
-		}
-	}
-	for n := range now {
-		if !m.listed[n] {
-			m.log.Debug("membership: member joined", "id", n)
-		}
-	}
-	m.listed = now
-	sort.Strings(need)
-	return ch, need, nil
-}
-
-// refreshMember reads one member's data with a watch. The watch is nil when
-// the node is gone (the children watch reports that).
-func (m *membership) refreshMember(name string) (<-chan zk.Event, error) {
-	p := m.dir + "/" + name
-	b, st, ch, err := m.conn.GetW(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		delete(m.known, name)
-		delete(m.dataWatched, name)
-		m.foreign.Drop(p)
-		return nil, nil
-	}
-	if errors.Is(err, zk.ErrNoAuth) {
-		// No watch was armed: re-read at the next listing.
-		delete(m.known, name)
-		m.foreign.Report(p, "unreadable: its ACL denies this replica READ")
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read member %s: %w", name, err)
-	}
-	m.dataWatched[name] = true
-	d, err := acceptMember(name, b, st.EphemeralOwner)
-	if err != nil {
-		delete(m.known, name)
-		m.foreign.Report(p, err.Error())
-		return ch, nil
-	}
-	m.foreign.Drop(p)
-	m.known[name] = d
-	return ch, nil
 }
 
 // snapshot returns the cached members sorted by id.

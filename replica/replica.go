@@ -261,7 +261,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, fmt.Errorf("replica: join membership: %w", err)
 	}
 	if err := r.lp.el.ensure(); err != nil {
-		r.lp.mem.resign()
+		lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = r.lp.mem.close(lctx)
+		cancel()
 		return nil, fmt.Errorf("replica: enter election: %w", err)
 	}
 	r.setConnected(r.client.State() == zk.StateHasSession)

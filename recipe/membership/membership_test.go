@@ -316,7 +316,7 @@ func TestForeignIgnored(t *testing.T) {
 	require.Equal(t, dir+"/forged", f[1].Path)
 	require.Contains(t, f[1].Reason, "not ephemeral")
 	require.Equal(t, dir+"/picky", f[2].Path)
-	require.Contains(t, f[2].Reason, "refused by Accept")
+	require.Equal(t, `data "nope"`, f[2].Reason, "Accept's error is the reason, as it is")
 
 	// A forged node of a member's id blocks that id: Join refuses at once.
 	_, err = membership.Join(ctx, a, dir, "forged", nil, membership.JoinOptions{})

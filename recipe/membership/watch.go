@@ -482,7 +482,7 @@ func (w *Watcher) accept(m Member) string {
 	}
 	if w.opts.Accept != nil {
 		if err := w.opts.Accept(m.clone()); err != nil {
-			return "refused by Accept: " + err.Error()
+			return err.Error() // Accept names what is wrong
 		}
 	}
 	return ""

@@ -28,7 +28,9 @@ const seqDigits = 10
 func ValidName(name string) error { return zkx.ValidName(name) }
 
 // ValidDir checks a directory path: absolute, at least one component, no
-// trailing '/', every component a ValidName, and not under /zookeeper.
+// trailing '/', every component a zkx.ValidComponent (spaces allowed: a
+// directory may sit below a room whose name holds them), and not under
+// /zookeeper.
 func ValidDir(dir string) error {
 	if !strings.HasPrefix(dir, "/") || dir == "/" || strings.HasSuffix(dir, "/") {
 		return errors.New("must be absolute with at least one component and no trailing '/'")
@@ -38,7 +40,7 @@ func ValidDir(dir string) error {
 		return errors.New("/zookeeper is reserved by ZooKeeper")
 	}
 	for _, p := range parts {
-		if err := ValidName(p); err != nil {
+		if err := zkx.ValidComponent(p); err != nil {
 			return fmt.Errorf("component %q: %v", p, err)
 		}
 	}

@@ -47,10 +47,10 @@ func TestValidNameAndDir(t *testing.T) {
 	for _, n := range []string{"", ".", "..", "a/b", "a b", "a\x00", "tab\t", strings.Repeat("x", MaxNameLen+1), "\xff", "\uf000"} {
 		require.Error(t, ValidName(n), "%q", n)
 	}
-	for _, d := range []string{"/a", "/a/b", "/dfs/10.0.0.1:1"} {
+	for _, d := range []string{"/a", "/a/b", "/dfs/10.0.0.1:1", "/roomlog/命名 空间 a%20b/members"} {
 		require.NoError(t, ValidDir(d), d)
 	}
-	for _, d := range []string{"", "/", "a", "/a/", "//a", "/a//b", "/zookeeper", "/zookeeper/x", "/a/./b"} {
+	for _, d := range []string{"", "/", "a", "/a/", "//a", "/a//b", "/zookeeper", "/zookeeper/x", "/a/./b", "/a/tab\t", "/a/\x00", "/a/\xff", "/a/\uf000", "/" + strings.Repeat("x", 256)} {
 		require.Error(t, ValidDir(d), "%q", d)
 	}
 	require.True(t, ValidGUID(NewGUID()))
