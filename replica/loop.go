@@ -40,7 +40,7 @@ type loopState struct {
 	// reload.
 	membersDirty bool
 	lastPublish  time.Time
-	lastChannels  time.Time
+	lastChannels time.Time
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
