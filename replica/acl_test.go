@@ -106,7 +106,7 @@ func TestDigestACLReplica(t *testing.T) {
 			requireNoAuthErr(t, err, "read the primary's member data")
 			_, _, err = conn.Children(room + "/" + electionDir)
 			requireNoAuthErr(t, err, "list the election")
-			_, err = conn.Create(room+"/"+electionDir+"/"+candidatePfx+newGUID()+"-",
+			_, err = conn.Create(room+"/"+electionDir+"/c-"+newGUID()+"-",
 				encode(candidateData{V: formatVersion1, ID: "mallory"}), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
 			requireNoAuthErr(t, err, "join the election")
 			_, err = conn.Create(room+"/"+membersDir+"/mallory",

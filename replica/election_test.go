@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
 )
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -47,52 +48,28 @@ func eventually(t testing.TB, d time.Duration, cond func() bool, what string, ar
 	}
 }
 
-func TestParseCandidate(t *testing.T) {
-	g := newGUID()
-	for _, tc := range []struct {
-		name string
-		ok   bool
-		seq  int64
-	}{
-		{"c-" + g + "-0000000007", true, 7},
-		{"c-" + g + "-2147483647", true, 2147483647},
-		{"c-" + g + "--000000001", true, -1},
-		{"c-" + g + "-", false, 0},
-		{"c-" + g[:31] + "-0000000001", false, 0},
-		{"x-" + g + "-0000000001", false, 0},
-		{"c-" + g + "-00000000zz", false, 0},
-		{"c-zz" + g[2:] + "-0000000001", false, 0},
-		{"members", false, 0},
-	} {
-		c, ok := parseCandidate(tc.name)
-		require.Equal(t, tc.ok, ok, tc.name)
-		if ok {
-			require.Equal(t, tc.seq, c.Seq, tc.name)
-			require.Equal(t, g, c.GUID)
-		}
-	}
-	// Numeric, not lexical, order.
-	cs := sortCandidates([]string{"c-" + g + "-0000000010", "c-" + g + "-0000000009", "junk", "c-" + g + "-0000000100"})
-	require.Len(t, cs, 3)
-	require.Equal(t, []int64{9, 10, 100}, []int64{cs[0].Seq, cs[1].Seq, cs[2].Seq})
-}
-
+// The election's mechanism (protected create, line order, predecessor
+// watch, stray nodes) is the election recipe's and is tested there
+// (recipe/election: TestProtectedCreate, TestForeignCandidates, ...); this
+// test checks the replica's use of it.
 func TestElectionComponent(t *testing.T) {
 	ens := sharedEnsemble(t)
 	dir := "/el-" + newGUID()[:8]
-	c0 := zkConn(t, ens)
-	require.NoError(t, ensurePersistent(c0, zk.WorldACL(zk.PermAll), dir))
+	ctx := context.Background()
 
 	const n = 3
-	conns := make([]*zk.Conn, n)
+	clients := make([]*logroom.Client, n)
 	els := make([]*election, n)
 	views := make([]electionView, n)
 	for i := range els {
-		conns[i] = zkConn(t, ens)
-		els[i] = newElection(conns[i], zk.WorldACL(zk.PermAll), dir, newGUID(), candidateData{ID: fmt.Sprint("m", i)}, testLogger(t))
+		clients[i] = viewClient(t, ens)
+		var err error
+		els[i], err = newElection(clients[i], dir, fmt.Sprint("m", i), fmt.Sprintf("127.0.0.1:%d", 9000+i), testLogger(t))
+		require.NoError(t, err)
+		defer els[i].close()
 	}
 	for i := range els {
-		v, err := els[i].evaluate()
+		v, err := els[i].evaluate(ctx)
 		require.NoError(t, err)
 		views[i] = v
 	}
@@ -100,14 +77,14 @@ func TestElectionComponent(t *testing.T) {
 	require.False(t, views[1].leader)
 	require.False(t, views[2].leader)
 	require.NotNil(t, views[1].watch)
-	require.Equal(t, els[0].mine, views[1].cands[0].Name)
-	d, ok, err := els[2].dataOf(views[2].cands[0].Name)
-	require.NoError(t, err)
+	require.Equal(t, els[0].line.Node(), views[1].cands[0].Node)
+	low, ok := views[2].lowest()
 	require.True(t, ok)
-	require.Equal(t, "m0", d.ID)
+	require.Equal(t, "m0", low.ID)
+	require.Equal(t, "127.0.0.1:9000", string(low.Data), "the candidate's data is its advertised address")
 
 	// Deleting the leader fires only its successor's watch.
-	require.NoError(t, els[0].resign())
+	require.NoError(t, els[0].resign(ctx))
 	select {
 	case ev := <-views[1].watch:
 		require.Equal(t, zk.EventNodeDeleted, ev.Type)
@@ -119,64 +96,40 @@ func TestElectionComponent(t *testing.T) {
 		t.Fatal("no herd: the third candidate must not be woken")
 	default:
 	}
-	v, err := els[1].evaluate()
+	v, err := els[1].evaluate(ctx)
 	require.NoError(t, err)
 	require.True(t, v.leader)
 
 	// Re-queue moves a candidate to the back.
-	require.NoError(t, els[1].requeue())
-	v, err = els[2].evaluate()
+	require.NoError(t, els[1].requeue(ctx))
+	v, err = els[2].evaluate(ctx)
 	require.NoError(t, err)
 	require.True(t, v.leader)
-	v, err = els[1].evaluate()
+	v, err = els[1].evaluate(ctx)
 	require.NoError(t, err)
 	require.False(t, v.leader)
 	require.Equal(t, 1, v.mine)
 
+	// A candidate whose address does not parse is foreign to every
+	// replica (acceptCandidate), and not in the line.
+	forger := viewClient(t, ens)
+	bad, err := forger.Conn().Create(dir+"/c-"+newGUID()+"-", encode(candidateData{V: 1, ID: "mallory", Addr: "no port here"}),
+		zk.FlagEphemeral|zk.FlagSequence, forger.ACL())
+	require.NoError(t, err)
+	v, err = els[2].evaluate(ctx)
+	require.NoError(t, err)
+	require.Len(t, v.cands, 2)
+	fr := els[2].foreign()
+	require.Len(t, fr, 1)
+	require.Equal(t, bad, fr[0].Path)
+	require.Contains(t, fr[0].Reason, "bad advertised addr")
+
 	// Session loss (close) removes the candidate; the next takes over.
-	conns[2].Close()
+	clients[2].Close()
 	eventually(t, 10*time.Second, func() bool {
-		v, err := els[1].evaluate()
+		v, err := els[1].evaluate(ctx)
 		return err == nil && v.leader
 	}, "m1 leads after m2's session closed")
-}
-
-func TestElectionProtectedCreate(t *testing.T) {
-	ens := sharedEnsemble(t)
-	dir := "/elp-" + newGUID()[:8]
-	conn := zkConn(t, ens)
-	acl := zk.WorldACL(zk.PermAll)
-	require.NoError(t, ensurePersistent(conn, acl, dir))
-	guid := newGUID()
-	el := newElection(conn, acl, dir, guid, candidateData{ID: "a"}, testLogger(t))
-
-	// A create whose answer was lost: the node exists, we do not know it.
-	p, err := conn.Create(dir+"/c-"+guid+"-", el.data, zk.FlagEphemeral|zk.FlagSequence, acl)
-	require.NoError(t, err)
-	el.maybe = true
-	require.NoError(t, el.ensure())
-	require.Equal(t, p[len(dir)+1:], el.mine, "adopts the node carrying its guid instead of creating another")
-	names, _, err := conn.Children(dir)
-	require.NoError(t, err)
-	require.Len(t, names, 1)
-
-	// A ghost (a create that ran in a new session later): deleted by list.
-	_, err = conn.Create(dir+"/c-"+guid+"-", el.data, zk.FlagEphemeral|zk.FlagSequence, acl)
-	require.NoError(t, err)
-	v, err := el.evaluate()
-	require.NoError(t, err)
-	require.True(t, v.leader)
-	require.Len(t, v.cands, 1)
-	names, _, err = conn.Children(dir)
-	require.NoError(t, err)
-	require.Equal(t, []string{el.mine}, names)
-
-	// Foreign children are ignored.
-	_, err = conn.Create(dir+"/junk", nil, zk.FlagEphemeral, acl)
-	require.NoError(t, err)
-	v, err = el.evaluate()
-	require.NoError(t, err)
-	require.True(t, v.leader)
 }
 
 func TestMembershipComponent(t *testing.T) {

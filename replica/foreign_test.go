@@ -14,6 +14,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
+
+	elect "github.com/roomlog/roomlog/recipe/election"
 )
 
 // Forgeries under members/ and election/ made with a second, raw
@@ -318,7 +320,7 @@ func TestForeignCandidatePersistent(t *testing.T) {
 	fs := newForeignSetup(t, 2)
 	fs.proposeSome(t, 2)
 	// Sequence 0 like m0's, and a guid of zeros: lowest by (seq, name).
-	p := fs.path(electionDir, candidatePfx+strings.Repeat("0", guidHexLen)+"-0000000000")
+	p := fs.path(electionDir, "c-"+strings.Repeat("0", guidHexLen)+"-0000000000")
 	fs.forge(t, p, encode(candidateData{V: formatVersion1, ID: "ghost", Addr: "10.255.0.1:9"}), false)
 	fs.failover(t)
 	f, ok := foreignOf(fs.primary.Status(), p)
@@ -332,7 +334,7 @@ func TestForeignCandidatePersistent(t *testing.T) {
 func TestForeignCandidateNegative(t *testing.T) {
 	fs := newForeignSetup(t, 2)
 	fs.proposeSome(t, 2)
-	p := fs.path(electionDir, candidatePfx+newGUID()+"--000000001")
+	p := fs.path(electionDir, "c-"+newGUID()+"--000000001")
 	fs.forge(t, p, encode(candidateData{V: formatVersion1, ID: "ghost", Addr: "10.255.0.1:9"}), true)
 	fs.failover(t)
 	f, ok := foreignOf(fs.primary.Status(), p)
@@ -345,7 +347,7 @@ func TestForeignCandidateNegative(t *testing.T) {
 func TestForeignCandidateJunk(t *testing.T) {
 	fs := newForeignSetup(t, 2)
 	fs.proposeSome(t, 2)
-	p := fs.path(electionDir, candidatePfx+strings.Repeat("0", guidHexLen)+"-0000000000")
+	p := fs.path(electionDir, "c-"+strings.Repeat("0", guidHexLen)+"-0000000000")
 	fs.forge(t, p, mustPack(t, map[string]any{"v": 1, "addr": "10.255.0.1:9"}), true)
 	pj := fs.path(electionDir, "junk")
 	fs.forge(t, pj, []byte("hello"), true)
@@ -410,21 +412,24 @@ func TestForeignElectionComponent(t *testing.T) {
 	acl := zk.WorldACL(zk.PermAll)
 	forger := zkConn(t, ens)
 	require.NoError(t, ensurePersistent(forger, acl, dir))
-	conn := zkConn(t, ens)
-	guid := newGUID()
-	el := newElection(conn, acl, dir, guid, candidateData{ID: "a"}, testLogger(t))
+	client := viewClient(t, ens)
+	conn := client.Conn()
+	el, err := newElection(client, dir, "a", "", testLogger(t))
+	require.NoError(t, err)
+	defer el.close()
+	guid := el.line.GUID()
 	zero := strings.Repeat("0", guidHexLen)
 	good := encode(candidateData{V: 1, ID: "x", Addr: "10.255.0.1:9"})
 	forged := map[string]struct {
 		data  []byte
 		flags int32
 	}{
-		"c-" + zero + "-0000000000":  {good, 0},                                               // persistent
-		"c-" + zero + "--000000001":  {good, zk.FlagEphemeral},                                // negative
-		"c-" + zero + "-0000000001":  {mustPack(t, map[string]any{"v": 1}), zk.FlagEphemeral}, // no id
-		"c-" + guid + "-0000000002":  {el.data, zk.FlagEphemeral},                             // our guid, another session
-		"c-" + zero + "-00000000003": {good, zk.FlagEphemeral},                                // 11 digits
-		"junk":                       {nil, zk.FlagEphemeral},                                 // not a candidate name
+		"c-" + zero + "-0000000000":  {good, 0},                                                // persistent
+		"c-" + zero + "--000000001":  {good, zk.FlagEphemeral},                                 // negative
+		"c-" + zero + "-0000000001":  {mustPack(t, map[string]any{"v": 1}), zk.FlagEphemeral},  // no id
+		"c-" + guid + "-0000000002":  {encode(candidateData{V: 1, ID: "a"}), zk.FlagEphemeral}, // our guid, another session
+		"c-" + zero + "-00000000003": {good, zk.FlagEphemeral},                                 // 11 digits
+		"junk":                       {nil, zk.FlagEphemeral},                                  // not a candidate name
 	}
 	for name, f := range forged {
 		_, err := forger.Create(dir+"/"+name, f.data, f.flags, acl)
@@ -432,32 +437,25 @@ func TestForeignElectionComponent(t *testing.T) {
 	}
 	// Unreadable by us: must not stall the listing.
 	locked := "c-" + zero + "-0000000004"
-	_, err := forger.Create(dir+"/"+locked, good, zk.FlagEphemeral, zk.DigestACL(zk.PermAll, "mallory", "pw"))
+	_, err = forger.Create(dir+"/"+locked, good, zk.FlagEphemeral, zk.DigestACL(zk.PermAll, "mallory", "pw"))
 	require.NoError(t, err)
 	forged[locked] = struct {
 		data  []byte
 		flags int32
 	}{good, zk.FlagEphemeral}
-	v, err := el.evaluate()
+	v, err := el.evaluate(context.Background())
 	require.NoError(t, err)
 	require.True(t, v.leader, "forged candidates are not predecessors: %+v", v.cands)
 	require.Nil(t, v.watch)
 	require.Len(t, v.cands, 1)
 	low, _ := v.lowest()
-	d, ok, err := el.dataOf(low.Name)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, "a", d.ID)
-	for name := range forged {
-		_, ok, err := el.dataOf(name)
-		require.NoError(t, err)
-		require.False(t, ok, "dataOf(%s) of a foreign candidate", name)
-	}
+	require.Equal(t, "a", low.ID)
+	require.Equal(t, el.line.Node(), low.Node)
 	names, _, err := conn.Children(dir)
 	require.NoError(t, err)
 	require.Len(t, names, len(forged)+1, "nothing forged was deleted")
 	var fp []string
-	for _, f := range el.foreign.List() {
+	for _, f := range el.foreign() {
 		fp = append(fp, strings.TrimPrefix(f.Path, dir+"/"))
 	}
 	var wantNames []string
@@ -517,48 +515,33 @@ func TestForeignAcceptMember(t *testing.T) {
 	}
 }
 
+// TestForeignAcceptCandidate: the replica's part of a candidate's
+// acceptance (the election recipe checks the name, the Stat and the
+// format: recipe/election TestForeignCandidates): the id and the address
+// must be ones a Config accepts.
 func TestForeignAcceptCandidate(t *testing.T) {
-	g := newGUID()
-	good := encode(candidateData{V: formatVersion1, ID: "m0", Addr: "127.0.0.1:1"})
 	for _, tc := range []struct {
 		what   string
-		name   string
-		data   []byte
-		owner  int64
-		seq    int64
+		id     string
+		addr   string
 		reason string
 	}{
-		{"valid", "c-" + g + "-0000000007", good, 9, 7, ""},
-		{"max sequence", "c-" + g + "-2147483647", good, 9, 2147483647, ""},
-		{"no address", "c-" + g + "-0000000000", encode(candidateData{V: 1, ID: "m0"}), 9, 0, ""},
-		{"negative sequence", "c-" + g + "--000000001", good, 9, 0, "negative"},
-		{"negative min", "c-" + g + "--2147483648", good, 9, 0, "negative"},
-		{"short sequence", "c-" + g + "-7", good, 9, 0, "10-digit"},
-		{"long sequence", "c-" + g + "-00000000007", good, 9, 0, "10-digit"},
-		{"sequence past int32", "c-" + g + "-2147483648", good, 9, 0, "range"},
-		{"plus sign", "c-" + g + "-+000000007", good, 9, 0, "10-digit"},
-		{"bad guid", "c-zz" + g[2:] + "-0000000001", good, 9, 0, "candidate name"},
-		{"not a candidate", "members", good, 9, 0, "candidate name"},
-		{"persistent", "c-" + g + "-0000000001", good, 0, 0, "not ephemeral"},
-		{"no id", "c-" + g + "-0000000001", mustPack(t, map[string]any{"v": 1, "addr": "h:1"}), 9, 0, "no member id"},
-		{"bad id", "c-" + g + "-0000000001", encode(candidateData{V: 1, ID: "a/b"}), 9, 0, "id"},
-		{"bad address", "c-" + g + "-0000000001", encode(candidateData{V: 1, ID: "m0", Addr: "nope"}), 9, 0, "addr"},
-		{"version 0", "c-" + g + "-0000000001", encode(candidateData{ID: "m0"}), 9, 0, "version 0"},
-		{"junk", "c-" + g + "-0000000001", []byte{0xc1}, 9, 0, "decode"},
+		{"valid", "m0", "127.0.0.1:1", ""},
+		{"no address", "m0", "", ""},
+		{"ipv6", "m0", "[::1]:8080", ""},
+		{"bad id", "a b", "127.0.0.1:1", "bad member id"},
+		{"bad address", "m0", "nope", "bad advertised addr"},
+		{"url", "m0", "http://h:1", ""},
+		{"bad scheme", "m0", "ftp://h:1", "bad advertised addr"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			c, d, err := acceptCandidate(tc.name, tc.data, tc.owner)
+			err := acceptCandidate(elect.Candidate{ID: tc.id, Data: []byte(tc.addr)})
 			if tc.reason == "" {
 				require.NoError(t, err)
-				require.Equal(t, tc.seq, c.Seq)
-				require.Equal(t, g, c.GUID)
-				require.Equal(t, "m0", d.ID)
-				require.NoError(t, CheckCandidateZnode(tc.name, tc.data, tc.owner))
 				return
 			}
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.reason)
-			require.Error(t, CheckCandidateZnode(tc.name, tc.data, tc.owner))
 		})
 	}
 }

@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -185,4 +187,24 @@ func (c *cluster) proposeRetry(ctx context.Context, entry []byte) (Result, error
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// newGUID returns 32 hex characters of randomness (unique test paths).
+func newGUID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("replica: crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// guidHexLen is the length of an election guid.
+const guidHexLen = 32
+
+// candidateData is the election recipe's candidate format (recipe/election
+// owns it; the replica's address is its data), for forging candidates.
+type candidateData struct {
+	V    int    `msgpack:"v"`
+	ID   string `msgpack:"id"`
+	Addr string `msgpack:"data"` // msgpack str; the recipe reads it as bytes
 }

@@ -65,15 +65,18 @@ type loopState struct {
 	primaryAddr string
 }
 
-func newLoopState(r *Replica) *loopState {
-	cd := candidateData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr}
+func newLoopState(r *Replica) (*loopState, error) {
+	el, err := newElection(r.client, r.room.Path(electionDir), r.cfg.ID, r.cfg.AdvertiseAddr, r.log)
+	if err != nil {
+		return nil, err
+	}
 	return &loopState{
-		el:            newElection(r.conn, r.acl, r.room.Path(electionDir), r.guid, cd, r.log),
+		el:            el,
 		mem:           newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
 		connected:     true,
 		role:          RoleStandby,
 		electionDirty: true,
-	}
+	}, nil
 }
 
 // loopZKWait bounds the logroom calls the loop makes (they retry and wait
@@ -81,6 +84,10 @@ func newLoopState(r *Replica) *loopState {
 // lost session and end a term, so it never waits longer than this for
 // ZooKeeper; what failed is retried on a later tick.
 const loopZKWait = 300 * time.Millisecond
+
+// electionZKWait bounds one evaluation of the election (a create, a Sync
+// after a new session, a listing, reads of new candidates, a watch).
+const electionZKWait = time.Second
 
 // confirmCorruptTakeovers is how many consecutive takeovers must fail with
 // ErrCorrupt before the replica calls the room damaged and fails.
@@ -263,7 +270,6 @@ func (r *Replica) sessionLost(reason string) {
 	if lp.takeover != nil {
 		r.abortTakeover(reason)
 	}
-	lp.el.sessionReset()
 	lp.staleSince = time.Time{}
 	lp.watchGen++
 	r.rearmAll()
@@ -450,19 +456,18 @@ func (r *Replica) refreshMembers() {
 // evaluateElection re-reads the election and acts on our position.
 func (r *Replica) evaluateElection() {
 	lp := r.lp
-	v, err := lp.el.evaluate()
+	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
+	v, err := lp.el.evaluate(ctx)
+	cancel()
 	if err != nil {
 		r.log.Debug("election evaluation failed; will retry", "err", err)
 		return
 	}
 	lp.electionDirty = false
 	lp.view = v
-	lp.el.prune(v.cands)
 	r.forward(watchElection, "", v.watch)
 	if low, ok := v.lowest(); ok {
-		if d, ok, err := lp.el.dataOf(low.Name); err == nil && ok {
-			lp.primaryID, lp.primaryAddr = d.ID, d.Addr
-		}
+		lp.primaryID, lp.primaryAddr = low.ID, string(low.Data)
 	}
 	f, err := r.electionFacts()
 	if err != nil {
@@ -527,11 +532,10 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 		return f, nil // not behind: the others' positions cannot matter
 	}
 	for _, c := range lp.view.cands {
-		d, ok, err := lp.el.dataOf(c.Name)
-		if err != nil || !ok || d.ID == r.cfg.ID {
-			continue // a candidate we cannot read does not hold us back
+		if c.ID == r.cfg.ID {
+			continue
 		}
-		if m, live := lp.mem.known[d.ID]; live {
+		if m, live := lp.mem.known[c.ID]; live {
 			f.OthersApplied = append(f.OthersApplied, m.Applied)
 		}
 	}
@@ -540,11 +544,7 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 
 func (r *Replica) isLiveCandidate(id string) (bool, error) {
 	for _, c := range r.lp.view.cands {
-		d, ok, err := r.lp.el.dataOf(c.Name)
-		if err != nil {
-			return false, err
-		}
-		if ok && d.ID == id {
+		if c.ID == id {
 			return true, nil
 		}
 	}
@@ -569,7 +569,9 @@ func (r *Replica) readTransfer() (transferRecord, bool, error) {
 
 // requeue moves our candidate to the back of the line.
 func (r *Replica) requeue() {
-	if err := r.lp.el.requeue(); err != nil {
+	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
+	defer cancel()
+	if err := r.lp.el.requeue(ctx); err != nil {
 		r.log.Debug("election re-queue incomplete; will retry", "err", err)
 	}
 	r.lp.electionDirty = true
@@ -797,8 +799,8 @@ func (r *Replica) resignFailed() {
 	if lp.resigned || !lp.connected {
 		return
 	}
-	errE := lp.el.resign()
 	ctx, cancel := context.WithTimeout(r.bgCtx, min(r.cfg.SessionTimeout, 2*time.Second))
+	errE := lp.el.resign(ctx)
 	errM := lp.mem.resign(ctx)
 	cancel()
 	if errE != nil || errM != nil {
@@ -822,18 +824,18 @@ func (r *Replica) shutdown() {
 		lp.applier.stop(lp.applier.primary)
 		lp.applier = nil
 	}
-	if lp.connected {
-		if err := lp.el.resign(); err != nil {
-			r.log.Debug("resign election", "err", err)
-		}
-	}
-	// The registration's keeper and the watcher stop in any case; the
-	// node is deleted if the session lets us within the bound.
+	// Our nodes are deleted if the session lets us within the bound (they
+	// go with the session otherwise); the membership registration's keeper
+	// and watcher stop in any case.
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
 	if !lp.connected {
 		wait = 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	if err := lp.el.resign(ctx); err != nil {
+		r.log.Debug("resign election", "err", err)
+	}
+	lp.el.close()
 	if err := lp.mem.close(ctx); err != nil {
 		r.log.Debug("resign membership", "err", err)
 	}

@@ -35,7 +35,6 @@ type Replica struct {
 	storeDir string
 	ckptRoot string
 	baseURL  string // checkpoint base URL of AdvertiseAddr ("" when none)
-	guid     string // election guid of this Replica
 
 	// bgCtx ends when Close starts (after the loop stopped): it bounds every
 	// background goroutine; cancelBG ends it.
@@ -157,7 +156,6 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		log:         cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
 		storeDir:    filepath.Join(cfg.DataDir, "store"),
 		ckptRoot:    filepath.Join(cfg.DataDir, "checkpoints"),
-		guid:        newGUID(),
 		stopc:       make(chan struct{}),
 		loopDone:    make(chan struct{}),
 		waiters:     map[uint64]chan proposalOutcome{},
@@ -251,7 +249,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			return nil, err
 		}
 	}
-	r.lp = newLoopState(r)
+	if r.lp, err = newLoopState(r); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
 	r.lp.sessionID = r.client.SessionID()
 	// A node of our id may still be held by our own previous incarnation
 	// (killed less than a session timeout ago): wait that long before
@@ -260,8 +260,13 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if err := r.lp.mem.join(ctx, r.ownMemberData(), wait); err != nil {
 		return nil, fmt.Errorf("replica: join membership: %w", err)
 	}
-	if err := r.lp.el.ensure(); err != nil {
+	ectx, ecancel := context.WithTimeout(ctx, cfg.SessionTimeout)
+	err = r.lp.el.ensure(ectx)
+	ecancel()
+	if err != nil {
 		lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = r.lp.el.resign(lctx)
+		r.lp.el.close()
 		_ = r.lp.mem.close(lctx)
 		cancel()
 		return nil, fmt.Errorf("replica: enter election: %w", err)

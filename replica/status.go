@@ -131,7 +131,7 @@ func (r *Replica) foreignZnodes() []ForeignZnode {
 	if r.lp == nil {
 		return nil
 	}
-	out := append(r.lp.mem.foreign(), r.lp.el.foreign.List()...)
+	out := append(r.lp.mem.foreign(), r.lp.el.foreign()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	if len(out) == 0 {
 		return nil

@@ -10,12 +10,13 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/logroom"
+	elect "github.com/roomlog/roomlog/recipe/election"
 )
 
 // Read-only views of the znodes this package owns (doc.go, "Read-only
 // views"), for tools that hold a ZooKeeper connection but no Replica. They
 // decode and classify with the functions the replicas themselves use
-// (decode, acceptMember, acceptCandidate), so a tool shows what replicas
+// (decode, acceptMember; the election recipe's ReadLine with acceptCandidate), so a tool shows what replicas
 // see: the same members, the same election order, the same foreign znodes
 // for the same reasons.
 
@@ -184,7 +185,7 @@ func ReadRoomView(ctx context.Context, c *logroom.Client, base, room string) (Ro
 	if err := v.readMembers(ctx, conn, root+"/"+membersDir); err != nil {
 		return RoomView{}, err
 	}
-	if err := v.readCandidates(ctx, conn, root+"/"+electionDir); err != nil {
+	if err := v.readCandidates(ctx, c, root+"/"+electionDir); err != nil {
 		return RoomView{}, err
 	}
 	slices.SortFunc(v.Foreign, func(a, b ForeignZnode) int { return strings.Compare(a.Path, b.Path) })
@@ -273,36 +274,15 @@ func (v *RoomView) readMembers(ctx context.Context, conn *zk.Conn, dir string) e
 	return nil
 }
 
-func (v *RoomView) readCandidates(ctx context.Context, conn *zk.Conn, dir string) error {
-	names, err := viewChildren(ctx, conn, dir)
+func (v *RoomView) readCandidates(ctx context.Context, c *logroom.Client, dir string) error {
+	cands, foreign, err := elect.ReadLine(ctx, c, dir, acceptCandidate)
 	if err != nil {
-		return err
+		return fmt.Errorf("replica: %w", err)
 	}
-	var cands []candidate
-	byName := map[string]CandidateView{}
-	for _, n := range names {
-		p := dir + "/" + n
-		data, st, noAuth, err := viewGetChild(ctx, conn, p)
-		switch {
-		case err != nil:
-			return err
-		case noAuth:
-			v.Foreign = append(v.Foreign, ForeignZnode{Path: p, Reason: viewUnreadable})
-			continue
-		case st == nil:
-			continue
-		}
-		c, d, err := acceptCandidate(n, data, st.EphemeralOwner)
-		if err != nil {
-			v.Foreign = append(v.Foreign, ForeignZnode{Path: p, Reason: err.Error()})
-			continue
-		}
-		cands = append(cands, c)
-		byName[n] = CandidateView{Name: n, Path: p, Seq: c.Seq, ID: d.ID, Addr: d.Addr, Session: st.EphemeralOwner}
-	}
-	sortBySeq(cands) // the replicas' election order
-	for _, c := range cands {
-		v.Candidates = append(v.Candidates, byName[c.Name])
+	v.Foreign = append(v.Foreign, foreign...)
+	for _, cd := range cands { // the replicas' election order
+		v.Candidates = append(v.Candidates, CandidateView{Name: cd.Node, Path: dir + "/" + cd.Node, Seq: cd.Seq,
+			ID: cd.ID, Addr: string(cd.Data), Session: cd.Session})
 	}
 	return nil
 }

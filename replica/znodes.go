@@ -1,14 +1,8 @@
 package replica
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
@@ -22,8 +16,6 @@ const (
 	electionDir    = "election"
 	checkpointsZ   = "checkpoints"
 	transferZ      = "transfer"
-	candidatePfx   = "c-"
-	guidHexLen     = 32
 	formatVersion1 = 1
 )
 
@@ -47,13 +39,6 @@ type memberData struct {
 	// their applied index as soon as it reaches it. Omitted when 0, so
 	// member data without it is byte-identical to before.
 	CatchUp uint64 `msgpack:"catch_up,omitempty"`
-}
-
-// candidateData is the data of an election candidate node.
-type candidateData struct {
-	V    int    `msgpack:"v"`
-	ID   string `msgpack:"id"`
-	Addr string `msgpack:"addr"`
 }
 
 // checkpointRecord is the data of /<room>/checkpoints: the newest checkpoint
@@ -136,43 +121,6 @@ func acceptMember(name string, data []byte, ephemeralOwner int64) (memberData, e
 	return d, nil
 }
 
-// acceptCandidate checks an election/<name> znode: a name
-// "c-<32 hex>-<seq>" whose seq is ZooKeeper's 10-digit suffix of a
-// non-negative 32-bit counter, ephemeral, and data that decodes (format
-// version 1) with a valid member id and an address that parses.
-func acceptCandidate(name string, data []byte, ephemeralOwner int64) (candidate, candidateData, error) {
-	c, ok := parseCandidate(name)
-	if !ok {
-		return candidate{}, candidateData{}, fmt.Errorf("not a candidate name (want %s<%d hex>-<10-digit sequence>)", candidatePfx, guidHexLen)
-	}
-	seq := name[len(candidatePfx)+guidHexLen+1:]
-	switch {
-	case c.Seq < 0 || strings.HasPrefix(seq, "-"):
-		return candidate{}, candidateData{}, fmt.Errorf("negative sequence %s", seq)
-	case len(seq) != 10 || strings.Trim(seq, "0123456789") != "":
-		return candidate{}, candidateData{}, fmt.Errorf("sequence %q is not ZooKeeper's 10-digit suffix", seq)
-	case c.Seq > math.MaxInt32:
-		return candidate{}, candidateData{}, fmt.Errorf("sequence %s out of range of ZooKeeper's 32-bit counter", seq)
-	}
-	if ephemeralOwner == 0 {
-		return candidate{}, candidateData{}, errors.New("not ephemeral (a persistent znode is never a live candidate)")
-	}
-	var d candidateData
-	if err := decode(data, &d); err != nil {
-		return candidate{}, candidateData{}, fmt.Errorf("data does not decode: %v", err)
-	}
-	if d.V != formatVersion1 {
-		return candidate{}, candidateData{}, fmt.Errorf("unknown format version %d", d.V)
-	}
-	if d.ID == "" {
-		return candidate{}, candidateData{}, errors.New("no member id in its data")
-	}
-	if err := checkPeerIdentity(d.ID, d.Addr); err != nil {
-		return candidate{}, candidateData{}, err
-	}
-	return c, d, nil
-}
-
 // checkPeerIdentity applies Config.Validate's rules for ID and
 // AdvertiseAddr to a peer's published id and address, so that every
 // address a replica redirects to or fetches from is one a Config accepts.
@@ -196,80 +144,6 @@ func CheckMemberZnode(name string, data []byte, ephemeralOwner int64) error {
 	_, err := acceptMember(name, data, ephemeralOwner)
 	return err
 }
-
-// CheckCandidateZnode is CheckMemberZnode for a znode under a room's
-// election/.
-func CheckCandidateZnode(name string, data []byte, ephemeralOwner int64) error {
-	_, _, err := acceptCandidate(name, data, ephemeralOwner)
-	return err
-}
-
-// newGUID returns 32 hex characters of randomness.
-func newGUID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("replica: crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b[:])
-}
-
-// candidate is one parsed election child "c-<guid>-<seq>".
-type candidate struct {
-	Name string
-	GUID string
-	Seq  int64
-}
-
-// parseCandidate parses an election child name; ok is false for anything
-// else (foreign nodes are ignored, never trusted).
-func parseCandidate(name string) (candidate, bool) {
-	if !strings.HasPrefix(name, candidatePfx) {
-		return candidate{}, false
-	}
-	rest := name[len(candidatePfx):]
-	if len(rest) < guidHexLen+2 || rest[guidHexLen] != '-' {
-		return candidate{}, false
-	}
-	guid := rest[:guidHexLen]
-	if _, err := hex.DecodeString(guid); err != nil {
-		return candidate{}, false
-	}
-	// ZooKeeper appends a %010d of a signed 32-bit counter: parse it as an
-	// integer, never compare it as text.
-	seq, err := strconv.ParseInt(rest[guidHexLen+1:], 10, 64)
-	if err != nil {
-		return candidate{}, false
-	}
-	return candidate{Name: name, GUID: guid, Seq: seq}, true
-}
-
-// sortCandidates parses names and returns the candidates by ascending
-// sequence (ties, impossible in one parent, broken by name).
-func sortCandidates(names []string) []candidate {
-	out := make([]candidate, 0, len(names))
-	for _, n := range names {
-		if c, ok := parseCandidate(n); ok {
-			out = append(out, c)
-		}
-	}
-	sortBySeq(out)
-	return out
-}
-
-// sortBySeq sorts candidates by ascending sequence (ties, impossible in one
-// parent, broken by name).
-func sortBySeq(cs []candidate) {
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].Seq != cs[j].Seq {
-			return cs[i].Seq < cs[j].Seq
-		}
-		return cs[i].Name < cs[j].Name
-	})
-}
-
-// isConnErr reports whether err means "the request may not have reached
-// ZooKeeper or its answer was lost": retry after checking state.
-func isConnErr(err error) bool { return zkx.IsConnLoss(err) }
 
 // createParents creates path's missing persistent ancestors and path itself
 // (idempotent, race-safe).

@@ -59,7 +59,7 @@ func TestForeignMembership(t *testing.T) {
 		{members + "/locked", pack(map[string]any{"v": 1, "id": "locked"}), zk.FlagEphemeral, zk.DigestACL(zk.PermAll, "mallory", "pw"), "unreadable"},
 		{election + "/c-" + zero + "-0000000000", pack(map[string]any{"v": 1, "id": "ghost", "addr": "10.255.0.1:9"}), 0, world, "not ephemeral"},
 		{election + "/c-" + zero + "--000000001", pack(map[string]any{"v": 1, "id": "ghost", "addr": "10.255.0.1:9"}), zk.FlagEphemeral, world, "negative sequence"},
-		{election + "/junk", []byte("x"), zk.FlagEphemeral, world, "not a candidate name"},
+		{election + "/junk", []byte("x"), zk.FlagEphemeral, world, "not a sequential node name"},
 	}
 	for _, f := range forged {
 		_, err := conn.Create(f.path, f.data, f.flags, f.acl)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -50,12 +48,12 @@ func (r Role) String() string {
 // leads while that node is the lowest. One goroutine (the loop) owns the
 // candidacy; StepDown and Designate are requests it carries out.
 type Participant struct {
-	cfg     Config
-	sess    *zkr.Session
-	guid    string
-	data    []byte
-	log     *slog.Logger
-	foreign *zkr.ForeignSet
+	cfg  Config
+	sess *zkr.Session
+	log  *slog.Logger
+	// line is the candidacy (protected create, listing, predecessor
+	// watch); Participant adds the policy.
+	line *Line
 
 	reqs   chan request
 	cancel context.CancelFunc
@@ -63,13 +61,7 @@ type Participant struct {
 
 	// Owned by the loop (by Join before it starts, by Resign after it
 	// returned).
-	lister   *lister
-	mine     string              // our node's name ("" = none)
-	listedIn int64               // the session of the last listing
-	seen     map[int64]time.Time // designation records by czxid: first seen
-	// maybe: a create's outcome was unknown (connection loss, or it landed
-	// after its caller gave up): look for our guid before creating.
-	maybe atomic.Bool
+	seen map[int64]time.Time // designation records by czxid: first seen
 
 	mu sync.Mutex // guards the fields below
 	// term is the current term (nil: none, or it ended).
@@ -110,28 +102,17 @@ func Join(ctx context.Context, cfg Config) (*Participant, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("recipe", "election", "dir", cfg.Dir, "id", cfg.ID)
-	guid := cfg.GUID
-	if guid == "" {
-		guid = zkr.NewGUID()
-	}
 	p := &Participant{
-		cfg: cfg, sess: zkr.NewSession(cfg.Client), guid: guid,
-		data: zkr.Encode(candidateData{V: formatV1, ID: cfg.ID, Data: cfg.Data}),
-		log:  log, foreign: zkr.NewForeignSet(log, "election candidate"),
+		cfg: cfg, sess: zkr.NewSession(cfg.Client), log: log,
 		reqs: make(chan request), done: make(chan struct{}),
 		seen: map[int64]time.Time{}, changed: make(chan struct{}),
 	}
-	p.lister = newLister(p.sess, cfg.Dir, p.foreign)
-	// A configured guid may already name a node of ours (a create whose
-	// answer was lost before this Participant existed): look first.
-	p.maybe.Store(cfg.GUID != "")
-	p.listedIn = p.sess.ID()
-	name, err := p.create(ctx)
-	if err != nil {
+	p.line = newLine(p.sess, LineConfig{Dir: cfg.Dir, ID: cfg.ID, Data: cfg.Data, GUID: cfg.GUID}, log)
+	if err := p.line.Enter(ctx); err != nil {
 		p.sess.Close()
 		return nil, fmt.Errorf("election: join %s: %w", cfg.Dir, err)
 	}
-	p.mine = name
+	name := p.line.Node()
 	p.setState(func() { p.node = name; p.role = Follower })
 	lctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -143,7 +124,7 @@ func Join(ctx context.Context, cfg Config) (*Participant, error) {
 func (p *Participant) ID() string { return p.cfg.ID }
 
 // GUID returns the guid in every node name of this participant.
-func (p *Participant) GUID() string { return p.guid }
+func (p *Participant) GUID() string { return p.line.guid }
 
 // Role returns the participant's role now.
 func (p *Participant) Role() Role {
@@ -171,7 +152,7 @@ func (p *Participant) Term() *Term {
 }
 
 // Foreign returns the children of the directory the last listing refused.
-func (p *Participant) Foreign() []Foreign { return p.foreign.List() }
+func (p *Participant) Foreign() []Foreign { return p.line.Foreign() }
 
 // Await waits until the participant leads and returns its term; ctx bounds
 // the wait. After Resign it returns ErrResigned; after the client closed,
@@ -257,21 +238,10 @@ func (p *Participant) Resign(ctx context.Context) error {
 	p.cancel()
 	<-p.done
 	p.endTerm(zkr.ErrHoldReleased)
-	var errs []error
-	if p.mine != "" {
-		if err := p.deleteNode(ctx, p.mine); err != nil {
-			errs = append(errs, err)
-		}
-		p.mine = ""
-	}
-	if p.maybe.Load() {
-		if err := p.sweep(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	err := p.line.Leave(ctx)
 	p.setState(func() { p.role, p.node = Resigned, "" })
 	p.sess.Close()
-	if err := errors.Join(errs...); err != nil && !errors.Is(err, zkr.ErrClientClosed) {
+	if err != nil {
 		return fmt.Errorf("election: resign: %w", err)
 	}
 	return nil
@@ -344,39 +314,26 @@ func (p *Participant) loop(ctx context.Context) {
 // leads (lowest) or watches its predecessor, then waits for something to
 // change.
 func (p *Participant) step(ctx context.Context) error {
-	if p.mine == "" {
+	if p.line.Node() == "" {
 		p.setState(func() { p.node = ""; p.role = Idle })
-		name, err := p.create(ctx)
-		if err != nil {
+		if err := p.line.Enter(ctx); err != nil {
 			return err
 		}
-		p.mine = name
+		name := p.line.Node()
 		p.setState(func() { p.node = name; p.role = Follower })
 	}
-	if sid := p.sess.ID(); sid != p.listedIn {
-		// A new session: catch the server up before concluding our node
-		// is gone.
-		if err := zkr.Sync(ctx, p.sess, p.cfg.Dir); err != nil {
-			return err
-		}
-		p.listedIn = sid
-	}
-	cands, err := p.list(ctx)
+	// Read Syncs first after a change of session, before concluding that
+	// our node is gone.
+	pos, err := p.line.Read(ctx)
 	if err != nil {
 		return err
 	}
-	idx := -1
-	for i, c := range cands {
-		if c.Node == p.mine {
-			idx = i
-		}
-	}
-	if idx < 0 || cands[idx].Session != p.sess.ID() {
-		p.log.Info("election: our candidate node is gone (session expired or deleted); entering again", "node", p.mine)
+	if pos.Mine < 0 {
+		p.log.Info("election: entering again")
 		p.endTerm(zkr.ErrHoldNodeGone)
-		p.mine = ""
 		return nil
 	}
+	cands, idx := pos.Candidates, pos.Mine
 	if idx == 0 {
 		return p.lead(ctx, cands)
 	}
@@ -386,12 +343,11 @@ func (p *Participant) step(ctx context.Context) error {
 	}
 	p.setRole(Follower)
 	// Watch only the predecessor (no herd effect), and our own node.
-	pred := cands[idx-1]
-	ok, _, predCh, err := zkr.ExistsW(ctx, p.sess, p.cfg.Dir+"/"+pred.Node)
+	predCh, ok, err := p.line.WatchPredecessor(ctx, pos)
 	if err != nil || !ok {
 		return err
 	}
-	ok, _, ownCh, err := zkr.ExistsW(ctx, p.sess, p.cfg.Dir+"/"+p.mine)
+	ok, _, ownCh, err := zkr.ExistsW(ctx, p.sess, p.cfg.Dir+"/"+p.line.Node())
 	if err != nil || !ok {
 		return err
 	}
@@ -429,7 +385,7 @@ func kindName(k requestKind) string {
 func (p *Participant) lead(ctx context.Context, cands []Candidate) error {
 	t := p.Term()
 	if t == nil {
-		rec, err := readDesignation(ctx, p.sess, p.cfg.Dir, p.foreign)
+		rec, err := readDesignation(ctx, p.sess, p.cfg.Dir, p.line.foreign)
 		if err != nil {
 			return err
 		}
@@ -447,7 +403,7 @@ func (p *Participant) lead(ctx context.Context, cands []Candidate) error {
 		for _, c := range cands {
 			live[c.GUID] = true
 		}
-		d := decide(rec, age, p.cfg.DesignationTTL, p.guid, live)
+		d := decide(rec, age, p.cfg.DesignationTTL, p.line.guid, live)
 		if d.requeue {
 			p.log.Info("election: lowest, but leadership is designated to another candidate; stepping behind", "to", rec.To, "to_guid", rec.ToGUID)
 			return p.requeue(ctx)
@@ -501,13 +457,13 @@ func (p *Participant) serve(ctx context.Context, r request, t *Term) error {
 		if err != nil {
 			return fmt.Errorf("election: designate: %w", err)
 		}
-		cands, err := p.lister.read(ctx, names)
+		cands, err := p.line.lister.read(ctx, names)
 		if err != nil {
 			return fmt.Errorf("election: designate: %w", err)
 		}
 		var to *Candidate
 		for i := range cands {
-			if cands[i].ID == r.to && cands[i].GUID != p.guid {
+			if cands[i].ID == r.to && cands[i].GUID != p.line.guid {
 				to = &cands[i]
 				break
 			}
@@ -529,7 +485,7 @@ func (p *Participant) serve(ctx context.Context, r request, t *Term) error {
 // writeDesignation creates the record (EPHEMERAL, ours), replacing any.
 func (p *Participant) writeDesignation(ctx context.Context, t *Term, to Candidate) error {
 	rp := p.cfg.Dir + "/" + designationName
-	data := zkr.Encode(designationData{V: formatV1, From: p.cfg.ID, FromGUID: p.guid, To: to.ID, ToGUID: to.GUID})
+	data := zkr.Encode(designationData{V: formatV1, From: p.cfg.ID, FromGUID: p.line.guid, To: to.ID, ToGUID: to.GUID})
 	for attempt := 0; attempt < 5; attempt++ {
 		ok, st, err := zkr.Exists(ctx, p.sess, rp)
 		if err != nil {
@@ -563,156 +519,12 @@ func (p *Participant) writeDesignation(ctx context.Context, t *Term, to Candidat
 // our node and lets the next step create a new one at the back.
 func (p *Participant) requeue(ctx context.Context) error {
 	p.endTerm(zkr.ErrHoldReleased)
-	name := p.mine
-	if err := p.deleteNode(ctx, name); err != nil {
-		return err
-	}
-	p.mine = ""
-	p.setState(func() { p.node = ""; p.role = Idle })
-	return nil
-}
-
-// deleteNode deletes one of our nodes (gone already is fine).
-func (p *Participant) deleteNode(ctx context.Context, name string) error {
-	err := zkr.Retry0(ctx, p.sess, func() error { return p.sess.Conn().Delete(p.cfg.Dir+"/"+name, -1) })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("delete candidate %s: %w", name, err)
-	}
-	return nil
-}
-
-// list reads the accepted candidates. Nodes carrying our guid other than
-// mine (a create whose answer was lost, a create that ran in a new session
-// after an expiry) are deleted: we hold exactly one.
-func (p *Participant) list(ctx context.Context) ([]Candidate, error) {
-	names, err := zkr.Children(ctx, p.sess, p.cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("list candidates: %w", err)
-	}
-	cands, err := p.lister.read(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	out := cands[:0:0]
-	for _, c := range cands {
-		// A node with our guid held by another session is not ours (a
-		// second process configured with our GUID): it is a candidate
-		// like any other.
-		if c.GUID == p.guid && c.Node != p.mine && c.Session == p.sess.ID() {
-			p.log.Info("election: deleting a duplicate node of ours", "node", c.Node)
-			if err := p.deleteNode(ctx, c.Node); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
-
-// create makes our candidate node, protected against a lost answer:
-// while a create's outcome is unknown, it first looks for a node carrying
-// our guid in our session and adopts it instead of creating a second one.
-func (p *Participant) create(ctx context.Context) (string, error) {
-	prefix := p.cfg.Dir + "/" + zkr.SeqPrefix(candidatePrefix, p.guid)
-	var bo zkr.Backoff
-	for {
-		if p.maybe.Load() {
-			name, err := p.adopt(ctx)
-			if err != nil {
-				return "", err
-			}
-			p.maybe.Store(false)
-			if name != "" {
-				p.log.Info("election: adopted our candidate node (its create's answer was lost)", "node", name)
-				return name, nil
-			}
-		}
-		created, err := zkr.Do(ctx, p.sess, func() (string, error) {
-			return p.sess.Conn().Create(prefix, p.data, zk.FlagEphemeral|zk.FlagSequence, p.sess.ACL())
-		}, func(created string, err error) {
-			// Landed, or may have, after its caller gave up.
-			if err == nil || zkr.IsConnLoss(err) {
-				p.maybe.Store(true)
-			}
-		})
-		if err == nil {
-			return path.Base(created), nil
-		}
-		if errors.Is(err, zk.ErrNoNode) {
-			// The directory is missing (first use, or deleted): create it.
-			if err := zkr.EnsurePath(ctx, p.sess, p.cfg.Dir); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if !zkr.IsConnLoss(err) {
-			return "", fmt.Errorf("create candidate: %w", err)
-		}
-		p.maybe.Store(true)
-		p.log.Info("election: connection lost during create; looking for our node", "err", err)
-		if werr := bo.Wait(ctx); werr != nil {
-			return "", fmt.Errorf("%w (last error: %w)", werr, err)
-		}
-	}
-}
-
-// adopt returns the lowest node carrying our guid held by our session
-// ("" if none), deleting the others of ours.
-func (p *Participant) adopt(ctx context.Context) (string, error) {
-	if err := zkr.Sync(ctx, p.sess, p.cfg.Dir); err != nil {
-		return "", err
-	}
-	names, err := zkr.Children(ctx, p.sess, p.cfg.Dir)
-	if err != nil {
-		return "", err
-	}
-	cands, err := p.lister.read(ctx, names)
-	if err != nil {
-		return "", err
-	}
-	kept := ""
-	for _, c := range cands {
-		if c.GUID != p.guid {
-			continue
-		}
-		if c.Session != p.sess.ID() {
-			continue // not ours (see list)
-		}
-		if kept == "" {
-			kept = c.Node
-			continue
-		}
-		if err := p.deleteNode(ctx, c.Node); err != nil {
-			return "", err
-		}
-	}
-	return kept, nil
-}
-
-// sweep deletes every node carrying our guid (Resign).
-func (p *Participant) sweep(ctx context.Context) error {
-	if err := zkr.Sync(ctx, p.sess, p.cfg.Dir); err != nil {
-		return err
-	}
-	names, err := zkr.Children(ctx, p.sess, p.cfg.Dir)
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		sn, err := zkr.ParseSeqNode(candidatePrefix, n)
-		if err != nil || sn.GUID != p.guid {
-			continue
-		}
-		ok, st, err := zkr.Exists(ctx, p.sess, p.cfg.Dir+"/"+n)
-		if err != nil {
+	if name := p.line.Node(); name != "" {
+		if err := p.line.deleteNode(ctx, name); err != nil {
 			return err
 		}
-		if ok && st.EphemeralOwner == p.sess.ID() {
-			if err := p.deleteNode(ctx, n); err != nil {
-				return err
-			}
-		}
+		p.line.mine = ""
 	}
+	p.setState(func() { p.node = ""; p.role = Idle })
 	return nil
 }

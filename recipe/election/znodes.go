@@ -91,6 +91,10 @@ type lister struct {
 	dir     string
 	foreign *zkr.ForeignSet
 	cache   map[string]Candidate
+	// check, when set, is a further check on every accepted candidate at
+	// every listing (it may depend on the session: never cached); its
+	// reason makes the candidate foreign.
+	check func(Candidate) string
 }
 
 func newLister(sess *zkr.Session, dir string, foreign *zkr.ForeignSet) *lister {
@@ -113,6 +117,12 @@ func (l *lister) read(ctx context.Context, names []string) ([]Candidate, error) 
 				continue
 			}
 			l.cache[sn.Name] = c
+		}
+		if l.check != nil {
+			if reason := l.check(c); reason != "" {
+				foreign[l.dir+"/"+sn.Name] = reason
+				continue
+			}
 		}
 		out = append(out, c)
 	}

@@ -97,6 +97,11 @@ func ParseSeqNode(prefix, name string) (SeqNode, error) {
 	if !ValidGUID(guid) || rest[GUIDLen] != '-' {
 		return SeqNode{}, fmt.Errorf("bad guid in %q (%s)", name, want)
 	}
+	if strings.HasPrefix(seq, "-") {
+		// ZooKeeper's counter past 2^31-1 wraps negative; a real node
+		// never shows that in practice: it sorts below every live one.
+		return SeqNode{}, fmt.Errorf("negative sequence %s", seq)
+	}
 	if strings.Trim(seq, "0123456789") != "" {
 		return SeqNode{}, fmt.Errorf("sequence %q is not ZooKeeper's %d-digit suffix", seq, seqDigits)
 	}
