@@ -63,9 +63,14 @@
 //	                     metrics, deletion) see an applied index up to one
 //	                     interval old.
 //	election/c-<guid>-<seq>
-//	                     EPHEMERAL_SEQUENTIAL. msgpack {v:1, id, addr}. guid:
-//	                     32 hex chars, one per Replica; seq: ZooKeeper's
-//	                     10-digit suffix, parsed as an integer. Lowest wins.
+//	                     EPHEMERAL_SEQUENTIAL, the election recipe's format
+//	                     (package recipe/election owns it): msgpack
+//	                     {v:1, id, data}, data = the member's AdvertiseAddr.
+//	                     guid: 32 hex chars, random per Replica; seq:
+//	                     ZooKeeper's 10-digit suffix, parsed as an integer.
+//	                     Lowest wins. (Until 2026-11-24 the data was
+//	                     {v:1, id, addr}: members of both versions must not
+//	                     share a room.)
 //	transfer             EPHEMERAL (of the handing-over primary). msgpack
 //	                     {v:1, from, to, epoch, deadline (unix ms)}.
 //	checkpoints          PERSISTENT. msgpack {v:1, index, epoch, id, addr,
@@ -81,8 +86,11 @@
 // (host:port or an http(s) URL). A member's node name must equal its id; a
 // candidate's name must be c-<32 hex>-<seq> with seq ZooKeeper's 10-digit
 // suffix of a non-negative 32-bit counter (a negative one, e.g.
-// "c-<guid>--000000001", is forged), and a node with our guid is ours only
-// if our session holds it. Anything else is foreign: ignored for every
+// "c-<guid>--000000001", is forged), and a node with our guid held by
+// another session is foreign (the guid is random per Replica). The
+// membership and election recipes apply these rules (their Accept hooks
+// are acceptMember and acceptCandidate, so the reasons are the replica's);
+// a view (ReadRoomView) applies the same. Anything else is foreign: ignored for every
 // decision (election order and predecessor watch, the primary's id and
 // address and so every redirect, the committed hint, deletion's and
 // bootstrap's view of members, transfer and compaction checks), logged
@@ -152,21 +160,32 @@
 //  3. logroom.Dial (one Client, one session); Subscribe to session events;
 //     OpenRoom; create members/ and election/ if absent.
 //  4. Serve the checkpoint handler if ListenAddr is set.
-//  5. Join membership: create members/<id>. If it exists and belongs to
-//     another session, wait up to 1.5 session timeouts + 1s for it to go
-//     (our own killed previous incarnation); still there → ErrDuplicateID.
+//  5. Join membership (recipe/membership Join, then Watch with data
+//     watches): create members/<id>. If it exists and belongs to another
+//     session, wait up to 1.5 session timeouts + 1s for it to go (our own
+//     killed previous incarnation); still there → ErrDuplicateID; a
+//     persistent node there → ErrDuplicateID at once. From then on the
+//     registration's keeper re-creates the node with our latest data after
+//     an expiry or a deletion, and the loop fails the replica
+//     (ErrDuplicateID) if another session holds our id for longer than
+//     that bound. The watcher's view, diffed listing against listing,
+//     wakes the loop, which reloads it (members, the primary's applied
+//     index as the committed hint, a primary's catch_up).
 //  6. Create the election candidate (protected, see Election).
 //  7. Start the checkpointer and the run loop (which starts the standby
 //     tail from applied+1 and evaluates the election).
 //
-// Election (run loop):
+// Election (run loop; steps 1–3 are the election recipe's Line, step 4
+// the replica's policy, decideElection; every step bounded by 1 s, the
+// tick retries what failed):
 //
 //  1. Create election/c-<guid>-<seq> (EPHEMERAL_SEQUENTIAL). If the create
 //     fails with a connection loss, its fate is unknown: before creating
 //     again, list the children and adopt a node carrying our guid. Any other
 //     node with our guid (a create that ran later in a new session) is
 //     deleted: we hold exactly one.
-//  2. List the children, sort by the parsed sequence number.
+//  2. List the children (after a Sync when the session changed), sort by
+//     the parsed sequence number. Our node missing: go to 1.
 //  3. Not lowest: ExistsW on the predecessor only (no herd). If it is gone
 //     already, go to 2. When the watch fires, go to 2.
 //  4. Lowest: read transfer. If it is fresh (deadline not passed, its epoch

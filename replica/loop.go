@@ -327,12 +327,13 @@ func (r *Replica) reconcile() {
 	// until that session expires on every server (or a stale server still
 	// shows it): only a node held past the session timeout belongs to
 	// another live process.
-	if err := lp.mem.heldElsewhere(); err != nil {
+	if persistent, err := lp.mem.heldElsewhere(); err != nil {
 		if lp.staleSince.IsZero() {
 			lp.staleSince = time.Now()
 			r.log.Warn("membership: our member node is held by another session; waiting for it to expire", "err", err)
 		}
-		if time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
+		// A persistent node never expires: at once.
+		if persistent || time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
 			r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
 			return
 		}
@@ -799,8 +800,11 @@ func (r *Replica) resignFailed() {
 	if lp.resigned || !lp.connected {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.bgCtx, min(r.cfg.SessionTimeout, 2*time.Second))
+	wait := min(r.cfg.SessionTimeout, 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.bgCtx, wait)
 	errE := lp.el.resign(ctx)
+	cancel()
+	ctx, cancel = context.WithTimeout(r.bgCtx, wait)
 	errM := lp.mem.resign(ctx)
 	cancel()
 	if errE != nil || errM != nil {
@@ -835,7 +839,9 @@ func (r *Replica) shutdown() {
 	if err := lp.el.resign(ctx); err != nil {
 		r.log.Debug("resign election", "err", err)
 	}
+	cancel()
 	lp.el.close()
+	ctx, cancel = context.WithTimeout(context.Background(), wait)
 	if err := lp.mem.close(ctx); err != nil {
 		r.log.Debug("resign membership", "err", err)
 	}

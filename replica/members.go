@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -31,7 +32,9 @@ type membership struct {
 	log    *slog.Logger
 
 	reg *discovery.Registration // nil until join succeeded
-	w   *discovery.Watcher      // nil until join succeeded
+	// w is nil until join succeeded; Status reads it (foreign) from other
+	// goroutines.
+	w atomic.Pointer[discovery.Watcher]
 	// changed: the watcher's view moved (a join, a leave, new data).
 	changed zkx.Signal
 
@@ -88,7 +91,8 @@ func (m *membership) join(ctx context.Context, d memberData, wait time.Duration)
 		lcancel()
 		return fmt.Errorf("watch members: %w", err)
 	}
-	m.reg, m.w = reg, w
+	m.reg = reg
+	m.w.Store(w)
 	m.published, m.last = data, d
 	m.reload()
 	return nil
@@ -112,24 +116,25 @@ func (m *membership) publish(ctx context.Context, d memberData) error {
 
 // heldElsewhere returns the registration's failure to re-create our node
 // when it is because another session holds our id (or a persistent node
-// sits at our path), nil otherwise.
-func (m *membership) heldElsewhere() error {
+// sits at our path: persistent), nil otherwise.
+func (m *membership) heldElsewhere() (persistent bool, err error) {
 	if m.reg == nil {
-		return nil
+		return false, nil
 	}
 	if err := m.reg.Err(); errors.Is(err, discovery.ErrIDInUse) {
-		return err
+		return errors.Is(err, discovery.ErrPersistentNode), err
 	}
-	return nil
+	return false, nil
 }
 
 // reload copies the watcher's view into known.
 func (m *membership) reload() {
-	if m.w == nil {
+	w := m.w.Load()
+	if w == nil {
 		return
 	}
 	known := map[string]memberData{}
-	for _, mb := range m.w.Members() {
+	for _, mb := range w.Members() {
 		d, err := acceptMember(mb.ID, mb.Data, mb.Session)
 		if err != nil {
 			continue // the watcher accepted it: cannot happen
@@ -141,14 +146,15 @@ func (m *membership) reload() {
 
 // foreign lists the children of members/ that do not count.
 func (m *membership) foreign() []ForeignZnode {
-	if m.w == nil {
-		return nil
+	if w := m.w.Load(); w != nil {
+		return w.Foreign()
 	}
-	return m.w.Foreign()
+	return nil
 }
 
 // resign deletes our node and stops keeping it (a failed replica, Close).
-// Idempotent: after the first call the node is no longer re-created.
+// After the first call the node is no longer re-created; a call whose
+// delete failed is retried by the next (nil once the node is gone).
 func (m *membership) resign(ctx context.Context) error {
 	if m.reg == nil {
 		return nil
@@ -159,8 +165,8 @@ func (m *membership) resign(ctx context.Context) error {
 // close resigns (bounded by ctx) and stops the watcher.
 func (m *membership) close(ctx context.Context) error {
 	err := m.resign(ctx)
-	if m.w != nil {
-		m.w.Close()
+	if w := m.w.Load(); w != nil {
+		w.Close()
 	}
 	return err
 }

@@ -109,6 +109,9 @@ type Replica struct {
 	// lp is the run loop's private state: only the loop goroutine (and Open,
 	// before the loop starts) touches it.
 	lp *loopState
+	// lpReady is lp once Open has built it (membership joined, candidate
+	// created): Status reads it from any goroutine.
+	lpReady atomic.Pointer[loopState]
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -258,6 +261,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	// calling it a duplicate.
 	wait := cfg.SessionTimeout*3/2 + time.Second
 	if err := r.lp.mem.join(ctx, r.ownMemberData(), wait); err != nil {
+		r.lp.el.close()
 		return nil, fmt.Errorf("replica: join membership: %w", err)
 	}
 	ectx, ecancel := context.WithTimeout(ctx, cfg.SessionTimeout)
@@ -271,6 +275,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		cancel()
 		return nil, fmt.Errorf("replica: enter election: %w", err)
 	}
+	r.lpReady.Store(r.lp)
 	r.setConnected(r.client.State() == zk.StateHasSession)
 	r.wg.Add(1)
 	go func() {

@@ -128,10 +128,11 @@ func newForeignSet(log *slog.Logger, what string) *foreignSet { return zkx.NewFo
 // membership are created before Open returns and never replaced; their
 // foreign sets carry their own lock.
 func (r *Replica) foreignZnodes() []ForeignZnode {
-	if r.lp == nil {
+	lp := r.lpReady.Load()
+	if lp == nil {
 		return nil
 	}
-	out := append(r.lp.mem.foreign(), r.lp.el.foreign()...)
+	out := append(lp.mem.foreign(), lp.el.foreign()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	if len(out) == 0 {
 		return nil

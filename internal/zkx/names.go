@@ -16,22 +16,14 @@ const MaxNameLen = 128
 // printable UTF-8 without spaces or '/', not "." or "..", and none of the
 // ranges ZooKeeper's PathUtils refuses. The error says why.
 func ValidName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty")
-	case len(name) > MaxNameLen:
+	if len(name) > MaxNameLen {
 		return fmt.Errorf("%d bytes, at most %d", len(name), MaxNameLen)
-	case name == "." || name == "..":
-		return fmt.Errorf("%q is a relative path element", name)
-	case !utf8.ValidString(name):
-		return errors.New("not valid UTF-8")
-	case strings.ContainsRune(name, '/'):
-		return errors.New("contains '/'")
+	}
+	if err := ValidComponent(name); err != nil {
+		return err
 	}
 	for _, r := range name {
-		// Printable, no spaces, and none of the ranges ZooKeeper's
-		// PathUtils refuses.
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
 			return fmt.Errorf("contains character %U", r)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
-	"github.com/roomlog/roomlog/recipe/internal/zkr"
 )
 
 // Sentinel errors, wrapped by the errors this package returns (check with
@@ -76,22 +75,7 @@ type Config struct {
 
 // Validate reports every invalid field at once.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Client == nil {
-		errs = append(errs, fmt.Errorf("%w: Client is nil", ErrBadConfig))
-	}
-	if err := zkr.ValidDir(c.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, c.Dir, err))
-	}
-	if err := zkr.ValidName(c.ID); err != nil {
-		errs = append(errs, fmt.Errorf("%w: ID %q: %v", ErrBadConfig, c.ID, err))
-	}
-	if len(c.Data) > MaxDataBytes {
-		errs = append(errs, fmt.Errorf("%w: Data is %d bytes, at most %d", ErrBadConfig, len(c.Data), MaxDataBytes))
-	}
-	if c.GUID != "" && !zkr.ValidGUID(c.GUID) {
-		errs = append(errs, fmt.Errorf("%w: GUID %q is not %d lowercase hex characters", ErrBadConfig, c.GUID, zkr.GUIDLen))
-	}
+	errs := validateCandidacy(c.Client, c.Dir, c.ID, c.Data, c.GUID)
 	if c.SuspendGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: SuspendGrace %v < 0", ErrBadConfig, c.SuspendGrace))
 	}

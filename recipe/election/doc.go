@@ -33,7 +33,12 @@
 // ephemeral and decodes as v1 with a valid to_guid. Anything else is
 // foreign: ignored for every decision (line order, predecessor watch,
 // leader, designation), logged once and listed by Foreign; never deleted.
-// A node carrying our guid counts as ours only if our session holds it.
+// A node carrying our guid counts as ours only if our session holds it;
+// with a random guid (Config.GUID unset) one held by another session is
+// foreign (no other process can hold that guid: a forgery, or an expired
+// session's node a lagging server still shows), while a configured guid's
+// node held by another session is a candidate like any other (most likely
+// our previous process, whose session has not ended).
 //
 // # Protocol (one goroutine per Participant owns steps 1–5)
 //
@@ -66,6 +71,18 @@
 // leader, so it vanishes with that session; a designated candidate that
 // dies is no longer live, and the line resumes. Resign stops the
 // participant for good and deletes its node.
+//
+// # Line: the mechanism without the policy
+//
+// Steps 1–3 are a Line's (NewLine): Enter (step 1), Read (step 2: the
+// accepted candidates in order and our index, -1 when our node is gone),
+// WatchPredecessor (step 3), Requeue and Leave. Participant is a Line plus
+// the policy of steps 4–5. A caller with its own policy drives a Line from
+// one goroutine; package replica does (its lowest candidate takes over a
+// log under a new epoch, and hands leadership over with its own transfer
+// record). LineConfig.Accept adds a check of the caller's (its error is
+// the foreign reason). ReadLine reads a directory's line once, for tools,
+// classifying children exactly as a Line with the same Accept does.
 //
 // # When a leader must stop acting
 //

@@ -68,6 +68,9 @@ type Line struct {
 	// maybe: a create's outcome was unknown (connection loss, or it landed
 	// after its caller gave up): look for our guid before creating.
 	maybe atomic.Bool
+	// left: Leave ran and no Enter since: a create that lands late is
+	// deleted at once (nobody would list the line again to clean it up).
+	left atomic.Bool
 }
 
 // Position is the line as one listing saw it.
@@ -95,23 +98,7 @@ func (p Position) First() bool { return p.Mine == 0 }
 // NewLine validates cfg and returns a Line holding no node yet (Enter
 // creates it). Close releases it.
 func NewLine(cfg LineConfig) (*Line, error) {
-	var errs []error
-	if cfg.Client == nil {
-		errs = append(errs, fmt.Errorf("%w: Client is nil", ErrBadConfig))
-	}
-	if err := zkr.ValidDir(cfg.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, cfg.Dir, err))
-	}
-	if err := zkr.ValidName(cfg.ID); err != nil {
-		errs = append(errs, fmt.Errorf("%w: ID %q: %v", ErrBadConfig, cfg.ID, err))
-	}
-	if len(cfg.Data) > MaxDataBytes {
-		errs = append(errs, fmt.Errorf("%w: Data is %d bytes, at most %d", ErrBadConfig, len(cfg.Data), MaxDataBytes))
-	}
-	if cfg.GUID != "" && !zkr.ValidGUID(cfg.GUID) {
-		errs = append(errs, fmt.Errorf("%w: GUID %q is not %d lowercase hex characters", ErrBadConfig, cfg.GUID, zkr.GUIDLen))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(validateCandidacy(cfg.Client, cfg.Dir, cfg.ID, cfg.Data, cfg.GUID)...); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -120,6 +107,28 @@ func NewLine(cfg LineConfig) (*Line, error) {
 	}
 	log = log.With("recipe", "election", "dir", cfg.Dir, "id", cfg.ID)
 	return newLine(zkr.NewSession(cfg.Client), cfg, log), nil
+}
+
+// validateCandidacy reports every invalid field of a candidacy (NewLine's
+// and Config.Validate's shared part).
+func validateCandidacy(c *logroom.Client, dir, id string, data []byte, guid string) []error {
+	var errs []error
+	if c == nil {
+		errs = append(errs, fmt.Errorf("%w: Client is nil", ErrBadConfig))
+	}
+	if err := zkr.ValidDir(dir); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, dir, err))
+	}
+	if err := zkr.ValidName(id); err != nil {
+		errs = append(errs, fmt.Errorf("%w: ID %q: %v", ErrBadConfig, id, err))
+	}
+	if len(data) > MaxDataBytes {
+		errs = append(errs, fmt.Errorf("%w: Data is %d bytes, at most %d", ErrBadConfig, len(data), MaxDataBytes))
+	}
+	if guid != "" && !zkr.ValidGUID(guid) {
+		errs = append(errs, fmt.Errorf("%w: GUID %q is not %d lowercase hex characters", ErrBadConfig, guid, zkr.GUIDLen))
+	}
+	return errs
 }
 
 // newLine builds a Line on sess (a Participant shares its own); cfg is
@@ -179,6 +188,7 @@ func (l *Line) Close() { l.sess.Close() }
 // the back of the line (the directory is created when missing), protected
 // against a lost answer (see the package doc).
 func (l *Line) Enter(ctx context.Context) error {
+	l.left.Store(false)
 	if l.mine != "" {
 		return nil
 	}
@@ -235,13 +245,17 @@ func (l *Line) WatchPredecessor(ctx context.Context, pos Position) (<-chan zk.Ev
 }
 
 // Requeue moves us to the back of the line: our node is deleted, then a
-// new one created. If the delete fails, we keep our node (and place).
+// new one created. If the delete fails, the line forgets the node anyway
+// (so we never lead from the old place again) and the next Read deletes it
+// (it carries our guid in our session); the error is returned.
 func (l *Line) Requeue(ctx context.Context) error {
 	if l.mine != "" {
-		if err := l.deleteNode(ctx, l.mine); err != nil {
+		name := l.mine
+		l.mine = ""
+		if err := l.deleteNode(ctx, name); err != nil {
+			l.log.Info("election: requeue could not delete our node yet; the next listing will", "node", name, "err", err)
 			return err
 		}
-		l.mine = ""
 	}
 	return l.Enter(ctx)
 }
@@ -250,6 +264,7 @@ func (l *Line) Requeue(ctx context.Context) error {
 // outcome was unknown, bounded by ctx (what remains goes with the
 // session). The line may Enter again later.
 func (l *Line) Leave(ctx context.Context) error {
+	l.left.Store(true)
 	var errs []error
 	if l.mine != "" {
 		if err := l.deleteNode(ctx, l.mine); err != nil {
@@ -330,6 +345,12 @@ func (l *Line) create(ctx context.Context) (string, error) {
 			return l.sess.Conn().Create(prefix, l.data, zk.FlagEphemeral|zk.FlagSequence, l.sess.ACL())
 		}, func(created string, err error) {
 			// Landed, or may have, after its caller gave up.
+			if err == nil && l.left.Load() {
+				// Nobody will list the line again: undo it now.
+				if derr := l.sess.Conn().Delete(created, -1); derr == nil || errors.Is(derr, zk.ErrNoNode) {
+					return
+				}
+			}
 			if err == nil || zkr.IsConnLoss(err) {
 				l.maybe.Store(true)
 			}

@@ -12,6 +12,9 @@ var (
 	// session (until the caller's ctx ended), or exists as a persistent
 	// (foreign) znode.
 	ErrIDInUse = errors.New("membership: id in use")
+	// ErrPersistentNode: (with ErrIDInUse) the node at the member's path
+	// is a persistent znode — foreign, and no session expiry removes it.
+	ErrPersistentNode = errors.New("a persistent znode (foreign)")
 	// ErrDataTooLarge: Join's or Update's data exceeds MaxDataBytes.
 	// Nothing was sent, nor recorded.
 	ErrDataTooLarge = errors.New("membership: data too large")

@@ -65,6 +65,9 @@ type Registration struct {
 	// it holds one.
 	lastErr error
 	left    bool
+	// gone: Leave finished (the node deleted, or not ours); a Leave whose
+	// delete failed leaves it false, and the next Leave tries again.
+	gone bool
 }
 
 // Join creates dir/id (EPHEMERAL, data as given, the client's ACL),
@@ -292,11 +295,13 @@ func (r *Registration) Err() error {
 
 // Leave stops the registration, waits for its goroutine and deletes the
 // node if our session holds it. The session ending deletes it too (that
-// is what makes a crash a leave). Idempotent; after ctx ends the node may
-// remain until the session does.
+// is what makes a crash a leave). When ctx ends (or the delete fails)
+// first, Leave returns the error and the node may remain: call Leave
+// again to retry the delete (the registration no longer keeps the node
+// either way). Once a Leave returned nil, later ones return nil at once.
 func (r *Registration) Leave(ctx context.Context) error {
 	r.mu.Lock()
-	if r.left {
+	if r.gone {
 		r.mu.Unlock()
 		return nil
 	}
@@ -304,7 +309,6 @@ func (r *Registration) Leave(ctx context.Context) error {
 	r.mu.Unlock()
 	r.cancel()
 	<-r.done
-	defer r.sess.Close()
 	p := r.Path()
 	err := zkr.Retry0(ctx, r.sess, func() error {
 		ok, st, err := r.sess.Conn().Exists(p)
@@ -317,12 +321,16 @@ func (r *Registration) Leave(ctx context.Context) error {
 		}
 		return err
 	})
-	r.mu.Lock()
-	r.czxid = 0
-	r.mu.Unlock()
 	if err != nil && !errors.Is(err, zkr.ErrClientClosed) && !errors.Is(err, zk.ErrClosing) {
 		// A closed client closed its session, and the node with it.
 		return fmt.Errorf("membership: leave %s: %w", p, err)
+	}
+	r.mu.Lock()
+	first := !r.gone
+	r.czxid, r.gone = 0, true
+	r.mu.Unlock()
+	if first {
+		r.sess.Close()
 	}
 	return nil
 }
@@ -630,7 +638,7 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 		case !ok:
 			continue // deleted meanwhile: create again
 		case st.EphemeralOwner == 0:
-			return nil, nil, fmt.Errorf("%w: %s is a persistent znode (foreign: no session expiry removes it; an operator must delete it)", ErrIDInUse, p)
+			return nil, nil, fmt.Errorf("%w: %w: %s (no session expiry removes it; an operator must delete it)", ErrIDInUse, ErrPersistentNode, p)
 		case st.EphemeralOwner == r.sess.ID() && st.EphemeralOwner == sid:
 			r.mu.Lock()
 			if r.owner != 0 {

@@ -369,6 +369,31 @@ func TestJoinIDInUse(t *testing.T) {
 	ok, _, err := b.Conn().Exists(dir + "/y")
 	require.NoError(t, err)
 	require.False(t, ok, "Leave deletes the node")
+
+	// A Leave whose delete could not run (ctx already over) leaves the
+	// node, and says so; the next Leave deletes it (the registration no
+	// longer keeps it meanwhile: Updates are refused).
+	rz, err := membership.Join(ctx, b, dir, "z", []byte("z"), membership.JoinOptions{})
+	require.NoError(t, err)
+	over, cancelOver := context.WithCancel(ctx)
+	cancelOver()
+	require.Error(t, rz.Leave(over), "a Leave that could not delete says so")
+	ok, _, err = b.Conn().Exists(dir + "/z")
+	require.NoError(t, err)
+	require.True(t, ok, "the node is still there")
+	require.ErrorIs(t, rz.Update(ctx, []byte("z2")), membership.ErrLeft)
+	require.NoError(t, rz.Leave(ctx), "the retry deletes it")
+	ok, _, err = b.Conn().Exists(dir + "/z")
+	require.NoError(t, err)
+	require.False(t, ok, "the retried Leave deleted the node")
+	require.NoError(t, rz.Leave(ctx), "and later ones are no-ops")
+
+	// A persistent node at our path: ErrIDInUse and ErrPersistentNode.
+	_, err = b.Conn().Create(dir+"/p", nil, 0, b.ACL())
+	require.NoError(t, err)
+	_, err = membership.Join(ctx, b, dir, "p", nil, membership.JoinOptions{})
+	require.ErrorIs(t, err, membership.ErrIDInUse)
+	require.ErrorIs(t, err, membership.ErrPersistentNode)
 	recipetest.NoLeaks(t, pkgs, zkr)
 }
 
