@@ -415,8 +415,10 @@ var errStoreOpen = errors.New("the restored checkpoint does not open as a store"
 // recoverInterruptedRestore resolves at Open. Only the standby apply
 // goroutine calls it.
 func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) error {
+	t0 := time.Now()
 	r.storeMu.Lock()
 	defer r.storeMu.Unlock()
+	tLocked := time.Now()
 	aside := r.storeDir + oldStoreSuffix
 	if err := os.RemoveAll(aside); err != nil {
 		return fmt.Errorf("bootstrap: remove %s: %w", aside, err)
@@ -455,15 +457,20 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	if err := fsyncDir(r.cfg.DataDir); err != nil {
 		return reopenOld(fmt.Errorf("bootstrap: sync %s: %w", r.cfg.DataDir, err))
 	}
+	tAside := time.Now()
 	if err := checkpoint.Restore(ctx, info.Path, r.storeDir, r.origin()); err != nil {
 		return reopenOld(fmt.Errorf("bootstrap: restore: %w", err))
 	}
+	tRestored := time.Now()
 	st, err := store.Open(r.storeDir, r.storeOptions())
 	if err != nil {
 		return reopenOld(fmt.Errorf("bootstrap: %w: %w", errStoreOpen, err))
 	}
 	r.st = st
+	tOpened := time.Now()
 	_ = os.RemoveAll(aside)
+	r.log.Info("bootstrap: store replaced", "lock_wait", tLocked.Sub(t0), "close_and_move_aside", tAside.Sub(tLocked),
+		"restore", tRestored.Sub(tAside), "open", tOpened.Sub(tRestored), "remove_old", time.Since(tOpened))
 	idx := st.AppliedIndex()
 	if idx > r.localCkpt.Load() {
 		r.localCkpt.Store(idx)

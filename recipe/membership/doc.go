@@ -58,7 +58,9 @@
 //     session (the rebuild), creating the node with the latest data,
 //     retrying with backoff until Leave.
 //  4. Leave stops that goroutine, waits for it, and deletes the node if our
-//     session holds it.
+//     session holds it. If the delete cannot be done within Leave's ctx,
+//     Leave says so and the node stays (until the session ends, or until
+//     a later Leave, which tries the delete again).
 //
 // Update (the registration's data is a generation-numbered value; the
 // keeper alone writes the node):
