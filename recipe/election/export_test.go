@@ -1,6 +1,12 @@
 package election
 
-import "time"
+import (
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/recipe/internal/zkr"
+)
 
 // DesignationForTest is the designation record's data.
 type DesignationForTest = designationData
@@ -13,4 +19,14 @@ func DecideForTest(rec *DesignationForTest, age, ttl time.Duration, self string,
 	}
 	r := decide(d, age, ttl, self, live)
 	return r.requeue, r.drop
+}
+
+// AcceptCandidateForTest exposes acceptCandidate (name, data, ephemeral
+// owner) to the external test package: the reason, "" when it counts.
+func AcceptCandidateForTest(name string, data []byte, owner int64) (Candidate, string) {
+	sn, err := zkr.ParseSeqNode(candidatePrefix, name)
+	if err != nil {
+		return Candidate{}, err.Error()
+	}
+	return acceptCandidate(sn, data, &zk.Stat{EphemeralOwner: owner, Czxid: 5})
 }

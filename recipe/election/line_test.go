@@ -242,3 +242,49 @@ func TestLineConfig(t *testing.T) {
 		require.Contains(t, err.Error(), field)
 	}
 }
+
+// TestAcceptCandidate: the candidate rules, without a server (name, Stat,
+// data), as every Line, Participant, Observer and ReadLine applies them.
+func TestAcceptCandidate(t *testing.T) {
+	g := strings.Repeat("ab", 16)
+	pack := func(v any) []byte {
+		b, err := msgpack.Marshal(v)
+		require.NoError(t, err)
+		return b
+	}
+	good := pack(map[string]any{"v": 1, "id": "m0", "data": []byte("h:1")})
+	for _, tc := range []struct {
+		what, name string
+		data       []byte
+		owner      int64
+		reason     string // "" = counts
+	}{
+		{"valid", "c-" + g + "-0000000007", good, 9, ""},
+		{"max sequence", "c-" + g + "-2147483647", good, 9, ""},
+		{"no data field", "c-" + g + "-0000000001", pack(map[string]any{"v": 1, "id": "m0"}), 9, ""},
+		{"negative sequence", "c-" + g + "--000000001", good, 9, "negative"},
+		{"short sequence", "c-" + g + "-7", good, 9, "sequential node name"},
+		{"past int32", "c-" + g + "-2147483648", good, 9, "range"},
+		{"bad guid", "c-zz" + g[2:] + "-0000000001", good, 9, "bad guid"},
+		{"not a candidate", "members", good, 9, "sequential node name"},
+		{"persistent", "c-" + g + "-0000000001", good, 0, "not ephemeral"},
+		{"no id", "c-" + g + "-0000000001", pack(map[string]any{"v": 1, "data": []byte("h:1")}), 9, "bad candidate id"},
+		{"bad id", "c-" + g + "-0000000001", pack(map[string]any{"v": 1, "id": "a/b"}), 9, "bad candidate id"},
+		{"version 0", "c-" + g + "-0000000001", pack(map[string]any{"id": "m0"}), 9, "version 0"},
+		{"version 2", "c-" + g + "-0000000001", pack(map[string]any{"v": 2, "id": "m0"}), 9, "version 2"},
+		{"junk", "c-" + g + "-0000000001", []byte{0xc1}, 9, "decode"},
+		{"trailing bytes", "c-" + g + "-0000000001", append(append([]byte(nil), good...), 0x01), 9, "decode"},
+		{"huge declared string", "c-" + g + "-0000000001", []byte{0x81, 0xa1, 'v', 0xdb, 0x7f, 0xff, 0xff, 0xff}, 9, "decode"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			c, reason := election.AcceptCandidateForTest(tc.name, tc.data, tc.owner)
+			if tc.reason == "" {
+				require.Equal(t, "", reason)
+				require.Equal(t, "m0", c.ID)
+				require.Equal(t, tc.owner, c.Session)
+				return
+			}
+			require.Contains(t, reason, tc.reason)
+		})
+	}
+}
