@@ -19,9 +19,9 @@ func TestParseSeqNode(t *testing.T) {
 		{"c-" + g + "-2147483648", 0, false}, // beyond the 32-bit counter
 		{"c-" + g + "--000000001", 0, false}, // negative (wrapped or forged)
 		{"c-" + g + "--2147483648", 0, false},
-		{"c-" + g + "-+000000007", 0, false}, // a sign is not a digit
+		{"c-" + g + "-+000000007", 0, false},  // a sign is not a digit
 		{"c-" + g + "-00000000007", 0, false}, // 11 digits
-		{"c-" + g + "-000000001", 0, false},  // 9 digits
+		{"c-" + g + "-000000001", 0, false},   // 9 digits
 		{"c-" + g + "-00000000x1", 0, false},
 		{"c-" + strings.ToUpper(g) + "-0000000001", 0, false},
 		{"c-" + g[:31] + "-00000000001", 0, false},
