@@ -130,7 +130,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&sizes, "sizes", "", "append rows: entry sizes in bytes, comma-separated (default 64,256,1024,4096; 256 with -quick)")
 	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "logroom WriterConfig.MaxInFlight for every writer (0: logroom's default)")
-	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default)")
+	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
 	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
 	fs.Usage = func() {

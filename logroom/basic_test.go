@@ -73,3 +73,27 @@ func TestLingerAndCommittedIndexHint(t *testing.T) {
 		require.Equal(t, uint64(11), ci, "hint %d", hint)
 	}
 }
+
+// TestLingerOnlyWhileInFlight: Linger makes a batch wait for company only
+// while another batch is in flight; a lone synchronous proposer (nothing
+// in flight) is never held back, however long Linger is. The defaults:
+// 0 is DefaultLinger, NoLinger is off.
+func TestLingerOnlyWhileInFlight(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "linger-alone")
+	w := newWriter(t, r, WriterConfig{Linger: time.Second})
+	ctx := testCtx(t, 60*time.Second)
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		_, err := w.Append(ctx, payload(i))
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 700*time.Millisecond, "append %d waited for the 1 s linger with nothing in flight", i)
+	}
+
+	require.Equal(t, DefaultLinger, WriterConfig{}.withDefaults().Linger)
+	require.Equal(t, time.Duration(0), WriterConfig{Linger: NoLinger}.withDefaults().Linger)
+	require.NoError(t, WriterConfig{Linger: NoLinger}.Validate())
+	require.Error(t, WriterConfig{Linger: -2}.Validate())
+	require.Error(t, WriterConfig{Linger: 2 * time.Second}.Validate())
+}

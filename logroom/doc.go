@@ -216,8 +216,9 @@
 //  2. One loop goroutine owns the pipeline. While fewer than EagerInFlight
 //     (default 2) batches are unacknowledged, or fewer than MaxInFlight
 //     (default 8) and a full batch is queued, it takes everything queued up
-//     to MaxBatchBytes (natural batching; Linger optionally waits for a
-//     fuller batch; with compression, up to the raw budget described under
+//     to MaxBatchBytes (natural batching; while another batch is in
+//     flight, Linger — default 1 ms — waits for a fuller batch; with
+//     nothing in flight a batch goes at once; with compression, up to the raw budget described under
 //     "Batch format"), assigns dense indexes, encodes (compresses) and
 //     starts one goroutine per batch running Multi(check epoch version,
 //     create b-first). A

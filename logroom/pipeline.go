@@ -241,7 +241,8 @@ func (w *Writer) fullBatchQueued() bool {
 }
 
 // lingerDone reports whether a batch may be formed now under Linger: a full
-// batch is queued, or the linger timer (started here) has fired.
+// batch is queued, no batch is in flight, or the linger timer (started
+// here) has fired.
 func (w *Writer) lingerDone() bool {
 	ls := &w.ls
 	limit := w.rawLimit()
@@ -251,7 +252,9 @@ func (w *Writer) lingerDone() bool {
 	switch {
 	case empty:
 		return false
-	case queued >= limit || ls.lingerFired || ls.stopping:
+	case queued >= limit || ls.lingerFired || ls.stopping || len(ls.inflight) == 0:
+		// Nothing in flight: waiting would only add latency (Nagle's
+		// rule), so a lone synchronous proposer never lingers.
 		w.stopLinger()
 		ls.lingerFired = false
 		return true

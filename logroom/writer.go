@@ -22,6 +22,17 @@ import (
 const (
 	DefaultMaxBatchBytes     = 256 << 10
 	DefaultMaxInFlight       = 8
+	// DefaultLinger is WriterConfig.Linger's default: chosen by a sweep
+	// (bench/README.md, "Linger"): with batches in flight, waiting up to
+	// 1 ms for more entries made batches bigger and fewer, +40% entries/s
+	// at 16 proposers and +15% at 256 with lower p99, while a lone
+	// proposer never waits (nothing in flight).
+	DefaultLinger = time.Millisecond
+	// NoLinger turns lingering off (WriterConfig.Linger): a batch goes
+	// out as soon as an in-flight slot is free.
+	NoLinger time.Duration = -1
+	// maxLinger bounds WriterConfig.Linger.
+	maxLinger = time.Second
 	DefaultEagerInFlight     = 2
 	DefaultMaxQueuedBytes    = 64 << 20
 	DefaultMaxChannelBatches = 10000
@@ -101,9 +112,12 @@ type WriterConfig struct {
 	// yet). Readers before batch format version 2 cannot read compressed
 	// batches: upgrade every reader before a writer compresses.
 	Compression Compression
-	// Linger, when > 0, lets a batch that is not full wait up to Linger for
-	// more entries. Default 0: natural batching (a batch is sent as soon as
-	// an in-flight slot is free, with everything queued by then).
+	// Linger lets a batch that is not full wait up to Linger for more
+	// entries while another batch is in flight (with nothing in flight it
+	// goes at once: a lone synchronous proposer never waits). 0:
+	// DefaultLinger (1 ms); NoLinger: natural batching only (a batch is
+	// sent as soon as an in-flight slot is free, with everything queued by
+	// then). At most 1 s.
 	Linger time.Duration
 	// MaxInFlight bounds the batches sent but not yet acknowledged (default 8).
 	MaxInFlight int
@@ -159,8 +173,8 @@ func (c WriterConfig) Validate() error {
 	if c.Compression > CompressionS2 {
 		bad("unknown Compression %v", c.Compression)
 	}
-	if c.Linger < 0 {
-		bad("Linger %v < 0", c.Linger)
+	if (c.Linger < 0 && c.Linger != NoLinger) || c.Linger > maxLinger {
+		bad("Linger %v not in [0, %v] nor NoLinger", c.Linger, maxLinger)
 	}
 	if c.MaxInFlight < 0 || c.MaxInFlight > maxInFlightLimit {
 		bad("MaxInFlight %d not in [0, %d]", c.MaxInFlight, maxInFlightLimit)
@@ -193,6 +207,12 @@ func (c WriterConfig) withDefaults() WriterConfig {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	switch c.Linger {
+	case 0:
+		c.Linger = DefaultLinger
+	case NoLinger:
+		c.Linger = 0
 	}
 	if c.EagerInFlight == 0 {
 		c.EagerInFlight = min(DefaultEagerInFlight, c.MaxInFlight)
