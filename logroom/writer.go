@@ -20,8 +20,8 @@ import (
 
 // Writer defaults and limits.
 const (
-	DefaultMaxBatchBytes     = 256 << 10
-	DefaultMaxInFlight       = 8
+	DefaultMaxBatchBytes = 256 << 10
+	DefaultMaxInFlight   = 8
 	// DefaultLinger is WriterConfig.Linger's default: chosen by a sweep
 	// (bench/README.md, "Linger"): with batches in flight, waiting up to
 	// 1 ms for more entries made batches bigger and fewer, +40% entries/s
@@ -32,7 +32,7 @@ const (
 	// out as soon as an in-flight slot is free.
 	NoLinger time.Duration = -1
 	// maxLinger bounds WriterConfig.Linger.
-	maxLinger = time.Second
+	maxLinger                = time.Second
 	DefaultEagerInFlight     = 2
 	DefaultMaxQueuedBytes    = 64 << 20
 	DefaultMaxChannelBatches = 10000
