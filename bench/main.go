@@ -21,6 +21,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
 )
 
 func main() {
@@ -40,10 +41,11 @@ type config struct {
 	sessionTimeout time.Duration
 	verbose        bool
 	fromJSON       string
-	sizes          []int         // append entry sizes (default 64,256,1024,4096; 256 with -quick)
-	proposers      []int         // append proposer counts (default 1,16,256)
-	maxInFlight    int           // WriterConfig.MaxInFlight (0: logroom's default)
-	linger         time.Duration // WriterConfig.Linger (0: logroom's default)
+	sizes          []int            // append entry sizes (default 64,256,1024,4096; 256 with -quick)
+	proposers      []int            // append proposer counts (default 1,16,256)
+	maxInFlight    int              // WriterConfig.MaxInFlight (0: logroom's default)
+	linger         time.Duration    // WriterConfig.Linger (0: logroom's default)
+	storeSync      store.SyncPolicy // replicas' store.Options.Sync
 	args           []string
 }
 
@@ -131,6 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "logroom WriterConfig.MaxInFlight for every writer (0: logroom's default)")
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
+	var storeSync string
+	fs.StringVar(&storeSync, "store-sync", "batch", "replicas' store durability: batch (store.SyncEveryBatch, the default) or group (store.SyncGroup)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
 	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
 	fs.Usage = func() {
@@ -146,6 +150,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	switch storeSync {
+	case "batch":
+		cfg.storeSync = store.SyncEveryBatch
+	case "group":
+		cfg.storeSync = store.SyncGroup
+	default:
+		return cfg, fmt.Errorf("-store-sync %q: want batch or group", storeSync)
 	}
 	durationSet := false
 	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
@@ -295,7 +307,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		GoMaxP:   runtime.GOMAXPROCS(0),
 		CPUs:     runtime.NumCPU(),
 		LoadAvg:  loadAvg(),
-		Writer:   fmt.Sprintf("MaxInFlight=%d Linger=%v (0 = logroom default)", cfg.maxInFlight, cfg.linger),
+		Writer:   fmt.Sprintf("MaxInFlight=%d Linger=%v (0 = logroom default) StoreSync=%v", cfg.maxInFlight, cfg.linger, cfg.storeSync),
 	}
 	b.prog.Logf("roomlog bench: %d ZooKeeper server(s), %v per row, load average %s", cfg.servers, cfg.duration, rep.LoadAvg)
 	b.prog.Logf("starting ZooKeeper (%d server(s), %d MiB heap each)", cfg.servers, cfg.heapMB)

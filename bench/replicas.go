@@ -45,6 +45,14 @@ func (b *bench) openMember(ctx context.Context, room, id string, tune func(*repl
 	if tune != nil {
 		tune(&cfg)
 	}
+	if b.cfg.storeSync == store.SyncGroup {
+		so := store.Options{}
+		if cfg.StoreOptions != nil {
+			so = *cfg.StoreOptions
+		}
+		so.Sync = store.SyncGroup
+		cfg.StoreOptions = &so
+	}
 	r, err := replica.Open(ctx, cfg)
 	if err != nil {
 		ln.Close()
