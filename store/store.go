@@ -334,10 +334,15 @@ func Open(dir string, opts *Options) (*Store, error) {
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// Compactions wait until Open has returned (see gatedScheduler).
+	sched := newGatedScheduler()
+	popts.Experimental.CompactionScheduler = sched
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
+		sched.stop()
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
+	sched.release()
 	s := &Store{
 		db:        db,
 		dir:       dir,
