@@ -124,12 +124,16 @@
 //  3. Read with Get/Scan/ScanPrefix (live) or View (a snapshot that reports
 //     its index; close it). StateHash to compare replicas.
 //  4. Checkpoint(dir) for a consistent image at a reported index (package
-//     checkpoint builds on it).
+//     checkpoint builds on it). Apply goes on meanwhile: the index reported
+//     is the one stored in the image, read back from it.
 //  5. Close: waits for operations in progress, closes views, syncs, closes.
 //     Every method afterwards returns ErrClosed.
 //
-// Concurrency: all methods are safe for concurrent use; Apply and
-// Checkpoint are serialised with each other. Scan callbacks must not call
-// Close. Under SyncGroup the store owns one goroutine (the periodic fsync),
-// stopped by Close.
+// Concurrency: all methods are safe for concurrent use; Applies are
+// serialised with each other, Checkpoint runs beside them. Scan callbacks
+// must not call Close. Under SyncGroup the store owns one goroutine (the
+// periodic fsync), stopped by Close. Pebble's compactions start only once
+// Open has returned (Pebble v2.1.7's Open otherwise waits for an L0
+// compaction it started itself: seconds for a store restored from a busy
+// primary's checkpoint).
 package store

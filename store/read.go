@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -152,34 +156,59 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 }
 
 // Checkpoint writes a Pebble checkpoint of the store into destDir (which
-// must not exist) and returns the applied index and epoch it holds. The
-// memtable is flushed first (Apply continues meanwhile); Apply is then
-// held off while the checkpoint is taken, so the checkpoint's state is
-// exactly that of the returned index; the WAL is flushed and synced first,
-// so this holds under SyncGroup too. Pebble links the sstables (same
-// filesystem) and copies the WAL and MANIFEST, and syncs what it writes.
+// must not exist) and returns the applied index and epoch it holds. Apply
+// is never held off: Pebble's checkpoint is consistent by itself (the
+// current version's sstables are linked, the MANIFEST copied up to the
+// length that describes them, the WAL copied as it stands, a torn tail
+// being dropped on replay), and the position returned is the one stored
+// inside the checkpoint, read back by opening it read-only, so the
+// checkpoint's state is exactly that of the returned index. The memtable
+// is flushed first (Apply continues meanwhile), so the WAL copied holds
+// only what was applied since, and the WAL is flushed and synced before
+// the copy, so under SyncGroup too the checkpoint holds what was applied
+// before the call. Pebble links the sstables (same filesystem) and copies
+// the WAL and MANIFEST, and syncs what it writes.
 func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	if !s.gate.enter() {
 		return 0, 0, ErrClosed
 	}
 	defer s.gate.leave()
-	// Flush the memtable first, while Apply goes on (Pebble switches to a
-	// new memtable): the checkpoint below, taken with Apply held off, then
-	// copies only the WAL written since, instead of up to a memtable's
-	// worth (MemTableSize), so proposals wait milliseconds, not the copy
-	// and fsync of tens of MB.
+	t0 := time.Now()
 	if !s.opts.ReadOnly {
 		if err := s.db.Flush(); err != nil {
 			return 0, 0, fmt.Errorf("store: checkpoint: flush: %w", err)
 		}
 	}
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	index, epoch = s.applied.Load(), s.epoch.Load()
+	t1 := time.Now()
 	if err := s.db.Checkpoint(destDir, pebble.WithFlushedWAL()); err != nil {
 		return 0, 0, fmt.Errorf("store: checkpoint to %s: %w", destDir, err)
 	}
+	t2 := time.Now()
+	index, epoch, err = checkpointPosition(destDir, s.opts.Logger)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: checkpoint to %s: %w", destDir, err)
+	}
+	s.log.Debug("checkpoint taken", "index", index, "dir", destDir,
+		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2))
 	return index, epoch, nil
+}
+
+// checkpointPosition opens the Pebble checkpoint in dir read-only and
+// returns the applied position it holds. Pebble leaves a LOCK file behind
+// even read-only; it is removed again, so dir holds what Checkpoint wrote.
+func checkpointPosition(dir string, logger *slog.Logger) (index, epoch uint64, err error) {
+	_, statErr := os.Lstat(filepath.Join(dir, "LOCK"))
+	hadLock := statErr == nil
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: pebbleLogger{logger}})
+	if err != nil {
+		return 0, 0, fmt.Errorf("open read-only: %w", err)
+	}
+	index, epoch, err = readPosition(db)
+	err = errors.Join(err, db.Close())
+	if !hadLock {
+		err = errors.Join(err, os.Remove(filepath.Join(dir, "LOCK")))
+	}
+	return index, epoch, err
 }
 
 // View is a consistent, read-only picture of the store at one applied index

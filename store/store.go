@@ -290,8 +290,8 @@ type Store struct {
 	log       *slog.Logger
 	writeOpts *pebble.WriteOptions
 
-	// applyMu serialises Apply and Checkpoint, so that a checkpoint sees
-	// exactly the state of the position it reports.
+	// applyMu serialises Applies (Checkpoint does not take it: it reads
+	// the position stored in the image it took).
 	applyMu sync.Mutex
 	// applied and epoch mirror the stored applied key. Written only with
 	// applyMu held, after the batch holding them committed.

@@ -562,9 +562,8 @@ func TestAppliedBatchPersists(t *testing.T) {
 	require.Equal(t, BatchRef{}, l.AppliedBatch())
 }
 
-// TestCheckpointCopiesLittleWAL: Checkpoint flushes the memtable before it
-// holds Apply off, so the checkpoint copies only the WAL written since,
-// not a memtable's worth (what made proposals wait during checkpoints).
+// TestCheckpointCopiesLittleWAL: Checkpoint flushes the memtable first, so
+// the checkpoint copies only the WAL written since, not a memtable's worth.
 func TestCheckpointCopiesLittleWAL(t *testing.T) {
 	s := openTest(t, t.TempDir(), &Options{MemTableSize: 256 << 20, Sync: SyncGroup})
 	applyGen(t, s, 1, 20000) // ~6 MB of values, all in the memtable
@@ -590,4 +589,82 @@ func TestCheckpointCopiesLittleWAL(t *testing.T) {
 	require.Greater(t, sst, int64(10<<10), "the state should be in sstables")
 	c := openTest(t, dest, nil)
 	require.EqualValues(t, 20000, c.AppliedIndex())
+}
+
+// TestCheckpointDuringApply: checkpoints taken while Apply runs without a
+// pause (Checkpoint never holds Apply off) each hold exactly the state of
+// the index they report (the model's hash at that index), hold no LOCK
+// file, and open as stores at that index.
+func TestCheckpointDuringApply(t *testing.T) {
+	for _, pol := range []SyncPolicy{SyncEveryBatch, SyncGroup} {
+		t.Run(pol.String(), func(t *testing.T) {
+			s := openTest(t, t.TempDir(), &Options{Sync: pol, MemTableSize: 1 << 20})
+			const last = 6000
+			done := make(chan error, 1)
+			go func() {
+				defer close(done)
+				for first := uint64(1); first <= last; {
+					end := min(first+batchLen(first)-1, last)
+					es := make([]Entry, 0, end-first+1)
+					for i := first; i <= end; i++ {
+						data, err := EncodeOps(genOps(i))
+						if err != nil {
+							done <- err
+							return
+						}
+						es = append(es, Entry{Index: i, Epoch: genEpoch(i), Data: data})
+					}
+					if _, err := s.Apply(es); err != nil {
+						done <- err
+						return
+					}
+					first = end + 1
+				}
+			}()
+			type ck struct {
+				dir          string
+				index, epoch uint64
+			}
+			var cks []ck
+			root := t.TempDir()
+			for applying := true; applying; {
+				select {
+				case err := <-done:
+					require.NoError(t, err)
+					applying = false
+				default:
+				}
+				dir := filepath.Join(root, fmt.Sprint(len(cks)))
+				index, epoch, err := s.Checkpoint(dir)
+				require.NoError(t, err)
+				cks = append(cks, ck{dir, index, epoch})
+			}
+			require.GreaterOrEqual(t, len(cks), 3)
+			mid := 0
+			for _, c := range cks {
+				if c.index > 0 && c.index < last {
+					mid++
+				}
+			}
+			t.Logf("%d checkpoints, %d taken mid-run", len(cks), mid)
+			require.Positive(t, mid, "no checkpoint was taken while Apply ran")
+			m := newModel()
+			for _, c := range cks {
+				_, err := os.Stat(filepath.Join(c.dir, "LOCK"))
+				require.True(t, os.IsNotExist(err), "checkpoint %s holds a LOCK file", c.dir)
+				require.GreaterOrEqual(t, c.index, m.applied)
+				m.advance(c.index)
+				if c.index > 0 {
+					require.Equal(t, genEpoch(c.index), c.epoch)
+				}
+				r := openTest(t, c.dir, &Options{ReadOnly: true})
+				require.Equal(t, c.index, r.AppliedIndex())
+				h, idx, err := r.StateHash()
+				require.NoError(t, err)
+				require.Equal(t, c.index, idx)
+				require.Equal(t, m.hash(), h, "checkpoint at %d holds another state", c.index)
+				require.NoError(t, r.Close())
+			}
+		})
+	}
 }
