@@ -93,7 +93,8 @@
 //     its Location. These bound every wait and every byte, not a peer that
 //     trickles a byte per IdleTimeout (the caller's ctx bounds that).
 //  6. A checkpoint's state is exactly the state at Manifest.Index
-//     (store.Checkpoint holds Apply off while Pebble takes it).
+//     (store.Checkpoint reports the position stored in the Pebble checkpoint
+//     it took, read back from it; Apply is never held off).
 //
 // # Protocol
 //
