@@ -464,6 +464,12 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 		want[f.Name] = f
 	}
 	buf := make([]byte, copyBufSize)
+	// Files are fsynced by a second goroutine while the next one streams
+	// in: the disk writes back one file while the network delivers the
+	// next. Every file is synced (and closed) before the manifest is
+	// written; on any failure the syncer is drained and the error returned.
+	sy := newSyncer()
+	defer sy.wait()
 	for {
 		if err := ctx.Err(); err != nil {
 			return Manifest{}, err
@@ -484,12 +490,19 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 		if hdr.Size != f.Size {
 			return Manifest{}, fmt.Errorf("%w: stream entry %q is %d bytes, manifest says %d", ErrCorrupt, hdr.Name, hdr.Size, f.Size)
 		}
-		if err := receiveFile(ctx, tr, filepath.Join(dbDir, name), f, buf); err != nil {
+		out, err := receiveFile(ctx, tr, filepath.Join(dbDir, name), f, buf)
+		if err != nil {
+			return Manifest{}, err
+		}
+		if err := sy.sync(out); err != nil {
 			return Manifest{}, err
 		}
 	}
 	for name := range want {
 		return Manifest{}, fmt.Errorf("%w: stream ended without file %q", ErrCorrupt, name)
+	}
+	if err := sy.wait(); err != nil {
+		return Manifest{}, err
 	}
 	if err := writeFileSync(filepath.Join(dir, ManifestName), mb); err != nil {
 		return Manifest{}, err
@@ -501,18 +514,23 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 }
 
 // receiveFile copies exactly f.Size bytes from r into a new file at path,
-// checking the CRC32C on the way, and fsyncs it.
-func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []byte) error {
+// checking the CRC32C on the way, and returns it open and not yet synced
+// (the caller fsyncs and closes it). On error the file is closed.
+func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []byte) (_ *os.File, err error) {
 	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer out.Close()
+	defer func() {
+		if err != nil {
+			out.Close()
+		}
+	}()
 	var size int64
 	var crc uint32
 	for size < f.Size {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		chunk := buf
 		if rem := f.Size - size; rem < int64(len(chunk)) {
@@ -520,12 +538,12 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 		}
 		n, rerr := r.Read(chunk)
 		if size+int64(n) > f.Size { // (chunk never allows it; defence in depth)
-			return fmt.Errorf("%w: %s: more than the manifest's %d bytes", ErrCorrupt, f.Name, f.Size)
+			return nil, fmt.Errorf("%w: %s: more than the manifest's %d bytes", ErrCorrupt, f.Name, f.Size)
 		}
 		if n > 0 {
 			crc = crc32.Update(crc, castagnoli, chunk[:n])
 			if _, err := out.Write(chunk[:n]); err != nil {
-				return err
+				return nil, err
 			}
 			size += int64(n)
 		}
@@ -533,16 +551,68 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 			rerr = io.ErrUnexpectedEOF
 		}
 		if rerr != nil && rerr != io.EOF {
-			return streamErr("reading "+f.Name, rerr)
+			return nil, streamErr("reading "+f.Name, rerr)
 		}
 	}
 	if err := f.check(DBDir+"/"+f.Name, size, crc); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// syncer fsyncs and closes received files on its own goroutine, at most
+// syncQueue files behind the stream.
+type syncer struct {
+	files chan *os.File
+	done  chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	err   error // first fsync or close error; guarded by mu
+}
+
+const syncQueue = 4
+
+func newSyncer() *syncer {
+	s := &syncer{files: make(chan *os.File, syncQueue), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for f := range s.files {
+			if err := errors.Join(f.Sync(), f.Close()); err != nil {
+				s.mu.Lock()
+				if s.err == nil {
+					s.err = fmt.Errorf("checkpoint: sync %s: %w", filepath.Base(f.Name()), err)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *syncer) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// sync queues f, waiting while syncQueue files are queued (bounded by the
+// disk). An earlier file's failure is returned as soon as it is known, and
+// f is then closed unsynced.
+func (s *syncer) sync(f *os.File) error {
+	if err := s.failed(); err != nil {
+		f.Close()
 		return err
 	}
-	if err := out.Sync(); err != nil {
-		return err
-	}
-	return out.Close()
+	s.files <- f
+	return nil
+}
+
+// wait closes the queue, waits until every queued file is synced and
+// closed, and returns the first failure. Safe to call more than once.
+func (s *syncer) wait() error {
+	s.once.Do(func() { close(s.files) })
+	<-s.done
+	return s.failed()
 }
 
 // streamErr classifies an error reading the stream: truncation and tar
