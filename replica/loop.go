@@ -518,9 +518,7 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 	if ok {
 		f.Transfer = &rec
 		if rec.To != r.cfg.ID && f.Now.UnixMilli() < rec.Deadline {
-			if f.TransferToLive, err = r.isLiveCandidate(rec.To); err != nil {
-				return f, err
-			}
+			f.TransferToLive = r.isLiveCandidate(rec.To)
 			ectx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
 			f.RoomEpoch, err = r.room.Epoch(ectx)
 			cancel()
@@ -543,13 +541,15 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 	return f, nil
 }
 
-func (r *Replica) isLiveCandidate(id string) (bool, error) {
+// isLiveCandidate reports whether id is in the line (an accepted candidate
+// of the last election view).
+func (r *Replica) isLiveCandidate(id string) bool {
 	for _, c := range r.lp.view.cands {
 		if c.ID == id {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 func (r *Replica) readTransfer() (transferRecord, bool, error) {
