@@ -94,7 +94,10 @@
 //     trickles a byte per IdleTimeout (the caller's ctx bounds that).
 //  6. A checkpoint's state is exactly the state at Manifest.Index
 //     (store.Checkpoint reports the position stored in the Pebble checkpoint
-//     it took, read back from it; Apply is never held off).
+//     it took, read back from it; Apply is never held off. This rests on
+//     Pebble's checkpoint being consistent while batches commit, which
+//     holds for the store's pinned Pebble format and because the store
+//     ingests nothing).
 //
 // # Protocol
 //

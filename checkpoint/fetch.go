@@ -466,7 +466,7 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 	buf := make([]byte, copyBufSize)
 	// Files are fsynced by a second goroutine while the next one streams
 	// in: the disk writes back one file while the network delivers the
-	// next. Every file is synced (and closed) before the manifest is
+	// next (at most syncQueue files wait for their fsync). Every file is synced (and closed) before the manifest is
 	// written; on any failure the syncer is drained and the error returned.
 	sy := newSyncer()
 	defer sy.wait()
@@ -560,8 +560,8 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 	return out, nil
 }
 
-// syncer fsyncs and closes received files on its own goroutine, at most
-// syncQueue files behind the stream.
+// syncer fsyncs and closes received files on its own goroutine: at most
+// syncQueue files wait while one is synced and the next streams in.
 type syncer struct {
 	files chan *os.File
 	done  chan struct{}

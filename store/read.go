@@ -160,7 +160,8 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 // is never held off: Pebble's checkpoint is consistent by itself (the
 // current version's sstables are linked, the MANIFEST copied up to the
 // length that describes them, the WAL copied as it stands, a torn tail
-// being dropped on replay), and the position returned is the one stored
+// being dropped on replay at the store's pinned Pebble format; the store
+// ingests nothing), and the position returned is the one stored
 // inside the checkpoint, read back by opening it read-only, so the
 // checkpoint's state is exactly that of the returned index. The memtable
 // is flushed first (Apply continues meanwhile), so the WAL copied holds
@@ -173,6 +174,13 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 		return 0, 0, ErrClosed
 	}
 	defer s.gate.leave()
+	// Pebble v2.1.7 copies the live WAL as it stands. From
+	// FormatWALSyncChunks on, a copy racing an append can read as
+	// corruption (cockroachdb/pebble#5142), so a store at that format is
+	// not checkpointed while Apply runs (Open pins the format below it).
+	if v := s.db.FormatMajorVersion(); v >= pebble.FormatWALSyncChunks {
+		return 0, 0, fmt.Errorf("store: checkpoint: Pebble format %v is not supported (the store checkpoints only below %v)", v, pebble.FormatWALSyncChunks)
+	}
 	t0 := time.Now()
 	if !s.opts.ReadOnly {
 		if err := s.db.Flush(); err != nil {
@@ -186,7 +194,7 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	t2 := time.Now()
 	index, epoch, err = checkpointPosition(destDir, s.opts.Logger)
 	if err != nil {
-		return 0, 0, fmt.Errorf("store: checkpoint to %s: %w", destDir, err)
+		return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), os.RemoveAll(destDir))
 	}
 	s.log.Debug("checkpoint taken", "index", index, "dir", destDir,
 		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2))

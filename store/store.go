@@ -326,6 +326,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 		MemTableSize: o.MemTableSize,
 		ReadOnly:     o.ReadOnly,
 		Logger:       pebbleLogger{o.Logger},
+		// Pinned: Checkpoint copies the live WAL while Apply runs, which
+		// is safe only below FormatWALSyncChunks (see Checkpoint). Every
+		// roomlog store so far was created at this format (Pebble's
+		// minimum, its default).
+		FormatMajorVersion: pebble.FormatFlushableIngest,
 	}
 	// Bloom filters (10 bits per key, ~1% false positives) on every level:
 	// request-table lookups are mostly misses (a fresh id), and without a
@@ -341,6 +346,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		sched.stop()
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	if testHookPebbleOpened != nil {
+		testHookPebbleOpened(db)
 	}
 	sched.release()
 	s := &Store{
@@ -366,6 +374,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.log.Debug("store opened", "applied", s.applied.Load(), "epoch", s.epoch.Load(), "sync", o.Sync)
 	return s, nil
 }
+
+// testHookPebbleOpened, when set by a test, sees the DB as pebble.Open
+// returned it, before compactions are released.
+var testHookPebbleOpened func(*pebble.DB)
 
 // loadPosition reads (or, for a new store, writes) the internal keys.
 func (s *Store) loadPosition() error {
