@@ -143,7 +143,10 @@ type Options struct {
 
 	// Pebble tunables.
 
-	// CacheSize is Pebble's block cache in bytes. Default 32 MiB.
+	// CacheSize is Pebble's block cache in bytes, on top of the memtables:
+	// Pebble charges its memtables to the same cache, so the store sizes
+	// Pebble's cache at CacheSize + 2 × MemTableSize (the mutable memtable
+	// and one being flushed). Default 32 MiB.
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. Default 32 MiB.
 	MemTableSize uint64
@@ -319,7 +322,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	cache := pebble.NewCache(o.CacheSize)
+	// Pebble reserves each memtable's size in the block cache; a cache no
+	// larger than the memtables leaves no room for blocks, and every read
+	// (the request table's lookups at apply above all) then reads filter,
+	// index and data blocks from the file again.
+	cache := pebble.NewCache(o.CacheSize + 2*int64(o.MemTableSize))
 	defer cache.Unref()
 	popts := &pebble.Options{
 		Cache:        cache,

@@ -669,3 +669,26 @@ func TestCheckpointDuringApply(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockCacheHoldsBlocks: Pebble charges memtables to the block cache,
+// so a cache no larger than the memtables caches no block and every read
+// goes back to the file. Repeated reads of the same flushed keys must hit
+// the cache.
+func TestBlockCacheHoldsBlocks(t *testing.T) {
+	// Small sizes, so that the memtables reach their full size (Pebble
+	// grows them from 256 KiB) after a few flushes.
+	s := openTest(t, t.TempDir(), &Options{CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	applyGen(t, s, 1, 20000)
+	require.NoError(t, s.db.Flush())
+	before := s.db.Metrics().BlockCache
+	for i := 0; i < 200; i++ {
+		_, err := s.Get(testKey(uint64(i % 20)))
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotFound)
+		}
+	}
+	after := s.db.Metrics().BlockCache
+	hits, misses := after.Hits-before.Hits, after.Misses-before.Misses
+	t.Logf("block cache: %d hits, %d misses over 200 Gets of 20 keys (size %d bytes)", hits, misses, after.Size)
+	require.Greater(t, hits, 2*misses, "the block cache holds no blocks")
+}
