@@ -139,6 +139,7 @@ func (b *bench) appendRowIsolated(ctx context.Context, s appendSpec) (Result, er
 		"-compression", s.compression,
 		"-raw-mbps", strconv.FormatFloat(b.rawCeilingMBps, 'f', -1, 64),
 		"-writer-inflight", strconv.Itoa(b.cfg.maxInFlight),
+		"-writer-eager", strconv.Itoa(b.cfg.eagerInFlight),
 		"-writer-linger", b.cfg.linger.String(),
 		"-since", strconv.FormatInt(b.prog.start.UnixNano(), 10),
 	}
@@ -250,6 +251,7 @@ func runAppendRow(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&s.compression, "compression", "", "")
 	fs.Float64Var(&rawMBps, "raw-mbps", 0, "")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "")
+	fs.IntVar(&cfg.eagerInFlight, "writer-eager", 0, "")
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "")
 	fs.Int64Var(&since, "since", 0, "")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "")

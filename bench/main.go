@@ -44,6 +44,7 @@ type config struct {
 	sizes          []int            // append entry sizes (default 64,256,1024,4096; 256 with -quick)
 	proposers      []int            // append proposer counts (default 1,16,256)
 	maxInFlight    int              // WriterConfig.MaxInFlight (0: logroom's default)
+	eagerInFlight  int              // WriterConfig.EagerInFlight (0: logroom's default)
 	linger         time.Duration    // WriterConfig.Linger (0: logroom's default)
 	storeSync      store.SyncPolicy // replicas' store.Options.Sync
 	args           []string
@@ -132,6 +133,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&sizes, "sizes", "", "append rows: entry sizes in bytes, comma-separated (default 64,256,1024,4096; 256 with -quick)")
 	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "logroom WriterConfig.MaxInFlight for every writer (0: logroom's default)")
+	fs.IntVar(&cfg.eagerInFlight, "writer-eager", 0, "logroom WriterConfig.EagerInFlight (partly filled batches in flight) for every writer (0: logroom's default)")
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
 	var storeSync string
 	fs.StringVar(&storeSync, "store-sync", "batch", "replicas' store durability: batch (store.SyncEveryBatch, the default) or group (store.SyncGroup)")
@@ -183,8 +185,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			sizes = "256"
 		}
 	}
-	if cfg.maxInFlight < 0 || cfg.linger < 0 {
-		errs = append(errs, errors.New("-writer-inflight and -writer-linger must be >= 0"))
+	if cfg.maxInFlight < 0 || cfg.eagerInFlight < 0 || cfg.linger < 0 {
+		errs = append(errs, errors.New("-writer-inflight, -writer-eager and -writer-linger must be >= 0"))
 	}
 	var err error
 	if cfg.sizes, err = parseInts(sizes, 1, 512<<10); err != nil {
@@ -228,7 +230,7 @@ func (b *bench) cpuSince(a cpuSample) cpuUse { return b.cpuNow().since(a, runtim
 // writerConfig is the logroom writer configuration every scenario uses:
 // logroom's defaults unless -writer-inflight / -writer-linger say otherwise.
 func (b *bench) writerConfig() logroom.WriterConfig {
-	return logroom.WriterConfig{MaxInFlight: b.cfg.maxInFlight, Linger: b.cfg.linger, Logger: b.log}
+	return logroom.WriterConfig{MaxInFlight: b.cfg.maxInFlight, EagerInFlight: b.cfg.eagerInFlight, Linger: b.cfg.linger, Logger: b.log}
 }
 
 // parseInts parses a comma-separated list of integers in [lo, hi].
@@ -307,7 +309,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		GoMaxP:   runtime.GOMAXPROCS(0),
 		CPUs:     runtime.NumCPU(),
 		LoadAvg:  loadAvg(),
-		Writer:   fmt.Sprintf("MaxInFlight=%d Linger=%v (0 = logroom default) StoreSync=%v", cfg.maxInFlight, cfg.linger, cfg.storeSync),
+		Writer:   fmt.Sprintf("MaxInFlight=%d EagerInFlight=%d Linger=%v (0 = logroom default) StoreSync=%v", cfg.maxInFlight, cfg.eagerInFlight, cfg.linger, cfg.storeSync),
 	}
 	b.prog.Logf("roomlog bench: %d ZooKeeper server(s), %v per row, load average %s", cfg.servers, cfg.duration, rep.LoadAvg)
 	b.prog.Logf("starting ZooKeeper (%d server(s), %d MiB heap each)", cfg.servers, cfg.heapMB)
