@@ -102,7 +102,12 @@
 // # Protocol
 //
 //  1. Primary or any replica: Create(ctx, store, root, origin) after
-//     applying up to some index; Retain(root, n) to bound disk use. Only
+//     applying up to some index; Retain(root, n) to bound disk use. Create
+//     reads and CRCs only the files new since the newest checkpoint of the
+//     origin under root: an sstable that is the very same file (a hard
+//     link to the same inode, same size) takes its size and CRC from that
+//     manifest, so a checkpoint costs what changed, not the store's size,
+//     and damage to a shared sstable is caught, not re-blessed. Only
 //     once Create returned, and a peer demonstrably serves a checkpoint
 //     covering them (FetchManifest), may log channels covered by the index
 //     be deleted (package replica).

@@ -80,6 +80,7 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	buf := make([]byte, copyBufSize)
+	known := knownTables(root, origin)
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
 			return Info{}, err
@@ -90,7 +91,12 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		if err := validFileName(e.Name()); err != nil {
 			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 		}
-		size, crc, err := checksumFile(filepath.Join(dbDir, e.Name()), buf, true)
+		path := filepath.Join(dbDir, e.Name())
+		if f, ok := known.same(path, e.Name()); ok {
+			m.Files = append(m.Files, f)
+			continue
+		}
+		size, crc, err := checksumFile(path, buf, true)
 		if err != nil {
 			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 		}
@@ -497,6 +503,55 @@ func copyChecked(ctx context.Context, src, dst string, f File, buf []byte) error
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return out.Close()
+}
+
+// tables are the sstables of the newest valid checkpoint of the same
+// origin under root, by name: a new checkpoint whose sstable is a hard link
+// to the very same file (Pebble links the store's immutable sstables into
+// every checkpoint) takes its size and CRC from that manifest instead of
+// reading the file again. Only sstables count (WAL, MANIFEST and OPTIONS
+// are copies), and only the same inode with the same size.
+type tables struct {
+	dir   string
+	files map[string]File
+}
+
+func knownTables(root string, origin Origin) tables {
+	infos, err := List(root)
+	if err != nil {
+		return tables{}
+	}
+	for _, in := range infos {
+		if in.Manifest.Origin() != origin {
+			continue
+		}
+		t := tables{dir: filepath.Join(in.Path, DBDir), files: map[string]File{}}
+		for _, f := range in.Manifest.Files {
+			if strings.HasSuffix(f.Name, ".sst") {
+				t.files[f.Name] = f
+			}
+		}
+		return t
+	}
+	return tables{}
+}
+
+// same returns the known File for name if path is the same file as the
+// known checkpoint's and its size is unchanged.
+func (t tables) same(path, name string) (File, bool) {
+	f, ok := t.files[name]
+	if !ok {
+		return File{}, false
+	}
+	a, err := os.Stat(path)
+	if err != nil {
+		return File{}, false
+	}
+	b, err := os.Stat(filepath.Join(t.dir, name))
+	if err != nil || !os.SameFile(a, b) || a.Size() != f.Size {
+		return File{}, false
+	}
+	return f, true
 }
 
 // checksumFile returns the size and CRC32C of the file at path, fsyncing it
