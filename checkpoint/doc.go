@@ -84,7 +84,9 @@
 //  5. Every fetch is bounded: connect (ConnectTimeout, 5s), response
 //     headers (ResponseHeaderTimeout, 10s), every gap in the body
 //     (IdleTimeout, 30s: a peer that stops sending mid-stream fails with
-//     ErrTimeout), the manifest (MaxManifestBytes, 8 MiB), the files' total
+//     ErrTimeout; so does a local disk whose fsync of received files stalls
+//     that long, with an error that says so), the manifest
+//     (MaxManifestBytes, 8 MiB), the files' total
 //     as declared (MaxBytes, 64 GiB: ErrTooLarge before anything is
 //     written), each file (received to exactly its declared size: a tar
 //     header that says otherwise is refused before a byte is written), and

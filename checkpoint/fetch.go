@@ -302,6 +302,9 @@ func fetchErr(ctx, rctx context.Context, url string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("checkpoint: fetch %s: %w", url, cerr)
 	}
+	if errors.Is(err, errStalledSync) {
+		return fmt.Errorf("checkpoint: fetch %s: %w", url, err)
+	}
 	if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		if errors.Is(err, cause) {
 			return err // (the transport already reports the cause)
@@ -469,7 +472,7 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 	// next (at most syncQueue files wait for their fsync). Every file is synced (and closed) before the manifest is
 	// written; on any failure the syncer is drained and the error returned.
 	sy := newSyncer()
-	defer sy.wait()
+	defer sy.abandon()
 	for {
 		if err := ctx.Err(); err != nil {
 			return Manifest{}, err
@@ -494,14 +497,14 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 		if err != nil {
 			return Manifest{}, err
 		}
-		if err := sy.sync(out); err != nil {
+		if err := sy.sync(ctx, out); err != nil {
 			return Manifest{}, err
 		}
 	}
 	for name := range want {
 		return Manifest{}, fmt.Errorf("%w: stream ended without file %q", ErrCorrupt, name)
 	}
-	if err := sy.wait(); err != nil {
+	if err := sy.wait(ctx); err != nil {
 		return Manifest{}, err
 	}
 	if err := writeFileSync(filepath.Join(dir, ManifestName), mb); err != nil {
@@ -561,7 +564,9 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 }
 
 // syncer fsyncs and closes received files on its own goroutine: at most
-// syncQueue files wait while one is synced and the next streams in.
+// syncQueue files wait while one is synced and the next streams in. Every
+// wait on it ends with ctx (a disk that hangs an fsync fails the fetch; the
+// goroutine finishes and closes the files whenever the disk returns).
 type syncer struct {
 	files chan *os.File
 	done  chan struct{}
@@ -572,12 +577,16 @@ type syncer struct {
 
 const syncQueue = 4
 
+// syncFile is f.Sync; tests replace it to stall the disk.
+var syncFile = (*os.File).Sync
+
 func newSyncer() *syncer {
 	s := &syncer{files: make(chan *os.File, syncQueue), done: make(chan struct{})}
+	syncf := syncFile
 	go func() {
 		defer close(s.done)
 		for f := range s.files {
-			if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			if err := errors.Join(syncf(f), f.Close()); err != nil {
 				s.mu.Lock()
 				if s.err == nil {
 					s.err = fmt.Errorf("checkpoint: sync %s: %w", filepath.Base(f.Name()), err)
@@ -595,25 +604,49 @@ func (s *syncer) failed() error {
 	return s.err
 }
 
-// sync queues f, waiting while syncQueue files are queued (bounded by the
-// disk). An earlier file's failure is returned as soon as it is known, and
-// f is then closed unsynced.
-func (s *syncer) sync(f *os.File) error {
+// sync queues f, waiting while syncQueue files are queued. An earlier
+// file's failure is returned as soon as it is known, and f is then closed
+// unsynced; so is f when ctx ends first.
+func (s *syncer) sync(ctx context.Context, f *os.File) error {
 	if err := s.failed(); err != nil {
 		f.Close()
 		return err
 	}
-	s.files <- f
-	return nil
+	select {
+	case s.files <- f:
+		return nil
+	case <-ctx.Done():
+		f.Close()
+		return stalledSync(ctx)
+	}
 }
 
-// wait closes the queue, waits until every queued file is synced and
-// closed, and returns the first failure. Safe to call more than once.
-func (s *syncer) wait() error {
-	s.once.Do(func() { close(s.files) })
-	<-s.done
-	return s.failed()
+// errStalledSync: the fetch's idle timeout passed while received files
+// waited for their fsync; the disk stalled, not the peer.
+var errStalledSync = fmt.Errorf("%w: fsync of received files did not return within the fetch's idle timeout (the local disk stalled, not the peer)", ErrTimeout)
+
+func stalledSync(ctx context.Context) error {
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrTimeout) {
+		return fmt.Errorf("checkpoint: waiting for fsync of received files: %w", cause)
+	}
+	return errStalledSync
 }
+
+// wait closes the queue and waits until every queued file is synced and
+// closed, or ctx ends, and returns the first failure.
+func (s *syncer) wait(ctx context.Context) error {
+	s.abandon()
+	select {
+	case <-s.done:
+		return s.failed()
+	case <-ctx.Done():
+		return stalledSync(ctx)
+	}
+}
+
+// abandon closes the queue without waiting: the goroutine syncs and
+// closes what is queued and exits. Safe to call more than once.
+func (s *syncer) abandon() { s.once.Do(func() { close(s.files) }) }
 
 // streamErr classifies an error reading the stream: truncation and tar
 // format errors are corruption; anything else (network) is returned as is.
