@@ -157,6 +157,8 @@ const (
 	DefaultGroupSyncInterval = 10 * time.Millisecond
 	DefaultCacheSize         = 32 << 20
 	DefaultMemTableSize      = 32 << 20
+
+	maxCacheSize = 1 << 40
 )
 
 // Validate reports every bad field at once (ErrInvalid), or nil.
@@ -171,8 +173,8 @@ func (o *Options) Validate() error {
 	if o.GroupSyncInterval != 0 && (o.GroupSyncInterval < time.Millisecond || o.GroupSyncInterval > 10*time.Second) {
 		errs = append(errs, fmt.Errorf("GroupSyncInterval %v: must be 0 (default) or in [1ms, 10s]", o.GroupSyncInterval))
 	}
-	if o.CacheSize < 0 {
-		errs = append(errs, fmt.Errorf("CacheSize %d: negative", o.CacheSize))
+	if o.CacheSize < 0 || o.CacheSize > maxCacheSize {
+		errs = append(errs, fmt.Errorf("CacheSize %d: must be in [0 (default), 1 TiB]", o.CacheSize))
 	}
 	if o.MemTableSize != 0 && (o.MemTableSize < 1<<20 || o.MemTableSize > 1<<30) {
 		errs = append(errs, fmt.Errorf("MemTableSize %d: must be 0 (default) or in [1 MiB, 1 GiB]", o.MemTableSize))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -516,6 +517,10 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	_, err = Open(t.TempDir(), &Options{Sync: 7})
 	require.ErrorIs(t, err, ErrInvalid)
+	// A cache so large that CacheSize + 2 × MemTableSize would overflow.
+	err = (&Options{CacheSize: math.MaxInt64}).Validate()
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Contains(t, err.Error(), "CacheSize")
 	require.NoError(t, (*Options)(nil).Validate())
 	require.NoError(t, (&Options{}).Validate())
 }
