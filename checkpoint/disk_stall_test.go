@@ -48,3 +48,42 @@ func TestFetchStalledFsyncIsBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, infos)
 }
+
+// TestFetchSlowFsyncSucceeds: a slow disk whose fsyncs do complete is not
+// a stalled one: each completed fsync counts as progress, so a fetch whose
+// queued fsyncs take longer together than IdleTimeout after the last byte
+// (but each less) succeeds.
+func TestFetchSlowFsyncSucceeds(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, 6000, 1000)
+	src := t.TempDir()
+	info, err := Create(ctx, s, src, Origin{Room: "r", RoomCzxid: 3})
+	require.NoError(t, err)
+	var ssts int
+	for _, f := range info.Manifest.Files {
+		if filepath.Ext(f.Name) == ".sst" {
+			ssts++
+		}
+	}
+	require.GreaterOrEqual(t, ssts, 2, "the test needs a checkpoint of several sstables")
+	srv := httptest.NewServer(Handler(src))
+	defer srv.Close()
+
+	const perFsync = 700 * time.Millisecond
+	syncFile = func(f *os.File) error {
+		if filepath.Ext(f.Name()) == ".sst" {
+			time.Sleep(perFsync)
+		}
+		return f.Sync()
+	}
+	defer func() { syncFile = (*os.File).Sync }()
+
+	start := time.Now()
+	got, err := Fetch(ctx, srv.URL, filepath.Join(t.TempDir(), "ckpts"), FetchOptions{IdleTimeout: time.Second})
+	require.NoError(t, err)
+	took := time.Since(start)
+	require.Greater(t, took, time.Duration(ssts)*perFsync, "the fsyncs were not waited for")
+	_, err = Verify(got.Path)
+	require.NoError(t, err)
+	t.Logf("%d sstables, fetched in %v", ssts, took.Round(time.Millisecond))
+}

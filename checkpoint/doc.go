@@ -108,8 +108,10 @@
 //     reads and CRCs only the files new since the newest checkpoint of the
 //     origin under root: an sstable that is the very same file (a hard
 //     link to the same inode, same size) takes its size and CRC from that
-//     manifest, so a checkpoint costs what changed, not the store's size,
-//     and damage to a shared sstable is caught, not re-blessed. Only
+//     manifest (Info.ReadBytes says what was read), so a checkpoint costs
+//     what changed, not the store's size, and damage to a shared sstable
+//     fails the new checkpoint's Verify and Fetch instead of being
+//     re-blessed with a fresh CRC. Only
 //     once Create returned, and a peer demonstrably serves a checkpoint
 //     covering them (FetchManifest), may log channels covered by the index
 //     be deleted (package replica).

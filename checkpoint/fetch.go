@@ -149,10 +149,11 @@ func (o FetchOptions) client() (*http.Client, func()) {
 // watchdog cancels a request's context with a cause when a deadline
 // passes; kick pushes the deadline back (the idle timeout).
 type watchdog struct {
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	t      *time.Timer
-	d      time.Duration
+	cancel  context.CancelCauseFunc
+	mu      sync.Mutex
+	t       *time.Timer
+	d       time.Duration
+	stopped bool // guarded by mu: kick no longer re-arms
 }
 
 func newWatchdog(cancel context.CancelCauseFunc) *watchdog { return &watchdog{cancel: cancel} }
@@ -171,12 +172,15 @@ func (w *watchdog) arm(d time.Duration, cause error) {
 
 func (w *watchdog) kick() {
 	w.mu.Lock()
-	w.t.Reset(w.d)
+	if w.t != nil && !w.stopped {
+		w.t.Reset(w.d)
+	}
 	w.mu.Unlock()
 }
 
 func (w *watchdog) stop() {
 	w.mu.Lock()
+	w.stopped = true
 	if w.t != nil {
 		w.t.Stop()
 	}
@@ -397,7 +401,7 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 	slow := &rateReader{r: kickReader{resp.Body, wd}, start: time.Now(), grace: o.IdleTimeout, rate: o.MinRate, url: url}
 	bounded := &boundedReader{r: slow, limit: o.MaxManifestBytes + 512 + streamSlack}
 	cr := &countingReader{r: bounded, total: resp.ContentLength, start: start, interval: o.ProgressInterval, fn: opts.Progress}
-	m, err := receive(rctx, bufio.NewReaderSize(cr, copyBufSize), tmp, o, bounded)
+	m, err := receive(rctx, bufio.NewReaderSize(cr, copyBufSize), tmp, o, bounded, wd.kick)
 	if err != nil {
 		return Info{}, fetchErr(ctx, rctx, url, err)
 	}
@@ -427,7 +431,10 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 }
 
 // receive reads the tar stream into dir (manifest + db/) and verifies it.
-func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bounded *boundedReader) (Manifest, error) {
+// progress is called whenever a received file's fsync completes (the
+// idle watchdog counts it as progress, so a slow but working disk is not
+// mistaken for a stalled one).
+func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bounded *boundedReader, progress func()) (Manifest, error) {
 	tr := tar.NewReader(r)
 	hdr, err := tr.Next()
 	if err != nil {
@@ -471,7 +478,7 @@ func receive(ctx context.Context, r io.Reader, dir string, o FetchOptions, bound
 	// in: the disk writes back one file while the network delivers the
 	// next (at most syncQueue files wait for their fsync). Every file is synced (and closed) before the manifest is
 	// written; on any failure the syncer is drained and the error returned.
-	sy := newSyncer()
+	sy := newSyncer(progress)
 	defer sy.abandon()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -565,8 +572,10 @@ func receiveFile(ctx context.Context, r io.Reader, path string, f File, buf []by
 
 // syncer fsyncs and closes received files on its own goroutine: at most
 // syncQueue files wait while one is synced and the next streams in. Every
-// wait on it ends with ctx (a disk that hangs an fsync fails the fetch; the
-// goroutine finishes and closes the files whenever the disk returns).
+// wait on it ends with ctx: the fetch's idle watchdog, which every
+// completed fsync kicks as a received byte does, so only a disk on which
+// no fsync completes for IdleTimeout fails the fetch; the goroutine
+// finishes and closes the files whenever the disk returns.
 type syncer struct {
 	files chan *os.File
 	done  chan struct{}
@@ -580,7 +589,9 @@ const syncQueue = 4
 // syncFile is f.Sync; tests replace it to stall the disk.
 var syncFile = (*os.File).Sync
 
-func newSyncer() *syncer {
+// newSyncer starts the goroutine; progress (may be nil) is called after
+// each file's fsync and close succeeded.
+func newSyncer(progress func()) *syncer {
 	s := &syncer{files: make(chan *os.File, syncQueue), done: make(chan struct{})}
 	syncf := syncFile
 	go func() {
@@ -592,6 +603,8 @@ func newSyncer() *syncer {
 					s.err = fmt.Errorf("checkpoint: sync %s: %w", filepath.Base(f.Name()), err)
 				}
 				s.mu.Unlock()
+			} else if progress != nil {
+				progress()
 			}
 		}
 	}()
@@ -622,8 +635,9 @@ func (s *syncer) sync(ctx context.Context, f *os.File) error {
 }
 
 // errStalledSync: the fetch's idle timeout passed while received files
-// waited for their fsync; the disk stalled, not the peer.
-var errStalledSync = fmt.Errorf("%w: fsync of received files did not return within the fetch's idle timeout (the local disk stalled, not the peer)", ErrTimeout)
+// waited for their fsync and none completed; the disk stalled, not the
+// peer.
+var errStalledSync = fmt.Errorf("%w: no fsync of received files completed within the fetch's idle timeout (the local disk stalled, not the peer)", ErrTimeout)
 
 func stalledSync(ctx context.Context) error {
 	if cause := context.Cause(ctx); !errors.Is(cause, ErrTimeout) {

@@ -53,6 +53,14 @@ func TestCreateReusesCRCOfLinkedTables(t *testing.T) {
 		fill(t, s, 20, 1000)
 	}
 	require.NotEmpty(t, shared, "no sstable shared between the two checkpoints")
+	// Create read only what it did not share.
+	var sharedBytes int64
+	for _, f := range shared {
+		sharedBytes += f.Size
+	}
+	require.Positive(t, sharedBytes)
+	require.LessOrEqual(t, second.ReadBytes, second.Bytes-sharedBytes, "Create read shared sstables again")
+	t.Logf("second checkpoint: %d bytes, %d shared, %d read", second.Bytes, sharedBytes, second.ReadBytes)
 
 	// Damage one shared sstable (one file under three names). A new
 	// checkpoint linking it takes the first CRC (knownTables), so its

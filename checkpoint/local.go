@@ -26,6 +26,9 @@ type Info struct {
 	Path     string
 	Manifest Manifest
 	Bytes    int64 // total size of the files (Manifest.Bytes())
+	// ReadBytes, set by Create, is what it read to checksum: the files not
+	// shared with the previous checkpoint (see doc.go, Protocol 1).
+	ReadBytes int64
 }
 
 func newInfo(path string, m Manifest) Info {
@@ -81,6 +84,7 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 	}
 	buf := make([]byte, copyBufSize)
 	known := knownTables(root, origin)
+	var read int64
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
 			return Info{}, err
@@ -100,6 +104,7 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		if err != nil {
 			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 		}
+		read += size
 		m.Files = append(m.Files, File{Name: e.Name(), Size: size, CRC32C: crc})
 	}
 	sort.Slice(m.Files, func(i, j int) bool { return m.Files[i].Name < m.Files[j].Name })
@@ -124,7 +129,9 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 	if err := syncDir(root); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
-	return newInfo(final, m), nil
+	info = newInfo(final, m)
+	info.ReadBytes = read
+	return info, nil
 }
 
 // existing returns the valid checkpoint at path (ok), nothing if there is
@@ -513,6 +520,7 @@ func copyChecked(ctx context.Context, src, dst string, f File, buf []byte) error
 // are copies), and only the same inode with the same size.
 type tables struct {
 	dir   string
+	id    os.FileInfo // the checkpoint directory as the manifest was read
 	files map[string]File
 }
 
@@ -525,7 +533,11 @@ func knownTables(root string, origin Origin) tables {
 		if in.Manifest.Origin() != origin {
 			continue
 		}
-		t := tables{dir: filepath.Join(in.Path, DBDir), files: map[string]File{}}
+		id, err := os.Stat(in.Path)
+		if err != nil {
+			return tables{}
+		}
+		t := tables{dir: filepath.Join(in.Path, DBDir), id: id, files: map[string]File{}}
 		for _, f := range in.Manifest.Files {
 			if strings.HasSuffix(f.Name, ".sst") {
 				t.files[f.Name] = f
@@ -549,6 +561,11 @@ func (t tables) same(path, name string) (File, bool) {
 	}
 	b, err := os.Stat(filepath.Join(t.dir, name))
 	if err != nil || !os.SameFile(a, b) || a.Size() != f.Size {
+		return File{}, false
+	}
+	// The checkpoint directory is still the one whose manifest was read
+	// (not replaced by another of the same index meanwhile).
+	if id, err := os.Stat(filepath.Dir(t.dir)); err != nil || !os.SameFile(id, t.id) {
 		return File{}, false
 	}
 	return f, true

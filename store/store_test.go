@@ -685,6 +685,12 @@ func TestBlockCacheHoldsBlocks(t *testing.T) {
 	s := openTest(t, t.TempDir(), &Options{CacheSize: 1 << 20, MemTableSize: 1 << 20})
 	applyGen(t, s, 1, 20000)
 	require.NoError(t, s.db.Flush())
+	// Compactions look blocks up in the same cache (and count there): let
+	// them finish, so that the counts below are the Gets'.
+	require.Eventually(t, func() bool {
+		m := s.db.Metrics()
+		return m.Compact.NumInProgress == 0 && m.Compact.EstimatedDebt == 0
+	}, 30*time.Second, 50*time.Millisecond, "compactions did not settle")
 	before := s.db.Metrics().BlockCache
 	for i := 0; i < 200; i++ {
 		_, err := s.Get(testKey(uint64(i % 20)))
