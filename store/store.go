@@ -146,7 +146,8 @@ type Options struct {
 	// CacheSize is Pebble's block cache in bytes, on top of the memtables:
 	// Pebble charges its memtables to the same cache, so the store sizes
 	// Pebble's cache at CacheSize + 2 × MemTableSize (the mutable memtable
-	// and one being flushed). Default 32 MiB.
+	// and the one being flushed or kept for reuse; more are charged while
+	// an open iterator pins an old memtable). Default 32 MiB.
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. Default 32 MiB.
 	MemTableSize uint64
