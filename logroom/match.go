@@ -54,13 +54,22 @@ func (b Batch) ID() BatchID {
 func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
-	// Each retry follows a rotation that raced the listing; a real break
-	// stays.
-	for attempt := 0; attempt < 5; attempt++ {
+	// A sealed last channel is what a rotation (seal + create the next
+	// channel, one Multi) between the listing and the reads looks like. It
+	// is a race when the channels znode changed since the listing: check
+	// again, as often as that keeps happening (up to maxChainRaces, then a
+	// transient error, not corruption). A sealed last channel that stays
+	// while nothing is created or deleted is a real break; it gets a few
+	// more looks before it is reported.
+	races := 0
+	for attempt := 0; attempt < 5; {
 		var l channelListing
 		l, err = r.listChannels(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if testHookAfterListing != nil {
+			testHookAfterListing()
 		}
 		infos, err = r.channelInfos(ctx, l.nums)
 		if err != nil {
@@ -74,6 +83,17 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 		if err == nil || !errors.Is(err, errLastSealed) {
 			break
 		}
+		moved, serr := r.channelsChanged(ctx, l.cversion)
+		if serr != nil {
+			return nil, serr
+		}
+		if !moved {
+			attempt++
+			continue
+		}
+		if races++; races >= maxChainRaces {
+			return nil, fmt.Errorf("logroom: room %q: the channels changed during each of %d checks of the chain (rotations faster than a check); try again", r.name, races)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -81,6 +101,28 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	r.metrics.channelsListed(len(infos))
 	return infos, nil
 }
+
+// maxChainRaces bounds CheckChain's checks raced by rotations.
+const maxChainRaces = 100
+
+// channelsChanged reports whether a channel was created or deleted since a
+// listing that saw cversion.
+func (r *Room) channelsChanged(ctx context.Context, cversion int32) (bool, error) {
+	var stat *zk.Stat
+	err := r.c.retry(ctx, func() error {
+		var e error
+		_, stat, e = r.c.conn.Exists(r.Path(channelsNode))
+		return e
+	})
+	if err != nil {
+		return false, zkError("logroom: stat channels", err)
+	}
+	return stat == nil || stat.Cversion != cversion, nil
+}
+
+// testHookAfterListing, set by a test, runs between CheckChain's listing
+// and its reads of the listed channels.
+var testHookAfterListing func()
 
 // channelListing is one listing of the channels znode with its stat.
 type channelListing struct {
