@@ -49,8 +49,11 @@ func (b Batch) ID() BatchID {
 // checkHistory). Anything else fails with ErrCorrupt naming the
 // channel: the room was tampered with (a channel deleted or created by
 // another client) and needs an operator. A listing that raced a rotation
-// (the last channel sealed, its successor created after the listing) is
-// re-read (up to four times) before it is called corrupt.
+// (the last channel sealed, its successor created after the listing: the
+// channels znode's child version moved since) is re-read, up to 100 times
+// in a row before CheckChain gives up with a transient error (not
+// ErrCorrupt); a sealed last channel is called corrupt only after it was
+// seen five times with nothing created or deleted in between.
 func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
