@@ -48,22 +48,26 @@ func (b Batch) ID() BatchID {
 // none is left, and no channel deleted and created again (see
 // checkHistory). Anything else fails with ErrCorrupt naming the
 // channel: the room was tampered with (a channel deleted or created by
-// another client) and needs an operator. A listing that raced a rotation
-// (the last channel sealed, its successor created after the listing: the
-// channels znode's child version moved since) is re-read, up to 100 times
-// in a row before CheckChain gives up with a transient error (not
-// ErrCorrupt); a sealed last channel is called corrupt only after it was
-// seen five times with nothing created or deleted in between.
+// another client) and needs an operator. A check raced by a rotation or
+// a compaction after its listing (the listing's own history is sound and
+// the channels znode's child version moved since) is done again, up to
+// 100 times in a row before CheckChain gives up with a transient
+// ErrUnavailable; a break in the listing's history is reported at once,
+// any other only after five looks with nothing created or deleted.
 func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
-	// A sealed last channel is what a rotation (seal + create the next
-	// channel, one Multi) between the listing and the reads looks like. It
-	// is a race when the channels znode changed since the listing: check
-	// again, as often as that keeps happening (up to maxChainRaces, then a
-	// transient error, not corruption). A sealed last channel that stays
-	// while nothing is created or deleted is a real break; it gets a few
-	// more looks before it is reported.
+	// The listing and its child version are one atomic read; the channels'
+	// metadata is read afterwards. A rotation after the listing makes the
+	// last listed channel look sealed without a successor; a deletion by
+	// compaction after the listing drops a listed channel from the reads,
+	// which looks like a gap. Neither shows in the listing's history
+	// (checkHistory), and both move the child version: such a check is
+	// done again (up to maxChainRaces times in a row, then a transient
+	// ErrUnavailable, not corruption). A break the listing's own history
+	// shows (a channel deleted out of order, the open one included) is
+	// reported at once; a break seen while nothing is created or deleted
+	// is reported after five such looks.
 	races := 0
 	for attempt := 0; attempt < 5; {
 		var l channelListing
@@ -79,12 +83,13 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 			return nil, err
 		}
 		// The structural checks first: their messages say more.
+		herr := r.checkHistory(l)
 		err = r.checkChain(infos, l)
 		if err == nil {
-			err = r.checkHistory(l)
+			err = herr
 		}
-		if err == nil || !errors.Is(err, errLastSealed) {
-			break
+		if err == nil || herr != nil {
+			break // sound, or broken in the listing itself
 		}
 		moved, serr := r.channelsChanged(ctx, l.cversion)
 		if serr != nil {
@@ -95,7 +100,7 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 			continue
 		}
 		if races++; races >= maxChainRaces {
-			return nil, fmt.Errorf("logroom: room %q: the channels changed during each of %d checks of the chain (rotations faster than a check); try again", r.name, races)
+			return nil, fmt.Errorf("%w: room %q: channels were created or deleted during each of %d checks of the chain; try again", ErrUnavailable, r.name, races)
 		}
 	}
 	if err != nil {
