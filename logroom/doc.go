@@ -167,6 +167,15 @@
 // operator must restore the znodes or decide which members' state is
 // right (cmd/roomlog verify names the break).
 //
+// The listing and its Cversion are one read; the channels' metadata is
+// read after it. A rotation or a compaction in between (a last channel
+// that looks sealed without a successor, a listed channel gone from the
+// reads) is not in the listing's history and moves Cversion: the check is
+// done again, up to 100 times in a row, then CheckChain returns
+// ErrUnavailable (try later), never ErrCorrupt for a race. A break the
+// listing's history shows is reported at once; any other after five looks
+// with nothing created or deleted in between.
+//
 // # Log matching (MatchLog)
 //
 // Every Entry carries the BatchID (epoch, first, count, CRC) of its batch
