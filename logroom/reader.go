@@ -445,6 +445,17 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 // deleted and a seal creates the successor; otherwise the open channel was
 // deleted by someone else (ErrCorrupt).
 func (rd *Reader) channelGone(ctx context.Context) error {
+	// A server behind what we read (after a session expiry) may not have
+	// the channel yet: sync and look again before any verdict (as
+	// nextChannel does). Still there: step again.
+	if err := rd.c.sync(ctx, rd.room.Path(channelsNode)); err != nil {
+		return err
+	}
+	if ok, _, err := rd.c.conn.Exists(rd.chPath); err != nil {
+		return err
+	} else if ok {
+		return nil
+	}
 	nums, err := rd.room.channelNums(ctx)
 	if err != nil {
 		return err
