@@ -26,11 +26,9 @@ import (
 // scheduler holding its own mutex, which Schedule takes again).
 type gatedScheduler struct {
 	mu       sync.Mutex
-	cond     sync.Cond // broadcast when granting ends
 	db       pebble.DBForCompaction
 	held     bool // until release; guarded by mu
 	running  int  // granted compactions not yet Done; guarded by mu
-	granting bool // a grant loop runs without mu; guarded by mu
 	stopped  bool // guarded by mu
 	poke     chan struct{}
 	stopOnce sync.Once
@@ -47,7 +45,6 @@ func newGatedScheduler() *gatedScheduler {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
-	s.cond.L = &s.mu
 	return s
 }
 
@@ -59,8 +56,8 @@ func (s *gatedScheduler) Register(_ int, db pebble.DBForCompaction) {
 	go s.granter()
 }
 
-// Unregister stops granting and waits for a grant loop in progress (pebble
-// calls it in Close).
+// Unregister stops granting and waits for the granting goroutine, and so
+// for a grant loop in progress, to end (pebble calls it in Close).
 func (s *gatedScheduler) Unregister() { s.stop() }
 
 // stop is Unregister, also for a pebble.Open that failed after Register.
@@ -70,9 +67,6 @@ func (s *gatedScheduler) stop() {
 		s.mu.Lock()
 		registered := s.db != nil
 		s.stopped = true
-		for s.granting {
-			s.cond.Wait()
-		}
 		s.mu.Unlock()
 		if registered {
 			<-s.done
@@ -130,10 +124,11 @@ func (s *gatedScheduler) granter() {
 }
 
 // grant offers free slots to waiting compactions, without holding mu while
-// the DB schedules (Schedule takes the DB's mutex).
+// the DB schedules (Schedule takes the DB's mutex). Only the granting
+// goroutine calls it, so no two grant loops overlap.
 func (s *gatedScheduler) grant() {
 	s.mu.Lock()
-	if s.held || s.stopped || s.granting {
+	if s.held || s.stopped {
 		s.mu.Unlock()
 		return
 	}
@@ -142,7 +137,6 @@ func (s *gatedScheduler) grant() {
 		s.mu.Unlock()
 		return
 	}
-	s.granting = true
 	s.mu.Unlock()
 	for ; free > 0; free-- {
 		if waiting, _ := s.db.GetWaitingCompaction(); !waiting {
@@ -158,10 +152,6 @@ func (s *gatedScheduler) grant() {
 			break
 		}
 	}
-	s.mu.Lock()
-	s.granting = false
-	s.cond.Broadcast()
-	s.mu.Unlock()
 }
 
 // grantHandle is one granted compaction; Done frees its slot.
