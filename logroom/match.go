@@ -191,10 +191,6 @@ func (r *Room) checkHistory(l channelListing) error {
 		ErrCorrupt, r.name, r.Path(channelsNode), l.cversion, what, l.foreign, want)
 }
 
-// errLastSealed marks a chain whose last channel is sealed (possibly a
-// listing that raced a rotation).
-var errLastSealed = errors.New("last channel sealed")
-
 func (r *Room) checkChain(infos []ChannelInfo, l channelListing) error {
 	if len(infos) == 0 {
 		// No channel: fine for a room no writer ever wrote in; corrupt if
@@ -223,8 +219,8 @@ func (r *Room) checkChain(infos []ChannelInfo, l channelListing) error {
 			return r.corrupt(c.Num, path, fmt.Errorf("%w: channel is open but channel %d follows it", ErrCorrupt, infos[i+1].Num))
 		}
 		if i == len(infos)-1 && c.Sealed {
-			return r.corrupt(c.Num, path, fmt.Errorf("%w: %w at index %d and channel %d does not exist (the open channel was deleted)",
-				ErrCorrupt, errLastSealed, c.LastIndex, c.Num+1))
+			return r.corrupt(c.Num, path, fmt.Errorf("%w: last channel sealed at index %d and channel %d does not exist (the open channel was deleted)",
+				ErrCorrupt, c.LastIndex, c.Num+1))
 		}
 	}
 	return nil

@@ -325,22 +325,8 @@ func (r *Room) batchPath(num, first uint64) string {
 // corrupt builds an ErrCorrupt naming room, channel and znode.
 func (r *Room) corrupt(num uint64, path string, err error) error {
 	msg := strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
-	return &roomCorrupt{
-		msg: fmt.Sprintf("%v: room %q channel %d znode %s: %s", ErrCorrupt, r.name, num, path, msg),
-		err: err,
-	}
+	return fmt.Errorf("%w: room %q channel %d znode %s: %s", ErrCorrupt, r.name, num, path, msg)
 }
-
-// roomCorrupt is ErrCorrupt naming the room, channel and znode; it still
-// wraps the cause (errLastSealed, for one: CheckChain tells a rotation
-// that raced its listing from a real break by it).
-type roomCorrupt struct {
-	msg string
-	err error
-}
-
-func (e *roomCorrupt) Error() string   { return e.msg }
-func (e *roomCorrupt) Unwrap() []error { return []error{ErrCorrupt, e.err} }
 
 // Epoch returns the current epoch (0 before the first writer).
 func (r *Room) Epoch(ctx context.Context) (uint64, error) {
