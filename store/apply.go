@@ -40,6 +40,9 @@ func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 	if s.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
+	if err := s.stall.stalled(); err != nil {
+		return nil, err
+	}
 	if len(entries) == 0 {
 		return nil, nil
 	}

@@ -129,6 +129,24 @@
 //  5. Close: waits for operations in progress, closes views, syncs, closes.
 //     Every method afterwards returns ErrClosed.
 //
+// # Disk stalls
+//
+// Every write-side disk operation of the store — WAL writes and syncs,
+// flushes, compactions, the manifest, checkpoints, directory syncs, Open —
+// runs on Pebble's health-checking file system, which looks at the
+// operations in progress every 2 s. One still running after
+// Options.DiskStallTimeout (default 20 s) fails the store for good with
+// ErrDiskStalled: OnDiskStall is called once; Apply, Sync and Checkpoint
+// return the error at once (the call stuck on the disk stays stuck: Go
+// cannot cancel a system call); Close returns it without waiting for the
+// stuck operations and finishes in the background if the disk recovers;
+// an Open that stalls returns it and closes what it opened late. Reads
+// go on (a hung device often still serves them from the page cache). An
+// operation that is slow but completes is logged, not a stall. What was
+// acknowledged before the stall is durable; the entry stuck in its WAL sync
+// may or may not be, and the store may show it to readers before its sync
+// ends (Pebble publishes a batch before waiting for its fsync).
+//
 // Concurrency: all methods are safe for concurrent use; Applies are
 // serialised with each other, Checkpoint runs beside them. Scan callbacks
 // must not call Close. Under SyncGroup the store owns one goroutine (the

@@ -9,11 +9,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // reader is what Store reads and View reads have in common.
@@ -174,6 +173,9 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 		return 0, 0, ErrClosed
 	}
 	defer s.gate.leave()
+	if err := s.stall.stalled(); err != nil {
+		return 0, 0, err
+	}
 	// Pebble v2.1.7 copies the live WAL as it stands. From
 	// FormatWALSyncChunks on, a copy racing an append can read as
 	// corruption (cockroachdb/pebble#5142), so a store at that format is
@@ -192,9 +194,9 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 		return 0, 0, fmt.Errorf("store: checkpoint to %s: %w", destDir, err)
 	}
 	t2 := time.Now()
-	index, epoch, err = checkpointPosition(destDir, s.opts.Logger)
+	index, epoch, err = checkpointPosition(s.fs, destDir, s.opts.Logger)
 	if err != nil {
-		return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), os.RemoveAll(destDir))
+		return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), s.fs.RemoveAll(destDir))
 	}
 	s.log.Debug("checkpoint taken", "index", index, "dir", destDir,
 		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2))
@@ -204,17 +206,18 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 // checkpointPosition opens the Pebble checkpoint in dir read-only and
 // returns the applied position it holds. Pebble leaves a LOCK file behind
 // even read-only; it is removed again, so dir holds what Checkpoint wrote.
-func checkpointPosition(dir string, logger *slog.Logger) (index, epoch uint64, err error) {
-	_, statErr := os.Lstat(filepath.Join(dir, "LOCK"))
+func checkpointPosition(fs vfs.FS, dir string, logger *slog.Logger) (index, epoch uint64, err error) {
+	lock := fs.PathJoin(dir, "LOCK")
+	_, statErr := fs.Stat(lock)
 	hadLock := statErr == nil
-	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: pebbleLogger{logger}})
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: pebbleLogger{logger}, FS: fs})
 	if err != nil {
 		return 0, 0, fmt.Errorf("open read-only: %w", err)
 	}
 	index, epoch, err = readPosition(db)
 	err = errors.Join(err, db.Close())
 	if !hadLock {
-		err = errors.Join(err, os.Remove(filepath.Join(dir, "LOCK")))
+		err = errors.Join(err, fs.Remove(lock))
 	}
 	return index, epoch, err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Sentinel errors. Check them with errors.Is.
@@ -151,6 +152,22 @@ type Options struct {
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size in bytes. Default 32 MiB.
 	MemTableSize uint64
+
+	// Disk.
+
+	// DiskStallTimeout bounds every disk write, sync and file operation of
+	// the store (Pebble's WAL, flushes, compactions, manifest, checkpoints,
+	// Open): one still running after this long fails the store with
+	// ErrDiskStalled, detected within about 2 s more, and calls
+	// OnDiskStall. Default 20 s (CockroachDB's max_sync_duration); must be
+	// 0 or in [100ms, 1h].
+	DiskStallTimeout time.Duration
+	// OnDiskStall, if set, is called once, on a goroutine of its own, with
+	// the ErrDiskStalled error.
+	OnDiskStall func(error)
+	// FS is the file system Pebble uses. Default: the operating system's.
+	// Tests inject disk faults through it (internal/infra/faultfs).
+	FS vfs.FS
 }
 
 // Defaults.
@@ -180,6 +197,9 @@ func (o *Options) Validate() error {
 	if o.MemTableSize != 0 && (o.MemTableSize < 1<<20 || o.MemTableSize > 1<<30) {
 		errs = append(errs, fmt.Errorf("MemTableSize %d: must be 0 (default) or in [1 MiB, 1 GiB]", o.MemTableSize))
 	}
+	if o.DiskStallTimeout != 0 && (o.DiskStallTimeout < minDiskStallTimeout || o.DiskStallTimeout > maxDiskStallTimeout) {
+		errs = append(errs, fmt.Errorf("DiskStallTimeout %v: must be 0 (default) or in [%v, %v]", o.DiskStallTimeout, minDiskStallTimeout, maxDiskStallTimeout))
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -205,6 +225,12 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.MemTableSize == 0 {
 		c.MemTableSize = DefaultMemTableSize
+	}
+	if c.DiskStallTimeout == 0 {
+		c.DiskStallTimeout = DefaultDiskStallTimeout
+	}
+	if c.FS == nil {
+		c.FS = vfs.Default
 	}
 	return c
 }
@@ -317,14 +343,54 @@ type Store struct {
 
 	stopSync chan struct{} // closed by Close to stop the group-sync goroutine
 	syncDone chan struct{} // closed by the group-sync goroutine when it exits
+
+	// fs is Pebble's file system with disk health checks reporting to
+	// stall; fsCloser stops their monitoring (after the DB closed).
+	fs       vfs.FS
+	fsCloser io.Closer
+	stall    *stallWatch
+
+	closeOnce sync.Once
+	closeDone chan struct{} // closed when the close (run by the first Close) ended
+	closeErr  error         // set before closeDone is closed
 }
 
-// Open opens (creating if needed) the store in dir.
+// Open opens (creating if needed) the store in dir. It is bounded by
+// DiskStallTimeout like every disk operation of the store: on a disk that
+// stalls it returns ErrDiskStalled (and the store opened late, if ever, is
+// closed again).
 func Open(dir string, opts *Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	o := opts.withDefaults()
+	watch := newStallWatch(o.DiskStallTimeout, o.Logger.With("store", dir), o.OnDiskStall)
+	fs, fsCloser := watch.wrap(o.FS)
+	type opened struct {
+		s   *Store
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		s, err := open(dir, o, watch, fs, fsCloser)
+		ch <- opened{s, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.s, res.err
+	case <-watch.ch:
+		go func() {
+			if res := <-ch; res.s != nil {
+				_ = res.s.Close()
+			}
+		}()
+		return nil, fmt.Errorf("store: open %s: %w", dir, watch.stalled())
+	}
+}
+
+// open is Open once the options are checked. It closes fsCloser when it
+// fails.
+func open(dir string, o Options, watch *stallWatch, fs vfs.FS, fsCloser io.Closer) (*Store, error) {
 	// Pebble reserves each memtable's size in the block cache; a cache no
 	// larger than the memtables leaves no room for blocks, and every read
 	// (the request table's lookups at apply above all) then reads filter,
@@ -341,6 +407,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		// roomlog store so far was created at this format (Pebble's
 		// minimum, its default).
 		FormatMajorVersion: pebble.FormatFlushableIngest,
+		FS:                 fs,
 	}
 	// Bloom filters (10 bits per key, ~1% false positives) on every level:
 	// request-table lookups are mostly misses (a fresh id), and without a
@@ -355,7 +422,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		sched.stop()
-		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+		return nil, errors.Join(fmt.Errorf("store: open %s: %w", dir, err), fsCloser.Close())
 	}
 	if testHookPebbleOpened != nil {
 		testHookPebbleOpened(db)
@@ -368,13 +435,17 @@ func Open(dir string, opts *Options) (*Store, error) {
 		log:       o.Logger.With("store", dir),
 		writeOpts: pebble.Sync,
 		views:     make(map[*View]struct{}),
+		fs:        fs,
+		fsCloser:  fsCloser,
+		stall:     watch,
+		closeDone: make(chan struct{}),
 	}
 	s.gate.init()
 	if o.Sync == SyncGroup {
 		s.writeOpts = pebble.NoSync
 	}
 	if err := s.loadPosition(); err != nil {
-		return nil, errors.Join(err, db.Close())
+		return nil, errors.Join(err, db.Close(), fsCloser.Close())
 	}
 	if o.Sync == SyncGroup && !o.ReadOnly {
 		s.stopSync = make(chan struct{})
@@ -501,6 +572,9 @@ func (s *Store) Sync() error {
 		return ErrClosed
 	}
 	defer s.gate.leave()
+	if err := s.stall.stalled(); err != nil {
+		return err
+	}
 	if s.opts.ReadOnly {
 		return nil
 	}
@@ -511,12 +585,33 @@ func (s *Store) Sync() error {
 }
 
 // Close waits for operations in progress, closes every open View, syncs the
-// WAL and closes the database. It is idempotent. It must not be called from
-// inside a Scan callback or an Applier (it would wait for itself).
+// WAL and closes the database. It is idempotent: later calls return the
+// first one's result. It must not be called from inside a Scan callback or
+// an Applier (it would wait for itself). On a stalled disk it returns
+// ErrDiskStalled without waiting for the operations stuck on the disk; the
+// close then completes in the background if the disk recovers.
 func (s *Store) Close() error {
-	if !s.gate.close() {
-		return nil
+	s.closeOnce.Do(func() {
+		go func() {
+			s.closeErr = s.close()
+			close(s.closeDone)
+		}()
+	})
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-s.stall.ch:
+		select {
+		case <-s.closeDone:
+			return s.closeErr
+		default:
+		}
+		return fmt.Errorf("store: close %s: %w; operations still wait for the disk, and the close completes in the background if it recovers", s.dir, s.stall.stalled())
 	}
+}
+
+func (s *Store) close() error {
+	s.gate.close()
 	if s.stopSync != nil {
 		close(s.stopSync)
 		<-s.syncDone
@@ -532,7 +627,7 @@ func (s *Store) Close() error {
 	if !s.opts.ReadOnly {
 		errs = append(errs, s.db.LogData(nil, pebble.Sync))
 	}
-	errs = append(errs, s.db.Close())
+	errs = append(errs, s.db.Close(), s.fsCloser.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
 	}

@@ -510,9 +510,9 @@ func TestOpenRefusesForeignDatabase(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	err := (&Options{Sync: 7, GroupSyncInterval: time.Hour, CacheSize: -1, MemTableSize: 1}).Validate()
+	err := (&Options{Sync: 7, GroupSyncInterval: time.Hour, CacheSize: -1, MemTableSize: 1, DiskStallTimeout: time.Millisecond}).Validate()
 	require.ErrorIs(t, err, ErrInvalid)
-	for _, field := range []string{"Sync", "GroupSyncInterval", "CacheSize", "MemTableSize"} {
+	for _, field := range []string{"Sync", "GroupSyncInterval", "CacheSize", "MemTableSize", "DiskStallTimeout"} {
 		require.Contains(t, err.Error(), field)
 	}
 	_, err = Open(t.TempDir(), &Options{Sync: 7})
