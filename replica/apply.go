@@ -233,14 +233,19 @@ type applierRun struct {
 	err     error // set before done is closed: non-nil = unrecoverable
 }
 
-func (a *applierRun) stop(drain bool) {
+// stop stops the run (a primary's applies what it was given first if
+// drain) and waits for it with wait (Replica.unlessStalled: not for a run
+// stuck on a stalled disk). It reports whether the run ended; a.err may be
+// read only if it did.
+func (a *applierRun) stop(drain bool, wait func(<-chan struct{}) bool) bool {
 	if drain && a.drain != nil {
 		close(a.drain)
 	} else {
 		a.cancel()
 	}
-	<-a.done
+	ended := wait(a.done)
 	a.cancel()
+	return ended
 }
 
 // startStandbyApplier tails the room from applied+1 and applies.

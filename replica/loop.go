@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
 )
 
 // loopState is the run loop's private state. Only the loop goroutine (and
@@ -609,10 +610,7 @@ func (r *Replica) onTakeoverDone() {
 	// Stop the standby tail: it applied exactly up to StartIndex-1 and
 	// nothing beyond exists yet (we have not appended).
 	if lp.applier != nil {
-		lp.applier.stop(false)
-		err := lp.applier.err
-		lp.applier = nil
-		if err != nil {
+		if err := r.stopApplier(false); err != nil {
 			w.Close()
 			r.fail(err)
 			return
@@ -694,16 +692,25 @@ func (r *Replica) endTerm(reason string) {
 	r.setRole(RoleStandby, reason)
 	t := r.closeTerm()
 	if lp.applier != nil {
-		lp.applier.stop(true)
-		err := lp.applier.err
-		lp.applier = nil
-		if err != nil {
+		if err := r.stopApplier(true); err != nil {
 			r.fail(err)
 			return
 		}
 	}
 	r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
 	lp.applier = r.startStandbyApplier()
+}
+
+// stopApplier stops lp.applier (a primary's drains first if drain) and
+// returns its error; a run stuck on a stalled disk is left behind and
+// reported as the stall.
+func (r *Replica) stopApplier(drain bool) error {
+	a := r.lp.applier
+	r.lp.applier = nil
+	if !a.stop(drain, r.unlessStalled) {
+		return fmt.Errorf("replica: apply stuck on the local disk: %w", store.ErrDiskStalled)
+	}
+	return a.err
 }
 
 // onApplierExit: the apply goroutine returned on its own (error).
@@ -779,8 +786,7 @@ func (r *Replica) fail(err error) {
 		r.cancelTakeover()
 	}
 	if lp.applier != nil {
-		lp.applier.stop(false)
-		lp.applier = nil
+		_ = r.stopApplier(false)
 	}
 	r.setRole(RoleFailed, err.Error())
 	r.resignFailed()
@@ -825,8 +831,7 @@ func (r *Replica) shutdown() {
 		r.cancelTakeover()
 	}
 	if lp.applier != nil {
-		lp.applier.stop(lp.applier.primary)
-		lp.applier = nil
+		_ = r.stopApplier(lp.applier.primary)
 	}
 	// Our nodes are deleted if the session lets us within the bound (they
 	// go with the session otherwise); the membership registration's keeper

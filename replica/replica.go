@@ -93,6 +93,12 @@ type Replica struct {
 	events       <-chan zk.Event    // session events (Client.Subscribe)
 	unsubscribe  func()
 
+	// stalled is closed when a store of this replica declared its disk
+	// stalled (store.ErrDiskStalled): waits for goroutines that may be
+	// stuck on that disk end there.
+	stalled   chan struct{}
+	stallOnce sync.Once
+
 	// termMu guards term: the current primary term (nil unless primary and
 	// past takeover). The loop sets it; Propose reads it.
 	termMu sync.Mutex
@@ -174,6 +180,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		watchc:      make(chan watchEvent, 64),
 		writerFailc: make(chan writerFailure, 1),
 		failc:       make(chan error, 1),
+		stalled:     make(chan struct{}),
 	}
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
@@ -191,7 +198,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			if r.httpSrv != nil {
 				r.httpSrv.Close()
 			}
-			r.wg.Wait()
+			r.waitGoroutines()
 			r.closeResources()
 		}
 	}()
@@ -295,7 +302,48 @@ func (r *Replica) storeOptions() *store.Options {
 		o.Applier = r.cfg.Applier
 	}
 	o.Logger = r.cfg.Logger
+	user := o.OnDiskStall
+	o.OnDiskStall = func(err error) {
+		r.stallOnce.Do(func() { close(r.stalled) })
+		select {
+		case r.failc <- fmt.Errorf("local store: %w", err):
+		default: // an earlier unrecoverable error is queued: it fails the replica
+		}
+		if user != nil {
+			user(err)
+		}
+	}
 	return &o
+}
+
+// unlessStalled waits for done, or until a store of this replica declared
+// its disk stalled: the goroutine that would close done may be stuck in a
+// system call that never returns. It reports whether done was closed.
+func (r *Replica) unlessStalled(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-r.stalled:
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// waitGoroutines waits for every goroutine but the loop, except those stuck
+// on a stalled disk.
+func (r *Replica) waitGoroutines() {
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	if !r.unlessStalled(done) {
+		r.log.Warn("close: goroutines stuck on the stalled disk are left behind")
+	}
 }
 
 // Close leaves the room: it stops the loops, closes the writer (pending
@@ -324,14 +372,16 @@ func (r *Replica) Close() error {
 	if r.httpSrv != nil {
 		r.httpSrv.Close()
 	}
-	r.wg.Wait()
+	r.waitGoroutines()
 	r.failWaiters(fmt.Errorf("%w: %w", ErrNoResponse, ErrClosed))
 	r.closeErr = r.closeResources()
 	return r.closeErr
 }
 
 // closeResources closes the client and the store (Open's failure path and
-// Close).
+// Close). On a stalled disk it returns without waiting for the store's lock
+// (an Apply stuck on the disk holds it): the store is closed in the
+// background once the lock is free.
 func (r *Replica) closeResources() error {
 	r.m.unregister()
 	if r.unsubscribe != nil {
@@ -340,16 +390,23 @@ func (r *Replica) closeResources() error {
 	if r.client != nil {
 		r.client.Close()
 	}
-	r.storeMu.Lock()
-	defer r.storeMu.Unlock()
-	if r.st != nil {
-		err := r.st.Close()
-		if errors.Is(err, store.ErrClosed) {
-			err = nil
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		r.storeMu.Lock()
+		defer r.storeMu.Unlock()
+		if r.st != nil {
+			err = r.st.Close()
+			if errors.Is(err, store.ErrClosed) {
+				err = nil
+			}
 		}
-		return err
+	}()
+	if !r.unlessStalled(done) {
+		return fmt.Errorf("replica: close store: %w (an operation is stuck on the disk; the store closes in the background if it recovers)", store.ErrDiskStalled)
 	}
-	return nil
+	return err
 }
 
 // usable returns ErrClosed / the fatal error when the replica cannot serve.
