@@ -36,6 +36,13 @@
 //     it catches up fails about one session timeout later, not when the
 //     caller's context ends, and the primary accepts proposals again (a
 //     regression test: see the test's comment).
+//   - TestPrimaryDiskStall: every disk write of the primary's store blocks
+//     mid-load (a hung device, made by internal/infra/faultfs inside the
+//     node process); its store declares the stall after
+//     --disk-stall-timeout (1 s) plus Pebble's 2 s check, the replica fails
+//     and resigns, and a standby leads within that + the session timeout;
+//     killed and restarted on a healthy disk, the failed member converges
+//     and nothing acknowledged is lost.
 //   - TestMeasureFailover (ROOMLOG_MEASURE=1 only): median of 5 of failover
 //     time (kill -9 → first acknowledged proposal on the new primary) and
 //     graceful transfer time (Transfer called → first acknowledged proposal

@@ -368,6 +368,15 @@
 //     answers waiting proposals (ErrNoResponse wrapping ErrFailed), wakes
 //     WaitApplied and Barrier callers, serves no checkpoint (503) and keeps
 //     reporting Status() with role "failed" and the cause.
+//   - The local disk is bounded too: a store operation still running after
+//     StoreOptions.DiskStallTimeout (default 20 s; see store, "Disk
+//     stalls") fails the replica with store.ErrDiskStalled, and it gets out
+//     of the way as above: a primary whose disk hangs is replaced within
+//     about DiskStallTimeout + 2 s + a takeover (failover's
+//     TestPrimaryDiskStall). Waits for goroutines stuck on that disk end
+//     when the stall is declared; Close returns ErrDiskStalled without
+//     them. A failed replica stays failed: restart the process once the
+//     disk is fixed.
 //
 // # Observability
 //

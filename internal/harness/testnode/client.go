@@ -192,6 +192,12 @@ func (c *Client) StepDown(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/stepdown", nil, nil, nil)
 }
 
+// StallDisk stalls (true) or resumes (false) the writes of the node's store
+// (a node started with --disk-faults).
+func (c *Client) StallDisk(ctx context.Context, stall bool) error {
+	return c.do(ctx, http.MethodPost, "/fault/disk", url.Values{"stall": {strconv.FormatBool(stall)}}, nil, nil)
+}
+
 // Transfer asks the primary to hand leadership to member toID.
 func (c *Client) Transfer(ctx context.Context, toID string) error {
 	return c.do(ctx, http.MethodPost, "/transfer", url.Values{"to": {toID}}, nil, nil)

@@ -91,6 +91,11 @@
 //	                         primary). barrier=0: a plain local read, no
 //	                         recency guarantee anywhere
 //	GET  replica.CheckpointPath(room)…   the replica's CheckpointHandler
+//	POST /fault/disk?stall=true|false
+//	                         200 {}: stalls or resumes every write of the
+//	                         store's file system (only with --disk-faults:
+//	                         internal/infra/faultfs; --disk-stall-timeout
+//	                         sets store.Options.DiskStallTimeout)
 //
 // Every call that waits takes ?timeout=<Go duration> (default 30s); Client
 // passes 90% of its context's remaining time. Errors are

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/roomlog/roomlog/internal/infra/faultfs"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )
@@ -60,6 +61,26 @@ func NewServer(room string, pid int, log *slog.Logger) *Server {
 		r.CheckpointHandler().ServeHTTP(w, req)
 	}))
 	return s
+}
+
+// SetDiskFaults serves POST /fault/disk?stall=true|false, which stalls or
+// resumes the writes of the store's file system f (the node's
+// --disk-faults). It may be called while serving (ServeMux locks).
+func (s *Server) SetDiskFaults(f *faultfs.FS) {
+	s.mux.HandleFunc("POST /fault/disk", func(w http.ResponseWriter, req *http.Request) {
+		stall, err := strconv.ParseBool(req.URL.Query().Get("stall"))
+		if err != nil {
+			badRequest(w, "stall: want true or false: %v", err)
+			return
+		}
+		if stall {
+			f.Stall()
+		} else {
+			f.Resume()
+		}
+		s.log.Warn("disk fault", "stall", stall)
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
 }
 
 // SetReplica makes the API serve r.

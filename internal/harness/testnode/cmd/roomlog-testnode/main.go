@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/harness/testnode"
+	"github.com/roomlog/roomlog/internal/infra/faultfs"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
 )
@@ -49,6 +50,8 @@ type flags struct {
 	checkpointEvery, keepCheckpoints, maxPending, maxBatchBytes             int
 	maxChannelBatches                                                       int
 	checkpointEveryBytes, retainBytes, maxRoomBytes, maxChannelBytes        int64
+	diskFaults                                                              bool
+	diskStallTimeout                                                        time.Duration
 }
 
 func parseFlags() (flags, error) {
@@ -78,6 +81,8 @@ func parseFlags() (flags, error) {
 	fs.IntVar(&f.maxBatchBytes, "max-batch-bytes", 0, "max batch znode bytes (0: default)")
 	fs.IntVar(&f.maxChannelBatches, "max-channel-batches", 0, "auto-rotate after N batches (0: default)")
 	fs.Int64Var(&f.maxChannelBytes, "max-channel-bytes", 0, "auto-rotate after N bytes (0: default)")
+	fs.BoolVar(&f.diskFaults, "disk-faults", false, "serve POST /fault/disk?stall=true|false, stalling the store's disk writes")
+	fs.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 0, "store: longest disk operation before the store fails (0: store default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return f, err
 	}
@@ -144,7 +149,7 @@ func run() error {
 		DataDir:                f.data,
 		AdvertiseAddr:          advertise,
 		Applier:                testnode.RecordingApplier{Inner: store.OpsApplier{}},
-		StoreOptions:           &store.Options{Sync: syncPolicy},
+		StoreOptions:           &store.Options{Sync: syncPolicy, DiskStallTimeout: f.diskStallTimeout},
 		CheckpointEveryEntries: f.checkpointEvery,
 		CheckpointEveryBytes:   f.checkpointEveryBytes,
 		KeepCheckpoints:        f.keepCheckpoints,
@@ -153,6 +158,11 @@ func run() error {
 		TransferTimeout:        f.transferTimeout,
 		MemberUpdateInterval:   f.memberUpdate,
 		Logger:                 log,
+	}
+	if f.diskFaults {
+		ffs := faultfs.New(nil)
+		cfg.StoreOptions.FS = ffs
+		api.SetDiskFaults(ffs)
 	}
 	cfg.CheckpointFetch.IdleTimeout = f.fetchIdleTimeout
 	cfg.Writer.MaxRoomBytes = f.maxRoomBytes
