@@ -5,10 +5,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/store"
 )
 
 // TestFetchStalledFsyncIsBounded: a disk whose fsync never returns fails
@@ -86,4 +89,51 @@ func TestFetchSlowFsyncSucceeds(t *testing.T) {
 	_, err = Verify(got.Path)
 	require.NoError(t, err)
 	t.Logf("%d sstables, fetched in %v", ssts, took.Round(time.Millisecond))
+}
+
+// TestCreateStalledReadFailsStore: Create's own reads of the store's disk
+// (the checksums of new files, outside Pebble) are bounded by the store's
+// DiskStallTimeout like the store's own operations: a read stuck on the
+// disk fails the store with ErrDiskStalled, naming the read and the file,
+// and the store refuses writes from then on. (The stuck read is simulated:
+// the first checksum read blocks until the test releases it.)
+func TestCreateStalledReadFailsStore(t *testing.T) {
+	ctx := context.Background()
+	stalled := make(chan error, 1)
+	const timeout = 300 * time.Millisecond
+	s, err := store.Open(filepath.Join(t.TempDir(), "store"), &store.Options{
+		MemTableSize: 1 << 20, DiskStallTimeout: timeout, OnDiskStall: func(err error) { stalled <- err }})
+	require.NoError(t, err)
+	fill(t, s, 2000, 1000)
+
+	release := make(chan struct{})
+	var once sync.Once
+	testHookRead = func(string) { once.Do(func() { <-release }) }
+	defer func() { testHookRead = nil }()
+	created := make(chan error, 1)
+	go func() {
+		_, err := Create(ctx, s, t.TempDir(), Origin{Room: "r", RoomCzxid: 3})
+		created <- err
+	}()
+	select {
+	case err := <-stalled:
+		require.ErrorIs(t, err, store.ErrDiskStalled)
+		require.Contains(t, err.Error(), "read on ")
+	case err := <-created:
+		t.Fatalf("Create returned %v with a read stuck on the disk", err)
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatal("a read stuck on the disk during Create did not fail the store")
+	}
+	_, err = s.Apply([]store.Entry{{Index: s.AppliedIndex() + 1, Epoch: 1, Data: nil}})
+	require.ErrorIs(t, err, store.ErrDiskStalled)
+	close(release)
+	select {
+	case <-created:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Create did not return once the read was released")
+	}
+	// The close may complete (nothing is stuck now) or report the stall.
+	if err := s.Close(); err != nil {
+		require.ErrorIs(t, err, store.ErrDiskStalled)
+	}
 }

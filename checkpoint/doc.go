@@ -111,7 +111,11 @@
 //     manifest (Info.ReadBytes says what was read), so a checkpoint costs
 //     what changed, not the store's size, and damage to a shared sstable
 //     fails the new checkpoint's Verify and Fetch instead of being
-//     re-blessed with a fresh CRC. Only
+//     re-blessed with a fresh CRC. Each of Create's own disk operations
+//     (every 1 MiB read of a checksum, fsyncs, the manifest, renames) is
+//     bounded by the store's DiskStallTimeout through store.Store.DiskOp,
+//     like the store's own: one stuck on the disk fails the store with
+//     store.ErrDiskStalled. Only
 //     once Create returned, and a peer demonstrably serves a checkpoint
 //     covering them (FetchManifest), may log channels covered by the index
 //     be deleted (package replica).

@@ -123,7 +123,7 @@ func TestCreateReusesCRCOfLinkedTables(t *testing.T) {
 		require.Equal(t, f, got)
 	}
 	_, _, crc, err := func() (string, int64, uint32, error) {
-		size, crc, err := checksumFile(filepath.Join(img, victim.Name), make([]byte, 4096), false)
+		size, crc, err := checksumFile(filepath.Join(img, victim.Name), make([]byte, 4096), false, nil)
 		return "", size, crc, err
 	}()
 	require.NoError(t, err)

@@ -48,16 +48,26 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 	if origin.RoomCzxid <= 0 {
 		return Info{}, fmt.Errorf("checkpoint: create: origin %v has no room czxid", origin)
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
+	// Every disk operation of the store's disk is bounded by the store's
+	// DiskStallTimeout (store.DiskOp), like the store's own.
+	disk := func(op, path string, fn func() error) error {
+		end := s.DiskOp(op, path)
+		defer end()
+		return fn()
 	}
-	tmp, err := os.MkdirTemp(root, tmpPrefix+"ckpt-")
+	var tmp string
+	err = disk("mkdir", root, func() (err error) {
+		if err = os.MkdirAll(root, 0o755); err == nil {
+			tmp, err = os.MkdirTemp(root, tmpPrefix+"ckpt-")
+		}
+		return err
+	})
 	if err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	defer func() {
 		if tmp != "" {
-			os.RemoveAll(tmp)
+			_ = disk("remove", tmp, func() error { return os.RemoveAll(tmp) })
 		}
 	}()
 	index, epoch, err := s.Checkpoint(filepath.Join(tmp, DBDir))
@@ -65,8 +75,13 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	final := filepath.Join(root, dirName(index))
-	if info, ok, err := existing(final, origin); ok || err != nil {
-		return info, err
+	var prior Info
+	var found bool
+	if err := disk("read", final, func() (err error) {
+		prior, found, err = existing(final, origin)
+		return err
+	}); found || err != nil {
+		return prior, err
 	}
 	m := Manifest{
 		FormatVersion: FormatVersion,
@@ -78,12 +93,20 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		Files:         []File{},
 	}
 	dbDir := filepath.Join(tmp, DBDir)
-	ents, err := os.ReadDir(dbDir)
+	var ents []os.DirEntry
+	err = disk("readdir", dbDir, func() (err error) {
+		ents, err = os.ReadDir(dbDir)
+		return err
+	})
 	if err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	buf := make([]byte, copyBufSize)
-	known := knownTables(root, origin)
+	var known tables
+	_ = disk("read", root, func() error {
+		known = knownTables(root, origin)
+		return nil
+	})
 	var read int64
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
@@ -96,11 +119,17 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 		}
 		path := filepath.Join(dbDir, e.Name())
-		if f, ok := known.same(path, e.Name()); ok {
+		var f File
+		var ok bool
+		_ = disk("stat", path, func() error {
+			f, ok = known.same(path, e.Name())
+			return nil
+		})
+		if ok {
 			m.Files = append(m.Files, f)
 			continue
 		}
-		size, crc, err := checksumFile(path, buf, true)
+		size, crc, err := checksumFile(path, buf, true, s.DiskOp)
 		if err != nil {
 			return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 		}
@@ -112,13 +141,13 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 	if err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
-	if err := writeFileSync(filepath.Join(tmp, ManifestName), mb); err != nil {
+	if err := disk("write manifest", tmp, func() error { return writeFileSync(filepath.Join(tmp, ManifestName), mb) }); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
-	if err := errors.Join(syncDir(dbDir), syncDir(tmp)); err != nil {
+	if err := disk("sync", tmp, func() error { return errors.Join(syncDir(dbDir), syncDir(tmp)) }); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := disk("rename", tmp, func() error { return os.Rename(tmp, final) }); err != nil {
 		// Lost a race with another Create of the same index?
 		if info, ok, err2 := existing(final, origin); ok || err2 != nil {
 			return info, err2
@@ -126,7 +155,7 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	tmp = ""
-	if err := syncDir(root); err != nil {
+	if err := disk("sync", root, func() error { return syncDir(root) }); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	info = newInfo(final, m)
@@ -254,7 +283,7 @@ func Verify(path string) (Manifest, error) {
 	buf := make([]byte, copyBufSize)
 	for _, f := range m.Files {
 		p := filepath.Join(path, DBDir, f.Name)
-		size, crc, err := checksumFile(p, buf, false)
+		size, crc, err := checksumFile(p, buf, false, nil)
 		if err != nil {
 			return Manifest{}, fmt.Errorf("checkpoint: verify: %w", err)
 		}
@@ -459,7 +488,7 @@ func linkChecked(ctx context.Context, src, dst string, f File, buf []byte) error
 	if err := os.Link(src, dst); err != nil {
 		return copyChecked(ctx, src, dst, f, buf)
 	}
-	size, crc, err := checksumFile(dst, buf, false)
+	size, crc, err := checksumFile(dst, buf, false, nil)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -571,9 +600,17 @@ func (t tables) same(path, name string) (File, bool) {
 	return f, true
 }
 
+// testHookRead, when set by a test, runs before each read of checksumFile,
+// inside its watch: a read that blocks there is a read stuck on the disk.
+var testHookRead func(path string)
+
 // checksumFile returns the size and CRC32C of the file at path, fsyncing it
-// too when sync is set.
-func checksumFile(path string, buf []byte, sync bool) (int64, uint32, error) {
+// too when sync is set. watch, if not nil, bounds each read and the sync
+// (store.Store.DiskOp).
+func checksumFile(path string, buf []byte, sync bool, watch func(op, path string) (end func())) (int64, uint32, error) {
+	if watch == nil {
+		watch = func(string, string) func() { return func() {} }
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, err
@@ -582,7 +619,12 @@ func checksumFile(path string, buf []byte, sync bool) (int64, uint32, error) {
 	var size int64
 	var crc uint32
 	for {
+		end := watch("read", path)
+		if testHookRead != nil {
+			testHookRead(path)
+		}
 		n, err := f.Read(buf)
+		end()
 		size += int64(n)
 		crc = crc32.Update(crc, castagnoli, buf[:n])
 		if err == io.EOF {
@@ -593,7 +635,10 @@ func checksumFile(path string, buf []byte, sync bool) (int64, uint32, error) {
 		}
 	}
 	if sync {
-		if err := f.Sync(); err != nil {
+		end := watch("fsync", path)
+		err := f.Sync()
+		end()
+		if err != nil {
 			return 0, 0, fmt.Errorf("fsync %s: %w", path, err)
 		}
 	}

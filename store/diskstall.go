@@ -70,9 +70,14 @@ func (w *stallWatch) onDiskSlow(info vfs.DiskSlowInfo) {
 		}
 		return
 	}
+	w.declare(info.OpType.String(), info.Path, info.Duration)
+}
+
+// declare fails the store (once): op on path has run for d.
+func (w *stallWatch) declare(op, path string, d time.Duration) {
 	w.once.Do(func() {
 		err := fmt.Errorf("%w: %s on %s has not completed after %v (DiskStallTimeout %v)",
-			ErrDiskStalled, info.OpType.String(), info.Path, info.Duration.Round(time.Millisecond), w.timeout)
+			ErrDiskStalled, op, path, d.Round(time.Millisecond), w.timeout)
 		w.err.Store(&err)
 		close(w.ch)
 		go func() {
@@ -90,4 +95,16 @@ func (w *stallWatch) stalled() error {
 		return *p
 	}
 	return nil
+}
+
+// DiskOp bounds a disk operation that the caller runs on the store's disk
+// outside the store (package checkpoint's reads, writes and syncs of a
+// checkpoint) like the store's own: if end is not called within
+// DiskStallTimeout, the store fails with ErrDiskStalled (see "Disk stalls"
+// in the package doc). op and path name the operation in that error. Call
+// end when the operation returns.
+func (s *Store) DiskOp(op, path string) (end func()) {
+	d := s.stall.timeout
+	t := time.AfterFunc(d, func() { s.stall.declare(op, path, d) })
+	return func() { t.Stop() }
 }
