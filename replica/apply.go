@@ -235,15 +235,15 @@ type applierRun struct {
 
 // stop stops the run (a primary's applies what it was given first if
 // drain) and waits for it with wait (Replica.unlessStalled: not for a run
-// stuck on a stalled disk). It reports whether the run ended; a.err may be
-// read only if it did.
-func (a *applierRun) stop(drain bool, wait func(<-chan struct{}) bool) bool {
+// stuck on a stalled disk, and not without bound). It reports whether the
+// run ended; a.err may be read only if it did.
+func (a *applierRun) stop(drain bool, wait func(what string, done <-chan struct{}) bool) bool {
 	if drain && a.drain != nil {
 		close(a.drain)
 	} else {
 		a.cancel()
 	}
-	ended := wait(a.done)
+	ended := wait("the apply goroutine", a.done)
 	a.cancel()
 	return ended
 }

@@ -92,3 +92,40 @@ func TestPrimaryDiskStallFailsOver(t *testing.T) {
 	}
 	require.Positive(t, ffs.Blocked(), "the disk was stalled throughout")
 }
+
+// unlessStalled bounds every wait for a goroutine that may be stuck on the
+// disk, also where no store watched the operation (a restore, a directory
+// swap): past DiskStallTimeout + stopSlack the goroutine is presumed stuck
+// and the replica fails with ErrDiskStalled naming what it waited for.
+func TestUnlessStalledIsBounded(t *testing.T) {
+	defer func(d time.Duration) { stopSlack = d }(stopSlack)
+	stopSlack = 50 * time.Millisecond
+	r := &Replica{stalled: make(chan struct{}), failc: make(chan error, 1),
+		cfg: Config{StoreOptions: &store.Options{DiskStallTimeout: 100 * time.Millisecond}}}
+
+	done := make(chan struct{})
+	close(done)
+	require.True(t, r.unlessStalled("an ended goroutine", done))
+	require.Len(t, r.failc, 0)
+
+	t0 := time.Now()
+	require.False(t, r.unlessStalled("the test's goroutine", make(chan struct{})))
+	require.Less(t, time.Since(t0), 5*time.Second)
+	require.GreaterOrEqual(t, time.Since(t0), 150*time.Millisecond)
+	select {
+	case err := <-r.failc:
+		require.ErrorIs(t, err, store.ErrDiskStalled)
+		require.Contains(t, err.Error(), "the test's goroutine did not end within 150ms")
+	default:
+		t.Fatal("the replica was not failed")
+	}
+	select {
+	case <-r.stalled:
+	default:
+		t.Fatal("stalled not closed")
+	}
+	// Once stalled, later waits end at once.
+	t0 = time.Now()
+	require.False(t, r.unlessStalled("another", make(chan struct{})))
+	require.Less(t, time.Since(t0), time.Second)
+}

@@ -304,11 +304,7 @@ func (r *Replica) storeOptions() *store.Options {
 	o.Logger = r.cfg.Logger
 	user := o.OnDiskStall
 	o.OnDiskStall = func(err error) {
-		r.stallOnce.Do(func() { close(r.stalled) })
-		select {
-		case r.failc <- fmt.Errorf("local store: %w", err):
-		default: // an earlier unrecoverable error is queued: it fails the replica
-		}
+		r.diskStalled(err)
 		if user != nil {
 			user(err)
 		}
@@ -316,20 +312,47 @@ func (r *Replica) storeOptions() *store.Options {
 	return &o
 }
 
-// unlessStalled waits for done, or until a store of this replica declared
-// its disk stalled: the goroutine that would close done may be stuck in a
-// system call that never returns. It reports whether done was closed.
-func (r *Replica) unlessStalled(done <-chan struct{}) bool {
+// diskStalled fails the replica on a stalled local disk (store.ErrDiskStalled):
+// waits for goroutines that may be stuck on it end now (unlessStalled).
+func (r *Replica) diskStalled(err error) {
+	r.stallOnce.Do(func() { close(r.stalled) })
+	select {
+	case r.failc <- fmt.Errorf("local store: %w", err):
+	default: // an earlier unrecoverable error is queued: it fails the replica
+	}
+}
+
+// stopSlack is how much longer than DiskStallTimeout unlessStalled waits
+// for a goroutine before it presumes it stuck on the disk (a variable for
+// tests).
+var stopSlack = 10 * time.Second
+
+// unlessStalled waits for done, closed by a goroutine that may be stuck in
+// a system call on the local disk that never returns. It waits until done
+// is closed, a store of this replica declares its disk stalled, or
+// DiskStallTimeout + stopSlack pass: then the goroutine (what) is presumed
+// stuck on the disk and the replica fails with store.ErrDiskStalled. It
+// reports whether done was closed.
+func (r *Replica) unlessStalled(what string, done <-chan struct{}) bool {
+	d := store.DefaultDiskStallTimeout
+	if o := r.cfg.StoreOptions; o != nil && o.DiskStallTimeout != 0 {
+		d = o.DiskStallTimeout
+	}
+	limit := time.NewTimer(d + stopSlack)
+	defer limit.Stop()
 	select {
 	case <-done:
 		return true
 	case <-r.stalled:
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
+	case <-limit.C:
+		r.diskStalled(fmt.Errorf("%w: %s did not end within %v (DiskStallTimeout + %v): presumed stuck on the disk",
+			store.ErrDiskStalled, what, d+stopSlack, stopSlack))
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -341,7 +364,7 @@ func (r *Replica) waitGoroutines() {
 		r.wg.Wait()
 		close(done)
 	}()
-	if !r.unlessStalled(done) {
+	if !r.unlessStalled("the replica's goroutines", done) {
 		r.log.Warn("close: goroutines stuck on the stalled disk are left behind")
 	}
 }
@@ -403,7 +426,7 @@ func (r *Replica) closeResources() error {
 			}
 		}
 	}()
-	if !r.unlessStalled(done) {
+	if !r.unlessStalled("closing the store", done) {
 		return fmt.Errorf("replica: close store: %w (an operation is stuck on the disk; the store closes in the background if it recovers)", store.ErrDiskStalled)
 	}
 	return err
