@@ -8,7 +8,8 @@
 //	                    of roomlog.
 //	internal/infra/...  the ground floor of the test and tool harness:
 //	                    zkensemble (real ZooKeeper servers), faultnet
-//	                    (userspace TCP fault proxies), spawn (child
+//	                    (userspace TCP fault proxies), faultfs (a Pebble
+//	                    file system whose writes stall on demand), spawn (child
 //	                    processes), procstat (CPU accounting), promserver
 //	                    (a real Prometheus). They import nothing of roomlog
 //	                    but each other, so logroom's and replica's own tests

@@ -374,8 +374,8 @@
 //     of the way as above: a primary whose disk hangs is replaced within
 //     about DiskStallTimeout + 2 s + a takeover (failover's
 //     TestPrimaryDiskStall). Waits for goroutines that may be stuck on
-//     that disk end when the stall is declared, and after DiskStallTimeout
-//     + 10 s at the latest (a restore or directory swap no store watches:
+//     that disk end when the stall is declared, and 10 s after
+//     DiskStallTimeout at the latest (a restore or directory swap no store watches:
 //     the goroutine is then presumed stuck and the replica fails the same
 //     way); Close returns ErrDiskStalled without them. A failed replica
 //     stays failed: restart the process once the disk is fixed.
