@@ -411,12 +411,12 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 	}
 
 	final := filepath.Join(root, dirName(m.Index))
-	if info, ok, err := existing(final, m.Origin()); ok || err != nil {
+	if info, ok, err := existing(final, m.Origin(), nil); ok || err != nil {
 		cr.final()
 		return info, err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		if info, ok, err2 := existing(final, m.Origin()); ok || err2 != nil {
+		if info, ok, err2 := existing(final, m.Origin(), nil); ok || err2 != nil {
 			cr.final()
 			return info, err2
 		}

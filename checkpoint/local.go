@@ -75,13 +75,8 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
 	}
 	final := filepath.Join(root, dirName(index))
-	var prior Info
-	var found bool
-	if err := disk("read", final, func() (err error) {
-		prior, found, err = existing(final, origin)
-		return err
-	}); found || err != nil {
-		return prior, err
+	if info, ok, err := existing(final, origin, s.DiskOp); ok || err != nil {
+		return info, err
 	}
 	m := Manifest{
 		FormatVersion: FormatVersion,
@@ -149,7 +144,7 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 	}
 	if err := disk("rename", tmp, func() error { return os.Rename(tmp, final) }); err != nil {
 		// Lost a race with another Create of the same index?
-		if info, ok, err2 := existing(final, origin); ok || err2 != nil {
+		if info, ok, err2 := existing(final, origin, s.DiskOp); ok || err2 != nil {
 			return info, err2
 		}
 		return Info{}, fmt.Errorf("checkpoint: create: %w", err)
@@ -166,13 +161,13 @@ func Create(ctx context.Context, s *store.Store, root string, origin Origin) (in
 // existing returns the valid checkpoint at path (ok), nothing if there is
 // none, or moves an invalid one, or one whose origin is not want (when
 // want.RoomCzxid != 0), aside and returns nothing.
-func existing(path string, want Origin) (Info, bool, error) {
+func existing(path string, want Origin, watch diskWatch) (Info, bool, error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return Info{}, false, nil
 	} else if err != nil {
 		return Info{}, false, fmt.Errorf("checkpoint: %w", err)
 	}
-	m, err := Verify(path)
+	m, err := verify(path, watch)
 	if err == nil && want.RoomCzxid != 0 {
 		err = m.CheckOrigin(want)
 	}
@@ -272,7 +267,10 @@ func checkOpens(dbDir, scratch string, m Manifest) error {
 // checksum), a directory name that matches its index (when it has the
 // ckpt- form), exactly the manifest's files in db/, each with the right size
 // and CRC32C. Failures wrap ErrCorrupt and name the file.
-func Verify(path string) (Manifest, error) {
+func Verify(path string) (Manifest, error) { return verify(path, nil) }
+
+// verify is Verify with each read bounded by watch (nil: none).
+func verify(path string, watch diskWatch) (Manifest, error) {
 	m, err := readManifest(path)
 	if err != nil {
 		return Manifest{}, err
@@ -283,7 +281,7 @@ func Verify(path string) (Manifest, error) {
 	buf := make([]byte, copyBufSize)
 	for _, f := range m.Files {
 		p := filepath.Join(path, DBDir, f.Name)
-		size, crc, err := checksumFile(p, buf, false, nil)
+		size, crc, err := checksumFile(p, buf, false, watch)
 		if err != nil {
 			return Manifest{}, fmt.Errorf("checkpoint: verify: %w", err)
 		}
@@ -600,6 +598,10 @@ func (t tables) same(path, name string) (File, bool) {
 	return f, true
 }
 
+// diskWatch bounds one disk operation (store.Store.DiskOp): call the
+// returned end when it returned.
+type diskWatch func(op, path string) (end func())
+
 // testHookRead, when set by a test, runs before each read of checksumFile,
 // inside its watch: a read that blocks there is a read stuck on the disk.
 var testHookRead func(path string)
@@ -607,7 +609,7 @@ var testHookRead func(path string)
 // checksumFile returns the size and CRC32C of the file at path, fsyncing it
 // too when sync is set. watch, if not nil, bounds each read and the sync
 // (store.Store.DiskOp).
-func checksumFile(path string, buf []byte, sync bool, watch func(op, path string) (end func())) (int64, uint32, error) {
+func checksumFile(path string, buf []byte, sync bool, watch diskWatch) (int64, uint32, error) {
 	if watch == nil {
 		watch = func(string, string) func() { return func() {} }
 	}

@@ -665,7 +665,17 @@ func (r *Replica) cancelTakeover() {
 	tr := lp.takeover
 	lp.takeover = nil
 	tr.cancel()
-	<-tr.done
+	if !r.unlessStalled("the takeover goroutine", tr.done) {
+		// Stuck behind the disk (matchLog reads the store's position):
+		// its writer, if it opened one, is closed when it ends.
+		go func() {
+			<-tr.done
+			if tr.w != nil {
+				tr.w.Close()
+			}
+		}()
+		return
+	}
 	if tr.w != nil {
 		tr.w.Close()
 	}

@@ -390,7 +390,9 @@ func (r *Replica) Close() error {
 	}
 	r.closing.Store(true)
 	close(r.stopc)
-	<-r.loopDone
+	if !r.unlessStalled("the replica's loop", r.loopDone) {
+		r.log.Warn("close: the replica's loop is stuck on the stalled disk; left behind")
+	}
 	r.cancelBG()
 	if r.httpSrv != nil {
 		r.httpSrv.Close()
@@ -417,8 +419,11 @@ func (r *Replica) closeResources() error {
 	var err error
 	go func() {
 		defer close(done)
-		r.storeMu.Lock()
-		defer r.storeMu.Unlock()
+		// A read lock: a writer waiting here behind an Apply stuck on the
+		// disk would block every later reader (Get, Store, StateHash)
+		// until the disk recovers. Store.Close is safe beside readers.
+		r.storeMu.RLock()
+		defer r.storeMu.RUnlock()
 		if r.st != nil {
 			err = r.st.Close()
 			if errors.Is(err, store.ErrClosed) {
@@ -426,10 +431,20 @@ func (r *Replica) closeResources() error {
 			}
 		}
 	}()
-	if !r.unlessStalled("closing the store", done) {
+	// Not unlessStalled's limit: the store's Close is watched by the store
+	// itself (Pebble's health checks), and Pebble's Close may legitimately
+	// wait out a long compaction.
+	select {
+	case <-done:
+		return err
+	case <-r.stalled:
+	}
+	select {
+	case <-done:
+		return err
+	default:
 		return fmt.Errorf("replica: close store: %w (an operation is stuck on the disk; the store closes in the background if it recovers)", store.ErrDiskStalled)
 	}
-	return err
 }
 
 // usable returns ErrClosed / the fatal error when the replica cannot serve.

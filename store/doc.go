@@ -138,14 +138,19 @@
 // Options.DiskStallTimeout (default 20 s) fails the store for good with
 // ErrDiskStalled: OnDiskStall is called once; Apply, Sync and Checkpoint
 // return the error at once (the call stuck on the disk stays stuck: Go
-// cannot cancel a system call); Close returns it without waiting for the
-// stuck operations and finishes in the background if the disk recovers;
+// cannot cancel a system call); Close returns it within 1 s without
+// waiting for the stuck operations and finishes in the background if the
+// disk recovers; Store.DiskOp bounds the same way what a caller does on the
+// store's disk outside Pebble (package checkpoint's Create);
 // an Open that stalls returns it and closes what it opened late. Reads
 // go on (a hung device often still serves them from the page cache). An
 // operation that is slow but completes is logged, not a stall. What was
 // acknowledged before the stall is durable; the entry stuck in its WAL sync
 // may or may not be, and the store may show it to readers before its sync
-// ends (Pebble publishes a batch before waiting for its fsync).
+// ends (Pebble publishes a batch before waiting for its fsync). Pebble
+// watches only writes: a read of Pebble's stuck on the disk (a Get, Open's
+// WAL replay) is not bounded; Create's checksum reads are (DiskOp). The clocks count a paused process's time too: a
+// SIGSTOP longer than DiskStallTimeout across a write declares a stall.
 //
 // Concurrency: all methods are safe for concurrent use; Applies are
 // serialised with each other, Checkpoint runs beside them. Scan callbacks

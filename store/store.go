@@ -585,13 +585,16 @@ func (s *Store) Sync() error {
 }
 
 // Close waits for operations in progress, closes every open View, syncs the
-// WAL and closes the database. It is idempotent: later calls return the
-// first one's result. It must not be called from inside a Scan callback or
-// an Applier (it would wait for itself). On a stalled disk it returns
-// ErrDiskStalled without waiting for the operations stuck on the disk; the
+// WAL and closes the database. Every method called after Close began
+// returns ErrClosed. It is idempotent: a later call returns the close's
+// result (or, while a stalled disk holds it, ErrDiskStalled). It must not
+// be called from inside a Scan callback or an Applier (it would wait for
+// itself). On a stalled disk it returns ErrDiskStalled after at most
+// closeGrace without waiting for the operations stuck on the disk; the
 // close then completes in the background if the disk recovers.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.gate.shut() // new operations fail from now on
 		go func() {
 			s.closeErr = s.close()
 			close(s.closeDone)
@@ -601,17 +604,24 @@ func (s *Store) Close() error {
 	case <-s.closeDone:
 		return s.closeErr
 	case <-s.stall.ch:
-		select {
-		case <-s.closeDone:
-			return s.closeErr
-		default:
-		}
+	}
+	// Nothing may be stuck (a watched read that ended late): a short
+	// grace lets such a close finish and release the directory.
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-s.closeDone:
+		return s.closeErr
+	case <-t.C:
 		return fmt.Errorf("store: close %s: %w; operations still wait for the disk, and the close completes in the background if it recovers", s.dir, s.stall.stalled())
 	}
 }
 
+// closeGrace is how long Close waits for the close of a stalled store.
+const closeGrace = time.Second
+
 func (s *Store) close() error {
-	s.gate.close()
+	s.gate.wait() // shut by Close already
 	if s.stopSync != nil {
 		close(s.stopSync)
 		<-s.syncDone
@@ -668,17 +678,33 @@ func (g *gate) leave() {
 	g.mu.Unlock()
 }
 
-// close returns false if the gate was already closed.
+// close returns false if the gate was already closed; else it closes it
+// and waits until every entered operation left.
 func (g *gate) close() bool {
+	if !g.shut() {
+		return false
+	}
+	g.wait()
+	return true
+}
+
+// wait waits until every entered operation left.
+func (g *gate) wait() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.refs > 0 {
+		g.cond.Wait()
+	}
+}
+
+// shut makes later enters fail, without waiting; false if already closed.
+func (g *gate) shut() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return false
 	}
 	g.closed = true
-	for g.refs > 0 {
-		g.cond.Wait()
-	}
 	return true
 }
 
