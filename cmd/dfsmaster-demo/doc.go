@@ -38,7 +38,7 @@
 //	dfsmaster-demo serve --zk host:port[,...] --id ID --data DIR [--room NAME] [--http ADDR]
 //	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N]
 //	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
-//	    [--zk-digest-file FILE] [--checkpoint-token-file FILE]
+//	    [--zk-digest-file FILE] [--checkpoint-token-file FILE] [--disk-stall-timeout D]
 //
 // One master: replica.Open with namespace.Applier, AdvertiseAddr = the HTTP
 // address (what a standby's 307 points at and where peers fetch
@@ -94,7 +94,10 @@
 // master stays failed until it is restarted, which an operator should do
 // only after finding the cause (see package replica). --exit-on-failure makes serve exit with status 1 as soon as
 // the replica fails instead, for a supervisor that restarts or alerts on
-// exit (the behaviour before this flag existed).
+// exit (the behaviour before this flag existed). A local disk that hangs is
+// such a failure: a store write or sync still running after
+// --disk-stall-timeout (default 20s) fails the master, so that a standby
+// replaces a primary whose disk stopped answering.
 //
 // # Metrics
 //

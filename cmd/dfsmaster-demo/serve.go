@@ -33,7 +33,8 @@ SIGINT or SIGTERM shuts it down gracefully: the replica leaves the room
 first (a standby takes over at once), then the HTTP server stops.
 
 When the replica fails (an unrecoverable error: a broken applier,
-corruption, divergence from the log), serve keeps running so the failure
+corruption, divergence from the log, a local disk stalled past
+--disk-stall-timeout), serve keeps running so the failure
 stays visible: GET /v1/status and the status page show role "failed" and
 the reason, GET /v1/health answers 503 {"error":"failed"} with it, and
 commands and reads answer 503 failed. With --exit-on-failure it exits with
@@ -70,7 +71,10 @@ type serveConfig struct {
 	// replica default (10m, 2^20).
 	RequestTTL    time.Duration
 	RequestWindow int
-	Logger        *slog.Logger
+	// DiskStallTimeout: a store disk operation running longer fails the
+	// replica (store.Options.DiskStallTimeout); 0 = store default (20s).
+	DiskStallTimeout time.Duration
+	Logger           *slog.Logger
 	// Auth: ZooKeeper digest credentials (--zk-digest-file); every znode
 	// the replica creates then carries a digest ACL. nil: none.
 	Auth *logroom.Digest
@@ -146,6 +150,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		CheckpointEveryEntries: cfg.CheckpointEvery,
 		RequestTTL:             cfg.RequestTTL,
 		RequestWindow:          cfg.RequestWindow,
+		StoreOptions:           &store.Options{DiskStallTimeout: cfg.DiskStallTimeout},
 		Auth:                   cfg.Auth,
 		CheckpointToken:        cfg.CheckpointToken,
 		Registerer:             reg,
@@ -300,6 +305,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	ckptEvery := fs.Int("checkpoint-every", replica.DefaultCheckpointEveryEntries, "checkpoint the store every N applied entries (<0: never)")
 	requestTTL := fs.Duration("request-ttl", replica.DefaultRequestTTL, "how long a mutation's Idempotency-Key is remembered (log time): a retry within it is applied at most once")
 	requestWindow := fs.Int("request-window", replica.DefaultRequestWindow, "how many log entries an Idempotency-Key is remembered for at most (bounds the request table)")
+	diskStall := fs.Duration("disk-stall-timeout", store.DefaultDiskStallTimeout, "a write or sync of the local store still running after this long fails this master (it resigns; restart it once the disk is fixed); within [100ms, 1h]")
 	exitOnFailure := fs.Bool("exit-on-failure", false, "exit with status 1 as soon as the replica fails, for a supervisor (default: keep serving /v1/status and a 503 /v1/health)")
 	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password (one line; env "+envDigestFile+"): "+
 		"the master authenticates with them and creates every znode with a digest ACL. There is no flag for the password itself")
@@ -335,6 +341,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if *requestWindow < 1 || *requestWindow > store.MaxRequestWindow {
 		bad = append(bad, fmt.Sprintf("--request-window %d: must be within [1, %d]", *requestWindow, store.MaxRequestWindow))
 	}
+	if err := (&store.Options{DiskStallTimeout: *diskStall}).Validate(); err != nil || *diskStall <= 0 {
+		bad = append(bad, fmt.Sprintf("--disk-stall-timeout %v: must be within [100ms, 1h]", *diskStall))
+	}
 	var auth *logroom.Digest
 	if *digestFile != "" {
 		var err error
@@ -362,7 +371,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 		cfg: serveConfig{
 			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
 			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery,
-			RequestTTL: *requestTTL, RequestWindow: *requestWindow, Logger: log,
+			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
 		},
 		exitOnFailure: *exitOnFailure,

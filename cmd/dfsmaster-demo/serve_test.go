@@ -23,6 +23,7 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/store"
 )
 
 // eventually polls cond every 20ms until it holds or d passes.
@@ -296,6 +297,8 @@ func TestServeUsage(t *testing.T) {
 		{"request ttl", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "0s"}, "--request-ttl"},
 		{"request ttl too long", []string{"--id", "a", "--data", "/tmp/x", "--request-ttl", "721h"}, "--request-ttl"},
 		{"request window", []string{"--id", "a", "--data", "/tmp/x", "--request-window", "0"}, "--request-window"},
+		{"disk stall timeout too short", []string{"--id", "a", "--data", "/tmp/x", "--disk-stall-timeout", "1ms"}, "--disk-stall-timeout 1ms: must be within [100ms, 1h]"},
+		{"disk stall timeout zero", []string{"--id", "a", "--data", "/tmp/x", "--disk-stall-timeout", "0s"}, "--disk-stall-timeout"},
 		{"bad room", []string{"--id", "a", "--data", "/tmp/x", "--room", "a/b"}, `--room: logroom: bad name: room name "a/b": contains '/'`},
 		{"reserved room", []string{"--id", "a", "--data", "/tmp/x", "--room", "zookeeper"}, `room name "zookeeper": reserved`},
 		{"bad flag", []string{"--nope"}, "flag provided but not defined"},
@@ -321,6 +324,17 @@ func TestServeRequestFlags(t *testing.T) {
 	require.True(t, ok, stderr.String())
 	require.Equal(t, time.Hour, opts.cfg.RequestTTL)
 	require.Equal(t, 1000, opts.cfg.RequestWindow)
+}
+
+// TestServeDiskStallFlag: --disk-stall-timeout reaches the store's options.
+func TestServeDiskStallFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	opts, _, ok := parseServeFlags([]string{"--id", "a", "--data", "/tmp/x"}, &stderr)
+	require.True(t, ok, stderr.String())
+	require.Equal(t, store.DefaultDiskStallTimeout, opts.cfg.DiskStallTimeout)
+	opts, _, ok = parseServeFlags([]string{"--id", "a", "--data", "/tmp/x", "--disk-stall-timeout", "5s"}, &stderr)
+	require.True(t, ok, stderr.String())
+	require.Equal(t, 5*time.Second, opts.cfg.DiskStallTimeout)
 }
 
 func TestTranslateProposeError(t *testing.T) {
