@@ -68,8 +68,9 @@ func TestChaosShort(t *testing.T) {
 				// The bounded run always includes the network faults:
 				// a primary partitioned from ZooKeeper past its session
 				// while it keeps running, a stalled checkpoint source, and
-				// lost replies; with latency on every link.
-				cfg.Force = []Kind{PartitionPrimaryLong, StallCheckpoint, DropRepliesPrimary, PartitionZKLeader}
+				// lost replies, and a primary whose disk hangs; with
+				// latency on every link.
+				cfg.Force = []Kind{PartitionPrimaryLong, StallCheckpoint, DropRepliesPrimary, PartitionZKLeader, StallDiskPrimary}
 				cfg.Latency = 2 * time.Millisecond
 			}
 			res, err := Run(ctx, cfg)

@@ -87,11 +87,23 @@
 //	                            new leader): it still accepts clients; never while a
 //	                            server is down
 //
+// A disk fault, made by internal/infra/faultfs inside the node process
+// (every node runs with --disk-faults and a --disk-stall-timeout of three
+// sessions plus 4 s, longer than any pause above, since a process paused
+// across a disk write sees it stalled when it resumes):
+//
+//	stall-disk-primary (1)      every disk write of the primary's store blocks:
+//	                            it must report role failed, naming the stalled
+//	                            disk, within its DiskStallTimeout + 7 s (else a
+//	                            stall is counted); it is then killed, a standby
+//	                            must lead, and it restarts 0–4 s later on a
+//	                            healthy disk
+//
 // -latency D delays every link (replicas to ZooKeeper and to peers, and the
 // ensemble's client, quorum and election links) by D ± D/2 for the whole run; -force k1,k2
 // runs those kinds first (the bounded run in make test forces a long
-// partition, a stall, lost replies and a ZooKeeper leader partition, with 2 ms
-// of latency). The summary
+// partition, a stall, lost replies, a ZooKeeper leader partition and a stalled
+// primary disk, with 2 ms of latency). The summary
 // line ends with the count of faults by kind (kinds=…).
 //
 // After the last fault every process is healed, proposals run until 50 more

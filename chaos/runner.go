@@ -312,6 +312,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			MaxChannelBatches: cfg.MaxChannelBatches,
 			FetchIdleTimeout:  cfg.FetchIdle,
 			Logger:            logger,
+			ExtraArgs:         []string{"--disk-faults", "--disk-stall-timeout", diskStallTimeout(cfg.Session).String()},
 		},
 		Logger: logger,
 		Net:    fnet,
@@ -452,6 +453,62 @@ func (r *runner) restart(ctx context.Context, n *testnode.Node) error {
 	}
 	delete(r.needRestart, n.ID())
 	return nil
+}
+
+// diskStallTimeout is every replica's store DiskStallTimeout in a run:
+// longer than any pause the schedule makes (at most two sessions, or a
+// session plus 3 s past a failover), because a process paused across a
+// disk write sees that write as stalled when it resumes (the stall clock
+// counts the pause, as a real machine's would).
+func diskStallTimeout(session time.Duration) time.Duration { return 3*session + 4*time.Second }
+
+// stallDisk stalls every disk write of the primary's store (its node's
+// faultfs): the store must declare the stall and the replica fail (role
+// failed, naming the disk) within its DiskStallTimeout + Pebble's 2 s check,
+// and a standby lead. The failed process is killed (the operator's fix),
+// and restarted f.Down after the failover on a healthy disk.
+func (r *runner) stallDisk(ctx context.Context, f Fault, p *testnode.Node) {
+	timeout := diskStallTimeout(r.cfg.Session)
+	r.out.f("%s: stall every disk write of primary %s", f, p.ID())
+	t0 := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := p.Client().StallDisk(sctx, true)
+	cancel()
+	if err != nil {
+		r.out.f("    stall: %v", err)
+		return
+	}
+	bound := timeout + 2*time.Second + 5*time.Second
+	var st testnode.StatusJSON
+	for {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err = p.Status(qctx)
+		cancel()
+		if (err == nil && st.Role == testnode.RoleFailed) || time.Since(t0) > bound || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, 50*time.Millisecond) // polling the node's status: no event to wait on
+	}
+	if st.Role != testnode.RoleFailed || !strings.Contains(st.Err, "disk stalled") {
+		r.res.Stalls++
+		msg := fmt.Sprintf("disk stall: %s still reports role %q (err %q) %v after its disk stalled", p.ID(), st.Role, st.Err, time.Since(t0).Round(time.Millisecond))
+		r.res.Anomalies = append(r.res.Anomalies, msg)
+		r.out.f("    %s", msg)
+	} else {
+		r.out.f("    %s failed %v after the stall: %s", p.ID(), time.Since(t0).Round(time.Millisecond), firstLine(errors.New(st.Err)))
+	}
+	// The failover is timed from the failure (the detection took the
+	// timeout, by design), so that it is comparable with a kill's.
+	tFailed := time.Now()
+	if err := p.Kill(); err != nil {
+		r.out.f("    kill: %v", err)
+	}
+	what := r.failover(ctx, p, tFailed)
+	sleep(ctx, f.Down)
+	if r.restart(ctx, p) == nil {
+		what += fmt.Sprintf("; %s restarted on a healthy disk after %v", p.ID(), time.Since(t0).Round(time.Millisecond))
+	}
+	r.out.f("    %s", what)
 }
 
 // failover waits for a new primary after old was killed or paused at t0:
@@ -600,6 +657,8 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		r.partitionZKLeader(ctx, f)
 	case PartitionPrimaryLong, PartitionPrimaryShort, PartitionLink, DropRepliesPrimary, StallCheckpoint:
 		r.netFault(ctx, f, p, s)
+	case StallDiskPrimary:
+		r.stallDisk(ctx, f, p)
 	case WipeStandby:
 		r.out.f("%s: kill -9 standby %s, wipe its disk, restart", f, s.ID())
 		var cp *testnode.Node

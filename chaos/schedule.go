@@ -28,6 +28,7 @@ const (
 	DropRepliesPrimary
 	StallCheckpoint
 	PartitionZKLeader
+	StallDiskPrimary
 	numKinds
 )
 
@@ -50,6 +51,8 @@ var kindNames = [numKinds]string{
 	DropRepliesPrimary:    "drop-replies-primary",
 	StallCheckpoint:       "stall-checkpoint",
 	PartitionZKLeader:     "partition-zk-leader",
+	// A disk fault, made by internal/infra/faultfs inside the node.
+	StallDiskPrimary: "stall-disk-primary",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -71,6 +74,8 @@ var weights = [numKinds]int{
 	DropRepliesPrimary:    2,
 	StallCheckpoint:       1,
 	PartitionZKLeader:     2,
+
+	StallDiskPrimary: 1,
 }
 
 func (k Kind) String() string {
@@ -92,7 +97,8 @@ type Fault struct {
 	// Pick chooses among candidates of the role (standbys sorted by id,
 	// ZooKeeper followers by index): candidate Pick % len(candidates).
 	Pick int
-	// Down: how long a killed process stays down (kill-*), or how long a
+	// Down: how long a killed process stays down (kill-*; stall-disk-primary:
+	// from the failover to the restart of the failed one), or how long a
 	// pause lasts (pause-primary-short, pause-standby), or how long a
 	// pause lasts past the session timeout (pause-primary-long).
 	Down time.Duration
@@ -114,7 +120,7 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case KillStandby:
 		fmt.Fprintf(&b, " down=%v span=%d", f.Down, f.Span)
-	case KillPrimary, PauseStandby, PausePrimaryShort:
+	case KillPrimary, PauseStandby, PausePrimaryShort, StallDiskPrimary:
 		fmt.Fprintf(&b, " down=%v", f.Down)
 	case PausePrimaryLong, PartitionPrimaryLong:
 		fmt.Fprintf(&b, " past-session=%v", f.Down)
@@ -209,7 +215,7 @@ func (s *Schedule) Next() Fault {
 	}
 	f := Fault{Seq: s.seq, Kind: k, Pick: s.rng.IntN(1 << 16)}
 	switch k {
-	case KillPrimary:
+	case KillPrimary, StallDiskPrimary:
 		f.Down = s.between(0, 4*time.Second)
 	case KillStandby:
 		f.Down = s.between(500*time.Millisecond, 8*time.Second)
