@@ -32,7 +32,6 @@ type FS struct {
 	stalled bool // guarded by mu
 	blocked atomic.Int64
 	delay   atomic.Int64 // nanoseconds
-	writes  atomic.Int64
 }
 
 // New wraps inner (vfs.Default when nil).
@@ -66,12 +65,8 @@ func (f *FS) SetDelay(d time.Duration) { f.delay.Store(int64(d)) }
 // Blocked is the number of operations blocked by Stall right now.
 func (f *FS) Blocked() int { return int(f.blocked.Load()) }
 
-// Writes is the number of write-side operations started so far.
-func (f *FS) Writes() int64 { return f.writes.Load() }
-
 // gate is called at the start of every write-side operation.
 func (f *FS) gate() {
-	f.writes.Add(1)
 	if d := time.Duration(f.delay.Load()); d > 0 {
 		time.Sleep(d)
 	}
