@@ -91,6 +91,7 @@ func (b *bench) dial(ctx context.Context) (*logroom.Client, error) {
 		Servers:        b.addrs,
 		SessionTimeout: b.cfg.sessionTimeout,
 		Logger:         b.log,
+		AnyServer:      b.cfg.anyServer,
 	})
 }
 
@@ -137,6 +138,7 @@ func (b *bench) appendRowIsolated(ctx context.Context, s appendSpec) (Result, er
 		"-per-call", strconv.Itoa(s.perCall),
 		"-data", s.data,
 		"-compression", s.compression,
+		"-any-server=" + strconv.FormatBool(b.cfg.anyServer),
 		"-raw-mbps", strconv.FormatFloat(b.rawCeilingMBps, 'f', -1, 64),
 		"-writer-inflight", strconv.Itoa(b.cfg.maxInFlight),
 		"-writer-eager", strconv.Itoa(b.cfg.eagerInFlight),
@@ -256,6 +258,7 @@ func runAppendRow(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&since, "since", 0, "")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "")
 	fs.BoolVar(&cfg.verbose, "v", false, "")
+	fs.BoolVar(&cfg.anyServer, "any-server", false, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

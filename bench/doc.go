@@ -13,6 +13,12 @@
 // only roomlog's public API (logroom, replica, store, checkpoint) and a
 // plain go-zookeeper client for the raw ceiling.
 //
+// Every client connects where logroom's clients do by default: to the
+// ensemble's leader (logroom's "Connecting: the leader first"), the raw
+// client included, so that roomlog and raw ZooKeeper pay the same hops.
+// -any-server makes every client (raw and roomlog) connect in go-zookeeper's
+// shuffled order instead; the header says which ("clients connect:").
+//
 // # Scenarios
 //
 //  1. raw: persistent-sequential creates with go-zookeeper: 256 B one at a
@@ -59,7 +65,7 @@
 //
 // # Output
 //
-// Progress goes to stderr; the table and the issue-7 targets (met/missed)
+// Progress goes to stderr; the table and the targets of issues 14 and 7 (met/missed)
 // to stdout; -json writes every figure with stable keys (Result, Report);
 // -plot draws throughput (x, log) against p99 latency (y, log), one line per
 // entry size, by hand as SVG (plot.go).

@@ -31,6 +31,7 @@ func main() {
 // config is the parsed command line.
 type config struct {
 	servers        int
+	anyServer      bool // clients connect in shuffled order, not leader first
 	quick          bool
 	jsonPath       string
 	plotPath       string
@@ -137,6 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
 	var storeSync string
 	fs.StringVar(&storeSync, "store-sync", "batch", "replicas' store durability: batch (store.SyncEveryBatch, the default) or group (store.SyncGroup)")
+	fs.BoolVar(&cfg.anyServer, "any-server", false, "connect every client (raw and roomlog) to the servers in go-zookeeper's shuffled order instead of the leader first (logroom.DialConfig.AnyServer)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
 	fs.StringVar(&cfg.fromJSON, "from-json", "", "run nothing: print the table, targets and -plot of a saved -json `FILE`")
 	fs.Usage = func() {
@@ -309,6 +311,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		GoMaxP:   runtime.GOMAXPROCS(0),
 		CPUs:     runtime.NumCPU(),
 		LoadAvg:  loadAvg(),
+		Clients:  map[bool]string{false: "leader first", true: "any server"}[cfg.anyServer],
 		Writer:   fmt.Sprintf("MaxInFlight=%d EagerInFlight=%d Linger=%v (0 = logroom default) StoreSync=%v", cfg.maxInFlight, cfg.eagerInFlight, cfg.linger, cfg.storeSync),
 	}
 	b.prog.Logf("roomlog bench: %d ZooKeeper server(s), %v per row, load average %s", cfg.servers, cfg.duration, rep.LoadAvg)
@@ -382,6 +385,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func report(stdout io.Writer, rep *Report) int {
 	fmt.Fprintf(stdout, "roomlog bench, %d ZooKeeper server(s), %s per row, %d CPUs, load average at start %s\n",
 		rep.Servers, rep.Duration, rep.CPUs, rep.LoadAvg)
+	if rep.Clients != "" {
+		fmt.Fprintf(stdout, "clients connect: %s\n", rep.Clients)
+	}
 	fmt.Fprintf(stdout, "command: %s\n\n", rep.Command)
 	_ = writeTable(stdout, rep.Results)
 	fmt.Fprintln(stdout)

@@ -298,7 +298,7 @@ func resultsPlot(rows []Result, servers int, subtitle string) *plot {
 		p.Series = append(p.Series, plotSeries{Name: "raw ZooKeeper, 1 znode/entry", Color: "#7f7f7f", Points: raw, NoLine: true, Marker: "square"})
 	}
 	p.Series = append(p.Series, plotSeries{
-		Name:  "issue 7 target, 256 B",
+		Name:  "targets (issues 7, 14), 256 B",
 		Color: "#222222", NoLine: true, Marker: "ring",
 		Points: []plotPoint{
 			{1700, 2, "target x1"}, {10000, 7, "target x16"}, {100000, 15, "target x256"},

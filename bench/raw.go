@@ -21,7 +21,17 @@ const rawBase = "/bench-raw"
 // roomlog's default batch size. That last row is the "raw batched ceiling"
 // the append rows are compared with.
 func runRaw(ctx context.Context, b *bench) ([]Result, error) {
-	conn, err := dialRaw(ctx, b.ens.Addrs(), 10*time.Second)
+	// The raw client connects where roomlog's clients do: to the leader
+	// (their default), or anywhere with -any-server.
+	addrs := b.ens.Addrs()
+	if !b.cfg.anyServer {
+		leader, err := b.ens.Leader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("raw: %w", err)
+		}
+		addrs = addrs[leader : leader+1]
+	}
+	conn, err := dialRaw(ctx, addrs, 10*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("raw: dial: %w", err)
 	}

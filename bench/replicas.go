@@ -34,6 +34,7 @@ func (b *bench) openMember(ctx context.Context, room, id string, tune func(*repl
 	cfg := replica.Config{
 		Servers:        b.addrs,
 		SessionTimeout: b.cfg.sessionTimeout,
+		AnyServer:      b.cfg.anyServer,
 		Room:           room,
 		ID:             id,
 		DataDir:        dir,

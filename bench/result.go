@@ -65,9 +65,12 @@ type Report struct {
 	CPUs     int       `json:"cpus"`
 	LoadAvg  string    `json:"loadavg_at_start"`
 	Writer   string    `json:"writer_config"`
-	Results  []Result  `json:"results"`
-	Targets  []Target  `json:"targets"`
-	Errors   []string  `json:"errors,omitempty"`
+	// Clients is where the clients connected: "leader first" (logroom's
+	// default; the raw rows to the leader too) or "any server".
+	Clients string   `json:"clients,omitempty"`
+	Results []Result `json:"results"`
+	Targets []Target `json:"targets"`
+	Errors  []string `json:"errors,omitempty"`
 }
 
 func writeJSON(path string, rep *Report) error {

@@ -251,6 +251,26 @@
 //     them as below) and seals again; reading the next channel back makes
 //     an early seal that landed despite a lost reply harmless.
 //
+// # Connecting: the leader first
+//
+// Every ZooKeeper write is ordered by the leader: sent to a follower it is
+// forwarded there, and the reply comes back the same way. So a Client
+// prefers the leader (DialConfig.AnyServer turns that off and keeps
+// go-zookeeper's shuffled order). Its host provider, at the start of every
+// pass over the servers (the first connection, each reconnect after a
+// connected session, each further pass while none connects), asks every
+// server at once for its role with the srvr four-letter word, reading at
+// most 16 KiB of each reply within LeaderProbeTimeout (250 ms), and tries
+// the first server whose reply says "Mode: leader" (or "standalone") first,
+// then the others in the shuffled order. What the probe reads only orders
+// the servers: no answer (srvr not in 4lw.commands.whitelist, a paused or
+// silent server, not ZooKeeper at all), several servers claiming to lead
+// or a forged reply cost at most a follower's extra hop and the probe's
+// bound, never correctness; the session, fencing and every check below
+// are the same on any server. A session stays on its server while its
+// connection lasts: after the leader changes, a client reaches the new
+// one at its next reconnect.
+//
 // # Protocol: connection loss and fencing
 //
 // In-flight Multis fail with zk.ErrConnectionClosed although many were

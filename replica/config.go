@@ -48,6 +48,12 @@ type Config struct {
 	// 60s (the server clamps it to its own min/max, by default 2 to 20
 	// ticks).
 	SessionTimeout time.Duration
+	// AnyServer connects to the ZooKeeper servers in go-zookeeper's
+	// shuffled order instead of preferring the ensemble's leader
+	// (logroom.DialConfig.AnyServer): by default every member connects to
+	// the leader when it can, so that the primary's writes skip a
+	// follower's forwarding hop.
+	AnyServer bool
 	// Base is the room parent path (logroom.ValidateBase). Default
 	// DefaultBase ("/roomlog").
 	Base string

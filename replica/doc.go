@@ -18,6 +18,11 @@
 //	idx, err := r.Barrier(ctx)            // any member: linearizable read point
 //	v, err := r.Get(key)                  // read local state
 //
+// Each member's ZooKeeper client connects to the ensemble's leader when it
+// can (logroom's "Connecting: the leader first"), so that whichever member
+// becomes primary writes without a follower's forwarding hop;
+// Config.AnyServer keeps go-zookeeper's shuffled order instead.
+//
 // # Roles
 //
 // Exactly one member at a time is the accepting primary (it holds the

@@ -231,6 +231,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 
 	r.client, err = logroom.Dial(ctx, logroom.DialConfig{
 		Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth, Logger: cfg.Logger,
+		AnyServer: cfg.AnyServer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
