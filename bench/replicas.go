@@ -54,6 +54,14 @@ func (b *bench) openMember(ctx context.Context, room, id string, tune func(*repl
 		so.Sync = store.SyncGroup
 		cfg.StoreOptions = &so
 	}
+	if b.cfg.ckptFlushBytes != 0 {
+		so := store.Options{}
+		if cfg.StoreOptions != nil {
+			so = *cfg.StoreOptions
+		}
+		so.CheckpointFlushBytes = b.cfg.ckptFlushBytes
+		cfg.StoreOptions = &so
+	}
 	r, err := replica.Open(ctx, cfg)
 	if err != nil {
 		ln.Close()

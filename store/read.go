@@ -162,9 +162,11 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 // being dropped on replay at the store's pinned Pebble format; the store
 // ingests nothing), and the position returned is the one stored
 // inside the checkpoint, read back by opening it read-only, so the
-// checkpoint's state is exactly that of the returned index. The memtable
-// is flushed first (Apply continues meanwhile), so the WAL copied holds
-// only what was applied since, and the WAL is flushed and synced before
+// checkpoint's state is exactly that of the returned index. When the live
+// WAL holds Options.CheckpointFlushBytes or more, the memtable is flushed
+// first (Apply continues meanwhile), so the WAL copied holds only what was
+// applied since; below that the WAL is copied as it is, at most about that
+// many bytes, and replayed when the checkpoint is opened. The WAL is flushed and synced before
 // the copy, so under SyncGroup too the checkpoint holds what was applied
 // before the call. Pebble links the sstables (same filesystem) and copies
 // the WAL and MANIFEST, and syncs what it writes.
@@ -184,7 +186,10 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 		return 0, 0, fmt.Errorf("store: checkpoint: Pebble format %v is not supported (the store checkpoints only below %v)", v, pebble.FormatWALSyncChunks)
 	}
 	t0 := time.Now()
-	if !s.opts.ReadOnly {
+	// A small WAL is cheaper to copy than to flush (Options.CheckpointFlushBytes).
+	walBytes := s.db.Metrics().WAL.Size
+	flushed := !s.opts.ReadOnly && walBytes >= uint64(s.opts.CheckpointFlushBytes)
+	if flushed {
 		if err := s.db.Flush(); err != nil {
 			return 0, 0, fmt.Errorf("store: checkpoint: flush: %w", err)
 		}
@@ -198,7 +203,7 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	if err != nil {
 		return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), s.fs.RemoveAll(destDir))
 	}
-	s.log.Debug("checkpoint taken", "index", index, "dir", destDir,
+	s.log.Debug("checkpoint taken", "index", index, "dir", destDir, "wal_bytes", walBytes, "flushed", flushed,
 		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2))
 	return index, epoch, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -510,9 +511,9 @@ func TestOpenRefusesForeignDatabase(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	err := (&Options{Sync: 7, GroupSyncInterval: time.Hour, CacheSize: -1, MemTableSize: 1, DiskStallTimeout: time.Millisecond}).Validate()
+	err := (&Options{Sync: 7, GroupSyncInterval: time.Hour, CacheSize: -1, MemTableSize: 1, DiskStallTimeout: time.Millisecond, CheckpointFlushBytes: -1}).Validate()
 	require.ErrorIs(t, err, ErrInvalid)
-	for _, field := range []string{"Sync", "GroupSyncInterval", "CacheSize", "MemTableSize", "DiskStallTimeout"} {
+	for _, field := range []string{"Sync", "GroupSyncInterval", "CacheSize", "MemTableSize", "DiskStallTimeout", "CheckpointFlushBytes"} {
 		require.Contains(t, err.Error(), field)
 	}
 	_, err = Open(t.TempDir(), &Options{Sync: 7})
@@ -521,8 +522,63 @@ func TestOptionsValidate(t *testing.T) {
 	err = (&Options{CacheSize: math.MaxInt64}).Validate()
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Contains(t, err.Error(), "CacheSize")
+	// Past the memtable: a WAL that large is flushed by Pebble anyway.
+	err = (&Options{MemTableSize: 2 << 20, CheckpointFlushBytes: 3 << 20}).Validate()
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Contains(t, err.Error(), "CheckpointFlushBytes")
+	require.NoError(t, (&Options{CheckpointFlushBytes: DefaultMemTableSize}).Validate())
 	require.NoError(t, (*Options)(nil).Validate())
 	require.NoError(t, (&Options{}).Validate())
+}
+
+// TestCheckpointFlushBytes: a checkpoint flushes the memtable only when
+// the WAL holds CheckpointFlushBytes or more; below, it carries the WAL,
+// and either way it opens at the index it reported with the same state.
+func TestCheckpointFlushBytes(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	flushes := func() int64 { return s.db.Metrics().Flush.Count }
+	root := t.TempDir()
+	check := func(name string, wantFlush bool) {
+		t.Helper()
+		before := flushes()
+		dir := filepath.Join(root, name)
+		index, _, err := s.Checkpoint(dir)
+		require.NoError(t, err)
+		require.Equal(t, s.AppliedIndex(), index)
+		require.Equal(t, wantFlush, flushes() > before, "%s: flushed", name)
+		var wal int64
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".log") {
+				fi, err := e.Info()
+				require.NoError(t, err)
+				wal += fi.Size()
+			}
+		}
+		if !wantFlush {
+			require.Positive(t, wal, "%s: the checkpoint carries the WAL", name)
+		}
+		want, _, err := s.StateHash()
+		require.NoError(t, err)
+		r := openTest(t, dir, &Options{ReadOnly: true})
+		require.Equal(t, index, r.AppliedIndex())
+		got, _, err := r.StateHash()
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s: the checkpoint holds another state", name)
+		require.NoError(t, r.Close())
+		t.Logf("%s: index %d, WAL copied %d bytes, flushed %v", name, index, wal, wantFlush)
+	}
+	applyGen(t, s, 1, 2000) // well under 4 MiB of WAL
+	check("small", false)
+	// Past the default 4 MiB of WAL: flushed first.
+	for i := uint64(0); i < 5; i++ {
+		_, err := s.Apply([]Entry{{Index: 2001 + i, Epoch: 1, Data: mustOps(t, set(fmt.Sprint("big", i), strings.Repeat("v", 1<<20)))}})
+		require.NoError(t, err)
+	}
+	check("large", true)
+	applyGen(t, s, 2006, 2100)
+	check("small-again", false)
 }
 
 // The applied BatchRef moves with the state: it survives a reopen and is in
@@ -602,9 +658,13 @@ func TestCheckpointCopiesLittleWAL(t *testing.T) {
 // was applied before the call, hold no LOCK file, and open as stores at
 // that index.
 func TestCheckpointDuringApply(t *testing.T) {
-	for _, pol := range []SyncPolicy{SyncEveryBatch, SyncGroup} {
-		t.Run(pol.String(), func(t *testing.T) {
-			s := openTest(t, t.TempDir(), &Options{Sync: pol, MemTableSize: 1 << 20})
+	for _, c := range []struct {
+		pol   SyncPolicy
+		flush int64 // CheckpointFlushBytes: 1 always flushes; 1 MiB mixes flushed and WAL-carrying checkpoints
+	}{{SyncEveryBatch, 1}, {SyncGroup, 1}, {SyncEveryBatch, 1 << 20}, {SyncGroup, 256 << 10}} {
+		pol := c.pol
+		t.Run(fmt.Sprintf("%v/flush-%d", pol, c.flush), func(t *testing.T) {
+			s := openTest(t, t.TempDir(), &Options{Sync: pol, MemTableSize: 1 << 20, CheckpointFlushBytes: c.flush})
 			stop := make(chan struct{})
 			done := make(chan error, 1)
 			go func() {
