@@ -37,17 +37,16 @@ type DialConfig struct {
 	// By default the client prefers the ensemble's leader: before each
 	// connection (Dial, and every reconnect) it asks every server its role
 	// with the srvr four-letter word (at once, within LeaderProbeTimeout)
-	// and tries the leader first, then the others. A write sent to a
-	// follower is forwarded to the leader and its reply comes back the same
-	// way; sent to the leader it skips that hop (measured on this project's
-	// 3-server loopback ensemble: 256 B appends +10-15% at 16 and 256
-	// proposers, raw sequential creates +15-20%; bench/README.md). The
-	// probe only orders the servers: a server that does not answer srvr
-	// (not in its 4lw.commands.whitelist, paused, not ZooKeeper) is tried in
-	// the shuffled order, and a session stays on its server while the
-	// connection lasts, so after a leader change it moves to the new leader
-	// at its next reconnect. Many clients of one ensemble that prefer the
-	// leader all load it; set AnyServer for readers that write little.
+	// and tries the leader first, then the servers that answered, then the
+	// silent ones (package doc, "Connecting: the leader first"). A write
+	// sent to a follower is forwarded to the leader and its reply comes back
+	// the same way; sent to the leader it skips that hop (measured on this
+	// project's 3-server loopback ensemble: 256 B appends +10-35% at 16 and
+	// 256 proposers, raw sequential creates +15-20%; bench/README.md). The
+	// probe only orders the servers. Server names are resolved once, at
+	// Dial, as go-zookeeper does. Every client that prefers the leader
+	// loads it (and counts against its per-address maxClientCnxns, 60 by
+	// default); set AnyServer for clients that write little.
 	AnyServer bool
 }
 

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
@@ -23,44 +25,76 @@ const LeaderProbeTimeout = 250 * time.Millisecond
 const leaderProbeMaxReply = 16 << 10
 
 // leaderFirst is the zk.HostProvider of a client that prefers the leader
-// (the default; DialConfig.AnyServer turns it off). At the start of every
-// pass over the servers (the first connection, each reconnect after a
-// connected session, and each further pass while none answers) it asks
-// every server its role with the srvr four-letter word, at once and within
-// LeaderProbeTimeout, and tries the leader first, then the others in
-// go-zookeeper's shuffled order. Whatever the probe reads only orders the
-// servers: a wrong, forged or missing answer costs a follower's extra hop,
+// (the default; DialConfig.AnyServer turns it off). Like go-zookeeper's
+// DNSHostProvider it resolves the servers' names once, in Init, into one
+// address per A/AAAA record, shuffled (a name that does not resolve fails
+// Dial at once). At the start of every pass over the servers (the first
+// connection, each reconnect after a connected session, and each further
+// pass while none connects) it asks every server its role with the srvr
+// four-letter word, at once and within LeaderProbeTimeout, and orders the
+// pass: the leader, then the servers that answered, then those that did
+// not, each group starting after the server of the last connection (as
+// DNSHostProvider does), so a server that just failed is tried last of
+// its group. Whatever the probe reads only orders the servers: a wrong,
+// forged or missing answer costs a follower's extra hop or a later try,
 // never correctness.
 type leaderFirst struct {
-	probe func(servers []string) int // index of the leader in servers, -1: none known
-	log   *slog.Logger
+	probe  func(servers []string) []string // each server's Mode, "" when it did not answer
+	lookup func(ctx context.Context, host string) ([]string, error)
+	log    *slog.Logger
 
 	mu      sync.Mutex
-	servers []string // as go-zookeeper handed them (shuffled)
+	servers []string // resolved addresses, shuffled
 	order   []string // this pass's order
 	tried   int      // Next calls since Init or the last Connected
+	next    string   // the server Next returned last
+	last    string   // the server of the last connection ("" none yet)
 	probes  int      // probes run (tests)
 	leaders int      // probes that found a leader (tests)
 }
 
 func newLeaderFirst(log *slog.Logger) *leaderFirst {
-	return &leaderFirst{probe: func(s []string) int { return probeLeader(s, LeaderProbeTimeout) }, log: log}
+	var r net.Resolver
+	return &leaderFirst{
+		probe:  func(s []string) []string { return probeModes(s, LeaderProbeTimeout) },
+		lookup: r.LookupHost,
+		log:    log,
+	}
 }
 
-// Init is called by zk.Connect with the (shuffled) server list.
+// lookupTimeout bounds Init's name resolution (go-zookeeper's own).
+const lookupTimeout = 3 * time.Second
+
+// Init is called by zk.Connect with the configured servers ("host:port").
 func (h *leaderFirst) Init(servers []string) error {
-	if len(servers) == 0 {
-		return errors.New("logroom: no ZooKeeper servers")
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	var found []string
+	for _, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return fmt.Errorf("logroom: ZooKeeper server %q: %w", s, err)
+		}
+		addrs, err := h.lookup(ctx, host)
+		if err != nil {
+			return fmt.Errorf("logroom: ZooKeeper server %q: %w", s, err)
+		}
+		for _, a := range addrs {
+			found = append(found, net.JoinHostPort(a, port))
+		}
 	}
+	if len(found) == 0 {
+		return fmt.Errorf("logroom: no addresses found for ZooKeeper servers %q", servers)
+	}
+	rand.Shuffle(len(found), func(i, j int) { found[i], found[j] = found[j], found[i] })
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.servers = append([]string(nil), servers...)
-	h.order = h.servers
-	h.tried = 0
+	h.servers, h.order = found, found
+	h.tried, h.next, h.last = 0, "", ""
 	return nil
 }
 
-// Len returns the number of servers.
+// Len returns the number of server addresses.
 func (h *leaderFirst) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -68,8 +102,9 @@ func (h *leaderFirst) Len() int {
 }
 
 // Next returns the next server to try. retryStart is true when a pass over
-// every server has ended without a connection (go-zookeeper then waits a
-// second), as with its own DNSHostProvider.
+// every server has ended without a connection (go-zookeeper then fails
+// the requests not yet sent with ErrNoServer and waits a second), as with
+// its own DNSHostProvider.
 func (h *leaderFirst) Next() (server string, retryStart bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -80,15 +115,18 @@ func (h *leaderFirst) Next() (server string, retryStart bool) {
 	server = h.order[h.tried%n]
 	retryStart = h.tried >= n && h.tried%n == 0
 	h.tried++
+	h.next = server
 	return server, retryStart
 }
 
-// Connected is called once a connection is made: the next Next starts a
-// new pass (with a new probe).
+// Connected is called once a connection is made (to the server Next
+// returned last): the next Next starts a new pass, with a new probe, in
+// which that server comes last of its group.
 func (h *leaderFirst) Connected() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.tried = 0
+	h.last = h.next
 }
 
 // counts returns how many probes ran and how many found a leader.
@@ -98,32 +136,63 @@ func (h *leaderFirst) counts() (probes, leaders int) {
 	return h.probes, h.leaders
 }
 
-// reorder probes the servers and puts the leader first. Called with h.mu
-// held (go-zookeeper calls Next under its own server lock too; the probe is
-// bounded by LeaderProbeTimeout).
+// reorder probes the servers and orders this pass. Called with h.mu held
+// (go-zookeeper calls Next under its own server lock too, so Conn.Server
+// may wait for a probe: at most LeaderProbeTimeout).
 func (h *leaderFirst) reorder() {
 	h.probes++
-	i := -1
+	modes := make([]string, len(h.servers))
 	if len(h.servers) > 1 {
-		i = h.probe(h.servers)
+		modes = h.probe(h.servers)
 	}
-	if i < 0 || i >= len(h.servers) {
-		h.order = h.servers
-		return
+	var leader bool
+	h.order, leader = orderServers(h.servers, modes, h.last)
+	if leader {
+		h.leaders++
+		h.log.Debug("zookeeper leader found; connecting to it first", "leader", h.order[0])
 	}
-	h.leaders++
-	order := make([]string, 0, len(h.servers))
-	order = append(order, h.servers[i])
-	order = append(order, h.servers[:i]...)
-	order = append(order, h.servers[i+1:]...)
-	h.order = order
-	h.log.Debug("zookeeper leader found; connecting to it first", "leader", h.servers[i])
 }
 
-// probeLeader asks every server's role at once and returns the index of
-// the first one (in servers' order) whose srvr reply says "Mode: leader"
-// or "Mode: standalone", or -1 when none does within timeout.
-func probeLeader(servers []string, timeout time.Duration) int {
+// orderServers orders one pass over servers given each one's srvr Mode
+// ("" when it did not answer): "leader" first, then the servers that
+// answered, then the silent ones; within each group servers' order rotated
+// to start after last (the server of the last connection), so last comes
+// at the end of its group. leader reports whether a leader was found.
+func orderServers(servers, modes []string, last string) (order []string, leader bool) {
+	n := len(servers)
+	start := 0
+	for i, s := range servers {
+		if s == last {
+			start = i + 1
+		}
+	}
+	rank := func(mode string) int {
+		switch mode {
+		case "leader":
+			return 0
+		case "":
+			return 2
+		default:
+			return 1
+		}
+	}
+	order = make([]string, 0, n)
+	for r := 0; r <= 2; r++ {
+		for k := range n {
+			i := (start + k) % n
+			if rank(modes[i]) == r {
+				order = append(order, servers[i])
+				leader = leader || r == 0
+			}
+		}
+	}
+	return order, leader
+}
+
+// probeModes asks every server its role at once and returns each one's
+// srvr Mode ("leader", "follower", "observer", "standalone", or "" when it
+// did not answer with one within timeout).
+func probeModes(servers []string, timeout time.Duration) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	modes := make([]string, len(servers))
@@ -136,12 +205,7 @@ func probeLeader(servers []string, timeout time.Duration) int {
 		}()
 	}
 	wg.Wait()
-	for i, m := range modes {
-		if m == "leader" || m == "standalone" {
-			return i
-		}
-	}
-	return -1
+	return modes
 }
 
 // errNoMode: a srvr reply without a Mode line (a server not serving, a

@@ -75,7 +75,7 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-func TestProbeLeader(t *testing.T) {
+func TestProbeModes(t *testing.T) {
 	follower := fakeSrvr(t, srvrSays("follower"), false)
 	leader := fakeSrvr(t, srvrSays("leader"), false)
 	standalone := fakeSrvr(t, srvrSays("standalone"), false)
@@ -83,38 +83,49 @@ func TestProbeLeader(t *testing.T) {
 	silent := fakeSrvr(t, "", true)
 	notServing := fakeSrvr(t, "This ZooKeeper instance is not currently serving requests\n", false)
 	notListed := fakeSrvr(t, "srvr is not executed because it is not in the whitelist.\n", false)
-	garbage := fakeSrvr(t, strings.Repeat("x", 3*leaderProbeMaxReply)+"\nMode: leader\n", false)
+	// A Mode line past the reply cap is not read: the probe reads no more
+	// than the cap of a reply that is not a real srvr reply.
+	flood := fakeSrvr(t, strings.Repeat("x", 3*leaderProbeMaxReply)+"\nMode: leader\n", false)
 	closed := closedAddr(t)
 
-	for _, tc := range []struct {
-		name    string
-		servers []string
-		want    int
-	}{
-		{"leader among followers", []string{follower, follower, leader}, 2},
-		{"a standalone server leads", []string{standalone}, 0},
-		{"observers and followers only", []string{follower, observer}, -1},
-		{"two claim to lead: the first in order", []string{follower, leader, leader}, 1},
-		{"silent and closed servers do not hide the leader", []string{silent, closed, leader}, 2},
-		{"not serving, not whitelisted", []string{notServing, notListed}, -1},
-		// A Mode line past the reply cap is not read: the reply is not a
-		// real srvr reply, and the probe reads no more than the cap.
-		{"a flood is cut at the cap", []string{garbage}, -1},
-		{"nothing answers", []string{silent, closed}, -1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			got := probeLeader(tc.servers, 300*time.Millisecond)
-			took := time.Since(start)
-			require.Equal(t, tc.want, got)
-			require.Less(t, took, 2*time.Second, "the probe is bounded by its timeout")
-		})
-	}
+	servers := []string{follower, leader, standalone, observer, silent, notServing, notListed, flood, closed}
+	start := time.Now()
+	modes := probeModes(servers, 300*time.Millisecond)
+	require.Less(t, time.Since(start), 2*time.Second, "the probe is bounded by its timeout")
+	require.Equal(t, []string{"follower", "leader", "standalone", "observer", "", "", "", "", ""}, modes)
 
 	// A silent server costs the timeout, no more.
-	start := time.Now()
-	require.Equal(t, -1, probeLeader([]string{silent}, 200*time.Millisecond))
+	start = time.Now()
+	require.Equal(t, []string{""}, probeModes([]string{silent}, 200*time.Millisecond))
 	require.Less(t, time.Since(start), time.Second)
+}
+
+func TestOrderServers(t *testing.T) {
+	s := []string{"a", "b", "c", "d"}
+	for _, tc := range []struct {
+		name   string
+		modes  []string
+		last   string
+		want   []string
+		leader bool
+	}{
+		{"leader first, the rest as given", []string{"follower", "follower", "leader", "follower"}, "", []string{"c", "a", "b", "d"}, true},
+		{"silent servers last", []string{"", "follower", "", "follower"}, "", []string{"b", "d", "a", "c"}, false},
+		{"no leader: start after the last connection", []string{"follower", "follower", "follower", "follower"}, "b", []string{"c", "d", "a", "b"}, false},
+		// The server of the last connection went silent (a partition that
+		// accepts and says nothing): it is tried last, not first again.
+		{"a silent last connection is tried last", []string{"", "follower", "", "follower"}, "a", []string{"b", "d", "c", "a"}, false},
+		{"the leader even if it was the last connection", []string{"leader", "follower", "", "follower"}, "a", []string{"a", "b", "d", "c"}, true},
+		{"two claim to lead: both first, rotated", []string{"leader", "follower", "leader", ""}, "a", []string{"c", "a", "b", "d"}, true},
+		{"standalone in a list is not a leader", []string{"standalone", "follower", "", ""}, "", []string{"a", "b", "c", "d"}, false},
+		{"last unknown", []string{"", "", "", ""}, "zz", []string{"a", "b", "c", "d"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, leader := orderServers(s, tc.modes, tc.last)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.leader, leader)
+		})
+	}
 }
 
 func TestServerModeErrors(t *testing.T) {
@@ -129,15 +140,36 @@ func TestServerModeErrors(t *testing.T) {
 	require.Equal(t, "follower", m)
 }
 
-// TestLeaderFirstPasses: the provider probes at the start of every pass,
-// puts the leader first, reports retryStart when a pass ends without a
-// connection, and starts afresh after Connected.
+// fakeLookup resolves "multi" to two addresses and fails "nowhere".
+func fakeLookup(_ context.Context, host string) ([]string, error) {
+	switch host {
+	case "multi":
+		return []string{"10.0.0.1", "10.0.0.2"}, nil
+	case "nowhere":
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	default:
+		return []string{host}, nil
+	}
+}
+
+// TestLeaderFirstPasses: the provider resolves names once into one
+// address per record, probes at the start of every pass, orders the
+// leader first, reports retryStart when a pass ends without a
+// connection, and after Connected starts afresh with the server of that
+// connection last.
 func TestLeaderFirstPasses(t *testing.T) {
-	leader := 2
-	h := &leaderFirst{log: slog.New(slog.DiscardHandler)}
-	h.probe = func(s []string) int { return leader }
-	require.NoError(t, h.Init([]string{"a", "b", "c"}))
+	var modes map[string]string
+	h := &leaderFirst{log: slog.New(slog.DiscardHandler), lookup: fakeLookup}
+	h.probe = func(s []string) []string {
+		out := make([]string, len(s))
+		for i, a := range s {
+			out[i] = modes[a]
+		}
+		return out
+	}
+	require.NoError(t, h.Init([]string{"multi:2181", "127.0.0.3:2181"}))
 	require.Equal(t, 3, h.Len())
+	require.ElementsMatch(t, []string{"10.0.0.1:2181", "10.0.0.2:2181", "127.0.0.3:2181"}, h.servers)
 
 	next := func() string {
 		s, retry := h.Next()
@@ -146,27 +178,36 @@ func TestLeaderFirstPasses(t *testing.T) {
 		}
 		return s
 	}
-	require.Equal(t, []string{"c", "a", "b"}, []string{next(), next(), next()})
+	pass := func() []string { return []string{next(), next(), next()} }
+	modes = map[string]string{"10.0.0.1:2181": "follower", "10.0.0.2:2181": "follower", "127.0.0.3:2181": "leader"}
+	got := pass()
+	require.Equal(t, "127.0.0.3:2181", got[0])
 	probes, _ := h.counts()
 	require.Equal(t, 1, probes)
 	// A second pass without a connection: retryStart, probed again.
-	leader = 0
-	require.Equal(t, []string{"a!", "b", "c"}, []string{next(), next(), next()})
+	modes = map[string]string{"10.0.0.1:2181": "leader", "10.0.0.2:2181": "follower", "127.0.0.3:2181": ""}
+	require.Equal(t, []string{"10.0.0.1:2181!", "10.0.0.2:2181"}, []string{next(), next()})
 	probes, _ = h.counts()
 	require.Equal(t, 2, probes)
-	// Connected to b; when the connection drops, a new pass, probed.
+	// Connected to 10.0.0.2 (the second of that pass); the connection
+	// drops and the leader is gone: 10.0.0.2 goes silent, so it is tried
+	// last, after every server that answered.
 	h.Connected()
-	leader = 1
-	require.Equal(t, "b", next())
-	probes, _ = h.counts()
+	require.Equal(t, "10.0.0.2:2181", h.last)
+	modes = map[string]string{"10.0.0.1:2181": "follower", "10.0.0.2:2181": "", "127.0.0.3:2181": "follower"}
+	got = pass()
+	require.Equal(t, "10.0.0.2:2181", got[2])
+	require.NotContains(t, got[0], "!")
+	probes, leaders := h.counts()
 	require.Equal(t, 3, probes)
-	// No leader known: the order go-zookeeper gave.
-	h.Connected()
-	leader = -1
-	require.Equal(t, []string{"a", "b", "c"}, []string{next(), next(), next()})
-	_, leaders := h.counts()
-	require.Equal(t, 3, leaders)
+	require.Equal(t, 2, leaders)
+
+	// A name that does not resolve fails Init (and so Dial) at once.
+	err := h.Init([]string{"nowhere:2181"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "nowhere")
 	require.Error(t, h.Init(nil))
+	require.Error(t, h.Init([]string{"no-port"}))
 }
 
 // TestDialPrefersLeader: on a 3-server ensemble every client dialled with
@@ -230,4 +271,16 @@ func retryConn(ctx context.Context, f func() error) (int, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// TestDialUnresolvable: a server name that does not resolve fails Dial at
+// once, naming it (as with go-zookeeper's own provider), instead of
+// retrying until ctx ends.
+func TestDialUnresolvable(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	start := time.Now()
+	_, err := Dial(ctx, DialConfig{Servers: []string{"roomlog-no-such-host.invalid:2181"}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "roomlog-no-such-host.invalid")
+	require.Less(t, time.Since(start), 10*time.Second)
 }

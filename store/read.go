@@ -165,8 +165,10 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 // checkpoint's state is exactly that of the returned index. When the live
 // WAL holds Options.CheckpointFlushBytes or more, the memtable is flushed
 // first (Apply continues meanwhile), so the WAL copied holds only what was
-// applied since; below that the WAL is copied as it is, at most about that
-// many bytes, and replayed when the checkpoint is opened. The WAL is flushed and synced before
+// applied since; below that the live WAL files are copied as they are
+// (whole files: a recycled WAL file keeps an old tail that replay ignores,
+// so the copy can exceed the live bytes) and replayed when the checkpoint
+// is opened. The WAL is flushed and synced before
 // the copy, so under SyncGroup too the checkpoint holds what was applied
 // before the call. Pebble links the sstables (same filesystem) and copies
 // the WAL and MANIFEST, and syncs what it writes.

@@ -623,10 +623,11 @@ func TestAppliedBatchPersists(t *testing.T) {
 	require.Equal(t, BatchRef{}, l.AppliedBatch())
 }
 
-// TestCheckpointCopiesLittleWAL: Checkpoint flushes the memtable first, so
-// the checkpoint copies only the WAL written since, not a memtable's worth.
+// TestCheckpointCopiesLittleWAL: past CheckpointFlushBytes of WAL (here
+// 1 MiB), Checkpoint flushes the memtable first, so the checkpoint copies
+// only the WAL written since, not a memtable's worth.
 func TestCheckpointCopiesLittleWAL(t *testing.T) {
-	s := openTest(t, t.TempDir(), &Options{MemTableSize: 256 << 20, Sync: SyncGroup})
+	s := openTest(t, t.TempDir(), &Options{MemTableSize: 256 << 20, Sync: SyncGroup, CheckpointFlushBytes: 1 << 20})
 	applyGen(t, s, 1, 20000) // ~6 MB of values, all in the memtable
 	dest := filepath.Join(t.TempDir(), "ck")
 	idx, _, err := s.Checkpoint(dest)
