@@ -125,7 +125,10 @@
 //     its index; close it). StateHash to compare replicas.
 //  4. Checkpoint(dir) for a consistent image at a reported index (package
 //     checkpoint builds on it). Apply goes on meanwhile: the index reported
-//     is the one stored in the image, read back from it.
+//     is the one stored in the image, read back from it. The memtable is
+//     flushed first only when the WAL holds Options.CheckpointFlushBytes
+//     (4 MiB) or more; otherwise the image carries the WAL, replayed when
+//     it is opened.
 //  5. Close: waits for operations in progress, closes views, syncs, closes.
 //     Every method afterwards returns ErrClosed.
 //
