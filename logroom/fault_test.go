@@ -199,12 +199,37 @@ func TestSessionExpiry(t *testing.T) {
 
 // TestKillConnectedServer kills the ZooKeeper server the writer is
 // connected to, mid-stream, in a 3-server ensemble. Every acknowledged
-// entry is present exactly once, without gaps or duplicates.
+// entry is present exactly once, without gaps or duplicates. With the
+// default (leader-first) client the first victim is the leader; the
+// follower variant gives the writer only the followers' addresses
+// (AnyServer), so the victims are followers and the writer moves between
+// them while the leader stays.
 func TestKillConnectedServer(t *testing.T) {
+	t.Run("leader-first", func(t *testing.T) { killConnectedServer(t, false) })
+	t.Run("followers", func(t *testing.T) { killConnectedServer(t, true) })
+}
+
+func killConnectedServer(t *testing.T, followers bool) {
 	needZK(t)
 	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 3})
 	ctx := testCtx(t, 120*time.Second)
-	wc := dial(t, e.Addrs())
+	var wc *Client
+	if followers {
+		leader, err := e.Leader(ctx)
+		require.NoError(t, err)
+		var addrs []string
+		for i, a := range e.Addrs() {
+			if i != leader {
+				addrs = append(addrs, a)
+			}
+		}
+		c, err := Dial(ctx, DialConfig{Servers: addrs, SessionTimeout: 4 * time.Second, AnyServer: true})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		wc = c
+	} else {
+		wc = dial(t, e.Addrs())
+	}
 	r := openRoom(t, wc, "kill")
 	w := newWriter(t, r, WriterConfig{MaxInFlight: 16, EagerInFlight: 16, MaxBatchBytes: 16 << 10, MaxChannelBatches: 50})
 	a := newAcked()
