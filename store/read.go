@@ -201,12 +201,26 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 		return 0, 0, fmt.Errorf("store: checkpoint to %s: %w", destDir, err)
 	}
 	t2 := time.Now()
-	index, epoch, err = checkpointPosition(s.fs, destDir, s.opts.Logger)
-	if err != nil {
-		return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), s.fs.RemoveAll(destDir))
+	// The position it holds: read from its WAL when that can vouch for it
+	// (walPosition), else by opening it read-only.
+	from := "wal"
+	p, ok, why, err := walPosition(s.fs, destDir)
+	if err == nil && ok {
+		index, epoch = p.index, p.epoch
+		s.ckptPosWAL.Add(1)
+	} else {
+		from = "open"
+		if err != nil {
+			why = err.Error()
+		}
+		index, epoch, err = checkpointPosition(s.fs, destDir, s.opts.Logger)
+		if err != nil {
+			return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), s.fs.RemoveAll(destDir))
+		}
+		s.ckptPosOpen.Add(1)
 	}
 	s.log.Debug("checkpoint taken", "index", index, "dir", destDir, "wal_bytes", walBytes, "flushed", flushed,
-		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2))
+		"flush", t1.Sub(t0), "checkpoint", t2.Sub(t1), "read_position", time.Since(t2), "position_from", from, "why_not_wal", why)
 	return index, epoch, nil
 }
 

@@ -374,6 +374,10 @@ type Store struct {
 	fsCloser io.Closer
 	stall    *stallWatch
 
+	// ckptPosWAL and ckptPosOpen count the checkpoints whose position was
+	// read from the WAL and by opening them (tests read them).
+	ckptPosWAL, ckptPosOpen atomic.Int64
+
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the close (run by the first Close) ended
 	closeErr  error         // set before closeDone is closed

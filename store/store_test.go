@@ -731,7 +731,12 @@ func TestCheckpointDuringApply(t *testing.T) {
 				require.Equal(t, m.hash(), h, "checkpoint at %d holds another state", c.index)
 				require.NoError(t, r.Close())
 			}
-			t.Logf("%d checkpoints up to index %d", len(cks), prev)
+			wal, opened := s.ckptPosWAL.Load(), s.ckptPosOpen.Load()
+			t.Logf("%d checkpoints up to index %d (position read from the WAL %d times, by opening %d)", len(cks), prev, wal, opened)
+			require.Equal(t, int64(len(cks)), wal+opened)
+			if c.flush > 1 {
+				require.Positive(t, wal, "no checkpoint read its position from the WAL it carries")
+			}
 		})
 	}
 }

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+)
+
+// copyDir copies every regular file of src into a new dir.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range ents {
+		in, err := os.Open(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		out, err := os.Create(filepath.Join(dst, e.Name()))
+		require.NoError(t, err)
+		_, err = io.Copy(out, in)
+		require.NoError(t, err)
+		require.NoError(t, in.Close())
+		require.NoError(t, out.Close())
+	}
+	return dst
+}
+
+// walFiles lists dir's WAL files, oldest first.
+func walFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var logs []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			logs = append(logs, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(logs)
+	return logs
+}
+
+// TestWALPositionMatchesOpen: the position read from a checkpoint's WAL
+// (walPosition) is the one Pebble's own recovery finds (a read-only open),
+// whenever walPosition vouches for it, on WAL copies cut short at every
+// kind of offset (the torn tail a copy racing Apply takes), with bytes
+// flipped and with runs zeroed; and when it does not vouch, Checkpoint
+// opens the image instead. Both outcomes must occur.
+func TestWALPositionMatchesOpen(t *testing.T) {
+	s := openTest(t, t.TempDir(), &Options{MemTableSize: 4 << 20, CheckpointFlushBytes: 4 << 20})
+	applyGen(t, s, 1, 3000)
+	src := filepath.Join(t.TempDir(), "ckpt")
+	index, _, err := s.Checkpoint(src)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3000), index)
+	require.Equal(t, int64(1), s.ckptPosWAL.Load(), "the WAL-carrying checkpoint did not read its position from the WAL")
+	logs := walFiles(t, src)
+	require.NotEmpty(t, logs)
+	newest := logs[len(logs)-1]
+	st, err := os.Stat(newest)
+	require.NoError(t, err)
+	size := st.Size()
+	require.Greater(t, size, int64(64<<10), "the WAL should span several 32 KiB blocks")
+
+	rng := rand.New(rand.NewPCG(20261127, 1))
+	type mutation struct {
+		name string
+		do   func(f *os.File) error
+		file string // default: the newest WAL
+	}
+	var ms []mutation
+	cut := func(off int64) mutation {
+		return mutation{name: "cut", do: func(f *os.File) error { return f.Truncate(off) }}
+	}
+	for _, off := range []int64{0, 1, 6, 7, 11, 12, 32<<10 - 1, 32 << 10, 32<<10 + 7, size - 1, size - 7} {
+		ms = append(ms, cut(off))
+	}
+	for i := 0; i < 40; i++ {
+		ms = append(ms, cut(rng.Int64N(size)))
+	}
+	for i := 0; i < 40; i++ {
+		off := rng.Int64N(size)
+		ms = append(ms, mutation{name: "flip", do: func(f *os.File) error {
+			b := make([]byte, 1)
+			if _, err := f.ReadAt(b, off); err != nil {
+				return err
+			}
+			b[0] ^= 1 << rng.IntN(8)
+			_, err := f.WriteAt(b, off)
+			return err
+		}})
+	}
+	for i := 0; i < 20; i++ {
+		off, n := rng.Int64N(size), 1+rng.Int64N(4096)
+		ms = append(ms, mutation{name: "zero", do: func(f *os.File) error {
+			_, err := f.WriteAt(make([]byte, min(n, size-off)), off)
+			return err
+		}})
+	}
+	// An older WAL cut short: Pebble's recovery calls that corruption (an
+	// older WAL ends cleanly), so the WAL must not vouch.
+	require.Greater(t, len(logs), 1, "the checkpoint should carry two WALs (the memtable grows from 256 KiB)")
+	{
+		old, err := os.Stat(logs[0])
+		require.NoError(t, err)
+		for i := 0; i < 5; i++ {
+			m := cut(rng.Int64N(old.Size()))
+			m.name, m.file = "cut older", filepath.Base(logs[0])
+			ms = append(ms, m)
+		}
+	}
+	var vouched, fellBack int
+	for i, m := range ms {
+		dir := copyDir(t, src)
+		file := m.file
+		if file == "" {
+			file = filepath.Base(newest)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, file), os.O_RDWR, 0)
+		require.NoError(t, err)
+		require.NoError(t, m.do(f))
+		require.NoError(t, f.Close())
+		p, ok, why, werr := walPosition(vfs.Default, dir)
+		oIndex, oEpoch, oerr := checkpointPosition(vfs.Default, dir, slog.New(slog.DiscardHandler))
+		if werr != nil || !ok {
+			fellBack++
+			t.Logf("mutation %d (%s): not vouched (%s, %v); open: %d, %v", i, m.name, why, werr, oIndex, oerr)
+			continue
+		}
+		vouched++
+		require.NoError(t, oerr, "mutation %d (%s): the WAL vouched for %d but Pebble does not open the image", i, m.name, p.index)
+		require.Equal(t, oIndex, p.index, "mutation %d (%s): WAL position %d, Pebble's recovery %d", i, m.name, p.index, oIndex)
+		require.Equal(t, oEpoch, p.epoch, "mutation %d (%s)", i, m.name)
+	}
+	t.Logf("%d mutations: %d vouched (equal to Pebble's recovery), %d fell back to opening", len(ms), vouched, fellBack)
+	require.Positive(t, vouched)
+	require.Positive(t, fellBack)
+}
+
+// TestCheckpointPositionFallsBack: a checkpoint taken right after a flush
+// carries a WAL with no Apply in it; its position comes from opening it,
+// and is right.
+func TestCheckpointPositionFallsBack(t *testing.T) {
+	s := openTest(t, t.TempDir(), &Options{CheckpointFlushBytes: 1})
+	applyGen(t, s, 1, 500)
+	index, _, err := s.Checkpoint(filepath.Join(t.TempDir(), "ckpt"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(500), index)
+	require.Equal(t, int64(0), s.ckptPosWAL.Load())
+	require.Equal(t, int64(1), s.ckptPosOpen.Load(), "a checkpoint whose WAL holds no Apply must be opened to read its position")
+}
