@@ -138,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.eagerInFlight, "writer-eager", 0, "logroom WriterConfig.EagerInFlight (partly filled batches in flight) for every writer (0: logroom's default)")
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
 	var storeSync string
-	fs.Int64Var(&cfg.ckptFlushBytes, "checkpoint-flush-bytes", 0, "replicas' store.Options.CheckpointFlushBytes: a checkpoint flushes the memtable first only past this much WAL (0: the store's default, 4 MiB; 1: flush before every checkpoint, the old behaviour)")
+	fs.Int64Var(&cfg.ckptFlushBytes, "checkpoint-flush-bytes", 0, "replicas' store.Options.CheckpointFlushBytes: a checkpoint flushes the memtable first only past this much WAL (0: the store's default, 16 MiB; 1: flush before every checkpoint, the old behaviour)")
 	fs.StringVar(&storeSync, "store-sync", "batch", "replicas' store durability: batch (store.SyncEveryBatch, the default) or group (store.SyncGroup)")
 	fs.BoolVar(&cfg.anyServer, "any-server", false, "connect every client (raw and roomlog) to the servers in go-zookeeper's shuffled order instead of the leader first (logroom.DialConfig.AnyServer)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")

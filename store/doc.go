@@ -127,7 +127,7 @@
 //     checkpoint builds on it). Apply goes on meanwhile: the index reported
 //     is the one stored in the image, read back from it. The memtable is
 //     flushed first only when the WAL holds Options.CheckpointFlushBytes
-//     (4 MiB) or more; otherwise the image carries the WAL, replayed when
+//     (16 MiB) or more; otherwise the image carries the WAL, replayed when
 //     it is opened. The position is read back from the image's newest WAL
 //     when that holds an Apply (the last Set of the applied key in it is
 //     the newest: every Apply writes the key last in its batch), reading

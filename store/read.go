@@ -161,8 +161,10 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 // length that describes them, the WAL copied as it stands, a torn tail
 // being dropped on replay at the store's pinned Pebble format; the store
 // ingests nothing), and the position returned is the one stored
-// inside the checkpoint, read back by opening it read-only, so the
-// checkpoint's state is exactly that of the returned index. When the live
+// inside the checkpoint, read back from its newest WAL when that holds an
+// Apply (walPosition, reading the WAL files as Pebble's recovery does)
+// and otherwise by opening it read-only, so the checkpoint's state is
+// exactly that of the returned index. When the live
 // WAL holds Options.CheckpointFlushBytes or more, the memtable is flushed
 // first (Apply continues meanwhile), so the WAL copied holds only what was
 // applied since; below that the live WAL files are copied as they are

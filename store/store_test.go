@@ -569,15 +569,15 @@ func TestCheckpointFlushBytes(t *testing.T) {
 		require.NoError(t, r.Close())
 		t.Logf("%s: index %d, WAL copied %d bytes, flushed %v", name, index, wal, wantFlush)
 	}
-	applyGen(t, s, 1, 2000) // well under 4 MiB of WAL
+	applyGen(t, s, 1, 2000) // well under 16 MiB of WAL
 	check("small", false)
-	// Past the default 4 MiB of WAL: flushed first.
-	for i := uint64(0); i < 5; i++ {
+	// Past the default 16 MiB of WAL: flushed first.
+	for i := uint64(0); i < 17; i++ {
 		_, err := s.Apply([]Entry{{Index: 2001 + i, Epoch: 1, Data: mustOps(t, set(fmt.Sprint("big", i), strings.Repeat("v", 1<<20)))}})
 		require.NoError(t, err)
 	}
 	check("large", true)
-	applyGen(t, s, 2006, 2100)
+	applyGen(t, s, 2018, 2100)
 	check("small-again", false)
 }
 
