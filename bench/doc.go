@@ -42,7 +42,9 @@
 //     (package replica, OpsApplier entries of one OpSet, 256 B), each with
 //     its own ZooKeeper session and an HTTP server for its checkpoint
 //     handler. "propose" is the closed-loop maximum of a lone primary; lag
-//     and checkpoint run paced at half of it.
+//     and checkpoint run paced at half of it. checkpoint alternates three
+//     windows without and three with back-to-back checkpoints and pools
+//     each side (checkpointRounds).
 //
 //  4. rooms: 100 rooms x 3 in-process members (small Pebble caches) on the
 //     one ensemble: ZooKeeper writes/s at rest (the leader's zxid), znodes,
