@@ -134,9 +134,12 @@
 //     the files as Pebble's recovery does (wal.Scan, its record reader,
 //     an unclean end accepted only in the newest WAL); in every other case
 //     (no Apply in the newest WAL, any WAL that does not read to its end,
-//     a batch that does not parse, any other write of the key) by opening
-//     the image read-only, which replays the WAL (a third of a
-//     checkpoint's CPU with 4 MiB carried; walpos.go).
+//     a batch that does not parse or miscounts, any other write of the
+//     key) by opening the image read-only, which replays the WAL (a third
+//     of a checkpoint's CPU in the bench when it carried up to 4 MiB;
+//     walpos.go). On the WAL path the image is not opened: package
+//     checkpoint opens it, and checks index and epoch, before restoring
+//     it. A ReadOnly store does not checkpoint (ErrReadOnly).
 //  5. Close: waits for operations in progress, closes views, syncs, closes.
 //     Every method afterwards returns ErrClosed.
 //

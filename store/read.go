@@ -173,7 +173,11 @@ func (s *Store) StateHash() (hash string, index uint64, err error) {
 // is opened. The WAL is flushed and synced before
 // the copy, so under SyncGroup too the checkpoint holds what was applied
 // before the call. Pebble links the sstables (same filesystem) and copies
-// the WAL and MANIFEST, and syncs what it writes.
+// the WAL and MANIFEST, and syncs what it writes. When the position comes
+// from the WAL the image is not opened here (package checkpoint's Restore
+// and fetch open it and compare index and epoch with the manifest before
+// use). A ReadOnly store cannot checkpoint (ErrReadOnly): syncing the WAL
+// first is a write.
 func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	if !s.gate.enter() {
 		return 0, 0, ErrClosed
@@ -181,6 +185,10 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	defer s.gate.leave()
 	if err := s.stall.stalled(); err != nil {
 		return 0, 0, err
+	}
+	if s.opts.ReadOnly {
+		// Checkpoint syncs the WAL first (pebble.WithFlushedWAL): a write.
+		return 0, 0, fmt.Errorf("store: checkpoint: %w", ErrReadOnly)
 	}
 	// Pebble v2.1.7 copies the live WAL as it stands. From
 	// FormatWALSyncChunks on, a copy racing an append can read as
@@ -192,7 +200,7 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	t0 := time.Now()
 	// A small WAL is cheaper to copy than to flush (Options.CheckpointFlushBytes).
 	walBytes := s.db.Metrics().WAL.Size
-	flushed := !s.opts.ReadOnly && walBytes >= uint64(s.opts.CheckpointFlushBytes)
+	flushed := walBytes >= uint64(s.opts.CheckpointFlushBytes)
 	if flushed {
 		if err := s.db.Flush(); err != nil {
 			return 0, 0, fmt.Errorf("store: checkpoint: flush: %w", err)

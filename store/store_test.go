@@ -485,6 +485,8 @@ func TestReopenAndCheckpoint(t *testing.T) {
 			require.Equal(t, idx, cidx)
 			_, err = c.Apply([]Entry{genEntry(t, 501)})
 			require.ErrorIs(t, err, ErrReadOnly)
+			_, _, err = c.Checkpoint(filepath.Join(t.TempDir(), "from-read-only"))
+			require.ErrorIs(t, err, ErrReadOnly, "Pebble checkpoints only a writable store (WithFlushedWAL writes the WAL)")
 
 			r := openTest(t, dir, &Options{Sync: pol})
 			require.EqualValues(t, 510, r.AppliedIndex())
