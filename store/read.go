@@ -214,15 +214,12 @@ func (s *Store) Checkpoint(destDir string) (index, epoch uint64, err error) {
 	// The position it holds: read from its WAL when that can vouch for it
 	// (walPosition), else by opening it read-only.
 	from := "wal"
-	p, ok, why, err := walPosition(s.fs, destDir)
-	if err == nil && ok {
+	p, why := walPosition(s.fs, destDir)
+	if why == "" {
 		index, epoch = p.index, p.epoch
 		s.ckptPosWAL.Add(1)
 	} else {
 		from = "open"
-		if err != nil {
-			why = err.Error()
-		}
 		index, epoch, err = checkpointPosition(s.fs, destDir, s.opts.Logger)
 		if err != nil {
 			return 0, 0, errors.Join(fmt.Errorf("store: checkpoint to %s: %w", destDir, err), s.fs.RemoveAll(destDir))

@@ -32,24 +32,25 @@ import (
 // recovery may skip those below MinUnflushedLogNum: one that does not
 // read cleanly only makes walPosition fall back.
 //
-// ok is false, with a reason, whenever that argument does not hold for
-// what is on disk: no WAL, a WAL that does not read to its end under
-// Pebble's rule, a batch that does not parse or whose entries do not match
-// its header's count (Pebble's replay refuses it), any write of keyApplied
-// other than a Set (or a range deletion over it), or no Set of it in the
-// newest WAL (a checkpoint that flushed just before: the WAL holds nothing
-// yet). The caller then opens the checkpoint read-only, which decides.
+// why is empty when the WAL vouches for p, and otherwise says why not:
+// whenever that argument does not hold for what is on disk (no WAL, a WAL
+// that does not read to its end under Pebble's rule, a batch that does not
+// parse or whose entries do not match its header's count, which Pebble's
+// replay refuses, any write of keyApplied other than a Set or a range
+// deletion over it, no Set of it in the newest WAL: a checkpoint that
+// flushed just before, its WAL holds nothing yet) and on any error reading
+// the files. The caller then opens the checkpoint read-only, which decides.
 //
 // The image is not opened on this path: checkpoint.Restore and a fetch
 // open what they restore and compare its index and epoch with the
 // manifest before they use it.
-func walPosition(fs vfs.FS, dir string) (p position, ok bool, why string, err error) {
+func walPosition(fs vfs.FS, dir string) (p position, why string) {
 	logs, err := wal.Scan(wal.Dir{FS: fs, Dirname: dir})
 	if err != nil {
-		return position{}, false, "", fmt.Errorf("list WAL files: %w", err)
+		return position{}, fmt.Sprintf("list WAL files: %v", err)
 	}
 	if len(logs) == 0 {
-		return position{}, false, "no WAL", nil
+		return position{}, "no WAL"
 	}
 	var (
 		buf   bytes.Buffer
@@ -57,31 +58,33 @@ func walPosition(fs vfs.FS, dir string) (p position, ok bool, why string, err er
 	)
 	for i, ll := range logs {
 		newest := i == len(logs)-1
-		why, err := scanWAL(ll, newest, &buf, func(v []byte) { found = append(found[:0], v...) })
-		if why != "" || err != nil {
-			return position{}, false, why, err
+		if why := scanWAL(ll, newest, &buf, func(v []byte) { found = append(found[:0], v...) }); why != "" {
+			return position{}, why
 		}
 		if !newest {
 			found = found[:0]
 		}
 	}
 	if len(found) == 0 {
-		return position{}, false, "the newest WAL holds no applied position", nil
+		return position{}, "the newest WAL holds no applied position"
 	}
 	p, err = decodeApplied(found)
 	if err != nil {
-		return position{}, false, "", err
+		return position{}, err.Error()
 	}
-	return p, true, "", nil
+	return p, ""
 }
 
 // scanWAL reads one logical WAL to its end (Pebble's replayWAL rule) and
 // calls set with the value of every Set of keyApplied in order. A non-empty
-// why says the WAL cannot vouch for a position (the caller falls back); err
-// is an I/O error.
-func scanWAL(ll wal.LogicalLog, newest bool, buf *bytes.Buffer, set func([]byte)) (why string, err error) {
+// result says why the WAL cannot vouch for a position.
+func scanWAL(ll wal.LogicalLog, newest bool, buf *bytes.Buffer, set func([]byte)) (why string) {
 	rr := ll.OpenForRead()
-	defer func() { err = errors.Join(err, rr.Close()) }()
+	defer func() {
+		if err := rr.Close(); err != nil && why == "" {
+			why = fmt.Sprintf("close WAL %s: %v", ll.Num, err)
+		}
+	}()
 	for {
 		buf.Reset()
 		r, off, err := rr.NextRecord()
@@ -91,25 +94,23 @@ func scanWAL(ll wal.LogicalLog, newest bool, buf *bytes.Buffer, set func([]byte)
 		switch {
 		case err == nil:
 		case errors.Is(err, io.EOF):
-			return "", nil
+			return ""
 		case errors.Is(err, record.ErrUnexpectedEOF) && newest:
-			return "", nil // a torn tail: Pebble's recovery ends here too
-		case errors.Is(err, record.ErrUnexpectedEOF), errors.Is(err, record.ErrInvalidChunk), errors.Is(err, record.ErrZeroedChunk),
-			pebble.IsCorruptionError(err): // e.g. the WAL reader's own "invalid batch"
-			return fmt.Sprintf("WAL %s at %s: %v", ll.Num, off, err), nil
+			return "" // a torn tail: Pebble's recovery ends here too
 		default:
-			return "", fmt.Errorf("read WAL %s at %s: %w", ll.Num, off, err)
+			// Corruption (record.ErrInvalidChunk, ErrZeroedChunk, an unclean
+			// end of an older WAL, the WAL reader's own "invalid batch",
+			// which also rejects a record too short for a batch header) or
+			// an I/O error.
+			return fmt.Sprintf("WAL %s at %s: %v", ll.Num, off, err)
 		}
-		if buf.Len() < batchrepr.HeaderLen {
-			return fmt.Sprintf("WAL %s at %s: a record of %d bytes is not a batch", ll.Num, off, buf.Len()), nil
-		}
-		h, _ := batchrepr.ReadHeader(buf.Bytes())
+		h, _ := batchrepr.ReadHeader(buf.Bytes()) // the WAL reader checked it has one
 		br := batchrepr.Read(buf.Bytes())
 		var n uint32
 		for {
 			kind, ukey, value, more, err := br.Next()
 			if err != nil {
-				return fmt.Sprintf("WAL %s at %s: %v", ll.Num, off, err), nil
+				return fmt.Sprintf("WAL %s at %s: %v", ll.Num, off, err)
 			}
 			if !more {
 				break
@@ -122,23 +123,23 @@ func scanWAL(ll wal.LogicalLog, newest bool, buf *bytes.Buffer, set func([]byte)
 				pebble.InternalKeyKindRangeKeyUnset, pebble.InternalKeyKindRangeKeyDelete:
 				// no point key: the applied position is not touched
 			case pebble.InternalKeyKindIngestSST, pebble.InternalKeyKindExcise:
-				return fmt.Sprintf("WAL %s at %s: a %v record (the store writes none)", ll.Num, off, kind), nil
+				return fmt.Sprintf("WAL %s at %s: a %v record (the store writes none)", ll.Num, off, kind)
 			case pebble.InternalKeyKindRangeDelete:
 				if bytes.Compare(ukey, keyApplied) <= 0 && bytes.Compare(keyApplied, value) < 0 {
-					return fmt.Sprintf("WAL %s at %s: a range deletion covers the applied position", ll.Num, off), nil
+					return fmt.Sprintf("WAL %s at %s: a range deletion covers the applied position", ll.Num, off)
 				}
 			default:
 				if !bytes.Equal(ukey, keyApplied) {
 					continue
 				}
 				if kind != pebble.InternalKeyKindSet {
-					return fmt.Sprintf("WAL %s at %s: the applied position is written by a %v", ll.Num, off, kind), nil
+					return fmt.Sprintf("WAL %s at %s: the applied position is written by a %v", ll.Num, off, kind)
 				}
 				set(value)
 			}
 		}
 		if n != h.Count {
-			return fmt.Sprintf("WAL %s at %s: a batch of %d entries says %d", ll.Num, off, n, h.Count), nil
+			return fmt.Sprintf("WAL %s at %s: a batch of %d entries says %d", ll.Num, off, n, h.Count)
 		}
 	}
 }
