@@ -1,11 +1,8 @@
-// Package internal holds what roomlog's packages share but do not export,
-// split by floor so that each room only looks down:
+// Package internal holds what roomlog's tests and tools share but do not
+// export, split by floor so that each room only looks down. The library's
+// own ZooKeeper boundary is not here: it is the top-level package zkx,
+// below every library package.
 //
-//	internal/zkx        the ZooKeeper boundary of the library itself
-//	                    (connection-loss classification, backoff, retry,
-//	                    bounded msgpack decoding, wake-up signal); imported
-//	                    by logroom, replica and the recipes; imports nothing
-//	                    of roomlog.
 //	internal/infra/...  the ground floor of the test and tool harness:
 //	                    zkensemble (real ZooKeeper servers), faultnet
 //	                    (userspace TCP fault proxies), faultfs (a Pebble
@@ -19,6 +16,6 @@
 //	                    failover, chaos, the bench and the demo's tests.
 //
 // TestFloors (floors_test.go) holds these rules: no package below replica
-// imports internal/harness, and internal/zkx and internal/infra import
-// nothing of roomlog outside their own floor.
+// imports internal/harness, zkx imports nothing of roomlog, and
+// internal/infra imports nothing of roomlog outside its own floor.
 package internal

@@ -28,9 +28,9 @@ func TestFloors(t *testing.T) {
 		}
 		imports[strings.TrimPrefix(f[0], module)] = own
 	}
-	require.Contains(t, imports, "internal/zkx")
+	require.Contains(t, imports, "zkx")
 	require.Contains(t, imports, "internal/harness/testnode")
-	below := []string{"logroom", "store", "checkpoint", "replica", "recipe/", "internal/zkx", "internal/infra/"}
+	below := []string{"logroom", "store", "checkpoint", "replica", "recipe/", "zkx", "internal/infra/"}
 	for pkg, deps := range imports {
 		isBelow := false
 		for _, b := range below {
@@ -43,8 +43,8 @@ func TestFloors(t *testing.T) {
 				require.False(t, strings.HasPrefix(d, "internal/harness/"), "%s (below replica) imports %s", pkg, d)
 			}
 			switch {
-			case pkg == "internal/zkx":
-				require.Fail(t, "internal/zkx imports roomlog", "%s", d)
+			case pkg == "zkx":
+				require.Fail(t, "zkx imports roomlog", "%s", d)
 			case strings.HasPrefix(pkg, "internal/infra/"):
 				require.True(t, strings.HasPrefix(d, "internal/infra/"), "%s (ground floor) imports %s", pkg, d)
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Sentinel errors. Every error this package returns that matches one of these
@@ -69,7 +69,7 @@ var (
 // zk.ErrSessionMoved, or a raw transport error such as a failed socket
 // write). Such requests must be resolved by reading back, never treated
 // as definite failures. The caller's own context ending is not one. The
-// classification lives in internal/zkx (zkx.IsConnLoss).
+// classification lives in package zkx (zkx.IsConnLoss).
 func IsConnLoss(err error) bool { return zkx.IsConnLoss(err) }
 
 func isConnErr(err error) bool { return IsConnLoss(err) }

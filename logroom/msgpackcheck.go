@@ -1,6 +1,6 @@
 package logroom
 
-import "github.com/roomlog/roomlog/internal/zkx"
+import "github.com/roomlog/roomlog/zkx"
 
 // metaMaxDepth bounds the nesting of a meta znode's msgpack value: metas are
 // flat maps, so anything deeper is foreign data.
@@ -11,7 +11,7 @@ const metaMaxDepth = 4
 // map) fits in the bytes that remain. Decoding a value that passes it
 // allocates O(len(data)) and cannot recurse deeply, whatever the input: run
 // it on znode data (input, not truth) before msgpack.Unmarshal. It is
-// zkx.CheckMsgpack (internal/zkx), exported here for other modules.
+// zkx.CheckMsgpack (package zkx), exported here for other modules.
 func CheckMsgpack(data []byte, maxDepth int) error { return zkx.CheckMsgpack(data, maxDepth) }
 
 func checkMsgpack(data []byte, maxDepth int) error { return zkx.CheckMsgpack(data, maxDepth) }

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/roomlog/roomlog/internal/zkx"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // proposalOutcome is what the applier hands a waiting Propose.

@@ -26,7 +26,7 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Trust-boundary tests of the replica's checkpoint paths: origin,

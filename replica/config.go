@@ -15,7 +15,7 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Defaults for zero Config fields. The ZooKeeper session timeout, the base

@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/internal/zkx"
 	"github.com/roomlog/roomlog/logroom"
 	discovery "github.com/roomlog/roomlog/recipe/membership"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // membership is this replica's side of /<room>/members, built on the

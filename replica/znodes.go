@@ -7,7 +7,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Znode names under the room (see doc.go for the formats).

@@ -6,7 +6,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // MaxDepth bounds the msgpack nesting of recipe znode data: every format is

@@ -4,7 +4,7 @@
 // sequential-node parsing, a set of foreign znodes, a coalescing signal,
 // bounded msgpack decoding and guarded Multis. Connection-loss
 // classification, backoff, the retry loop, the signal and the msgpack
-// bounds are internal/zkx's (shared with logroom and replica); zkr only
+// bounds are package zkx's (shared with logroom and replica); zkr only
 // binds them to a Session.
 //
 // Every recipe object owns one Session. A request made through Do runs on

@@ -3,7 +3,7 @@ package zkr
 import (
 	"log/slog"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Foreign and ForeignSet are zkx's (one implementation for the recipes and

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/roomlog/roomlog/internal/zkx"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // MaxNameLen bounds an id used as (part of) a znode name.

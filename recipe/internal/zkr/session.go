@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/internal/zkx"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ErrClientClosed: the *logroom.Client was closed under a recipe. It

@@ -1,6 +1,6 @@
 package zkr
 
-import "github.com/roomlog/roomlog/internal/zkx"
+import "github.com/roomlog/roomlog/zkx"
 
 // Signal is a coalescing wake-up (zkx.Signal): any number of Notify calls
 // before the receiver looks become one, and Notify never blocks.
