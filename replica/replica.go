@@ -115,6 +115,9 @@ type Replica struct {
 	// lp is the run loop's private state: only the loop goroutine (and Open,
 	// before the loop starts) touches it.
 	lp *loopState
+	// lpReady is lp once Open has built it (membership joined, candidate
+	// created): Status reads it from any goroutine.
+	lpReady atomic.Pointer[loopState]
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -130,7 +133,6 @@ type statusSnap struct {
 	primaryID   string
 	primaryAddr string
 	members     []MemberStatus
-	foreign     []ForeignZnode
 	connState   zk.State
 	sessionID   int64
 	suspended   time.Time
@@ -261,6 +263,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if r.lp, err = newLoopState(r); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
+	r.lp.sessionID = r.client.SessionID()
 	// A node of our id may still be held by our own previous incarnation
 	// (killed less than a session timeout ago): wait that long before
 	// calling it a duplicate.
@@ -280,6 +283,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		cancel()
 		return nil, fmt.Errorf("replica: enter election: %w", err)
 	}
+	r.lpReady.Store(r.lp)
 	r.setConnected(r.client.State() == zk.StateHasSession)
 	r.wg.Add(1)
 	go func() {
@@ -497,14 +501,13 @@ func (r *Replica) Status() Status {
 	r.statusMu.Lock()
 	s := r.snap
 	members := append([]MemberStatus(nil), s.members...)
-	foreign := append([]ForeignZnode(nil), s.foreign...)
 	r.statusMu.Unlock()
 	applied := r.applied.Load()
 	committed := max(r.committedHi.Load(), applied)
 	st := Status{
 		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
 		Applied: applied, Committed: committed, Lag: committed - applied,
-		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: foreign,
+		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: r.foreignZnodes(),
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
