@@ -2,14 +2,16 @@ package logroom
 
 import (
 	"strings"
-	"time"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // DefaultSessionTimeout is the ZooKeeper session timeout Dial asks for when
 // DialConfig.SessionTimeout is zero. Packages that dial for a room (replica,
 // the commands) take their default from here; DefaultBase, the other
 // layout-wide default, is declared with the room layout in room.go.
-const DefaultSessionTimeout = 4 * time.Second
+// It is zkx.DefaultSessionTimeout.
+const DefaultSessionTimeout = zkx.DefaultSessionTimeout
 
 // SplitServers parses a ZooKeeper connect string ("host:port,host:port",
 // spaces and empty items ignored) into DialConfig.Servers.

@@ -251,36 +251,14 @@
 //     them as below) and seals again; reading the next channel back makes
 //     an early seal that landed despite a lost reply harmless.
 //
-// # Connecting: the leader first
+// # The ZooKeeper client
 //
-// Every ZooKeeper write is ordered by the leader: sent to a follower it is
-// forwarded there, and the reply comes back the same way. So a Client
-// prefers the leader (DialConfig.AnyServer keeps go-zookeeper's own host
-// provider and its shuffled order). Its host provider resolves the
-// servers' names once, at Dial, into one address per record, shuffled (as
-// go-zookeeper's does; a name that does not resolve fails Dial at once).
-// At the start of every pass over the servers (the first connection, each
-// reconnect after a connected session, each further pass while none
-// connects) it asks every server at once for its role with the srvr
-// four-letter word, reading at most 16 KiB of each reply within
-// LeaderProbeTimeout (250 ms), and orders the pass: servers whose reply
-// says "Mode: leader", then the others that answered, then the silent
-// ones, each group starting after the server of the last connection, so a
-// server that just dropped or went silent (a partition that accepts and
-// says nothing) is tried last of its group, not first again. A standalone
-// server in a list of several is not taken for a leader. What the probe
-// reads only orders the servers: no answer (srvr not in
-// 4lw.commands.whitelist, a paused or silent server, not ZooKeeper at all),
-// several servers claiming to lead or a forged reply cost at most a
-// follower's extra hop, a later try and the probe's bound, never
-// correctness; the session, fencing and every check below are the same on
-// any server. A session stays on its server while its connection lasts,
-// and go-zookeeper calls the provider under its server lock, so
-// Conn.Server may wait up to the probe's bound. Known limit: a client that
-// reconnects while the ensemble elects (no server says leader yet) lands
-// on whichever server answers first and stays there until its next
-// reconnect, so after a leader change some clients write through a
-// follower for a while.
+// Client, Dial, DialConfig and Digest are package zkx's (type aliases
+// here): one client, with its session events, its leader-first host
+// provider ("Connecting: the leader first" in zkx's doc), retry and
+// backoff, is shared by logroom, replica and the recipes. Every
+// request logroom sends that may be retried goes through zkx's helpers
+// (Client.Retry, zkx.Get, zkx.Children, zkx.Sync, zkx.EnsurePath).
 //
 // # Protocol: connection loss and fencing
 //

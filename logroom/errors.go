@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/roomlog/roomlog/zkx"
 )
 
@@ -34,18 +32,20 @@ var (
 	ErrRoomFull = errors.New("logroom: room full")
 	// ErrBadName: an invalid room name or base path.
 	ErrBadName = errors.New("logroom: bad name")
-	// ErrClosed: the Client, Writer or Reader is closed.
-	ErrClosed = errors.New("logroom: closed")
+	// ErrClosed: the Client, Writer or Reader is closed. It is zkx.ErrClosed
+	// (the same value), which the Client returns.
+	ErrClosed = zkx.ErrClosed
 	// ErrChannelOpen: the open channel cannot be deleted.
 	ErrChannelOpen = errors.New("logroom: channel is open")
 	// ErrNoRoom: the room (or the named channel) does not exist.
 	ErrNoRoom = errors.New("logroom: no such room")
 	// ErrUnavailable: ZooKeeper could not be reached (connection lost, no
 	// server, session expired) and the operation was not retried. It wraps
-	// the ZooKeeper error.
-	ErrUnavailable = errors.New("logroom: zookeeper unavailable")
-	// ErrBadConfig: a configuration field is invalid.
-	ErrBadConfig = errors.New("logroom: bad config")
+	// the ZooKeeper error. It is zkx.ErrUnavailable (the same value).
+	ErrUnavailable = zkx.ErrUnavailable
+	// ErrBadConfig: a configuration field is invalid. It is
+	// zkx.ErrBadConfig (the same value), which DialConfig.Validate returns.
+	ErrBadConfig = zkx.ErrBadConfig
 	// ErrWriterStopped: the writer stopped earlier on an outcome it could
 	// not learn (that earlier Append got ErrOutcomeUnknown); nothing of this
 	// Append was sent. Take over with a new writer to go on.
@@ -74,21 +74,11 @@ func IsConnLoss(err error) bool { return zkx.IsConnLoss(err) }
 
 func isConnErr(err error) bool { return IsConnLoss(err) }
 
-// zkError translates a ZooKeeper error at the package edge. Connection
-// trouble becomes ErrUnavailable, a closing connection ErrClosed; other
-// ZooKeeper errors are wrapped as they are. what names the operation.
-func zkError(what string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, zk.ErrClosing):
-		return fmt.Errorf("%s: %w (%w)", what, ErrClosed, err)
-	case isConnErr(err):
-		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
-	default:
-		return fmt.Errorf("%s: %w", what, err)
-	}
-}
+// zkError translates a ZooKeeper error at the package edge
+// (zkx.Translate): connection trouble becomes ErrUnavailable, a closing
+// connection ErrClosed; other ZooKeeper errors are wrapped as they are.
+// what names the operation.
+func zkError(what string, err error) error { return zkx.Translate(what, err) }
 
 // PartialAppendError answers an Append whose entries First..Last spanned
 // several batches when some of them were committed (First..CommittedThrough

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // BatchID identifies one batch of the log: its epoch, first index, entry
@@ -117,9 +119,9 @@ const maxChainRaces = 100
 // listing that saw cversion.
 func (r *Room) channelsChanged(ctx context.Context, cversion int32) (bool, error) {
 	var stat *zk.Stat
-	err := r.c.retry(ctx, func() error {
+	err := r.c.Retry(ctx, func() error {
 		var e error
-		_, stat, e = r.c.conn.Exists(r.Path(channelsNode))
+		_, stat, e = r.c.Conn().Exists(r.Path(channelsNode))
 		return e
 	})
 	if err != nil {
@@ -144,9 +146,9 @@ type channelListing struct {
 func (r *Room) listChannels(ctx context.Context) (channelListing, error) {
 	var names []string
 	var stat *zk.Stat
-	err := r.c.retry(ctx, func() error {
+	err := r.c.Retry(ctx, func() error {
 		var e error
-		names, stat, e = r.c.conn.Children(r.Path(channelsNode))
+		names, stat, e = r.c.Conn().Children(r.Path(channelsNode))
 		return e
 	})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -244,7 +246,7 @@ func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
 		return fmt.Errorf("%w: room %q: local state at index %d records batch %v, which does not hold that index",
 			ErrDiverged, r.name, applied, id)
 	}
-	if err := r.c.sync(ctx, r.Path(channelsNode)); err != nil {
+	if err := zkx.Sync(ctx, r.c, r.Path(channelsNode)); err != nil {
 		return zkError("logroom: sync", err)
 	}
 	infos, err := r.CheckChain(ctx)
@@ -291,7 +293,7 @@ func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
 		return fmt.Errorf("%w: room %q channel %d znode %s: local state applied batch %v, but the channel is sealed at index %d",
 			ErrDiverged, r.name, ci.Num, path, id, ci.LastIndex)
 	}
-	data, _, err := r.c.get(ctx, path)
+	data, _, err := zkx.Get(ctx, r.c, path)
 	if errors.Is(err, zk.ErrNoNode) {
 		m, _, merr := r.readChannel(ctx, ci.Num)
 		if errors.Is(merr, zk.ErrNoNode) || (merr == nil && m.Deleting) {

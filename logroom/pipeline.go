@@ -527,7 +527,7 @@ func (w *Writer) refreshRoomBytes() {
 
 // send runs one batch's fenced Multi and reports its outcome to the loop.
 func (w *Writer) send(b *batch) {
-	res, err := w.c.conn.Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.acl})
+	res, err := w.c.Conn().Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})
 	i, err := multiErr(res, err)
 	st := batchLanded
 	switch {
@@ -691,7 +691,7 @@ func (w *Writer) resolve() {
 	ls := &w.ls
 	ctx := w.lifeCtx
 	w.stats.resolutions.Add(1)
-	if err := w.c.waitSession(ctx); err == nil {
+	if err := w.c.WaitSession(ctx); err == nil {
 		if sid := w.c.SessionID(); sid != ls.sessionID {
 			w.log.Warn("zookeeper session changed (the old one expired); the fence is the epoch version, so resolution goes on",
 				"old_session", fmt.Sprintf("%#x", ls.sessionID), "new_session", fmt.Sprintf("%#x", sid))
@@ -750,11 +750,11 @@ func (w *Writer) resolve() {
 func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced *bool) (batchState, error) {
 	var bo backoff
 	for {
-		if err := w.c.waitSession(ctx); err != nil {
+		if err := w.c.WaitSession(ctx); err != nil {
 			return batchUnknown, err
 		}
 		if !*synced {
-			if _, err := w.c.conn.Sync(b.chPath); err != nil {
+			if _, err := w.c.Conn().Sync(b.chPath); err != nil {
 				if isConnErr(err) {
 					if err := bo.wait(ctx); err != nil {
 						return batchUnknown, err
@@ -765,7 +765,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			}
 			*synced = true
 		}
-		data, _, err := w.c.conn.Get(b.path)
+		data, _, err := w.c.Conn().Get(b.path)
 		switch {
 		case err == nil:
 			if bytes.Equal(data, b.data) {
@@ -808,7 +808,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 		}
 		// Absent: resend the same bytes, fenced.
 		w.stats.resent.Add(1)
-		res, err := w.c.conn.Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.acl})
+		res, err := w.c.Conn().Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})
 		i, err := multiErr(res, err)
 		switch {
 		case err == nil:
@@ -833,7 +833,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 // channelGoing reports whether the channel at path is deleted or marked
 // for deletion.
 func (w *Writer) channelGoing(path string) (bool, error) {
-	data, _, err := w.c.conn.Get(path)
+	data, _, err := w.c.Conn().Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return true, nil
 	}
@@ -857,7 +857,7 @@ func (w *Writer) sealOps() (sealed, next channelMeta, nextNum uint64, ops []inte
 	nextNum = ls.ch + 1
 	ops = []interface{}{
 		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(sealed), Version: ls.chVersion},
-		&zk.CreateRequest{Path: w.room.channelPath(nextNum), Data: encodeMeta(next), Acl: w.c.acl},
+		&zk.CreateRequest{Path: w.room.channelPath(nextNum), Data: encodeMeta(next), Acl: w.c.ACL()},
 	}
 	return sealed, next, nextNum, ops
 }
@@ -903,7 +903,7 @@ func (w *Writer) startSeal() {
 	ls.sealing = true
 	ls.sending++
 	go func() {
-		_, err := multiErr(w.c.conn.Multi(ops...))
+		_, err := multiErr(w.c.Conn().Multi(ops...))
 		w.sealResults <- sealResult{sealed: sealed, next: next, nextNum: nextNum, err: err}
 	}()
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Reader delivers a room's entries in index order, exactly once, across
@@ -89,7 +91,7 @@ func (r *Room) Tail(ctx context.Context, from uint64) (*Reader, error) {
 		if !isConnErr(err) {
 			return nil, err
 		}
-		if err := r.c.waitSession(ctx); err != nil {
+		if err := r.c.WaitSession(ctx); err != nil {
 			return nil, err
 		}
 		if err := bo.wait(ctx); err != nil {
@@ -133,7 +135,7 @@ func (rd *Reader) Next(ctx context.Context) ([]Entry, error) {
 			continue
 		case isConnErr(err):
 			rd.log.Debug("reader: zookeeper unavailable; retrying", "position", rd.Position(), "err", err)
-			if werr := rd.c.waitSession(ctx); werr != nil {
+			if werr := rd.c.WaitSession(ctx); werr != nil {
 				return nil, werr
 			}
 			if werr := bo.wait(ctx); werr != nil {
@@ -172,7 +174,7 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 		if !wait {
 			return errNoChannel
 		}
-		ok, _, ech, err := rd.c.conn.ExistsW(r.channelPath(1))
+		ok, _, ech, err := rd.c.Conn().ExistsW(r.channelPath(1))
 		if err != nil {
 			return err
 		}
@@ -216,7 +218,7 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 // first of the batch holding pos, or the end of the batch before pos.
 func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 	r := rd.room
-	ok, _, err := rd.c.conn.Exists(r.batchPath(rd.ch, pos))
+	ok, _, err := rd.c.Conn().Exists(r.batchPath(rd.ch, pos))
 	if err != nil {
 		return err
 	}
@@ -225,7 +227,7 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 		return nil
 	}
 	rd.m.listed()
-	names, _, err := rd.c.conn.Children(rd.chPath)
+	names, _, err := rd.c.Conn().Children(rd.chPath)
 	if err != nil {
 		return err
 	}
@@ -239,7 +241,7 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 		return nil // nothing before pos: read from the channel's first batch
 	}
 	path := r.batchPath(rd.ch, best)
-	data, _, err := rd.c.conn.Get(path)
+	data, _, err := rd.c.Conn().Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q channel %d: batch %s vanished", ErrCompacted, r.name, rd.ch, path)
 	}
@@ -282,7 +284,7 @@ func (rd *Reader) prefetch() error {
 		rd.listed = true
 		rd.listings++
 		rd.m.listed()
-		names, _, err := rd.c.conn.Children(rd.chPath)
+		names, _, err := rd.c.Conn().Children(rd.chPath)
 		if err != nil {
 			return err
 		}
@@ -308,7 +310,7 @@ func (rd *Reader) prefetch() error {
 	got := make([]fetchedBatch, n)
 	rd.m.catchupReads(n)
 	err := parallel(n, n, func(i int) error {
-		d, st, err := rd.c.conn.Get(rd.room.batchPath(rd.ch, window[i]))
+		d, st, err := rd.c.Conn().Get(rd.room.batchPath(rd.ch, window[i]))
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
@@ -354,7 +356,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		if _, ok := rd.fetched[rd.bpos]; ok {
 			return nil, nil // deliver from the prefetched batches
 		}
-		data, st, err := rd.c.conn.Get(path)
+		data, st, err := rd.c.Conn().Get(path)
 		if err == nil {
 			// Arrived through a watch: we are caught up, so the next batch
 			// is most likely absent too; arm its watch instead of reading.
@@ -375,7 +377,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 	// The next batch is absent (or we are caught up and have not armed its
 	// watch yet). First make sure the channel is not finished.
 	if rd.chWatch == nil {
-		data, _, ech, err := rd.c.conn.GetW(rd.chPath)
+		data, _, ech, err := rd.c.Conn().GetW(rd.chPath)
 		if errors.Is(err, zk.ErrNoNode) {
 			if rd.meta.Sealed && rd.bpos > rd.meta.Last {
 				return nil, rd.nextChannel(ctx)
@@ -401,7 +403,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return nil, rd.nextChannel(ctx)
 		}
 		// Sealed before our read ended: the batch must be there now.
-		data, st, err := rd.c.conn.Get(path)
+		data, st, err := rd.c.Conn().Get(path)
 		if err == nil {
 			return rd.deliver(path, data, st.Ctime)
 		}
@@ -411,7 +413,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, err
 	}
 	if rd.exPath != path {
-		ok, _, ech, err := rd.c.conn.ExistsW(path)
+		ok, _, ech, err := rd.c.Conn().ExistsW(path)
 		if err != nil {
 			return nil, err
 		}
@@ -448,10 +450,10 @@ func (rd *Reader) channelGone(ctx context.Context) error {
 	// A server behind what we read (after a session expiry) may not have
 	// the channel yet: sync and look again before any verdict (as
 	// nextChannel does). Still there: step again.
-	if err := rd.c.sync(ctx, rd.room.Path(channelsNode)); err != nil {
+	if err := zkx.Sync(ctx, rd.c, rd.room.Path(channelsNode)); err != nil {
 		return err
 	}
-	if ok, _, err := rd.c.conn.Exists(rd.chPath); err != nil {
+	if ok, _, err := rd.c.Conn().Exists(rd.chPath); err != nil {
 		return err
 	} else if ok {
 		return nil
@@ -473,7 +475,7 @@ func (rd *Reader) channelGone(ctx context.Context) error {
 // checkChannelEpoch re-reads the channel meta and returns an ErrCorrupt
 // error unless the channel's epoch is epoch.
 func (rd *Reader) checkChannelEpoch(epoch uint64) error {
-	data, _, err := rd.c.conn.Get(rd.chPath)
+	data, _, err := rd.c.Conn().Get(rd.chPath)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
 			ErrCompacted, rd.room.name, rd.ch, rd.Position())
@@ -497,13 +499,13 @@ func (rd *Reader) checkChannelEpoch(epoch uint64) error {
 func (rd *Reader) missingInSealed(ctx context.Context, path string) error {
 	// After a session expiry go-zookeeper may read from a follower behind
 	// what we already saw: sync, then look again before any verdict.
-	if err := rd.c.sync(ctx, rd.chPath); err != nil {
+	if err := zkx.Sync(ctx, rd.c, rd.chPath); err != nil {
 		return err
 	}
-	if ok, _, err := rd.c.conn.Exists(path); err != nil || ok {
+	if ok, _, err := rd.c.Conn().Exists(path); err != nil || ok {
 		return err // present after the sync: read it on the next step
 	}
-	data, _, err := rd.c.conn.Get(rd.chPath)
+	data, _, err := rd.c.Conn().Get(rd.chPath)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q channel %d deleted while reading at index %d",
 			ErrCompacted, rd.room.name, rd.ch, rd.Position())
@@ -530,16 +532,16 @@ func (rd *Reader) missingInSealed(ctx context.Context, path string) error {
 // meta again: it is sealed by then. It returns the newest meta.
 func (rd *Reader) checkNoSuccessor(ctx context.Context, m channelMeta) (channelMeta, error) {
 	next := rd.room.channelPath(rd.ch + 1)
-	ok, _, err := rd.c.conn.Exists(next)
+	ok, _, err := rd.c.Conn().Exists(next)
 	if err != nil || !ok {
 		return m, err
 	}
 	// Our meta read may come from a server behind the one that showed us
 	// the successor (reads after a session expiry): sync, then re-read.
-	if err := rd.c.sync(ctx, rd.chPath); err != nil {
+	if err := zkx.Sync(ctx, rd.c, rd.chPath); err != nil {
 		return m, err
 	}
-	data, _, err := rd.c.conn.Get(rd.chPath)
+	data, _, err := rd.c.Conn().Get(rd.chPath)
 	if err != nil {
 		return m, err
 	}
@@ -560,15 +562,15 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 	r := rd.room
 	num := rd.ch + 1
 	path := r.channelPath(num)
-	data, _, err := rd.c.conn.Get(path)
+	data, _, err := rd.c.Conn().Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		// The seal and the successor's create are one transaction, but a
 		// server behind what we read (after a session expiry) may not
 		// have it yet: sync and look again before any verdict.
-		if serr := rd.c.sync(ctx, r.Path(channelsNode)); serr != nil {
+		if serr := zkx.Sync(ctx, rd.c, r.Path(channelsNode)); serr != nil {
 			return serr
 		}
-		data, _, err = rd.c.conn.Get(path)
+		data, _, err = rd.c.Conn().Get(path)
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		nums, lerr := r.channelNums(ctx)

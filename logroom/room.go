@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // DefaultBase is the parent znode of all rooms unless RoomOptions.Base says
@@ -233,16 +235,16 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	}
 	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics}
 	r.log = discardLogger(opts.Logger).With("room", name)
-	if err := c.ensurePath(ctx, opts.Base); err != nil {
-		return nil, err
+	if err := zkx.EnsurePath(ctx, c, opts.Base); err != nil {
+		return nil, zkError("logroom: base "+opts.Base, err)
 	}
 	meta := encodeMeta(roomMeta{Version: roomFormatVersion, Created: time.Now().UnixMilli()})
 	epoch := encodeMeta(epochMeta{Version: epochFormatVersion})
-	err := c.retry(ctx, func() error {
-		_, e := multiErr(c.conn.Multi(
-			&zk.CreateRequest{Path: r.root, Data: meta, Acl: c.acl},
-			&zk.CreateRequest{Path: r.Path(epochNode), Data: epoch, Acl: c.acl},
-			&zk.CreateRequest{Path: r.Path(channelsNode), Acl: c.acl},
+	err := c.Retry(ctx, func() error {
+		_, e := multiErr(c.Conn().Multi(
+			&zk.CreateRequest{Path: r.root, Data: meta, Acl: c.ACL()},
+			&zk.CreateRequest{Path: r.Path(epochNode), Data: epoch, Acl: c.ACL()},
+			&zk.CreateRequest{Path: r.Path(channelsNode), Acl: c.ACL()},
 		))
 		return e
 	})
@@ -253,7 +255,7 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	default:
 		return nil, zkError("logroom: create room "+r.root, err)
 	}
-	data, _, err := c.get(ctx, r.root)
+	data, _, err := zkx.Get(ctx, c, r.root)
 	if err != nil {
 		return nil, zkError("logroom: open room "+r.root, err)
 	}
@@ -271,13 +273,13 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 // credentials is world-writable, and a digest client must not adopt it
 // silently (anyone could set its epoch and fence the writer).
 func (r *Room) checkACL(ctx context.Context) error {
-	want := slices.Clone(r.c.acl)
+	want := slices.Clone(r.c.ACL())
 	slices.SortFunc(want, compareACL)
 	for _, p := range []string{r.root, r.Path(epochNode), r.Path(channelsNode)} {
 		var acl []zk.ACL
-		err := r.c.retry(ctx, func() error {
+		err := r.c.Retry(ctx, func() error {
 			var e error
-			acl, _, e = r.c.conn.GetACL(p)
+			acl, _, e = r.c.Conn().GetACL(p)
 			return e
 		})
 		if err != nil {
@@ -335,7 +337,7 @@ func (r *Room) Epoch(ctx context.Context) (uint64, error) {
 }
 
 func (r *Room) readEpoch(ctx context.Context) (epochMeta, int32, error) {
-	data, stat, err := r.c.get(ctx, r.Path(epochNode))
+	data, stat, err := zkx.Get(ctx, r.c, r.Path(epochNode))
 	if errors.Is(err, zk.ErrNoNode) {
 		return epochMeta{}, 0, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
 	}
@@ -366,7 +368,7 @@ func (ci ChannelInfo) Charged() int64 { return chargedBytes(ci.Bytes, ci.Batches
 
 // channelNums lists the channel numbers, ascending.
 func (r *Room) channelNums(ctx context.Context) ([]uint64, error) {
-	names, err := r.c.children(ctx, r.Path(channelsNode))
+	names, err := zkx.Children(ctx, r.c, r.Path(channelsNode))
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
 	}
@@ -387,7 +389,7 @@ func (r *Room) channelNums(ctx context.Context) ([]uint64, error) {
 // yields zk.ErrNoNode (wrapped).
 func (r *Room) readChannel(ctx context.Context, num uint64) (channelMeta, int32, error) {
 	path := r.channelPath(num)
-	data, stat, err := r.c.get(ctx, path)
+	data, stat, err := zkx.Get(ctx, r.c, path)
 	if err != nil {
 		return channelMeta{}, 0, zkError("logroom: read channel "+path, err)
 	}
@@ -463,8 +465,8 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 	if !m.Deleting {
 		m.Deleting = true
 		data := encodeMeta(m)
-		err := r.c.retry(ctx, func() error {
-			_, e := r.c.conn.Set(path, data, version)
+		err := r.c.Retry(ctx, func() error {
+			_, e := r.c.Conn().Set(path, data, version)
 			return e
 		})
 		switch {
@@ -490,7 +492,7 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		names, err := r.c.children(ctx, path)
+		names, err := zkx.Children(ctx, r.c, path)
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
@@ -504,7 +506,7 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 			}
 			names = names[n:]
 		}
-		err = r.c.retry(ctx, func() error { return r.c.conn.Delete(path, version) })
+		err = r.c.Retry(ctx, func() error { return r.c.Conn().Delete(path, version) })
 		if err == nil || errors.Is(err, zk.ErrNoNode) {
 			r.deletions.Add(1)
 			r.metrics.channelDeleted(m.Bytes, m.Batches)
@@ -537,8 +539,8 @@ func (r *Room) deleteAll(ctx context.Context, parent string, names []string) err
 	for i, n := range names {
 		ops[i] = &zk.DeleteRequest{Path: parent + "/" + n, Version: -1}
 	}
-	err := r.c.retry(ctx, func() error {
-		_, e := multiErr(r.c.conn.Multi(ops...))
+	err := r.c.Retry(ctx, func() error {
+		_, e := multiErr(r.c.Conn().Multi(ops...))
 		return e
 	})
 	if err == nil {
@@ -549,7 +551,7 @@ func (r *Room) deleteAll(ctx context.Context, parent string, names []string) err
 	}
 	return parallel(len(names), 16, func(i int) error {
 		p := parent + "/" + names[i]
-		e := r.c.retry(ctx, func() error { return r.c.conn.Delete(p, -1) })
+		e := r.c.Retry(ctx, func() error { return r.c.Conn().Delete(p, -1) })
 		if e != nil && !errors.Is(e, zk.ErrNoNode) {
 			return zkError("logroom: delete "+p, e)
 		}
@@ -619,7 +621,7 @@ func (r *Room) Usage(ctx context.Context) (Usage, error) {
 // returns them with the number of children.
 func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, int, error) {
 	path := r.channelPath(num)
-	names, err := r.c.children(ctx, path)
+	names, err := zkx.Children(ctx, r.c, path)
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, 0, nil
 	}
@@ -630,9 +632,9 @@ func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, int, er
 	err = parallel(len(names), 32, func(i int) error {
 		var st *zk.Stat
 		var ok bool
-		e := r.c.retry(ctx, func() error {
+		e := r.c.Retry(ctx, func() error {
 			var e error
-			ok, st, e = r.c.conn.Exists(path + "/" + names[i])
+			ok, st, e = r.c.Conn().Exists(path + "/" + names[i])
 			return e
 		})
 		if e != nil {
@@ -656,7 +658,7 @@ func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, int, er
 // caller's applied index) or 0; the walk of the open channel starts there,
 // so the cost is about one read per batch written since hint.
 func (r *Room) CommittedIndex(ctx context.Context, hint uint64) (uint64, error) {
-	if err := r.c.sync(ctx, r.Path(channelsNode)); err != nil {
+	if err := zkx.Sync(ctx, r.c, r.Path(channelsNode)); err != nil {
 		return 0, zkError("logroom: sync", err)
 	}
 	for {
@@ -697,9 +699,9 @@ func (r *Room) CommittedIndex(ctx context.Context, hint uint64) (uint64, error) 
 func (r *Room) batchAtOrBefore(ctx context.Context, num, first, pos uint64) (uint64, error) {
 	path := r.batchPath(num, pos)
 	var ok bool
-	err := r.c.retry(ctx, func() error {
+	err := r.c.Retry(ctx, func() error {
 		var e error
-		ok, _, e = r.c.conn.Exists(path)
+		ok, _, e = r.c.Conn().Exists(path)
 		return e
 	})
 	if err != nil {
@@ -708,7 +710,7 @@ func (r *Room) batchAtOrBefore(ctx context.Context, num, first, pos uint64) (uin
 	if ok {
 		return pos, nil
 	}
-	names, err := r.c.children(ctx, r.channelPath(num))
+	names, err := zkx.Children(ctx, r.c, r.channelPath(num))
 	if err != nil {
 		return 0, zkError("logroom: list channel", err)
 	}
@@ -755,7 +757,7 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 			return 0, 0, 0, err
 		}
 		path := r.batchPath(num, pos)
-		data, _, err := r.c.get(ctx, path)
+		data, _, err := zkx.Get(ctx, r.c, path)
 		if errors.Is(err, zk.ErrNoNode) {
 			return pos - 1, bytes, batches, nil
 		}
@@ -773,7 +775,7 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 	if stop > 0 && pos > stop {
 		return pos - 1, bytes, batches, nil
 	}
-	names, err := r.c.children(ctx, r.channelPath(num))
+	names, err := zkx.Children(ctx, r.c, r.channelPath(num))
 	if err != nil {
 		return 0, 0, 0, zkError("logroom: list channel", err)
 	}
@@ -792,7 +794,7 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 		datas := make([][]byte, n)
 		found := make([]bool, n) // a znode with null data is found (and corrupt), not a hole
 		err := parallel(n, n, func(i int) error {
-			d, _, e := r.c.get(ctx, r.batchPath(num, firsts[i]))
+			d, _, e := zkx.Get(ctx, r.c, r.batchPath(num, firsts[i]))
 			if errors.Is(e, zk.ErrNoNode) {
 				return nil
 			}

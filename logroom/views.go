@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Read-only views of a room's znodes (doc.go, "Read-only views"), for
@@ -119,10 +121,10 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 		return RoomInfo{}, err
 	}
 	root := RoomPath(base, name)
-	if err := c.sync(ctx, root); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := zkx.Sync(ctx, c, root); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return RoomInfo{}, zkError("logroom: sync "+root, err)
 	}
-	data, st, err := c.get(ctx, root)
+	data, st, err := zkx.Get(ctx, c, root)
 	if errors.Is(err, zk.ErrNoNode) {
 		return RoomInfo{}, fmt.Errorf("%w: room %q not found under %s", ErrNoRoom, name, base)
 	}
@@ -154,7 +156,7 @@ func ReadEpoch(ctx context.Context, c *Client, base, name string) (EpochInfo, er
 		return EpochInfo{}, err
 	}
 	p := RoomPath(base, name, epochNode)
-	data, st, err := c.get(ctx, p)
+	data, st, err := zkx.Get(ctx, c, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return EpochInfo{}, fmt.Errorf("%w: %s", ErrNoRoom, p)
 	}
@@ -191,9 +193,9 @@ func ListChannels(ctx context.Context, c *Client, base, name string) (ChannelLis
 		names []string
 		st    *zk.Stat
 	)
-	err = c.retry(ctx, func() error {
+	err = c.Retry(ctx, func() error {
 		var e error
-		names, st, e = c.conn.Children(p)
+		names, st, e = c.Conn().Children(p)
 		return e
 	})
 	if errors.Is(err, zk.ErrNoNode) {
@@ -234,7 +236,7 @@ func ReadChannel(ctx context.Context, c *Client, base, name string, num uint64) 
 		return ChannelView{}, err
 	}
 	p := RoomPath(base, name, channelsNode, channelName(num))
-	data, _, err := c.get(ctx, p)
+	data, _, err := zkx.Get(ctx, c, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return ChannelView{}, fmt.Errorf("%w: room %q channel %d: %s", ErrNoRoom, name, num, p)
 	}

@@ -402,7 +402,7 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 	data := encodeMeta(next)
 	var bo backoff
 	for {
-		st, err := r.c.conn.Set(w.epochPath, data, ver)
+		st, err := r.c.Conn().Set(w.epochPath, data, ver)
 		if err == nil {
 			w.epoch, w.epochVer = next.Epoch, st.Version
 			return nil
@@ -417,13 +417,13 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 		// Sync first: a new session may read from a follower that has not
 		// seen our Set yet (go-zookeeper resets its last zxid on expiry),
 		// and the stale version would read as another writer's.
-		if err := r.c.waitSession(ctx); err != nil {
+		if err := r.c.WaitSession(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
 		}
 		if err := bo.wait(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
 		}
-		if err := r.c.sync(ctx, w.epochPath); err != nil {
+		if err := zkx.Sync(ctx, r.c, w.epochPath); err != nil {
 			return zkError("logroom: set epoch: sync before reading back", err)
 		}
 		cur, curVer, err := r.readEpoch(ctx)
@@ -453,7 +453,7 @@ func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bo
 	ops = append([]interface{}{w.fenceOp()}, ops...)
 	var bo backoff
 	for {
-		i, err := multiErr(w.c.conn.Multi(ops...))
+		i, err := multiErr(w.c.Conn().Multi(ops...))
 		if err == nil {
 			return nil
 		}
@@ -464,10 +464,10 @@ func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bo
 			return fmt.Errorf("logroom: %s: %w", what, ErrClosed)
 		}
 		if isConnErr(err) {
-			if err := w.c.waitSession(ctx); err != nil {
+			if err := w.c.WaitSession(ctx); err != nil {
 				return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
 			}
-			if err := w.c.sync(ctx, w.epochPath); err != nil {
+			if err := zkx.Sync(ctx, w.c, w.epochPath); err != nil {
 				return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
 			}
 		}
@@ -491,7 +491,7 @@ func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bo
 // hasData returns a verify func for fencedWrite: path holds exactly data.
 func (w *Writer) hasData(path string, data []byte) func() (bool, error) {
 	return func() (bool, error) {
-		got, _, err := w.c.conn.Get(path)
+		got, _, err := w.c.Conn().Get(path)
 		if errors.Is(err, zk.ErrNoNode) {
 			return false, nil
 		}
@@ -536,7 +536,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		}
 		meta := channelMeta{Version: channelFormatVersion, First: 1, Epoch: w.epoch}
 		return published(1, w.openChannel(ctx, 1, meta, 0, "create first channel",
-			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.acl}))
+			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.ACL()}))
 	}
 	last := infos[len(infos)-1]
 	m, ver, err := r.readChannel(ctx, last.Num)
@@ -550,7 +550,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		return r.corrupt(last.Num, path, fmt.Errorf("%w: the last channel was sealed at index %d without a successor during takeover",
 			ErrCorrupt, m.Last))
 	}
-	names, err := r.c.children(ctx, path)
+	names, err := zkx.Children(ctx, r.c, path)
 	if err != nil {
 		return zkError("logroom: list channel "+path, err)
 	}
@@ -587,7 +587,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		"batches", nbatches, "orphans", len(names)-nbatches)
 	return published(len(infos)+1, w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
 		&zk.SetDataRequest{Path: path, Data: encodeMeta(sealed), Version: ver},
-		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.acl}))
+		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.ACL()}))
 }
 
 // checkApplied refuses a takeover whose log ends (at end, in channel num)
@@ -644,7 +644,7 @@ func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names
 		n := min(len(firsts), scanWindow)
 		datas := make([][]byte, n)
 		err := parallel(n, n, func(i int) error {
-			d, _, e := r.c.get(ctx, r.batchPath(num, firsts[i]))
+			d, _, e := zkx.Get(ctx, r.c, r.batchPath(num, firsts[i]))
 			if e != nil && !errors.Is(e, zk.ErrNoNode) {
 				return zkError("logroom: read batch", e)
 			}

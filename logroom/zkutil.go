@@ -2,7 +2,6 @@ package logroom
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,71 +38,6 @@ type backoff struct{ zkx.Backoff }
 
 // wait sleeps for the next delay or until ctx ends.
 func (b *backoff) wait(ctx context.Context) error { return b.Wait(ctx) }
-
-// retry runs an idempotent operation until it returns something other than
-// a connection error, waiting for the session and backing off in between.
-// It gives up when ctx ends or the client is closed.
-func (c *Client) retry(ctx context.Context, op func() error) error {
-	return zkx.Retry(ctx, c.retryGate, op)
-}
-
-// retryGate runs between retries after the connection error err: it fails
-// once the client is closed, else waits for the session.
-func (c *Client) retryGate(ctx context.Context, err error) error {
-	if c.isClosed() {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
-	}
-	if werr := c.waitSession(ctx); werr != nil {
-		return fmt.Errorf("%w (last error: %w)", werr, err)
-	}
-	return nil
-}
-
-// get is Get with retry on connection loss.
-func (c *Client) get(ctx context.Context, path string) (data []byte, stat *zk.Stat, err error) {
-	err = c.retry(ctx, func() error {
-		var e error
-		data, stat, e = c.conn.Get(path)
-		return e
-	})
-	return data, stat, err
-}
-
-// children is Children with retry on connection loss.
-func (c *Client) children(ctx context.Context, path string) (names []string, err error) {
-	err = c.retry(ctx, func() error {
-		var e error
-		names, _, e = c.conn.Children(path)
-		return e
-	})
-	return names, err
-}
-
-// sync is Sync with retry on connection loss.
-func (c *Client) sync(ctx context.Context, path string) error {
-	return c.retry(ctx, func() error {
-		_, e := c.conn.Sync(path)
-		return e
-	})
-}
-
-// ensurePath creates every missing component of path (persistent, empty
-// data), tolerating concurrent creators.
-func (c *Client) ensurePath(ctx context.Context, path string) error {
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	cur := ""
-	for _, p := range parts {
-		cur += "/" + p
-		err := c.retry(ctx, func() error {
-			_, e := c.conn.Create(cur, nil, 0, c.acl)
-			return e
-		})
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return zkError("logroom: create "+cur, err)
-		}
-	}
-	return nil
-}
 
 // multiErr returns the index and error of the first failed op of a Multi.
 func multiErr(res []zk.MultiResponse, err error) (int, error) {

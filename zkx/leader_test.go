@@ -1,4 +1,4 @@
-package logroom
+package zkx
 
 import (
 	"context"
@@ -244,7 +244,7 @@ func TestDialPrefersLeader(t *testing.T) {
 	newLeader, err := e.Leader(ctx)
 	require.NoError(t, err)
 	for i, c := range clients {
-		require.NoError(t, c.waitSession(ctx), "client %d", i)
+		require.NoError(t, c.WaitSession(ctx), "client %d", i)
 		// Every client reconnected to a live server and writes there.
 		_, err := retryConn(ctx, func() error {
 			_, err := c.Conn().Create("/after-"+string(rune('a'+i)), nil, 0, c.ACL())
@@ -262,7 +262,7 @@ func TestDialPrefersLeader(t *testing.T) {
 func retryConn(ctx context.Context, f func() error) (int, error) {
 	for n := 1; ; n++ {
 		err := f()
-		if err == nil || !(isConnErr(err) || err == zk.ErrNoServer) {
+		if err == nil || !(IsConnLoss(err) || err == zk.ErrNoServer) {
 			return n, err
 		}
 		select {

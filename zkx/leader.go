@@ -1,4 +1,4 @@
-package logroom
+package zkx
 
 import (
 	"bufio"
@@ -73,18 +73,18 @@ func (h *leaderFirst) Init(servers []string) error {
 	for _, s := range servers {
 		host, port, err := net.SplitHostPort(s)
 		if err != nil {
-			return fmt.Errorf("logroom: ZooKeeper server %q: %w", s, err)
+			return fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
 		}
 		addrs, err := h.lookup(ctx, host)
 		if err != nil {
-			return fmt.Errorf("logroom: ZooKeeper server %q: %w", s, err)
+			return fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
 		}
 		for _, a := range addrs {
 			found = append(found, net.JoinHostPort(a, port))
 		}
 	}
 	if len(found) == 0 {
-		return fmt.Errorf("logroom: no addresses found for ZooKeeper servers %q", servers)
+		return fmt.Errorf("zkx: no addresses found for ZooKeeper servers %q", servers)
 	}
 	rand.Shuffle(len(found), func(i, j int) { found[i], found[j] = found[j], found[i] })
 	h.mu.Lock()
@@ -210,7 +210,7 @@ func probeModes(servers []string, timeout time.Duration) []string {
 
 // errNoMode: a srvr reply without a Mode line (a server not serving, a
 // four-letter word not in the server's whitelist, or not ZooKeeper at all).
-var errNoMode = errors.New("logroom: srvr reply has no Mode line")
+var errNoMode = errors.New("zkx: srvr reply has no Mode line")
 
 // serverMode returns the Mode of addr's srvr reply ("leader", "follower",
 // "observer", "standalone"), reading at most leaderProbeMaxReply bytes
