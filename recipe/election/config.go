@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Sentinel errors, wrapped by the errors this package returns (check with
@@ -44,7 +44,7 @@ const (
 type Config struct {
 	// Client is the ZooKeeper client (required). The candidate shares its
 	// session and creates nodes with its ACL.
-	Client *logroom.Client
+	Client *zkx.Client
 	// Dir is the election's directory (required); missing components are
 	// created (persistent).
 	Dir string

@@ -149,5 +149,6 @@
 //
 // ErrBadConfig, ErrNotLeader, ErrLeadershipLost, ErrSteppedDown,
 // ErrNoCandidate, ErrResigned (wrapped); context errors; errors wrapping
-// logroom.ErrClosed once the client is closed.
+// zkx.ErrClosed (logroom.ErrClosed is the same value) once the client is
+// closed.
 package election

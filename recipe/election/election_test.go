@@ -15,10 +15,10 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/internal/harness/recipetest"
 	"github.com/roomlog/roomlog/recipe/election"
-	"github.com/roomlog/roomlog/recipe/internal/recipetest"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 func TestMain(m *testing.M) { recipetest.Main(m) }
@@ -28,7 +28,7 @@ const (
 	pkgZKR      = "github.com/roomlog/roomlog/recipe/internal/zkr"
 )
 
-func join(t *testing.T, c *logroom.Client, dir, id string, mutate ...func(*election.Config)) *election.Participant {
+func join(t *testing.T, c *zkx.Client, dir, id string, mutate ...func(*election.Config)) *election.Participant {
 	t.Helper()
 	cfg := election.Config{Client: c, Dir: dir, ID: id, Data: []byte("addr-" + id), Logger: recipetest.Logger(t)}
 	for _, f := range mutate {
@@ -64,7 +64,7 @@ func (l *leaderLog) get() []string {
 	return slices.Clone(l.ids)
 }
 
-func observe(t *testing.T, c *logroom.Client, dir string) (*election.Observer, *leaderLog) {
+func observe(t *testing.T, c *zkx.Client, dir string) (*election.Observer, *leaderLog) {
 	t.Helper()
 	l := &leaderLog{}
 	o, err := election.Observe(recipetest.Ctx(t, 10*time.Second), c, dir, election.ObserveOptions{OnChange: l.onChange})
@@ -486,9 +486,9 @@ func TestClientClosed(t *testing.T) {
 	require.ErrorIs(t, term.Err(), election.ErrLeadershipLost)
 	recipetest.Eventually(t, 5*time.Second, "the participant stops", func() bool {
 		_, err := p.Await(ctx)
-		return errors.Is(err, logroom.ErrClosed)
+		return errors.Is(err, zkx.ErrClosed)
 	})
-	require.ErrorIs(t, p.StepDown(ctx), logroom.ErrClosed)
+	require.ErrorIs(t, p.StepDown(ctx), zkx.ErrClosed)
 	require.NoError(t, p.Resign(ctx))
 	recipetest.NoLeaks(t, pkgElection, pkgZKR)
 }

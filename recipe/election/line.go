@@ -10,15 +10,15 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // LineConfig configures a Line.
 type LineConfig struct {
 	// Client is the ZooKeeper client (required): the line's nodes live in
 	// its session and carry its ACL.
-	Client *logroom.Client
+	Client *zkx.Client
 	// Dir is the election's directory (required); missing components are
 	// created (persistent).
 	Dir string
@@ -58,7 +58,7 @@ type Line struct {
 	data    []byte
 	accept  func(Candidate) error
 	log     *slog.Logger
-	foreign *zkr.ForeignSet
+	foreign *zkx.ForeignSet
 	lister  *lister
 
 	// mine is our node's name ("" = none).
@@ -111,7 +111,7 @@ func NewLine(cfg LineConfig) (*Line, error) {
 
 // validateCandidacy reports every invalid field of a candidacy (NewLine's
 // and Config.Validate's shared part).
-func validateCandidacy(c *logroom.Client, dir, id string, data []byte, guid string) []error {
+func validateCandidacy(c *zkx.Client, dir, id string, data []byte, guid string) []error {
 	var errs []error
 	if c == nil {
 		errs = append(errs, fmt.Errorf("%w: Client is nil", ErrBadConfig))
@@ -119,7 +119,7 @@ func validateCandidacy(c *logroom.Client, dir, id string, data []byte, guid stri
 	if err := zkr.ValidDir(dir); err != nil {
 		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, dir, err))
 	}
-	if err := zkr.ValidName(id); err != nil {
+	if err := zkx.ValidName(id); err != nil {
 		errs = append(errs, fmt.Errorf("%w: ID %q: %v", ErrBadConfig, id, err))
 	}
 	if len(data) > MaxDataBytes {
@@ -144,7 +144,7 @@ func newLine(sess *zkr.Session, cfg LineConfig, log *slog.Logger) *Line {
 		accept: cfg.Accept,
 		log:    log,
 	}
-	l.foreign = zkr.NewForeignSet(log, "election candidate")
+	l.foreign = zkx.NewForeignSet(log, "election candidate")
 	l.lister = newLister(l.sess, cfg.Dir, l.foreign)
 	l.lister.check = l.check
 	// A configured guid may already name a node of ours (a create whose
@@ -207,7 +207,7 @@ func (l *Line) Enter(ctx context.Context) error {
 // forgets it: Position.Mine is -1 and Enter creates a new one.
 func (l *Line) Read(ctx context.Context) (Position, error) {
 	if sid := l.sess.ID(); sid != l.listedIn {
-		if err := zkr.Sync(ctx, l.sess, l.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := zkx.Sync(ctx, l.sess, l.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return Position{}, err
 		}
 		l.listedIn = sid
@@ -237,7 +237,7 @@ func (l *Line) WatchPredecessor(ctx context.Context, pos Position) (<-chan zk.Ev
 		return nil, false, nil
 	}
 	pred := pos.Candidates[pos.Mine-1]
-	ok, _, ch, err := zkr.ExistsW(ctx, l.sess, l.dir+"/"+pred.Node)
+	ok, _, ch, err := zkx.ExistsW(ctx, l.sess, l.dir+"/"+pred.Node)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch predecessor %s: %w", pred.Node, err)
 	}
@@ -299,7 +299,7 @@ func (l *Line) deleteNode(ctx context.Context, name string) error {
 // mine in our session (a create whose answer was lost, a create that ran
 // in a new session after an expiry) are deleted: we hold exactly one.
 func (l *Line) list(ctx context.Context) ([]Candidate, error) {
-	names, err := zkr.Children(ctx, l.sess, l.dir)
+	names, err := zkx.Children(ctx, l.sess, l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list candidates: %w", err)
 	}
@@ -328,7 +328,7 @@ func (l *Line) list(ctx context.Context) ([]Candidate, error) {
 // our guid in our session and adopts it instead of creating a second one.
 func (l *Line) create(ctx context.Context) (string, error) {
 	prefix := l.dir + "/" + zkr.SeqPrefix(candidatePrefix, l.guid)
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for {
 		if l.maybe.Load() {
 			name, err := l.adopt(ctx)
@@ -351,7 +351,7 @@ func (l *Line) create(ctx context.Context) (string, error) {
 					return
 				}
 			}
-			if err == nil || zkr.IsConnLoss(err) {
+			if err == nil || zkx.IsConnLoss(err) {
 				l.maybe.Store(true)
 			}
 		})
@@ -361,12 +361,12 @@ func (l *Line) create(ctx context.Context) (string, error) {
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			// The directory is missing (first use, or deleted): create it.
-			if err := zkr.EnsurePath(ctx, l.sess, l.dir); err != nil {
+			if err := zkx.EnsurePath(ctx, l.sess, l.dir); err != nil {
 				return "", err
 			}
 			continue
 		}
-		if !zkr.IsConnLoss(err) {
+		if !zkx.IsConnLoss(err) {
 			if ctx.Err() != nil {
 				// Its fate is unknown (zkr.Do's callback marks maybe if
 				// it lands).
@@ -385,13 +385,13 @@ func (l *Line) create(ctx context.Context) (string, error) {
 // adopt returns the lowest node carrying our guid held by our session
 // ("" if none), deleting the others of ours.
 func (l *Line) adopt(ctx context.Context) (string, error) {
-	if err := zkr.Sync(ctx, l.sess, l.dir); err != nil {
+	if err := zkx.Sync(ctx, l.sess, l.dir); err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
 			return "", nil // no directory: no node of ours
 		}
 		return "", err
 	}
-	names, err := zkr.Children(ctx, l.sess, l.dir)
+	names, err := zkx.Children(ctx, l.sess, l.dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", nil
 	}
@@ -420,13 +420,13 @@ func (l *Line) adopt(ctx context.Context) (string, error) {
 
 // sweep deletes every node carrying our guid held by our session.
 func (l *Line) sweep(ctx context.Context) error {
-	if err := zkr.Sync(ctx, l.sess, l.dir); err != nil {
+	if err := zkx.Sync(ctx, l.sess, l.dir); err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil
 		}
 		return err
 	}
-	names, err := zkr.Children(ctx, l.sess, l.dir)
+	names, err := zkx.Children(ctx, l.sess, l.dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
@@ -438,7 +438,7 @@ func (l *Line) sweep(ctx context.Context) error {
 		if err != nil || sn.GUID != l.guid {
 			continue
 		}
-		ok, st, err := zkr.Exists(ctx, l.sess, l.dir+"/"+n)
+		ok, st, err := zkx.Exists(ctx, l.sess, l.dir+"/"+n)
 		if err != nil {
 			return err
 		}
@@ -456,7 +456,7 @@ func (l *Line) sweep(ctx context.Context) error {
 // with why, classified as a Line with the same accept classifies them (a
 // tool's view of an election). A missing directory is an empty line.
 // Connection losses are retried until ctx ends.
-func ReadLine(ctx context.Context, c *logroom.Client, dir string, accept func(Candidate) error) ([]Candidate, []Foreign, error) {
+func ReadLine(ctx context.Context, c *zkx.Client, dir string, accept func(Candidate) error) ([]Candidate, []Foreign, error) {
 	if c == nil {
 		return nil, nil, fmt.Errorf("%w: Client is nil", ErrBadConfig)
 	}
@@ -465,7 +465,7 @@ func ReadLine(ctx context.Context, c *logroom.Client, dir string, accept func(Ca
 	}
 	sess := zkr.NewSession(c)
 	defer sess.Close()
-	foreign := zkr.NewForeignSet(slog.New(slog.DiscardHandler), "election candidate")
+	foreign := zkx.NewForeignSet(slog.New(slog.DiscardHandler), "election candidate")
 	l := newLister(sess, dir, foreign)
 	if accept != nil {
 		l.check = func(cd Candidate) string {
@@ -475,7 +475,7 @@ func ReadLine(ctx context.Context, c *logroom.Client, dir string, accept func(Ca
 			return ""
 		}
 	}
-	names, err := zkr.Children(ctx, sess, dir)
+	names, err := zkx.Children(ctx, sess, dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, nil, nil
 	}

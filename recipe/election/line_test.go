@@ -11,12 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmihailenco/msgpack/v5"
 
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/internal/harness/recipetest"
 	"github.com/roomlog/roomlog/recipe/election"
-	"github.com/roomlog/roomlog/recipe/internal/recipetest"
+	"github.com/roomlog/roomlog/zkx"
 )
 
-func newLine(t *testing.T, c *logroom.Client, dir, id string, mutate ...func(*election.LineConfig)) *election.Line {
+func newLine(t *testing.T, c *zkx.Client, dir, id string, mutate ...func(*election.LineConfig)) *election.Line {
 	t.Helper()
 	cfg := election.LineConfig{Client: c, Dir: dir, ID: id, Data: []byte("h-" + id + ":1"), Logger: recipetest.Logger(t)}
 	for _, f := range mutate {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ObserveOptions configures Observe. The zero value is valid.
@@ -37,7 +37,7 @@ type Observer struct {
 	dir    string
 	opts   ObserveOptions
 	log    *slog.Logger
-	sig    zkr.Signal
+	sig    zkx.Signal
 	lister *lister // owned by the loop (Observe before it starts)
 
 	cancel context.CancelFunc
@@ -51,7 +51,7 @@ type Observer struct {
 
 // Observe reads the directory (creating it if missing) and tracks its
 // leader until Close. When it returns, Leader holds the first reading.
-func Observe(ctx context.Context, c *logroom.Client, dir string, opts ObserveOptions) (*Observer, error) {
+func Observe(ctx context.Context, c *zkx.Client, dir string, opts ObserveOptions) (*Observer, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrBadConfig)
 	}
@@ -63,9 +63,9 @@ func Observe(ctx context.Context, c *logroom.Client, dir string, opts ObserveOpt
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("recipe", "election", "dir", dir, "observer", true)
-	o := &Observer{sess: zkr.NewSession(c), dir: dir, opts: opts, log: log, sig: zkr.NewSignal()}
-	o.lister = newLister(o.sess, dir, zkr.NewForeignSet(log, "election candidate"))
-	if err := zkr.EnsurePath(ctx, o.sess, dir); err != nil {
+	o := &Observer{sess: zkr.NewSession(c), dir: dir, opts: opts, log: log, sig: zkx.NewSignal()}
+	o.lister = newLister(o.sess, dir, zkx.NewForeignSet(log, "election candidate"))
+	if err := zkx.EnsurePath(ctx, o.sess, dir); err != nil {
 		o.sess.Close()
 		return nil, fmt.Errorf("election: observe %s: %w", dir, err)
 	}
@@ -133,7 +133,7 @@ func (o *Observer) Close() {
 
 func (o *Observer) loop(ctx context.Context, ch <-chan zk.Event, sid int64) {
 	defer o.wg.Done()
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for {
 		select {
 		case <-ctx.Done():
@@ -152,7 +152,7 @@ func (o *Observer) loop(ctx context.Context, ch <-chan zk.Event, sid int64) {
 				continue
 			}
 			// A new session: the watch is gone; read again (after Sync).
-			if err := zkr.Sync(ctx, o.sess, o.dir); err != nil && ctx.Err() != nil {
+			if err := zkx.Sync(ctx, o.sess, o.dir); err != nil && ctx.Err() != nil {
 				return
 			}
 		}
@@ -178,9 +178,9 @@ func (o *Observer) loop(ctx context.Context, ch <-chan zk.Event, sid int64) {
 // candidates. The returned channel fires at the next change (or, when the
 // directory is gone, at its creation).
 func (o *Observer) refresh(ctx context.Context) (<-chan zk.Event, error) {
-	names, ch, err := zkr.ChildrenW(ctx, o.sess, o.dir)
+	names, ch, err := zkx.ChildrenW(ctx, o.sess, o.dir)
 	if errors.Is(err, zk.ErrNoNode) {
-		ok, _, ech, eerr := zkr.ExistsW(ctx, o.sess, o.dir)
+		ok, _, ech, eerr := zkx.ExistsW(ctx, o.sess, o.dir)
 		if eerr != nil {
 			return nil, eerr
 		}

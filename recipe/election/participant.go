@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Role is a participant's position in the election.
@@ -156,7 +157,7 @@ func (p *Participant) Foreign() []Foreign { return p.line.Foreign() }
 
 // Await waits until the participant leads and returns its term; ctx bounds
 // the wait. After Resign it returns ErrResigned; after the client closed,
-// an error wrapping logroom.ErrClosed.
+// an error wrapping zkx.ErrClosed.
 func (p *Participant) Await(ctx context.Context) (*Term, error) {
 	for {
 		p.mu.Lock()
@@ -288,7 +289,7 @@ func (p *Participant) endTerm(why error) {
 // loop evaluates the election until ctx ends (Resign).
 func (p *Participant) loop(ctx context.Context) {
 	defer close(p.done)
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for ctx.Err() == nil {
 		if err := p.step(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -347,7 +348,7 @@ func (p *Participant) step(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	ok, _, ownCh, err := zkr.ExistsW(ctx, p.sess, p.cfg.Dir+"/"+p.line.Node())
+	ok, _, ownCh, err := zkx.ExistsW(ctx, p.sess, p.cfg.Dir+"/"+p.line.Node())
 	if err != nil || !ok {
 		return err
 	}
@@ -453,7 +454,7 @@ func (p *Participant) serve(ctx context.Context, r request, t *Term) error {
 		if r.to == p.cfg.ID {
 			return nil
 		}
-		names, err := zkr.Children(ctx, p.sess, p.cfg.Dir)
+		names, err := zkx.Children(ctx, p.sess, p.cfg.Dir)
 		if err != nil {
 			return fmt.Errorf("election: designate: %w", err)
 		}
@@ -487,7 +488,7 @@ func (p *Participant) writeDesignation(ctx context.Context, t *Term, to Candidat
 	rp := p.cfg.Dir + "/" + designationName
 	data := zkr.Encode(designationData{V: formatV1, From: p.cfg.ID, FromGUID: p.line.guid, To: to.ID, ToGUID: to.GUID})
 	for attempt := 0; attempt < 5; attempt++ {
-		ok, st, err := zkr.Exists(ctx, p.sess, rp)
+		ok, st, err := zkx.Exists(ctx, p.sess, rp)
 		if err != nil {
 			return err
 		}
@@ -503,7 +504,7 @@ func (p *Participant) writeDesignation(ctx context.Context, t *Term, to Candidat
 			return nil
 		case errors.Is(err, zkr.ErrGuardFailed), errors.Is(err, zkr.ErrHoldEnded):
 			return fmt.Errorf("%w: %w", ErrLeadershipLost, err)
-		case zkr.IsConnLoss(err):
+		case zkx.IsConnLoss(err):
 			// Look again: the Multi may have landed (then Exists finds our
 			// record, and replacing it with the same content is harmless).
 		case errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):

@@ -67,7 +67,7 @@ func (t *Term) Guard(ops ...any) []any { return zkr.Guard(t.Node(), 0, ops...) }
 // checks it in the same transaction. Once the term ended, or its node is
 // gone, the error wraps ErrLeadershipLost (or ErrSteppedDown) and nothing
 // was written. On a connection loss the outcome is unknown
-// (logroom.IsConnLoss): read back before retrying.
+// (zkx.IsConnLoss): read back before retrying.
 func (t *Term) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
 	res, err := t.hold.Multi(ctx, ops...)
 	switch {

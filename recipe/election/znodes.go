@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 const (
@@ -59,7 +60,7 @@ func (c Candidate) clone() Candidate {
 
 // Foreign is a child of the election directory that does not count, and
 // why.
-type Foreign = zkr.Foreign
+type Foreign = zkx.Foreign
 
 // acceptCandidate checks a child: a candidate name, ephemeral, data that
 // decodes as format v1 with a valid id. The reason is "" when it counts.
@@ -74,7 +75,7 @@ func acceptCandidate(sn zkr.SeqNode, data []byte, st *zk.Stat) (Candidate, strin
 	if d.V != formatV1 {
 		return Candidate{}, fmt.Sprintf("unknown format version %d", d.V)
 	}
-	if err := zkr.ValidName(d.ID); err != nil {
+	if err := zkx.ValidName(d.ID); err != nil {
 		return Candidate{}, "bad candidate id: " + err.Error()
 	}
 	return Candidate{
@@ -89,7 +90,7 @@ func acceptCandidate(sn zkr.SeqNode, data []byte, st *zk.Stat) (Candidate, strin
 type lister struct {
 	sess    *zkr.Session
 	dir     string
-	foreign *zkr.ForeignSet
+	foreign *zkx.ForeignSet
 	cache   map[string]Candidate
 	// check, when set, is a further check on every accepted candidate at
 	// every listing (it may depend on the session: never cached); its
@@ -97,7 +98,7 @@ type lister struct {
 	check func(Candidate) string
 }
 
-func newLister(sess *zkr.Session, dir string, foreign *zkr.ForeignSet) *lister {
+func newLister(sess *zkr.Session, dir string, foreign *zkx.ForeignSet) *lister {
 	return &lister{sess: sess, dir: dir, foreign: foreign, cache: map[string]Candidate{}}
 }
 
@@ -138,9 +139,9 @@ type designation struct {
 }
 
 // readDesignation reads the record; nil when absent or foreign (reported).
-func readDesignation(ctx context.Context, sess *zkr.Session, dir string, foreign *zkr.ForeignSet) (*designation, error) {
+func readDesignation(ctx context.Context, sess *zkr.Session, dir string, foreign *zkx.ForeignSet) (*designation, error) {
 	p := dir + "/" + designationName
-	b, st, err := zkr.Get(ctx, sess, p)
+	b, st, err := zkx.Get(ctx, sess, p)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		foreign.Drop(p)

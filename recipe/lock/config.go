@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Sentinel errors, wrapped by the errors this package returns (check with
@@ -31,7 +31,7 @@ var (
 type Config struct {
 	// Client is the ZooKeeper client (required). The Mutex shares its
 	// session and creates nodes with its ACL.
-	Client *logroom.Client
+	Client *zkx.Client
 	// Dir is the lock's directory (required): contenders are its
 	// children. Missing components are created (persistent).
 	Dir string
@@ -58,7 +58,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, c.Dir, err))
 	}
 	if c.ID != "" {
-		if err := zkr.ValidName(c.ID); err != nil {
+		if err := zkx.ValidName(c.ID); err != nil {
 			errs = append(errs, fmt.Errorf("%w: ID %q: %v", ErrBadConfig, c.ID, err))
 		}
 	}

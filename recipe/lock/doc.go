@@ -116,5 +116,6 @@
 // # Errors
 //
 // ErrBadConfig, ErrLockLost, ErrNotLocked, ErrClosed (wrapped); context
-// errors; errors wrapping logroom.ErrClosed once the client is closed.
+// errors; errors wrapping zkx.ErrClosed (logroom.ErrClosed is the same
+// value) once the client is closed.
 package lock

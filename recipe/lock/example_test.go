@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/lock"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Example takes the lock and writes under it. It needs a running
@@ -17,7 +17,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: []string{"127.0.0.1:2181"}})
+	c, err := zkx.Dial(ctx, zkx.DialConfig{Servers: []string{"127.0.0.1:2181"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Lease is one acquisition of the lock: it lasts from Lock until Unlock,
@@ -65,7 +66,7 @@ func (l *Lease) Guard(ops ...any) []any { return zkr.Guard(l.Path(), 0, ops...) 
 // lock cannot write. It returns the responses of ops. When the lease
 // ended or its node is gone, the error wraps ErrLockLost (or ErrNotLocked
 // after Unlock) and nothing was written. On a connection loss the outcome
-// is unknown (logroom.IsConnLoss): read back before retrying.
+// is unknown (zkx.IsConnLoss): read back before retrying.
 func (l *Lease) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
 	res, err := l.hold.Multi(ctx, ops...)
 	switch {
@@ -127,7 +128,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 // deleteLeaseNode deletes the lease's node at version 0. gone reports that
 // it was missing at the first answer (deleted, or its session expired).
 func (m *Mutex) deleteLeaseNode(ctx context.Context, p string) (gone bool, err error) {
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for attempt := 0; ; attempt++ {
 		err := zkr.Do0(ctx, m.sess, func() error { return m.sess.Conn().Delete(p, 0) }, nil)
 		switch {
@@ -139,7 +140,7 @@ func (m *Mutex) deleteLeaseNode(ctx context.Context, p string) (gone bool, err e
 			return attempt == 0, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			return false, fmt.Errorf("delete %s: %w (someone wrote to the lock node)", p, err)
-		case !zkr.IsConnLoss(err):
+		case !zkx.IsConnLoss(err):
 			return false, fmt.Errorf("delete %s: %w", p, err)
 		}
 		if werr := bo.Wait(ctx); werr != nil {

@@ -14,9 +14,9 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/logroom"
-	"github.com/roomlog/roomlog/recipe/internal/recipetest"
+	"github.com/roomlog/roomlog/internal/harness/recipetest"
 	"github.com/roomlog/roomlog/recipe/lock"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 func TestMain(m *testing.M) { recipetest.Main(m) }
@@ -26,7 +26,7 @@ const (
 	pkgZKR  = "github.com/roomlog/roomlog/recipe/internal/zkr"
 )
 
-func newMutex(t *testing.T, c *logroom.Client, dir, id string) *lock.Mutex {
+func newMutex(t *testing.T, c *zkx.Client, dir, id string) *lock.Mutex {
 	t.Helper()
 	m, err := lock.New(recipetest.Ctx(t, 10*time.Second), lock.Config{Client: c, Dir: dir, ID: id, Logger: recipetest.Logger(t)})
 	require.NoError(t, err)
@@ -39,7 +39,7 @@ func newMutex(t *testing.T, c *logroom.Client, dir, id string) *lock.Mutex {
 }
 
 // readCounter reads the decimal counter znode.
-func readCounter(t *testing.T, c *logroom.Client, p string) (int, int32) {
+func readCounter(t *testing.T, c *zkx.Client, p string) (int, int32) {
 	t.Helper()
 	b, st, err := c.Conn().Get(p)
 	require.NoError(t, err)

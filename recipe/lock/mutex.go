@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 const (
@@ -44,7 +45,7 @@ type Contender struct {
 }
 
 // Foreign is a child of the lock directory that does not count, and why.
-type Foreign = zkr.Foreign
+type Foreign = zkx.Foreign
 
 // Mutex is a fenced distributed mutual exclusion lock. One Mutex holds at
 // most one lease at a time: Lock from several goroutines of one process
@@ -55,7 +56,7 @@ type Mutex struct {
 	guid    string
 	data    []byte
 	log     *slog.Logger
-	foreign *zkr.ForeignSet
+	foreign *zkx.ForeignSet
 
 	// sem is held from a Lock until its lease is unlocked (or the Lock
 	// fails), and forever once Close took it. Whoever holds it owns stats.
@@ -66,7 +67,7 @@ type Mutex struct {
 
 	closeCtx    context.Context // done once Close began
 	closeCancel context.CancelFunc
-	janitor     zkr.Signal
+	janitor     zkx.Signal
 	janitorDone chan struct{}
 
 	mu sync.Mutex // guards the fields below
@@ -97,12 +98,12 @@ func New(ctx context.Context, cfg Config) (*Mutex, error) {
 	m := &Mutex{
 		cfg: cfg, sess: zkr.NewSession(cfg.Client), guid: zkr.NewGUID(),
 		data: zkr.Encode(nodeData{V: formatV1, ID: cfg.ID}), log: log,
-		foreign: zkr.NewForeignSet(log, "lock contender"),
+		foreign: zkx.NewForeignSet(log, "lock contender"),
 		sem:     make(chan struct{}, 1), stats: map[string]Contender{},
-		janitor: zkr.NewSignal(), janitorDone: make(chan struct{}),
+		janitor: zkx.NewSignal(), janitorDone: make(chan struct{}),
 		stray: map[string]bool{},
 	}
-	if err := zkr.EnsurePath(ctx, m.sess, cfg.Dir); err != nil {
+	if err := zkx.EnsurePath(ctx, m.sess, cfg.Dir); err != nil {
 		m.sess.Close()
 		return nil, fmt.Errorf("lock: %s: %w", cfg.Dir, err)
 	}
@@ -183,7 +184,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // Holder returns the contender that holds the lock now (the lowest
 // accepted node), read afresh; ok is false when nobody does.
 func (m *Mutex) Holder(ctx context.Context) (Contender, bool, error) {
-	names, err := zkr.Children(ctx, m.sess, m.cfg.Dir)
+	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
 	if err != nil {
 		return Contender{}, false, fmt.Errorf("lock: holder of %s: %w", m.cfg.Dir, err)
 	}
@@ -195,7 +196,7 @@ func (m *Mutex) Holder(ctx context.Context) (Contender, bool, error) {
 	}
 	zkr.SortBySeq(nodes)
 	for _, sn := range nodes {
-		b, st, err := zkr.Get(ctx, m.sess, m.cfg.Dir+"/"+sn.Name)
+		b, st, err := zkx.Get(ctx, m.sess, m.cfg.Dir+"/"+sn.Name)
 		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
 			continue
 		}
@@ -269,7 +270,7 @@ func (m *Mutex) acquire(ctx context.Context) (*Lease, error) {
 		if sid := m.sess.ID(); sid != listedIn {
 			// A new session: read from an up-to-date server before
 			// concluding that our node is gone.
-			if err := zkr.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
+			if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
 				return nil, err
 			}
 			listedIn = sid
@@ -298,7 +299,7 @@ func (m *Mutex) acquire(ctx context.Context) (*Lease, error) {
 		}
 		// Watch only the predecessor (no herd effect).
 		pred := cs[idx-1]
-		ok, _, ch, err := zkr.ExistsW(ctx, m.sess, m.cfg.Dir+"/"+pred.Name)
+		ok, _, ch, err := zkx.ExistsW(ctx, m.sess, m.cfg.Dir+"/"+pred.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -335,7 +336,7 @@ func (m *Mutex) waitWatch(ctx context.Context, ch <-chan zk.Event, sid int64) er
 // before creating another.
 func (m *Mutex) create(ctx context.Context) (string, error) {
 	prefix := m.cfg.Dir + "/" + zkr.SeqPrefix(nodePrefix, m.guid)
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for {
 		p, err := zkr.Do(ctx, m.sess, func() (string, error) {
 			return m.sess.Conn().Create(prefix, m.data, zk.FlagEphemeral|zk.FlagSequence, m.sess.ACL())
@@ -343,14 +344,14 @@ func (m *Mutex) create(ctx context.Context) (string, error) {
 			// Landed (or may have) after the caller gave up.
 			if err == nil {
 				m.addStray(path.Base(p))
-			} else if zkr.IsConnLoss(err) {
+			} else if zkx.IsConnLoss(err) {
 				m.setDirty()
 			}
 		})
 		if err == nil {
 			return path.Base(p), nil
 		}
-		if !zkr.IsConnLoss(err) {
+		if !zkx.IsConnLoss(err) {
 			return "", fmt.Errorf("create contender: %w", err)
 		}
 		m.setDirty()
@@ -358,7 +359,7 @@ func (m *Mutex) create(ctx context.Context) (string, error) {
 		if werr := bo.Wait(ctx); werr != nil {
 			return "", fmt.Errorf("%w (last error: %w)", werr, err)
 		}
-		if err := zkr.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
+		if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
 			return "", err
 		}
 		cs, err := m.list(ctx, "")
@@ -381,7 +382,7 @@ func (m *Mutex) create(ctx context.Context) (string, error) {
 // another session is a contender like any other. Foreign children are
 // reported and ignored.
 func (m *Mutex) list(ctx context.Context, mine string) ([]Contender, error) {
-	names, err := zkr.Children(ctx, m.sess, m.cfg.Dir)
+	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("list contenders: %w", err)
 	}
@@ -428,7 +429,7 @@ func accept(sn zkr.SeqNode, data []byte, st *zk.Stat) (Contender, string) {
 	}
 	c := Contender{Name: sn.Name, Seq: sn.Seq, Session: st.EphemeralOwner, Czxid: st.Czxid, guid: sn.GUID}
 	var d nodeData
-	if zkr.Decode(data, &d) == nil && d.V == formatV1 && zkr.ValidName(d.ID) == nil {
+	if zkr.Decode(data, &d) == nil && d.V == formatV1 && zkx.ValidName(d.ID) == nil {
 		c.ID = d.ID
 	}
 	return c, ""
@@ -453,10 +454,10 @@ func (m *Mutex) sweep(ctx context.Context) error {
 		keep = path.Base(m.lease.Path())
 	}
 	m.mu.Unlock()
-	if err := zkr.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
+	if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
 		return err
 	}
-	names, err := zkr.Children(ctx, m.sess, m.cfg.Dir)
+	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
 	if err != nil {
 		return fmt.Errorf("list contenders: %w", err)
 	}
@@ -468,7 +469,7 @@ func (m *Mutex) sweep(ctx context.Context) error {
 		// Only our session's: a node of another session with our guid is
 		// not ours to delete (and one of an expired session of ours is
 		// gone already).
-		ok, st, err := zkr.Exists(ctx, m.sess, m.cfg.Dir+"/"+n)
+		ok, st, err := zkx.Exists(ctx, m.sess, m.cfg.Dir+"/"+n)
 		if err != nil {
 			return fmt.Errorf("exists %s: %w", n, err)
 		}

@@ -13,9 +13,10 @@
 //	...
 //	w.Close(); reg.Leave(ctx)
 //
-// The connection is a *logroom.Client (logroom.Dial): recipes share its
-// session, its digest credentials and its ACL, and follow its session
-// events through logroom's non-blocking subscription.
+// The connection is a *zkx.Client (zkx.Dial, or logroom.Dial, which is
+// the same): recipes share its session, its digest credentials and its
+// ACL, and follow its session events through its non-blocking
+// subscription (Client.Subscribe).
 //
 // # Znode layout
 //
@@ -37,7 +38,7 @@
 // (Warn) and listed by Watcher.Foreign. Nothing foreign is ever deleted.
 // An ephemeral node forged by a live foreign session with a valid name
 // cannot be told from a member: keep the directory's ACL to the members
-// (logroom.DialConfig.Auth).
+// (zkx.DialConfig.Auth).
 //
 // # Protocol
 //
@@ -130,7 +131,7 @@
 //
 // Callbacks never run on go-zookeeper's goroutines: watch events reach the
 // watcher's loop through go-zookeeper's one-shot watch channels and its
-// session events through logroom's buffered subscription, and the loop only
+// session events through the client's buffered subscription, and the loop only
 // wakes the dispatcher through a coalescing signal. A slow callback delays
 // only later callbacks of the same watcher; the view (Members) keeps
 // moving, and the next diff covers everything that changed meanwhile: a
@@ -205,6 +206,6 @@
 // # Errors
 //
 // ErrBadName, ErrIDInUse, ErrDataTooLarge and ErrLeft, wrapped; context
-// errors from ctx; errors wrapping logroom.ErrClosed once the client is
-// closed.
+// errors from ctx; errors wrapping zkx.ErrClosed (logroom.ErrClosed is the
+// same value) once the client is closed.
 package membership

@@ -6,8 +6,8 @@ import (
 	"log"
 	"time"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/membership"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Example registers this master and watches its mates. It needs a running
@@ -15,7 +15,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: []string{"127.0.0.1:2181"}})
+	c, err := zkx.Dial(ctx, zkx.DialConfig{Servers: []string{"127.0.0.1:2181"}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // JoinOptions configures Join. The zero value is valid.
@@ -35,7 +35,7 @@ type Registration struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returned
 	// poke wakes the keeper when Update recorded new data.
-	poke zkr.Signal
+	poke zkx.Signal
 
 	mu sync.Mutex // guards the fields below
 	// data is the latest data (Join's, then Update's), gen its generation
@@ -79,14 +79,14 @@ type Registration struct {
 // process, whose session has not expired yet. A persistent node of that
 // name is foreign and no expiry removes it: ErrIDInUse at once. A node
 // held by our own session (a create whose answer was lost) is adopted.
-func Join(ctx context.Context, c *logroom.Client, dir, id string, data []byte, opts JoinOptions) (*Registration, error) {
+func Join(ctx context.Context, c *zkx.Client, dir, id string, data []byte, opts JoinOptions) (*Registration, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrBadName)
 	}
 	if err := zkr.ValidDir(dir); err != nil {
 		return nil, fmt.Errorf("%w: dir %q: %v", ErrBadName, dir, err)
 	}
-	if err := zkr.ValidName(id); err != nil {
+	if err := zkx.ValidName(id); err != nil {
 		return nil, fmt.Errorf("%w: id %q: %v", ErrBadName, id, err)
 	}
 	if len(data) > MaxDataBytes {
@@ -112,10 +112,10 @@ func Join(ctx context.Context, c *logroom.Client, dir, id string, data []byte, o
 		data: append([]byte(nil), data...), gen: 1, nodeGen: -1,
 		log:   log.With("recipe", "membership", "path", dir+"/"+id),
 		done:  make(chan struct{}),
-		poke:  zkr.NewSignal(),
+		poke:  zkx.NewSignal(),
 		ackCh: make(chan struct{}),
 	}
-	if err := zkr.EnsurePath(ctx, r.sess, dir); err != nil {
+	if err := zkx.EnsurePath(ctx, r.sess, dir); err != nil {
 		r.sess.Close()
 		return nil, fmt.Errorf("membership: join %s: %w", r.Path(), err)
 	}
@@ -140,7 +140,7 @@ var errSessionChanged = errors.New("membership: session changed")
 // forever, so Join refuses the second (ErrIDInUse) until the first's
 // keeper has stopped.
 type liveKey struct {
-	c    *logroom.Client
+	c    *zkx.Client
 	path string
 }
 
@@ -342,7 +342,7 @@ func (r *Registration) Leave(ctx context.Context) error {
 func (r *Registration) loop(ctx context.Context, st *zk.Stat, ch <-chan zk.Event) {
 	defer close(r.done)
 	defer releaseLive(r.key) // before done closes: Leave returns with the id free
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	// ch is an armed, unfired watch on the node in session chSid (nil:
 	// none). It is kept across wake-ups that are not its own, so that
 	// go-zookeeper does not pile up one channel per wake-up.
@@ -392,7 +392,7 @@ func (r *Registration) loop(ctx context.Context, st *zk.Stat, ch <-chan zk.Event
 		r.mu.Unlock()
 		if ch == nil || chSid != r.sess.ID() {
 			p := r.Path()
-			ok, est, ech, err := zkr.ExistsW(ctx, r.sess, p)
+			ok, est, ech, err := zkx.ExistsW(ctx, r.sess, p)
 			if err != nil {
 				if errors.Is(err, zkr.ErrClientClosed) {
 					r.setErr(err) // a waiting Update reports the client's error
@@ -494,7 +494,7 @@ func (r *Registration) setNodeLocked(gen int64, ver int32) {
 // concurrent write (BadVersion) starts over; other errors are returned.
 func (r *Registration) writeData(ctx context.Context) error {
 	p := r.Path()
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for {
 		r.mu.Lock()
 		data, gen := r.data, r.gen
@@ -508,7 +508,7 @@ func (r *Registration) writeData(ctx context.Context) error {
 			r.lose("session expired (new session)")
 			return nil
 		}
-		b, st, err := zkr.Get(ctx, r.sess, p)
+		b, st, err := zkx.Get(ctx, r.sess, p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
 			r.lose("member node gone")
@@ -555,7 +555,7 @@ func (r *Registration) writeData(ctx context.Context) error {
 		case errors.Is(err, zk.ErrNoNode):
 			r.lose("member node gone")
 			return nil
-		case zkr.IsConnLoss(err):
+		case zkx.IsConnLoss(err):
 			// The write may have landed: the next read tells.
 			if werr := bo.Wait(ctx); werr != nil {
 				return fmt.Errorf("%w (last error: %w)", werr, err)
@@ -616,8 +616,8 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 			created = gen
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours (a lost answer: data unknown), or someone else's.
-		case zkr.IsConnLoss(err):
-			var bo zkr.Backoff
+		case zkx.IsConnLoss(err):
+			var bo zkx.Backoff
 			if werr := bo.Wait(ctx); werr != nil {
 				return nil, nil, fmt.Errorf("%w (last error: %w)", werr, err)
 			}
@@ -627,10 +627,10 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 		}
 		// Sync: after an expiry the new session may read from a server that
 		// has not yet removed the old session's node.
-		if err := zkr.Sync(ctx, r.sess, p); err != nil {
+		if err := zkx.Sync(ctx, r.sess, p); err != nil {
 			return nil, nil, err
 		}
-		ok, st, ch, err := zkr.ExistsW(ctx, r.sess, p)
+		ok, st, ch, err := zkx.ExistsW(ctx, r.sess, p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("exists %s: %w", p, err)
 		}

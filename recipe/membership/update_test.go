@@ -14,7 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
-	"github.com/roomlog/roomlog/recipe/internal/recipetest"
+	"github.com/roomlog/roomlog/internal/harness/recipetest"
 	"github.com/roomlog/roomlog/recipe/membership"
 )
 

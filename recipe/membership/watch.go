@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Member is one live member: an accepted child of the directory.
@@ -41,7 +41,7 @@ func (m Member) clone() Member {
 
 // Foreign is a child of the directory that does not count as a member, and
 // why.
-type Foreign = zkr.Foreign
+type Foreign = zkx.Foreign
 
 // SessionEvent is a change of the watcher's own session.
 type SessionEvent int
@@ -121,8 +121,8 @@ type Watcher struct {
 	dir     string
 	opts    WatchOptions
 	log     *slog.Logger
-	foreign *zkr.ForeignSet
-	sig     zkr.Signal
+	foreign *zkx.ForeignSet
+	sig     zkx.Signal
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -156,7 +156,7 @@ type Watcher struct {
 // one, so a join or leave between a trigger and the re-arm is never
 // missed. When Watch returns, Members() holds the first listing (the
 // seed's GetOriginMates).
-func Watch(ctx context.Context, c *logroom.Client, dir string, opts WatchOptions) (*Watcher, error) {
+func Watch(ctx context.Context, c *zkx.Client, dir string, opts WatchOptions) (*Watcher, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrBadName)
 	}
@@ -170,13 +170,13 @@ func Watch(ctx context.Context, c *logroom.Client, dir string, opts WatchOptions
 	log = log.With("recipe", "membership", "dir", dir)
 	w := &Watcher{
 		sess: zkr.NewSession(c), dir: dir, opts: opts, log: log,
-		foreign:   zkr.NewForeignSet(log, "member"),
-		sig:       zkr.NewSignal(),
+		foreign:   zkx.NewForeignSet(log, "member"),
+		sig:       zkx.NewSignal(),
 		view:      map[string]Member{},
 		watchData: opts.WatchData || opts.OnUpdate != nil,
 		armed:     map[string]<-chan zk.Event{},
 	}
-	if err := zkr.EnsurePath(ctx, w.sess, dir); err != nil {
+	if err := zkx.EnsurePath(ctx, w.sess, dir); err != nil {
 		w.sess.Close()
 		return nil, fmt.Errorf("membership: watch %s: %w", dir, err)
 	}
@@ -240,7 +240,7 @@ func (w *Watcher) Close() {
 // loop re-lists on every child watch and follows the session.
 func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 	defer w.wg.Done()
-	var bo zkr.Backoff
+	var bo zkx.Backoff
 	for {
 		switch ev, what := w.next(ctx, ch); what {
 		case wakeStop:
@@ -355,10 +355,10 @@ func fired(ch <-chan zk.Event) bool {
 // another would only pile up channels in go-zookeeper.
 func (w *Watcher) read(ctx context.Context, n, p string) ([]byte, *zk.Stat, error) {
 	if !w.watchData {
-		return zkr.Get(ctx, w.sess, p)
+		return zkx.Get(ctx, w.sess, p)
 	}
 	if c, ok := w.armed[n]; ok && !fired(c) {
-		return zkr.Get(ctx, w.sess, p)
+		return zkx.Get(ctx, w.sess, p)
 	}
 	delete(w.armed, n)
 	type res struct {
@@ -404,7 +404,7 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 	if sid := w.sess.ID(); sid != w.sid {
 		// Expired: the new session may read from a server behind what we
 		// saw; catch it up first.
-		if err := zkr.Sync(ctx, w.sess, w.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := zkx.Sync(ctx, w.sess, w.dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return nil, err
 		}
 		w.log.Info("membership: watcher session expired; re-reading in the new session")
@@ -416,9 +416,9 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 		w.connected = true
 		w.setStale(false, Lost)
 	}
-	names, ch, err := zkr.ChildrenW(ctx, w.sess, w.dir)
+	names, ch, err := zkx.ChildrenW(ctx, w.sess, w.dir)
 	if errors.Is(err, zk.ErrNoNode) {
-		ok, _, ech, eerr := zkr.ExistsW(ctx, w.sess, w.dir)
+		ok, _, ech, eerr := zkx.ExistsW(ctx, w.sess, w.dir)
 		if eerr != nil {
 			return nil, eerr
 		}
@@ -437,7 +437,7 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 	foreign := map[string]string{}
 	for _, n := range names {
 		p := w.dir + "/" + n
-		if err := zkr.ValidName(n); err != nil {
+		if err := zkx.ValidName(n); err != nil {
 			foreign[p] = "not a valid member id: " + err.Error()
 			continue
 		}

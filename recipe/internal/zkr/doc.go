@@ -1,11 +1,12 @@
-// Package zkr is the ZooKeeper helper layer the recipes (membership,
-// election, lock) share: a session tracker over a *logroom.Client, requests
-// bounded by a context, retry on connection loss, name validation and
-// sequential-node parsing, a set of foreign znodes, a coalescing signal,
-// bounded msgpack decoding and guarded Multis. Connection-loss
-// classification, backoff, the retry loop, the signal and the msgpack
-// bounds are package zkx's (shared with logroom and replica); zkr only
-// binds them to a Session.
+// Package zkr is the recipe kit the recipes (membership, election, lock)
+// share on top of package zkx, as etcd's client/v3/concurrency is for
+// etcd: a Session per recipe object over a shared *zkx.Client, requests
+// bounded by a context (Do), guarded Multis, holds (a term or a lease tied
+// to one ephemeral node), sequential-node names and listings, and the
+// recipes' msgpack codec. Connection-loss classification, backoff, retry,
+// the reads, Sync, EnsurePath, the foreign set, the signal, name rules and
+// the msgpack bounds are zkx's; a Session is a zkx.Requester, so zkx's
+// requests run on it through Do.
 //
 // Every recipe object owns one Session. A request made through Do runs on
 // its own goroutine so that the caller's ctx bounds the wait; when ctx ends

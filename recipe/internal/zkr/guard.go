@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ErrGuardFailed: the guard's version check failed (its node is gone or
@@ -32,7 +34,7 @@ func GuardedMulti(ctx context.Context, s *Session, path string, version int32, o
 	if err == nil {
 		return res[1:], nil
 	}
-	if IsConnLoss(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || len(res) != len(all) {
+	if zkx.IsConnLoss(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || len(res) != len(all) {
 		return nil, err
 	}
 	// A failed Multi reports the first failing op's error as err and on

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Reasons a Hold ends (wrapped by the recipes' own sentinels).
@@ -134,7 +136,7 @@ func (h *Hold) watch(ctx context.Context) {
 		armWG.Add(1)
 		go func() {
 			defer armWG.Done()
-			ok, st, ch, err := ExistsW(ctx, h.sess, h.path)
+			ok, st, ch, err := zkx.ExistsW(ctx, h.sess, h.path)
 			switch {
 			case err != nil:
 				return // ctx ended or the client closed: the events say

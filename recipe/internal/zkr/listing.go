@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ParseListing turns a listing of dir into the prefix-named sequential
@@ -42,7 +44,7 @@ func ParseListing[T any](dir, prefix string, names []string, skip string, cache 
 func ReadAccepted[T any](ctx context.Context, s *Session, dir string, sn SeqNode, what string, foreign map[string]string,
 	accept func(SeqNode, []byte, *zk.Stat) (T, string)) (v T, ok bool, err error) {
 	p := dir + "/" + sn.Name
-	b, st, err := Get(ctx, s, p)
+	b, st, err := zkx.Get(ctx, s, p)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return v, false, nil

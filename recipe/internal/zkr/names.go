@@ -13,19 +13,12 @@ import (
 	"github.com/roomlog/roomlog/zkx"
 )
 
-// MaxNameLen bounds an id used as (part of) a znode name.
-const MaxNameLen = zkx.MaxNameLen
-
 // GUIDLen is the length of a GUID: 32 lowercase hex characters.
 const GUIDLen = 32
 
 // seqDigits is the width of ZooKeeper's sequence suffix (%010d of a signed
 // 32-bit counter).
 const seqDigits = 10
-
-// ValidName is zkx.ValidName (one rule for the recipes' ids and the
-// replica's member ids).
-func ValidName(name string) error { return zkx.ValidName(name) }
 
 // ValidDir checks a directory path: absolute, at least one component, no
 // trailing '/', every component a zkx.ValidComponent (spaces allowed: a

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 func TestParseSeqNode(t *testing.T) {
@@ -44,11 +46,11 @@ func TestParseSeqNode(t *testing.T) {
 }
 
 func TestValidNameAndDir(t *testing.T) {
-	for _, n := range []string{"a", "10.0.0.5:8080", "master-1", "ünïcode", strings.Repeat("x", MaxNameLen)} {
-		require.NoError(t, ValidName(n), n)
+	for _, n := range []string{"a", "10.0.0.5:8080", "master-1", "ünïcode", strings.Repeat("x", zkx.MaxNameLen)} {
+		require.NoError(t, zkx.ValidName(n), n)
 	}
-	for _, n := range []string{"", ".", "..", "a/b", "a b", "a\x00", "tab\t", strings.Repeat("x", MaxNameLen+1), "\xff", "\uf000"} {
-		require.Error(t, ValidName(n), "%q", n)
+	for _, n := range []string{"", ".", "..", "a/b", "a b", "a\x00", "tab\t", strings.Repeat("x", zkx.MaxNameLen+1), "\xff", "\uf000"} {
+		require.Error(t, zkx.ValidName(n), "%q", n)
 	}
 	for _, d := range []string{"/a", "/a/b", "/dfs/10.0.0.1:1", "/roomlog/命名 空间 a%20b/members"} {
 		require.NoError(t, ValidDir(d), d)

@@ -9,21 +9,22 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/zkx"
 )
 
-// ErrClientClosed: the *logroom.Client was closed under a recipe. It
-// wraps logroom.ErrClosed.
-var ErrClientClosed = fmt.Errorf("zookeeper client closed: %w", logroom.ErrClosed)
+// ErrClientClosed: the *zkx.Client was closed under a recipe. It wraps
+// zkx.ErrClosed (logroom.ErrClosed is the same value).
+var ErrClientClosed = fmt.Errorf("zookeeper client closed: %w", zkx.ErrClosed)
 
-// Session is one recipe object's view of a shared *logroom.Client: a
+// Session is one recipe object's view of a shared *zkx.Client: a
 // subscription to its session events and the requests in flight. Events
-// arrive on a buffered channel fed by logroom's event callback (it drops
-// the oldest when full), never by blocking go-zookeeper. Expiry is
+// arrive on a buffered channel fed by the client's event callback (it
+// drops the oldest when full), never by blocking go-zookeeper. Expiry is
 // detected by comparing session ids (ID), which no dropped event can hide.
+// A Session is a zkx.Requester whose requests run through Do: zkx's reads,
+// Sync and EnsurePath on it are bounded by their ctx.
 type Session struct {
-	c      *logroom.Client
+	c      *zkx.Client
 	events <-chan zk.Event
 	unsub  func()
 
@@ -37,13 +38,13 @@ type Session struct {
 var ErrSessionClosed = errors.New("recipe closed")
 
 // NewSession subscribes to c's session events.
-func NewSession(c *logroom.Client) *Session {
+func NewSession(c *zkx.Client) *Session {
 	ch, unsub := c.Subscribe()
 	return &Session{c: c, events: ch, unsub: unsub}
 }
 
 // Client returns the shared client.
-func (s *Session) Client() *logroom.Client { return s.c }
+func (s *Session) Client() *zkx.Client { return s.c }
 
 // Conn returns the client's connection.
 func (s *Session) Conn() *zk.Conn { return s.c.Conn() }
@@ -152,14 +153,6 @@ func Do0(ctx context.Context, s *Session, op func() error, late func(error)) err
 	return err
 }
 
-// IsConnLoss reports whether err leaves a request's fate unknown
-// (zkx.IsConnLoss).
-func IsConnLoss(err error) bool { return zkx.IsConnLoss(err) }
-
-// Backoff is the exponential retry delay of zkx.Backoff: the zero value
-// waits 20ms doubling to 1s.
-type Backoff = zkx.Backoff
-
 // Retry runs an idempotent request through Do until it returns something
 // other than a connection loss, backing off in between (zkx.RetryValue).
 // It gives up when ctx ends (the error names the last connection error) or
@@ -174,56 +167,8 @@ func Retry0(ctx context.Context, s *Session, op func() error) error {
 	return err
 }
 
-// EnsurePath creates every missing component of path (persistent, no data,
-// the client's ACL), tolerating concurrent creators.
-func EnsurePath(ctx context.Context, s *Session, path string) error {
-	cur := ""
-	for _, p := range splitPath(path) {
-		cur += "/" + p
-		p := cur
-		// Exists first: a digest client may lack CREATE on a shared parent
-		// it only needs to traverse.
-		ok, err := Retry(ctx, s, func() (bool, error) {
-			ok, _, err := s.Conn().Exists(p)
-			return ok, err
-		})
-		if err != nil {
-			return fmt.Errorf("exists %s: %w", p, err)
-		}
-		if ok {
-			continue
-		}
-		err = Retry0(ctx, s, func() error {
-			_, err := s.Conn().Create(p, nil, 0, s.ACL())
-			return err
-		})
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	return nil
-}
-
-func splitPath(path string) []string {
-	var out []string
-	start := 1
-	for i := 1; i <= len(path); i++ {
-		if i == len(path) || path[i] == '/' {
-			if i > start {
-				out = append(out, path[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
-}
-
-// Sync makes the server this session reads from catch up with the leader
-// (after an expiry the new session may read from a follower behind what
-// this process already saw).
-func Sync(ctx context.Context, s *Session, path string) error {
-	return Retry0(ctx, s, func() error {
-		_, err := s.Conn().Sync(path)
-		return err
-	})
+// Run runs op through Do until it returns something other than a
+// connection loss (Retry): it makes a Session a zkx.Requester.
+func (s *Session) Run(ctx context.Context, op func() (any, error)) (any, error) {
+	return Retry(ctx, s, op)
 }

@@ -1,7 +1,10 @@
 // Package recipetest is the test harness of the recipe packages: one real
 // ZooKeeper server shared by a test binary, clients dialed directly or
 // through a fault proxy, forced session expiry and disconnection, and a
-// goroutine leak check. Only tests import it.
+// goroutine leak check. Only tests import it. It lives with the harness,
+// not under recipe/, because it imports the ground floor of the harness
+// (internal/infra/zkensemble and faultnet): a non-test file of it under
+// recipe/ lifted the recipes above replica.
 package recipetest
 
 import (
@@ -23,7 +26,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
-	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ProxiedSession is the session timeout of clients dialed through a proxy:
@@ -112,14 +115,14 @@ func (h *tHandler) WithGroup(string) slog.Handler { return h }
 
 // Dial connects a client to addrs (the shared ensemble's when nil) with the
 // given session timeout and closes it when the test ends.
-func Dial(t testing.TB, addrs []string, session time.Duration) *logroom.Client {
+func Dial(t testing.TB, addrs []string, session time.Duration) *zkx.Client {
 	t.Helper()
 	if addrs == nil {
 		addrs = ZK(t).Addrs()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: addrs, SessionTimeout: session})
+	c, err := zkx.Dial(ctx, zkx.DialConfig{Servers: addrs, SessionTimeout: session})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c
@@ -127,7 +130,7 @@ func Dial(t testing.TB, addrs []string, session time.Duration) *logroom.Client {
 
 // Proxied is a client whose only link to ZooKeeper is a fault proxy.
 type Proxied struct {
-	*logroom.Client
+	*zkx.Client
 	Proxy *faultnet.Proxy
 
 	// probe is an ephemeral node of the current session, created by Cut:
