@@ -58,14 +58,14 @@ func TestConnectionLossMidAppend(t *testing.T) {
 	wg := appendLoad(t, ctx, w, 32, "c", a, &stop, &okCount)
 	for cut := 1; cut <= 6; cut++ {
 		target := int64(cut * 300)
-		waitFor(t, 30*time.Second, "appends between cuts", func() bool { return okCount.Load() >= target })
+		require.Eventually(t, func() bool { return okCount.Load() >= target }, 30*time.Second, 10*time.Millisecond, "appends between cuts")
 		if cut%2 == 0 {
 			// Requests sent now never reach the server: after the cut the
 			// writer must find them absent and resend them.
 			before := p.Stats().DroppedUp
 			p.DropRequests()
 			// More than a ping (12 bytes): at least one Multi was lost.
-			waitFor(t, 30*time.Second, "requests lost on the wire", func() bool { return p.Stats().DroppedUp > before+100 })
+			require.Eventually(t, func() bool { return p.Stats().DroppedUp > before+100 }, 30*time.Second, 10*time.Millisecond, "requests lost on the wire")
 			p.Cut()
 			p.Heal()
 			continue
@@ -75,11 +75,11 @@ func TestConnectionLossMidAppend(t *testing.T) {
 		// reset only sometimes catches a batch applied but unanswered.)
 		before := p.Stats().DroppedDown
 		p.DropReplies()
-		waitFor(t, 30*time.Second, "replies lost on the wire", func() bool { return p.Stats().DroppedDown > before+100 })
+		require.Eventually(t, func() bool { return p.Stats().DroppedDown > before+100 }, 30*time.Second, 10*time.Millisecond, "replies lost on the wire")
 		p.Reset()
 		p.Heal()
 	}
-	waitFor(t, 30*time.Second, "appends after the last cut", func() bool { return okCount.Load() >= 2100 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 2100 }, 30*time.Second, 10*time.Millisecond, "appends after the last cut")
 	stop.Store(true)
 	wg.Wait()
 	require.Empty(t, a.unknown, "the session survived: every outcome can be resolved")
@@ -151,7 +151,7 @@ func TestSessionExpiry(t *testing.T) {
 	var stop atomic.Bool
 	var okCount atomic.Int64
 	wg := appendLoad(t, ctx, w, 8, "x", a, &stop, &okCount)
-	waitFor(t, 30*time.Second, "appends before the freeze", func() bool { return okCount.Load() >= 200 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 200 }, 30*time.Second, 10*time.Millisecond, "appends before the freeze")
 	// Ephemeral markers show when the server has expired each session.
 	markers := []string{r.Path("w-marker"), r.Path("r-marker")}
 	for i, c := range []*Client{wc, rc} {
@@ -162,7 +162,7 @@ func TestSessionExpiry(t *testing.T) {
 	p.Blackhole()
 	p.Reset()
 	probe := dial(t, e.Addrs())
-	waitFor(t, 30*time.Second, "both sessions expired on the server", func() bool {
+	require.Eventually(t, func() bool {
 		for _, m := range markers {
 			ok, _, err := probe.Conn().Exists(m)
 			if err != nil || ok {
@@ -170,10 +170,10 @@ func TestSessionExpiry(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, 10*time.Millisecond, "both sessions expired on the server")
 	p.Heal()
 	expired := false
-	waitFor(t, 30*time.Second, "expiry event", func() bool {
+	require.Eventually(t, func() bool {
 		for {
 			select {
 			case ev := <-events:
@@ -185,8 +185,8 @@ func TestSessionExpiry(t *testing.T) {
 			}
 			return expired
 		}
-	})
-	waitFor(t, 30*time.Second, "appends after expiry", func() bool { return okCount.Load() >= 600 })
+	}, 30*time.Second, 10*time.Millisecond, "expiry event")
+	require.Eventually(t, func() bool { return okCount.Load() >= 600 }, 30*time.Second, 10*time.Millisecond, "appends after expiry")
 	require.NotEqual(t, sid, wc.SessionID(), "a new session")
 	stop.Store(true)
 	wg.Wait()
@@ -243,12 +243,12 @@ func killConnectedServer(t *testing.T, followers bool) {
 	var stop atomic.Bool
 	var okCount atomic.Int64
 	wg := appendLoad(t, ctx, w, 32, "k", a, &stop, &okCount)
-	waitFor(t, 30*time.Second, "appends before the kill", func() bool { return okCount.Load() >= 500 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 500 }, 30*time.Second, 10*time.Millisecond, "appends before the kill")
 	victim := slices.Index(e.Addrs(), wc.Conn().Server())
 	require.GreaterOrEqual(t, victim, 0, "connected to %s", wc.Conn().Server())
 	require.NoError(t, e.Kill(victim))
 	before := okCount.Load()
-	waitFor(t, 60*time.Second, "appends after the kill", func() bool { return okCount.Load() >= before+500 })
+	require.Eventually(t, func() bool { return okCount.Load() >= before+500 }, 60*time.Second, 10*time.Millisecond, "appends after the kill")
 	require.NotEqual(t, e.Addrs()[victim], wc.Conn().Server())
 
 	// Restart it and kill the next server the writer is connected to: the
@@ -259,7 +259,7 @@ func killConnectedServer(t *testing.T, followers bool) {
 	require.NotEqual(t, victim, second)
 	require.NoError(t, e.Kill(second))
 	before = okCount.Load()
-	waitFor(t, 60*time.Second, "appends after the second kill", func() bool { return okCount.Load() >= before+500 })
+	require.Eventually(t, func() bool { return okCount.Load() >= before+500 }, 60*time.Second, 10*time.Millisecond, "appends after the second kill")
 	victim = second
 	stop.Store(true)
 	wg.Wait()
@@ -302,14 +302,14 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 	var stop atomic.Bool
 	var okCount atomic.Int64
 	wg := appendLoad(t, ctx, old, 64, "old", a, &stop, &okCount)
-	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 300 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 300 }, 30*time.Second, 10*time.Millisecond, "old writer progress")
 
 	p.DropReplies()
 	before := old.LastCommitted()
-	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
+	require.Eventually(t, func() bool {
 		end, err := rn.CommittedIndex(ctx, before)
 		return err == nil && end > before+8
-	})
+	}, 30*time.Second, 10*time.Millisecond, "batches landing without replies")
 	nw := newWriter(t, rn, WriterConfig{})
 	p.Cut()
 	p.Heal()
@@ -352,14 +352,14 @@ func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	var stop atomic.Bool
 	var okCount atomic.Int64
 	wg := appendLoad(t, ctx, old, 16, "old", a, &stop, &okCount)
-	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 100 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 100 }, 30*time.Second, 10*time.Millisecond, "old writer progress")
 
 	p.DropReplies()
 	before := old.LastCommitted()
-	waitFor(t, 30*time.Second, "batches landing without replies", func() bool {
+	require.Eventually(t, func() bool {
 		end, err := rn.CommittedIndex(ctx, before)
 		return err == nil && end > before+8
-	})
+	}, 30*time.Second, 10*time.Millisecond, "batches landing without replies")
 	chs, err := rn.Channels(ctx)
 	require.NoError(t, err)
 	oldCh := chs[len(chs)-1].Num
@@ -368,11 +368,11 @@ func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	require.NoError(t, rn.DeleteChannel(ctx, oldCh))
 	p.Cut()
 	p.Heal()
-	waitFor(t, 30*time.Second, "the old writer gives up", func() bool {
+	require.Eventually(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return len(a.unknown) > 0 || len(a.fenced) > 0
-	})
+	}, 30*time.Second, 10*time.Millisecond, "the old writer gives up")
 	stop.Store(true)
 	wg.Wait()
 	require.Empty(t, a.fenced, "batches that landed in a channel deleted meanwhile were reported as not committed")

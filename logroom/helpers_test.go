@@ -108,15 +108,3 @@ func readN(t testing.TB, ctx context.Context, rd *Reader, n int) []Entry {
 	require.Len(t, out, n, "read past the expected end")
 	return out
 }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -30,7 +30,7 @@ func TestCloseDoesNotSpin(t *testing.T) {
 		_, err := w.Append(ctx, payload(2))
 		appended <- err
 	}()
-	waitFor(t, 10*time.Second, "the append's Multi sent into the blackhole", func() bool { return p.Stats().DroppedUp > before })
+	require.Eventually(t, func() bool { return p.Stats().DroppedUp > before }, 10*time.Second, 10*time.Millisecond, "the append's Multi sent into the blackhole")
 	closed := make(chan error, 1)
 	go func() { closed <- w.Close() }()
 	// Measure the loop over a window while the request is stuck.
@@ -80,10 +80,10 @@ func TestStoppedWriterNothingSent(t *testing.T) {
 		_, err := w.Append(ctx, payload(2))
 		appended <- err
 	}()
-	waitFor(t, 10*time.Second, "batch 2 landed", func() bool {
+	require.Eventually(t, func() bool {
 		end, err := ro.CommittedIndex(ctx, 1)
 		return err == nil && end >= 2
-	})
+	}, 10*time.Second, 10*time.Millisecond, "batch 2 landed")
 	nw := newWriter(t, ro, WriterConfig{})
 	_, err = nw.Rotate(ctx)
 	require.NoError(t, err)
@@ -124,10 +124,10 @@ func TestSpanningAppendPartlyFenced(t *testing.T) {
 		res <- err
 	}()
 	// Take over once the first batches are in the log.
-	waitFor(t, 20*time.Second, "first batches committed", func() bool {
+	require.Eventually(t, func() bool {
 		end, err := ro.CommittedIndex(ctx, 0)
 		return err == nil && end >= 5
-	})
+	}, 20*time.Second, 10*time.Millisecond, "first batches committed")
 	nw := newWriter(t, ro, WriterConfig{})
 	defer nw.Close()
 	err := <-res

@@ -182,7 +182,7 @@ func TestFencing(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 30*time.Second, "old writer progress", func() bool { return okCount.Load() >= 200 })
+	require.Eventually(t, func() bool { return okCount.Load() >= 200 }, 30*time.Second, 10*time.Millisecond, "old writer progress")
 	nw := newWriter(t, r2, WriterConfig{Owner: "new"})
 	require.Equal(t, uint64(2), nw.Epoch())
 	for i := 0; i < 50; i++ {
@@ -366,7 +366,7 @@ func TestRotateUnderConcurrentAppends(t *testing.T) {
 	}
 	var sealed []ChannelInfo
 	for i := 0; i < 6; i++ {
-		waitFor(t, 30*time.Second, "progress", func() bool { return w.LastCommitted() >= uint64(100*(i+1)) })
+		require.Eventually(t, func() bool { return w.LastCommitted() >= uint64(100*(i+1)) }, 30*time.Second, 10*time.Millisecond, "progress")
 		ci, err := w.Rotate(ctx)
 		require.NoError(t, err)
 		sealed = append(sealed, ci)

@@ -45,7 +45,7 @@ func TestServeCheckpointToken(t *testing.T) {
 	const room, token = "ckpt-token", "s3cret-checkpoint-token"
 	withToken := func(c *serveConfig) { c.CheckpointToken = token; c.CheckpointEvery = 40 }
 	m1 := openTestMaster(t, ens, room, "m1", dir, withToken)
-	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m1 primary")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	c1, err := client.New(m1.Addr(), nil)
@@ -54,10 +54,10 @@ func TestServeCheckpointToken(t *testing.T) {
 		_, err := c1.Mkdir(ctx, fmt.Sprintf("/d%03d", i), false)
 		require.NoError(t, err)
 	}
-	eventually(t, 60*time.Second, "the primary deleted the channels its checkpoint covers", func() bool {
+	require.Eventually(t, func() bool {
 		chans, err := m1.rep.Room().Channels(ctx)
 		return err == nil && len(chans) > 0 && chans[0].FirstIndex > 1
-	})
+	}, 60*time.Second, 20*time.Millisecond, "the primary deleted the channels its checkpoint covers")
 
 	url := "http://" + m1.Addr() + replica.CheckpointPath(room)
 	for _, u := range []string{url, url + "manifest"} {

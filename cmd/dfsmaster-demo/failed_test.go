@@ -94,7 +94,7 @@ func startPrimary(t *testing.T, room string) (ens *zkensemble.Ensemble, m1 *mast
 	ens = zkensemble.ForTest(t, zkensemble.Options{})
 	dir = t.TempDir()
 	m1 = openTestMaster(t, ens, room, "m1", dir)
-	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m1 primary")
 	return ens, m1, dir
 }
 
@@ -114,10 +114,10 @@ func TestServeFailedReplicaKeepsServing(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, m2.Close()) })
-	eventually(t, 30*time.Second, "m2 a standby naming m1", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m2.Addr())
 		return s.Role == api.RoleStandby && s.PrimaryAddr == m1.Addr()
-	})
+	}, 30*time.Second, 20*time.Millisecond, "m2 a standby naming m1")
 	base2 := "http://" + m2.Addr()
 	c1, err := client.New(m1.Addr(), nil)
 	require.NoError(t, err)
@@ -137,9 +137,9 @@ func TestServeFailedReplicaKeepsServing(t *testing.T) {
 	// The primary commits the poisoned entry; the standby fails applying it.
 	poison, err := c1.Mkdir(ctx, poisonPath, false)
 	require.NoError(t, err)
-	eventually(t, 30*time.Second, "m2 failed", func() bool { return m2.rep.Status().Err != nil })
+	require.Eventually(t, func() bool { return m2.rep.Status().Err != nil }, 30*time.Second, 20*time.Millisecond, "m2 failed")
 	require.ErrorIs(t, m2.rep.Status().Err, errPoison)
-	eventually(t, 10*time.Second, "m2 reports role failed", func() bool { return apiStatus(t, m2.Addr()).Role == api.RoleFailed })
+	require.Eventually(t, func() bool { return apiStatus(t, m2.Addr()).Role == api.RoleFailed }, 10*time.Second, 20*time.Millisecond, "m2 reports role failed")
 
 	// /v1/status: still 200, with the reason.
 	st := apiStatus(t, m2.Addr())
@@ -210,7 +210,7 @@ func TestServeExitOnFailure(t *testing.T) {
 		done := make(chan int, 1)
 		go func() { done <- serve(ctx, opts, &stdout, &stderr) }()
 		var addr string
-		eventually(t, 60*time.Second, "serving line", func() bool {
+		require.Eventually(t, func() bool {
 			for _, line := range strings.Split(stdout.String(), "\n") {
 				if rest, ok := strings.CutPrefix(line, servingPrefix); ok {
 					addr, _, _ = strings.Cut(rest, " ")
@@ -218,8 +218,8 @@ func TestServeExitOnFailure(t *testing.T) {
 				}
 			}
 			return false
-		})
-		eventually(t, 30*time.Second, id+" a standby", func() bool { return apiStatus(t, addr).Role == api.RoleStandby })
+		}, 60*time.Second, 20*time.Millisecond, "serving line")
+		require.Eventually(t, func() bool { return apiStatus(t, addr).Role == api.RoleStandby }, 30*time.Second, 20*time.Millisecond, id+" a standby")
 		return addr, done, &stderr
 	}
 
@@ -241,7 +241,7 @@ func TestServeExitOnFailure(t *testing.T) {
 		t.Fatalf("serve --exit-on-failure did not exit after its replica failed; stderr: %s", stderr3.String())
 	}
 
-	eventually(t, 30*time.Second, "m2 failed", func() bool { return apiStatus(t, addr2).Role == api.RoleFailed })
+	require.Eventually(t, func() bool { return apiStatus(t, addr2).Role == api.RoleFailed }, 30*time.Second, 20*time.Millisecond, "m2 failed")
 	requireFailedReply(t, rawRequest(t, http.MethodGet, "http://"+addr2+"/v1/health", ""))
 	select {
 	case code := <-done2:

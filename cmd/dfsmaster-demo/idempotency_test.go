@@ -49,12 +49,12 @@ func TestServeIdempotencyKeyAcrossFailoverAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	const room = "idem-e2e"
 	m1 := openTestMaster(t, ens, room, "m1", dir)
-	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m1 primary")
 	m2 := openTestMaster(t, ens, room, "m2", dir)
-	eventually(t, 30*time.Second, "m2 a standby naming m1", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m2.Addr())
 		return s.Role == api.RoleStandby && s.PrimaryAddr == m1.Addr()
-	})
+	}, 30*time.Second, 20*time.Millisecond, "m2 a standby naming m1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c1, err := client.New(m1.Addr(), nil)
@@ -90,7 +90,7 @@ func TestServeIdempotencyKeyAcrossFailoverAndRestart(t *testing.T) {
 
 	// Failover: m1 leaves, m2 takes over; the retry goes to m2.
 	require.NoError(t, m1.Close())
-	eventually(t, 30*time.Second, "m2 primary", func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m2 primary")
 	same(first, keyedPost(t, "http://"+m2.Addr()+"/v1/addblock", body, key, false))
 	require.Equal(t, 1, blocks(m2.Addr(), 0))
 	r := keyedPost(t, "http://"+m2.Addr()+"/v1/addblock", `{"path":"/d/f","size":4097}`, key, false)
@@ -111,10 +111,10 @@ func TestServeIdempotencyKeyAcrossFailoverAndRestart(t *testing.T) {
 
 	// Restart m1 from its data dir: a standby that has the request table.
 	m1 = openTestMaster(t, ens, room, "m1", dir)
-	eventually(t, 30*time.Second, "m1 a caught-up standby", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m1.Addr())
 		return s.Role == api.RoleStandby && s.AppliedIndex >= nb.Index
-	})
+	}, 30*time.Second, 20*time.Millisecond, "m1 a caught-up standby")
 	same(first, keyedPost(t, "http://"+m1.Addr()+"/v1/addblock", body, key, false)) // from m1's own table
 	c1, err = client.New(m1.Addr(), nil)
 	require.NoError(t, err)

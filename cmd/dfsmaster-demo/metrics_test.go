@@ -50,12 +50,12 @@ func TestServeMetricsPrometheus(t *testing.T) {
 	dir := t.TempDir()
 	const room = "metrics-e2e"
 	m1 := openTestMaster(t, ens, room, "m1", dir)
-	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m1 primary")
 	m2 := openTestMaster(t, ens, room, "m2", dir)
-	eventually(t, 30*time.Second, "m2 a standby naming m1", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m2.Addr())
 		return s.Role == api.RoleStandby && s.PrimaryAddr == m1.Addr()
-	})
+	}, 30*time.Second, 20*time.Millisecond, "m2 a standby naming m1")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
@@ -92,10 +92,10 @@ func TestServeMetricsPrometheus(t *testing.T) {
 
 	prom := promserver.Start(ctx, t, []string{m1.Addr(), m2.Addr()})
 	var applied, roles map[string]float64
-	eventually(t, 60*time.Second, "Prometheus has scraped both masters after the barrier", func() bool {
+	require.Eventually(t, func() bool {
 		applied = query(t, ctx, prom, fmt.Sprintf(`roomlog_replica_applied_index{room=%q}`, room), "member")
 		return len(applied) == 2 && applied["m2"] >= float64(idx) && applied["m1"] >= float64(idx)
-	})
+	}, 60*time.Second, 20*time.Millisecond, "Prometheus has scraped both masters after the barrier")
 	// Nothing was written after the barrier: the same index on both.
 	require.Equal(t, applied["m1"], applied["m2"], "standby's applied index vs the primary's: %v", applied)
 	standby := query(t, ctx, prom, `roomlog_replica_applied_index{member="m2"} > 0`, "member")
@@ -112,11 +112,11 @@ func TestServeMetricsPrometheus(t *testing.T) {
 	// The API's own metrics: the writes were redirected by the standby and
 	// served by the primary.
 	var served, redirected map[string]float64
-	eventually(t, 30*time.Second, "the API's request counts scraped", func() bool {
+	require.Eventually(t, func() bool {
 		served = query(t, ctx, prom, `sum by (member) (roomlog_demo_http_requests_total{route="/v1/mkdir",code="200"})`, "member")
 		redirected = query(t, ctx, prom, `sum by (member) (roomlog_demo_http_requests_total{route="/v1/mkdir",code="307"})`, "member")
 		return served["m1"] >= writes && redirected["m2"] >= writes
-	})
+	}, 30*time.Second, 20*time.Millisecond, "the API's request counts scraped")
 	require.NotContains(t, served, "m2")
 	require.NotContains(t, redirected, "m1")
 }

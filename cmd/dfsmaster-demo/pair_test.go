@@ -72,7 +72,7 @@ func TestPairDemo(t *testing.T) {
 	// The output names ZooKeeper's address, the credentials file and m2's
 	// address (m2 runs from start to end).
 	var zkAddr, digestFile, m2Addr string
-	eventually(t, 90*time.Second, "the pair's ZooKeeper, credentials and m2 lines", func() bool {
+	require.Eventually(t, func() bool {
 		for _, line := range strings.Split(stdout.String(), "\n") {
 			if _, rest, ok := strings.Cut(line, "==> ZooKeeper ready in "); ok {
 				_, zkAddr, _ = strings.Cut(rest, " at ")
@@ -90,7 +90,7 @@ func TestPairDemo(t *testing.T) {
 		default:
 		}
 		return zkAddr != "" && digestFile != "" && m2Addr != ""
-	})
+	}, 90*time.Second, 20*time.Millisecond, "the pair's ZooKeeper, credentials and m2 lines")
 	checkPairACL(t, zkAddr, digestFile, room)
 	r := rawRequest(t, http.MethodGet, "http://"+m2Addr+replica.CheckpointPath(room)+"manifest", "")
 	require.Equal(t, http.StatusUnauthorized, r.status, r.body)

@@ -26,18 +26,6 @@ import (
 	"github.com/roomlog/roomlog/store"
 )
 
-// eventually polls cond every 20ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, msg string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, msg)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // testWriter sends log lines to t.Log until the test ends.
 type testWriter struct {
 	mu   sync.Mutex // guards done
@@ -98,12 +86,12 @@ func TestServeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	const room = "serve-e2e"
 	m1 := openTestMaster(t, ens, room, "m1", dir)
-	eventually(t, 30*time.Second, "m1 primary", func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m1.Addr()).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "m1 primary")
 	m2 := openTestMaster(t, ens, room, "m2", dir)
-	eventually(t, 30*time.Second, "m2 a standby naming m1", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m2.Addr())
 		return s.Role == api.RoleStandby && s.PrimaryAddr == m1.Addr() && len(s.Members) == 2
-	})
+	}, 30*time.Second, 20*time.Millisecond, "m2 a standby naming m1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -160,15 +148,15 @@ func TestServeEndToEnd(t *testing.T) {
 	require.Equal(t, h1, h2)
 
 	// Status through the adapter: roles, members, channels (refreshed in the background).
-	eventually(t, 10*time.Second, "status with members and channels", func() bool {
+	require.Eventually(t, func() bool {
 		s := apiStatus(t, m1.Addr())
 		return s.Role == api.RolePrimary && s.Epoch >= 1 && s.Connected && len(s.Members) == 2 && len(s.Channels) > 0 &&
 			s.PrimaryID == "m1" && s.AppliedIndex == h1.AppliedIndex
-	})
+	}, 10*time.Second, 20*time.Millisecond, "status with members and channels")
 	// Each member's lag behind the primary: 0 once the standby's
 	// published applied index caught up, on both masters' views.
 	for _, addr := range []string{m1.Addr(), m2.Addr()} {
-		eventually(t, 10*time.Second, "members caught up, seen from "+addr, func() bool {
+		require.Eventually(t, func() bool {
 			s := apiStatus(t, addr)
 			for _, mem := range s.Members {
 				if mem.AppliedIndex != h1.AppliedIndex || mem.Lag != 0 {
@@ -176,7 +164,7 @@ func TestServeEndToEnd(t *testing.T) {
 				}
 			}
 			return len(s.Members) == 2
-		})
+		}, 10*time.Second, 20*time.Millisecond, "members caught up, seen from "+addr)
 	}
 	// The primary's role changes: it took over, then became primary.
 	s1 := apiStatus(t, m1.Addr())
@@ -200,7 +188,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// The primary leaves gracefully: the standby takes over without waiting
 	// for a session timeout, and has every acknowledged write.
 	require.NoError(t, m1.Close())
-	eventually(t, 15*time.Second, "m2 primary", func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary })
+	require.Eventually(t, func() bool { return apiStatus(t, m2.Addr()).Role == api.RolePrimary }, 15*time.Second, 20*time.Millisecond, "m2 primary")
 	// Its role changes say so, with the new epoch; so does its page.
 	s2 := apiStatus(t, m2.Addr())
 	require.GreaterOrEqual(t, len(s2.RoleChanges), 2, "%+v", s2.RoleChanges)
@@ -250,7 +238,7 @@ func TestServeCommand(t *testing.T) {
 			"--data", t.TempDir(), "--http", "127.0.0.1:0", "--session-timeout", "2s", "--log-level", "warn"}, &stdout, &stderr)
 	}()
 	var addr string
-	eventually(t, 60*time.Second, "serving line", func() bool {
+	require.Eventually(t, func() bool {
 		for _, line := range strings.Split(stdout.String(), "\n") {
 			if rest, ok := strings.CutPrefix(line, servingPrefix); ok {
 				addr, _, _ = strings.Cut(rest, " ")
@@ -263,8 +251,8 @@ func TestServeCommand(t *testing.T) {
 		default:
 		}
 		return false
-	})
-	eventually(t, 30*time.Second, "primary", func() bool { return apiStatus(t, addr).Role == api.RolePrimary })
+	}, 60*time.Second, 20*time.Millisecond, "serving line")
+	require.Eventually(t, func() bool { return apiStatus(t, addr).Role == api.RolePrimary }, 30*time.Second, 20*time.Millisecond, "primary")
 	c, err := client.New(addr, nil)
 	require.NoError(t, err)
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)

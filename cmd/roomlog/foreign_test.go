@@ -33,7 +33,7 @@ func TestForeignMembership(t *testing.T) {
 		return r
 	}
 	m0 := open("m0")
-	waitFor(t, 20*time.Second, "m0 primary", func() bool { return m0.Status().Role == replica.RolePrimary })
+	require.Eventually(t, func() bool { return m0.Status().Role == replica.RolePrimary }, 20*time.Second, 10*time.Millisecond, "m0 primary")
 	open("m1")
 
 	conn := dialZK(t, e, nil).Conn()

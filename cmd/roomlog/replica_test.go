@@ -15,18 +15,6 @@ import (
 	"github.com/roomlog/roomlog/replica"
 )
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReplicaRoom runs two real replicas and checks members (decoding the
 // member data replica writes), checkpoints (the record and the URL a member
 // serves it at), and that verify and dump read a room replica wrote.
@@ -45,7 +33,7 @@ func TestReplicaRoom(t *testing.T) {
 	}
 	reps := []*replica.Replica{open("m0"), open("m1")}
 	var primary *replica.Replica
-	waitFor(t, 30*time.Second, "a primary", func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range reps {
 			if r.Status().Role == replica.RolePrimary {
 				primary = r
@@ -53,7 +41,7 @@ func TestReplicaRoom(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, 30*time.Second, 10*time.Millisecond, "a primary")
 	ctx := testCtx(t, 60*time.Second)
 	var last uint64
 	for i := 1; i <= 10; i++ {
@@ -66,7 +54,7 @@ func TestReplicaRoom(t *testing.T) {
 
 	// Members publish their applied index at most every 100ms.
 	var m membersOut
-	waitFor(t, 20*time.Second, "both members report the last index applied", func() bool {
+	require.Eventually(t, func() bool {
 		m = membersOut{}
 		cl.json(&m, "members", room)
 		if len(m.Members) != 2 {
@@ -78,7 +66,7 @@ func TestReplicaRoom(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, 20*time.Second, 10*time.Millisecond, "both members report the last index applied")
 	roles := map[string]string{}
 	for i, row := range m.Members {
 		require.Equal(t, fmt.Sprintf("m%d", i), row.ID)
@@ -99,7 +87,7 @@ func TestReplicaRoom(t *testing.T) {
 	require.Regexp(t, `(?m)^`+primary.ID()+`\s+127\.0\.0\.1:\d+\s+primary\s+\d+\s+\d+\s+\d+\s+1\s+0x[0-9a-f]+\s+-$`, text)
 
 	var cp checkpointsOut
-	waitFor(t, 20*time.Second, "the primary's checkpoint in its member data", func() bool {
+	require.Eventually(t, func() bool {
 		cp = checkpointsOut{}
 		cl.json(&cp, "checkpoints", room)
 		for _, mc := range cp.Members {
@@ -108,7 +96,7 @@ func TestReplicaRoom(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, 20*time.Second, 10*time.Millisecond, "the primary's checkpoint in its member data")
 	require.NotNil(t, cp.Record, "the primary records its checkpoint")
 	require.Equal(t, primary.ID(), cp.Record.ID)
 	require.GreaterOrEqual(t, cp.Record.Index, last)

@@ -155,11 +155,6 @@ func requireRefused(t *testing.T, addr string) {
 	require.ErrorIs(t, err, syscall.ECONNRESET)
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	require.Eventually(t, cond, d, 2*time.Millisecond, "timed out waiting for %s", what)
-}
-
 // proxyFrame matches a stack frame of the proxy's own goroutines.
 var proxyFrame = regexp.MustCompile(`faultnet\.\(\*(Proxy|conn|half)\)\.`)
 

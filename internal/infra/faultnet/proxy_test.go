@@ -31,10 +31,10 @@ func TestForward(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, <-werr)
 			require.True(t, bytes.Equal(msg, got), "the echo differs from what was sent")
-			waitFor(t, prompt, "counters", func() bool {
+			require.Eventually(t, func() bool {
 				st := p.Stats()
 				return st.BytesUp == int64(size) && st.BytesDown == int64(size)
-			})
+			}, prompt, 2*time.Millisecond, "counters")
 			st := p.Stats()
 			require.Equal(t, Stats{Accepted: 1, Open: 1, BytesUp: int64(size), BytesDown: int64(size)}, st)
 		})
@@ -65,7 +65,7 @@ func TestHalfClose(t *testing.T) {
 	got, err := io.ReadAll(c)
 	require.NoError(t, err)
 	require.Equal(t, "last words", string(got))
-	waitFor(t, prompt, "the connection ends", func() bool { return p.Stats().Open == 0 })
+	require.Eventually(t, func() bool { return p.Stats().Open == 0 }, prompt, 2*time.Millisecond, "the connection ends")
 }
 
 func TestRoundRobin(t *testing.T) {
@@ -115,7 +115,7 @@ func TestCutAndReset(t *testing.T) {
 			case <-time.After(prompt):
 				t.Fatal("a blocked read did not return after the reset")
 			}
-			waitFor(t, prompt, "the server's side ends too", func() bool { return s.ended.Load() == 1 })
+			require.Eventually(t, func() bool { return s.ended.Load() == 1 }, prompt, 2*time.Millisecond, "the server's side ends too")
 			require.Equal(t, int64(1), p.Stats().Resets)
 
 			if tt.refusesUntil {
@@ -158,7 +158,7 @@ func TestLiveConnection(t *testing.T) {
 			_, err := c.Write([]byte(msg))
 			require.NoError(t, err)
 			if tt.serverGets {
-				waitFor(t, prompt, "the server receives", func() bool { return s.received.Load() == 2+n })
+				require.Eventually(t, func() bool { return s.received.Load() == 2+n }, prompt, 2*time.Millisecond, "the server receives")
 			}
 			if tt.clientGets {
 				got, err := readN(c, len(msg), prompt)
@@ -170,10 +170,10 @@ func TestLiveConnection(t *testing.T) {
 			if !tt.serverGets {
 				require.Equal(t, int64(2), s.received.Load(), "the server got bytes during the fault")
 			}
-			waitFor(t, prompt, "drop counters", func() bool {
+			require.Eventually(t, func() bool {
 				st := p.Stats()
 				return st.DroppedUp == tt.dropped.DroppedUp && st.DroppedDown == tt.dropped.DroppedDown
-			})
+			}, prompt, 2*time.Millisecond, "drop counters")
 
 			p.Heal()
 			if tt.held {
@@ -221,14 +221,14 @@ func TestNewConnection(t *testing.T) {
 				requireSilent(t, c, quiet)
 			}
 			if tt.dialed {
-				waitFor(t, prompt, "the dial", func() bool { return s.accepted.Load() == 1 })
+				require.Eventually(t, func() bool { return s.accepted.Load() == 1 }, prompt, 2*time.Millisecond, "the dial")
 			} else {
 				require.Zero(t, s.accepted.Load(), "a held connection was dialed")
 			}
-			waitFor(t, prompt, "drop counters", func() bool {
+			require.Eventually(t, func() bool {
 				st := p.Stats()
 				return st.DroppedUp == tt.dropped.DroppedUp && st.DroppedDown == tt.dropped.DroppedDown
-			})
+			}, prompt, 2*time.Millisecond, "drop counters")
 			p.Heal()
 			if tt.held {
 				got, err := readN(c, 4, prompt)
@@ -476,7 +476,7 @@ func TestCloseDuringFault(t *testing.T) {
 			for _, c := range conns {
 				go func() { _, err := c.Write(big); werrs <- err }()
 			}
-			waitFor(t, prompt, "the proxy busy", func() bool { st := p.Stats(); return accepted(st) && tt.busy(st) })
+			require.Eventually(t, func() bool { st := p.Stats(); return accepted(st) && tt.busy(st) }, prompt, 2*time.Millisecond, "the proxy busy")
 
 			require.NotEmpty(t, proxyGoroutines(), "the leak check sees the proxy's goroutines")
 			start := time.Now()

@@ -3,7 +3,6 @@ package zkensemble
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,29 +15,11 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
-
-// eventually polls cond until it returns nil or within passes, then fails
-// the test with cond's last error.
-func eventually(t *testing.T, within time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		<-tick.C
-	}
-}
 
 // connectTimeout is connect with a session timeout of its own.
 func connectTimeout(t *testing.T, addrs []string, timeout time.Duration) *zk.Conn {
@@ -314,12 +295,11 @@ func testClientLinkPartition(t *testing.T, e *Ensemble) {
 	t.Cleanup(func() { _ = e.Net().Heal(ClientLinkName("c1", k)) })
 
 	// c1 gives up on server k and carries on through another server...
-	eventually(t, 15*time.Second, "c1 moves off server "+strconv.Itoa(k), func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		if i := e.IndexOf(one.Server()); i == k || one.State() != zk.StateHasSession {
-			return fmt.Errorf("c1 on server %d, state %v", i, one.State())
+			c.Errorf("c1 on server %d, state %v", i, one.State())
 		}
-		return nil
-	})
+	}, 15*time.Second, 50*time.Millisecond, "c1 moves off server "+strconv.Itoa(k))
 	createRetry(t, one, "/c1/after", nil, 10*time.Second)
 	// ...while c2 still talks to server k through its own link, and a new
 	// connection through c1's link to k gets nothing at all.
@@ -367,31 +347,27 @@ func testIsolateLeader(t *testing.T, e *Ensemble) {
 
 	// The other two elect a new leader between them...
 	var newLeader int
-	eventually(t, 30*time.Second, "a new leader among "+fmt.Sprint(others), func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var modes []string
 		for _, i := range others {
 			m, err := e.Mode(ctx, i)
 			if err == nil && m == "leader" {
 				newLeader = i
-				return nil
+				return
 			}
 			modes = append(modes, fmt.Sprintf("%d: %s %v", i, m, err))
 		}
-		return errors.New(strings.Join(modes, "; "))
-	})
+		c.Errorf("%s", strings.Join(modes, "; "))
+	}, 30*time.Second, 50*time.Millisecond, "a new leader among "+fmt.Sprint(others))
 	t.Logf("server %d leads %v after isolating server %d", newLeader, time.Since(began), leader)
 	// ...while the isolated one still accepts TCP on its client port and
 	// says it is not serving.
-	eventually(t, 10*time.Second, "isolated server stops serving", func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		out, err := fourLetter(ctx, e.Addrs()[leader], "srvr")
-		if err != nil {
-			return err
+		if assert.NoError(c, err) {
+			assert.Contains(c, out, "not currently serving", "srvr")
 		}
-		if !strings.Contains(out, "not currently serving") {
-			return fmt.Errorf("srvr: %q", out)
-		}
-		return nil
-	})
+	}, 10*time.Second, 50*time.Millisecond, "isolated server stops serving")
 	out, err := fourLetter(ctx, proxied[leader], "srvr")
 	require.NoError(t, err, "the client link of the isolated server is up")
 	require.Contains(t, out, "not currently serving")
@@ -413,16 +389,12 @@ func testIsolateLeader(t *testing.T, e *Ensemble) {
 	// Healed, it rejoins as a follower and catches up.
 	healed := time.Now()
 	require.NoError(t, e.HealNet())
-	eventually(t, 30*time.Second, "isolated server rejoins as follower", func() error {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m, err := e.Mode(ctx, leader)
-		if err != nil {
-			return err
+		if assert.NoError(c, err) {
+			assert.Equal(c, "follower", m, "mode")
 		}
-		if m != "follower" {
-			return fmt.Errorf("mode %s", m)
-		}
-		return nil
-	})
+	}, 30*time.Second, 50*time.Millisecond, "isolated server rejoins as follower")
 	t.Logf("server %d follows again %v after HealNet", leader, time.Since(healed))
 	back := connect(t, []string{proxied[leader]})
 	data, _, err := back.Get("/iso/quorum")
