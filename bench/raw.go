@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // rawBase is the znode under which the raw ceiling creates its znodes.
@@ -36,10 +37,13 @@ func runRaw(ctx context.Context, b *bench) ([]Result, error) {
 		return nil, fmt.Errorf("raw: dial: %w", err)
 	}
 	defer conn.Close()
+	// Paths are made by zkx.EnsurePath on the bare connection (world ACL:
+	// the raw client has no credentials).
+	plain := zkx.Plain(conn, zk.WorldACL(zk.PermAll))
 	if err := deleteTree(conn, rawBase); err != nil {
 		return nil, err
 	}
-	if err := ensurePath(conn, rawBase); err != nil {
+	if err := zkx.EnsurePath(ctx, plain, rawBase); err != nil {
 		return nil, err
 	}
 	defer func() { _ = deleteTree(conn, rawBase) }()
@@ -60,7 +64,7 @@ func runRaw(ctx context.Context, b *bench) ([]Result, error) {
 			return out, ctx.Err()
 		}
 		parent := fmt.Sprintf("%s/r%d", rawBase, i)
-		if err := ensurePath(conn, parent); err != nil {
+		if err := zkx.EnsurePath(ctx, plain, parent); err != nil {
 			return out, err
 		}
 		label := fmt.Sprintf("raw %s %s, %d in flight", row.scenario, fmtBytes(row.size), row.inflight)

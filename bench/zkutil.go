@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sync"
 	"time"
 
@@ -37,21 +36,6 @@ func dialRaw(ctx context.Context, servers []string, timeout time.Duration) (*zk.
 		conn.Close()
 		return nil, ctx.Err()
 	}
-}
-
-// ensurePath creates p and its parents as empty persistent znodes.
-func ensurePath(conn *zk.Conn, p string) error {
-	if p == "/" || p == "" {
-		return nil
-	}
-	if err := ensurePath(conn, path.Dir(p)); err != nil {
-		return err
-	}
-	_, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("create %s: %w", p, err)
-	}
-	return nil
 }
 
 // deleteChildren deletes the named children of parent in bulk: Multi calls
