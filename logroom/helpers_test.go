@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,17 +14,10 @@ import (
 
 // shared is one 1-server ensemble for the tests that need no faults; each
 // test works under its own base path.
-var shared struct {
-	once sync.Once
-	e    *zkensemble.Ensemble
-	err  error
-}
+var shared = zkensemble.NewShared(zkensemble.Options{Servers: 1})
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared.e != nil {
-		_ = shared.e.Close()
-	}
+	code := shared.Run(m)
 	for _, f := range benchCleanup {
 		f()
 	}
@@ -40,14 +32,7 @@ func needZK(t testing.TB) {
 
 func sharedZK(t testing.TB) *zkensemble.Ensemble {
 	t.Helper()
-	needZK(t)
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		shared.e, shared.err = zkensemble.Start(ctx, zkensemble.Options{Servers: 1})
-	})
-	require.NoError(t, shared.err)
-	return shared.e
+	return shared.Get(t)
 }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {

@@ -9,7 +9,10 @@
 // # Using it
 //
 //  1. In a test: e := zkensemble.ForTest(t, zkensemble.Options{Servers: 3}).
-//     Elsewhere: e, err := zkensemble.Start(ctx, opts) and defer e.Close().
+//     For the tests of a package that share one ensemble: a package-level
+//     Shared (NewShared), Get(t) in each test, os.Exit(shared.Run(m)) in
+//     TestMain. Elsewhere: e, err := zkensemble.Start(ctx, opts) and defer
+//     e.Close().
 //  2. Connect clients to e.Addrs() (or e.ConnString()). Start has already
 //     seen a client session, and every server has joined the quorum.
 //     With Options.FaultNet, clients whose network faults matter connect
