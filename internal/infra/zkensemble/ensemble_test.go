@@ -22,12 +22,18 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// connect opens a client that waits for its session (event callback, never
-// the 6-event channel) and is closed by t.Cleanup.
+// connect opens a client with a 10-second session timeout (connectTimeout).
 func connect(t *testing.T, addrs []string) *zk.Conn {
 	t.Helper()
+	return connectTimeout(t, addrs, 10*time.Second)
+}
+
+// connectTimeout opens a client that waits for its session (event callback,
+// never the 6-event channel) and is closed by t.Cleanup.
+func connectTimeout(t *testing.T, addrs []string, timeout time.Duration) *zk.Conn {
+	t.Helper()
 	has := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(addrs, 10*time.Second,
+	conn, _, err := zk.Connect(addrs, timeout,
 		zk.WithLogger(zkLogger{slog.New(slog.DiscardHandler)}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.State == zk.StateHasSession {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,30 +19,6 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
-
-// connectTimeout is connect with a session timeout of its own.
-func connectTimeout(t *testing.T, addrs []string, timeout time.Duration) *zk.Conn {
-	t.Helper()
-	has := make(chan struct{}, 1)
-	conn, _, err := zk.Connect(addrs, timeout,
-		zk.WithLogger(zkLogger{slog.New(slog.DiscardHandler)}),
-		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateHasSession {
-				select {
-				case has <- struct{}{}:
-				default:
-				}
-			}
-		}))
-	require.NoError(t, err)
-	t.Cleanup(conn.Close)
-	select {
-	case <-has:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no session with %v", addrs)
-	}
-	return conn
-}
 
 func TestFaultNetOff(t *testing.T) {
 	// Without the option nothing is proxied and every helper says so.
