@@ -240,64 +240,39 @@ func Check(props []testnode.Proposal, nodes []NodeDump, zk ZKLog) Report {
 		r.violation("request applied twice: id %s is at indexes %v", id, twice[id])
 	}
 
-	// Rules 6 and 9b: every proposal against the log.
+	// Rules 6 and 9b: every proposal against the log (the counts and the
+	// exactly-once rule are testnode.Tally's, shared with the harness).
 	known := map[string]bool{}
+	var tally testnode.Tally
 	for _, p := range props {
-		r.Proposals++
 		known[p.SHA256] = true
 		at := shaAt[p.SHA256]
-		if p.Attempts > 1 {
-			r.Retried++
-		}
-		if p.Unknowns > 0 {
-			r.MetUnknown++
-		}
-		switch p.Outcome {
-		case testnode.OutcomeAcked, testnode.OutcomeCommitted:
-			if p.Outcome == testnode.OutcomeAcked {
-				r.Acked++
-			} else {
-				r.Acked++
-				r.Committed++
+		v := tally.Add(p, at, ri)
+		switch {
+		case v.Committed:
+			if v.NotOnce {
+				r.violation("not exactly once: %s (%s at %d%s, answered %s by %s after %d attempts, request %s): %s",
+					p.Key, p.Outcome, p.Index, dupNote(p), wall(p.End), p.Node, p.Attempts, p.RequestID, v.Why)
 			}
-			if p.Duplicate {
-				r.Dedup++
-			}
-			if p.Unknowns > 0 {
-				r.ResolvedByRetry++
-			}
-			index := p.Index
-			if p.RequestID != "" {
-				var ok bool
-				var why string
-				if index, ok, why = ri.AckedAt(p); !ok {
-					r.AckedIDsNotOnce++
-					r.violation("not exactly once: %s (%s at %d%s, answered %s by %s after %d attempts, request %s): %s",
-						p.Key, p.Outcome, p.Index, dupNote(p), wall(p.End), p.Node, p.Attempts, p.RequestID, why)
-				}
-			}
-			checkAcked(&r, p, index, nodes, holds)
-			if slices.ContainsFunc(at, func(i uint64) bool { return i != index }) {
+			checkAcked(&r, p, v.Index, nodes, holds)
+			if slices.ContainsFunc(at, func(i uint64) bool { return i != v.Index }) {
 				r.Duplicated++
 				r.violation("duplicated: %s (%s at %d, answered %s by %s) is at indexes %v", p.Key, p.Outcome, p.Index, wall(p.End), p.Node, at)
 			}
-		case testnode.OutcomeUnknown:
-			r.Unknown++
-			if len(at) > 0 {
-				r.UnknownApplied++
-			}
+		case p.Outcome == testnode.OutcomeUnknown:
 			if len(at) > 1 {
 				r.Duplicated++
 				r.violation("duplicated: %s (outcome unknown, answered %s by %s: %s) is at indexes %v", p.Key, wall(p.End), p.Node, p.Err, at)
 			}
-		default:
-			r.Failed++
-			if len(at) > 0 {
-				r.Phantom++
-				r.violation("phantom: %s failed definitely (answered %s: %s) yet is at indexes %v", p.Key, wall(p.End), p.Err, at)
-			}
+		case v.Phantom:
+			r.violation("phantom: %s failed definitely (answered %s: %s) yet is at indexes %v", p.Key, wall(p.End), p.Err, at)
 		}
 	}
+	r.Proposals = len(props)
+	r.Acked, r.Committed = tally.Acked+tally.Committed, tally.Committed
+	r.Unknown, r.UnknownApplied, r.Failed, r.Phantom = tally.Unknown, tally.UnknownApplied, tally.NotCommitted, tally.Phantom
+	r.Retried, r.Dedup, r.MetUnknown, r.ResolvedByRetry = tally.Retried, tally.DedupAcks, tally.MetUnknown, tally.ResolvedByRetry
+	r.AckedIDsNotOnce = tally.AckedIDsNotOnce
 	for sha, at := range shaAt {
 		if !known[sha] {
 			r.Foreign += len(at)

@@ -18,9 +18,9 @@ var ErrCheck = errors.New("testnode: history check failed")
 
 // CheckResult is the verdict of Check over a History and the nodes' dumps.
 type CheckResult struct {
-	Acked, Committed, Unknown, NotCommitted int
-	// UnknownApplied counts unknown-outcome proposals found in the log (once).
-	UnknownApplied int
+	// Tally: proposals by outcome, request-id counts, and the violations
+	// AckedIDsNotOnce and Phantom.
+	Tally
 	// Lost: acknowledged or committed proposals not found at their index on
 	// some node.
 	Lost int
@@ -35,8 +35,6 @@ type CheckResult struct {
 	// Gaps: indexes missing from a node's records below its applied index,
 	// other than deduplicated copies (DedupCopies).
 	Gaps int
-	// Phantom: proposals reported surely not committed yet found in the log.
-	Phantom int
 
 	// Request ids (proposals sent with ProposeRequest).
 	//
@@ -46,16 +44,6 @@ type CheckResult struct {
 	DedupCopies int
 	// IDsTwice: request ids applied (recorded) at more than one index.
 	IDsTwice int
-	// AckedIDsNotOnce: acknowledged or committed proposals whose request id
-	// is not applied exactly once, at the index the answer reported (for a
-	// Duplicate answer the original's; for a committed one possibly a
-	// deduplicated copy's, then the id must be applied before it).
-	AckedIDsNotOnce int
-	// Retried: proposals sent more than once; DedupAcks: final answers
-	// that were Duplicate; ResolvedByRetry: proposals with an unknown
-	// attempt that a later attempt acknowledged or showed committed.
-	// Counts, not violations.
-	Retried, DedupAcks, ResolvedByRetry int
 	// Problems describes the first violations.
 	Problems []string
 }
@@ -259,61 +247,33 @@ func CheckDumpsLog(dumps map[string]DumpResponse, h *History, log []LogEntry) Ch
 			r.Duplicated++
 			r.problem("%s (%s) is at indexes %v", p.Key, p.Outcome, at)
 		}
-		if p.Attempts > 1 {
-			r.Retried++
+		v := r.Tally.Add(p, at, dd)
+		if v.NotOnce {
+			r.problem("%s (%s at %d by %s, request %s): %s", p.Key, p.Outcome, p.Index, p.Node, p.RequestID, v.Why)
 		}
-		switch p.Outcome {
-		case OutcomeAcked, OutcomeCommitted:
-			if p.Outcome == OutcomeAcked {
-				r.Acked++
-			} else {
-				r.Committed++
+		if v.Phantom {
+			// "Surely not committed" yet committed: a broken contract.
+			r.problem("%s was reported not committed (%s) but is at %v", p.Key, p.Err, at)
+		}
+		if !v.Committed {
+			continue
+		}
+		lost := false
+		for _, id := range ids {
+			d := dumps[id]
+			if d.Applied < v.Index {
+				lost = true
+				r.problem("%s: %s (%s at %d) not applied: node at %d", id, p.Key, p.Outcome, v.Index, d.Applied)
+				continue
 			}
-			if p.Duplicate {
-				r.DedupAcks++
+			rec, ok := findRecord(d.Records, v.Index)
+			if !ok || rec.SHA256 != p.SHA256 {
+				lost = true
+				r.problem("%s: %s (%s at %d by %s) not there (found sha %.12s)", id, p.Key, p.Outcome, v.Index, p.Node, rec.SHA256)
 			}
-			if p.Unknowns > 0 {
-				r.ResolvedByRetry++
-			}
-			index := p.Index
-			if p.RequestID != "" {
-				var ok bool
-				var why string
-				index, ok, why = dd.AckedAt(p)
-				if !ok {
-					r.AckedIDsNotOnce++
-					r.problem("%s (%s at %d by %s, request %s): %s", p.Key, p.Outcome, p.Index, p.Node, p.RequestID, why)
-				}
-			}
-			lost := false
-			for _, id := range ids {
-				d := dumps[id]
-				if d.Applied < index {
-					lost = true
-					r.problem("%s: %s (%s at %d) not applied: node at %d", id, p.Key, p.Outcome, index, d.Applied)
-					continue
-				}
-				rec, ok := findRecord(d.Records, index)
-				if !ok || rec.SHA256 != p.SHA256 {
-					lost = true
-					r.problem("%s: %s (%s at %d by %s) not there (found sha %.12s)", id, p.Key, p.Outcome, index, p.Node, rec.SHA256)
-				}
-			}
-			if lost {
-				r.Lost++
-			}
-		case OutcomeUnknown:
-			r.Unknown++
-			if len(at) > 0 {
-				r.UnknownApplied++
-			}
-		case OutcomeNotCommitted:
-			r.NotCommitted++
-			if len(at) > 0 {
-				// "Surely not committed" yet committed: a broken contract.
-				r.Phantom++
-				r.problem("%s was reported not committed (%s) but is at %v", p.Key, p.Err, at)
-			}
+		}
+		if lost {
+			r.Lost++
 		}
 	}
 	return r
