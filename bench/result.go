@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -168,14 +167,4 @@ func writeTable(w io.Writer, rows []Result) error {
 		fmt.Fprintln(w, strings.Join(notes, "\n"))
 	}
 	return nil
-}
-
-// extraKeys returns the sorted keys of a row's extras (for stable printing).
-func extraKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
