@@ -47,7 +47,7 @@ type Entry struct {
 	Data         []byte
 	// Batch identifies the log batch the entry came from. The store keeps
 	// the Batch of the last entry applied, in the same Pebble batch as the
-	// state (AppliedBatch), so that the replica can check on restart that
+	// state (AppliedPosition), so that the replica can check on restart that
 	// the log still holds it (log matching). The zero value is allowed.
 	Batch BatchRef
 	// RequestID is set by the store for an entry that came in a request
@@ -578,13 +578,6 @@ func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
 // AppliedEpoch returns the epoch of the last applied entry (0: none).
 func (s *Store) AppliedEpoch() uint64 { return s.epoch.Load() }
-
-// AppliedBatch returns the Batch of the last applied entry (zero for an
-// empty store, or a store whose last Apply carried none).
-func (s *Store) AppliedBatch() BatchRef {
-	_, _, b := s.AppliedPosition()
-	return b
-}
 
 // AppliedPosition returns the applied index, epoch and batch of one and the
 // same Apply (the three are published together).

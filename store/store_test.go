@@ -590,28 +590,28 @@ func TestAppliedBatchPersists(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, nil)
 	require.NoError(t, err)
-	require.Equal(t, BatchRef{}, s.AppliedBatch())
+	require.Equal(t, BatchRef{}, s.appliedBatch())
 	ref := BatchRef{First: 1, Count: 2, CRC: 0xdeadbeef}
 	_, err = s.Apply([]Entry{
 		{Index: 1, Epoch: 3, Data: mustOps(t, set("a", "1")), Batch: ref},
 		{Index: 2, Epoch: 3, Data: mustOps(t, set("b", "2")), Batch: ref},
 	})
 	require.NoError(t, err)
-	require.Equal(t, ref, s.AppliedBatch())
+	require.Equal(t, ref, s.appliedBatch())
 	// A failed Apply leaves the ref alone.
 	_, err = s.Apply([]Entry{{Index: 5, Epoch: 3, Batch: BatchRef{First: 5, Count: 1, CRC: 1}}})
 	require.ErrorIs(t, err, ErrIndexGap)
-	require.Equal(t, ref, s.AppliedBatch())
+	require.Equal(t, ref, s.appliedBatch())
 	ck := filepath.Join(t.TempDir(), "ck")
 	_, _, err = s.Checkpoint(ck)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	r := openTest(t, dir, nil)
-	require.Equal(t, ref, r.AppliedBatch())
+	require.Equal(t, ref, r.appliedBatch())
 	require.EqualValues(t, 2, r.AppliedIndex())
 	c := openTest(t, ck, &Options{ReadOnly: true})
-	require.Equal(t, ref, c.AppliedBatch())
+	require.Equal(t, ref, c.appliedBatch())
 	require.NoError(t, r.Close())
 
 	// A legacy position: index 2, epoch 3, no BatchRef.
@@ -622,7 +622,7 @@ func TestAppliedBatchPersists(t *testing.T) {
 	l := openTest(t, dir, nil)
 	require.EqualValues(t, 2, l.AppliedIndex())
 	require.EqualValues(t, 3, l.AppliedEpoch())
-	require.Equal(t, BatchRef{}, l.AppliedBatch())
+	require.Equal(t, BatchRef{}, l.appliedBatch())
 }
 
 // TestCheckpointCopiesLittleWAL: past CheckpointFlushBytes of WAL (here
