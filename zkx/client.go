@@ -45,10 +45,11 @@ type DialConfig struct {
 	// silent ones (package doc, "Connecting: the leader first"). A write
 	// sent to a follower is forwarded to the leader and its reply comes back
 	// the same way; sent to the leader it skips that hop (bench/README.md
-	// has the measurements). The probe only orders the servers. Server names are resolved once, at
-	// Dial, as go-zookeeper does. Every client that prefers the leader
-	// loads it (and counts against its per-address maxClientCnxns, 60 by
-	// default); set AnyServer for clients that write little.
+	// has the measurements). The probe only orders the servers. Server
+	// names are resolved once, at Dial, as go-zookeeper does. Every client
+	// that prefers the leader loads it (and counts against its per-address
+	// maxClientCnxns, 60 by default); set AnyServer for clients that write
+	// little.
 	AnyServer bool
 }
 
