@@ -19,8 +19,8 @@ const (
 	// that compression does not shrink in it.
 	BatchFormatVersion = 1
 	// BatchFormatVersion2 adds a codec and the uncompressed payload length
-	// (EncodeBatchCodec; a Writer's compressed batches). Readers before it
-	// refuse it as corrupt.
+	// (a Writer's compressed batches). Readers before it refuse it as
+	// corrupt.
 	BatchFormatVersion2 = 2
 )
 
@@ -159,13 +159,13 @@ func batchCRC2(epoch, first uint64, count int, codec Codec, rawLen int, stored [
 	return crc32.Update(crc, castagnoli, stored)
 }
 
-// EncodeBatchCodec encodes entries as one version-2 batch znode, its
+// encodeBatchCodec encodes entries as one version-2 batch znode, its
 // payload stored with codec (even when that does not make it smaller: the
 // Writer's policy of storing such batches as version 1 is its own). The
 // framed payload may hold at most MaxBatchRawBytes and MaxBatchEntries
 // entries (ErrEntryTooLarge). The result is not checked against any
 // ZooKeeper limit.
-func EncodeBatchCodec(epoch, first uint64, entries [][]byte, codec Codec) ([]byte, error) {
+func encodeBatchCodec(epoch, first uint64, entries [][]byte, codec Codec) ([]byte, error) {
 	if first == 0 {
 		return nil, fmt.Errorf("logroom: encode batch: first index must be >= 1")
 	}

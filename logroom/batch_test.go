@@ -132,7 +132,7 @@ func TestBatchV2RoundTrip(t *testing.T) {
 	for name, entries := range cases {
 		for _, codec := range []Codec{CodecNone, CodecS2} {
 			t.Run(name+"/"+codec.String(), func(t *testing.T) {
-				data, err := EncodeBatchCodec(9, 100, entries, codec)
+				data, err := encodeBatchCodec(9, 100, entries, codec)
 				require.NoError(t, err)
 				b, err := DecodeBatch(data)
 				require.NoError(t, err)
@@ -167,9 +167,9 @@ func TestBatchV2RoundTrip(t *testing.T) {
 }
 
 func TestBatchV2Corruption(t *testing.T) {
-	good, err := EncodeBatchCodec(3, 10, compressible(50), CodecS2)
+	good, err := encodeBatchCodec(3, 10, compressible(50), CodecS2)
 	require.NoError(t, err)
-	goodNone, err := EncodeBatchCodec(3, 10, [][]byte{[]byte("hello"), []byte("world")}, CodecNone)
+	goodNone, err := encodeBatchCodec(3, 10, [][]byte{[]byte("hello"), []byte("world")}, CodecNone)
 	require.NoError(t, err)
 	// Header layout of an encoding of these small numbers: 0x98, version,
 	// epoch, first, count (fixints), crc (uint32: 5 bytes), codec, rawLen
@@ -336,7 +336,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		reencoded := [][]byte{again}
 		if b.Count <= MaxBatchEntries && b.RawBytes <= MaxBatchRawBytes { // a version-1 batch may exceed them
-			again2, err := EncodeBatchCodec(b.Epoch, b.First, b.Entries, b.Codec)
+			again2, err := encodeBatchCodec(b.Epoch, b.First, b.Entries, b.Codec)
 			if err != nil {
 				t.Fatalf("re-encode with %v: %v", b.Codec, err)
 			}
@@ -369,11 +369,11 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	one, _ := EncodeBatch(1, 1, [][]byte{[]byte("a")})
 	many, _ := EncodeBatch(7, 1000, [][]byte{{}, []byte("bc"), bytes.Repeat([]byte("z"), 200)})
 	text := [][]byte{{}, []byte("bc"), bytes.Repeat([]byte("zy"), 150), []byte("/user/alice/data/part-00042")}
-	v2none, err := EncodeBatchCodec(7, 1000, text, CodecNone)
+	v2none, err := encodeBatchCodec(7, 1000, text, CodecNone)
 	require.NoError(t, err)
-	v2s2, err := EncodeBatchCodec(7, 1000, text, CodecS2)
+	v2s2, err := encodeBatchCodec(7, 1000, text, CodecS2)
 	require.NoError(t, err)
-	v2empty, err := EncodeBatchCodec(3, 5, nil, CodecS2)
+	v2empty, err := encodeBatchCodec(3, 5, nil, CodecS2)
 	require.NoError(t, err)
 	return map[string][]byte{
 		"one":               one,
