@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/klauspost/compress/s2"
+
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // batchState is what the writer knows about a batch it sent.
@@ -748,7 +750,7 @@ func (w *Writer) resolve() {
 // nothing of ours can land any more): present with our bytes → landed,
 // else fenced. It returns batchUnknown with a reason when it cannot decide.
 func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced *bool) (batchState, error) {
-	var bo backoff
+	var bo zkx.Backoff
 	for {
 		if err := w.c.WaitSession(ctx); err != nil {
 			return batchUnknown, err
@@ -756,7 +758,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 		if !*synced {
 			if _, err := w.c.Conn().Sync(b.chPath); err != nil {
 				if isConnErr(err) {
-					if err := bo.wait(ctx); err != nil {
+					if err := bo.Wait(ctx); err != nil {
 						return batchUnknown, err
 					}
 					continue
@@ -783,7 +785,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			gone, cerr := w.channelGoing(b.chPath)
 			if isConnErr(cerr) {
 				*synced = false
-				if err := bo.wait(ctx); err != nil {
+				if err := bo.Wait(ctx); err != nil {
 					return batchUnknown, err
 				}
 				continue
@@ -799,7 +801,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			}
 		case isConnErr(err):
 			*synced = false
-			if err := bo.wait(ctx); err != nil {
+			if err := bo.Wait(ctx); err != nil {
 				return batchUnknown, err
 			}
 			continue
@@ -819,7 +821,7 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 			continue // an earlier attempt landed meanwhile: compare bytes
 		case isConnErr(err):
 			*synced = false
-			if err := bo.wait(ctx); err != nil {
+			if err := bo.Wait(ctx); err != nil {
 				return batchUnknown, err
 			}
 		case errors.Is(err, zk.ErrNoNode):

@@ -82,7 +82,7 @@ func (r *Room) Tail(ctx context.Context, from uint64) (*Reader, error) {
 		from = 1
 	}
 	rd := &Reader{room: r, c: r.c, log: r.log, m: r.metrics, bpos: from, skipTo: from}
-	var bo backoff
+	var bo zkx.Backoff
 	for !rd.located {
 		err := rd.locate(ctx, false)
 		if err == nil || errors.Is(err, errNoChannel) {
@@ -94,7 +94,7 @@ func (r *Room) Tail(ctx context.Context, from uint64) (*Reader, error) {
 		if err := r.c.WaitSession(ctx); err != nil {
 			return nil, err
 		}
-		if err := bo.wait(ctx); err != nil {
+		if err := bo.Wait(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +122,7 @@ func (rd *Reader) Next(ctx context.Context) ([]Entry, error) {
 	if rd.err != nil {
 		return nil, rd.err
 	}
-	var bo backoff
+	var bo zkx.Backoff
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -138,7 +138,7 @@ func (rd *Reader) Next(ctx context.Context) ([]Entry, error) {
 			if werr := rd.c.WaitSession(ctx); werr != nil {
 				return nil, werr
 			}
-			if werr := bo.wait(ctx); werr != nil {
+			if werr := bo.Wait(ctx); werr != nil {
 				return nil, werr
 			}
 			continue

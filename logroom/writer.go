@@ -400,7 +400,7 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 	}
 	next := epochMeta{Version: epochFormatVersion, Epoch: epoch, Owner: w.cfg.Owner, Nonce: nonce}
 	data := encodeMeta(next)
-	var bo backoff
+	var bo zkx.Backoff
 	for {
 		st, err := r.c.Conn().Set(w.epochPath, data, ver)
 		if err == nil {
@@ -420,7 +420,7 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 		if err := r.c.WaitSession(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
 		}
-		if err := bo.wait(ctx); err != nil {
+		if err := bo.Wait(ctx); err != nil {
 			return fmt.Errorf("logroom: set epoch: %w", err)
 		}
 		if err := zkx.Sync(ctx, r.c, w.epochPath); err != nil {
@@ -451,7 +451,7 @@ func (w *Writer) fenceOp() *zk.CheckVersionRequest {
 // failed, or another error.
 func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bool, error), ops ...interface{}) error {
 	ops = append([]interface{}{w.fenceOp()}, ops...)
-	var bo backoff
+	var bo zkx.Backoff
 	for {
 		i, err := multiErr(w.c.Conn().Multi(ops...))
 		if err == nil {
@@ -482,7 +482,7 @@ func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bo
 			// A definite failure that left nothing of ours in place.
 			return zkError("logroom: "+what, err)
 		}
-		if err := bo.wait(ctx); err != nil {
+		if err := bo.Wait(ctx); err != nil {
 			return fmt.Errorf("logroom: %s: %w: %w", what, ErrOutcomeUnknown, err)
 		}
 	}

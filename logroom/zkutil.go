@@ -1,14 +1,11 @@
 package logroom
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/roomlog/roomlog/zkx"
 )
 
 const (
@@ -31,13 +28,6 @@ func parseNum(name, prefix string) (uint64, bool) {
 	}
 	return n, true
 }
-
-// backoff is the exponential retry delay of zkx.Backoff (20 ms doubling
-// to 1 s); the zero value is ready.
-type backoff struct{ zkx.Backoff }
-
-// wait sleeps for the next delay or until ctx ends.
-func (b *backoff) wait(ctx context.Context) error { return b.Wait(ctx) }
 
 // multiErr returns the index and error of the first failed op of a Multi.
 func multiErr(res []zk.MultiResponse, err error) (int, error) {
