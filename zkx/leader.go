@@ -129,13 +129,6 @@ func (h *leaderFirst) Connected() {
 	h.last = h.next
 }
 
-// counts returns how many probes ran and how many found a leader.
-func (h *leaderFirst) counts() (probes, leaders int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.probes, h.leaders
-}
-
 // reorder probes the servers and orders this pass. Called with h.mu held
 // (go-zookeeper calls Next under its own server lock too, so Conn.Server
 // may wait for a probe: at most LeaderProbeTimeout).
