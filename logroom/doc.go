@@ -62,10 +62,10 @@
 // followed by the payload (covering the header fields too: a flipped bit
 // anywhere but in the version is a checksum error).
 //
-// Version 2 (EncodeBatchCodec; a Writer's compressed batches): a msgpack
-// array of 8 elements: [version=2, epoch, first index, entry count, crc,
-// codec, rawLen, payload]. The framed entries as in version 1 (rawLen
-// bytes, the "raw payload") are stored encoded with codec: 0 none (payload
+// Version 2 (a Writer's compressed batches): a msgpack array of 8
+// elements: [version=2, epoch, first index, entry count, crc, codec,
+// rawLen, payload]. The framed entries as in version 1 (rawLen bytes, the
+// "raw payload") are stored encoded with codec: 0 none (payload
 // is the raw payload, rawLen == its length), 1 S2 (payload is one S2 block,
 // github.com/klauspost/compress/s2 block format, whose decoded-length
 // prefix equals rawLen). Other codec values are corrupt. crc is CRC32C over
