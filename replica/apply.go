@@ -152,18 +152,16 @@ func (r *Replica) noteCommitted(index uint64) {
 	}
 }
 
+// signalApplied wakes every waiter of appliedChanged: the channel is
+// replaced, and the old one (each swap returns a distinct one) closed.
 func (r *Replica) signalApplied() {
-	r.appliedMu.Lock()
-	close(r.appliedCh)
-	r.appliedCh = make(chan struct{})
-	r.appliedMu.Unlock()
+	ch := make(chan struct{})
+	close(*r.appliedCh.Swap(&ch))
 }
 
-func (r *Replica) appliedChanged() <-chan struct{} {
-	r.appliedMu.Lock()
-	defer r.appliedMu.Unlock()
-	return r.appliedCh
-}
+// appliedChanged returns a channel closed at the next signalApplied; a
+// waiter takes it before it reads applied, so no advance is missed.
+func (r *Replica) appliedChanged() <-chan struct{} { return *r.appliedCh.Load() }
 
 // countForCheckpoint advances the checkpoint policy counters and pokes the
 // checkpointer when a threshold is crossed.

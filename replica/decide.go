@@ -9,11 +9,12 @@ import (
 )
 
 // The replica's decisions, as pure functions of a snapshot of what it
-// knows (etcd-io/raft's model): the loop gathers the facts with
-// ctx-bounded ZooKeeper reads, calls one of these, and carries out the
-// action it returns. Nothing here touches ZooKeeper, the store or a clock:
-// every input is a field, so each decision is covered by table tests
-// (decide_test.go) without a server.
+// knows (etcd-io/raft's model): the core (core.go) calls decideElection
+// and decideTakeover with the facts the loop read (each ZooKeeper read
+// bounded by a context) and its own state; the loop calls decidePublish,
+// and the checkpointer decideDeletions. Nothing here touches ZooKeeper,
+// the store or a clock: every input is a field, so each decision is
+// covered by table tests (decide_test.go) without a server.
 
 // electionFacts is what the loop knows when it evaluates the election.
 type electionFacts struct {

@@ -29,22 +29,51 @@
 // room's newest epoch and its writer is the only one whose writes land: the
 // fence is inside every write, a Multi with a version check on the epoch
 // znode, never a matter of timing). The others are standbys that tail the log
-// and apply it. Role state is owned by one run-loop goroutine that selects
-// over session events, watch events, takeover results, API requests and a
-// tick (etcd's node.go style); everything else it shares is guarded by a
-// mutex that names its fields, or is atomic. The loop publishes one
-// status snapshot (role, epoch, members, connection) under one mutex, with
-// one channel closed at every change, which Status, the metrics and
-// Propose's connection gate read.
+// and apply it.
 //
-// The decisions are pure functions of a snapshot of what the loop knows
-// (decide.go, etcd-io/raft's model), covered by table tests without a
-// server: decideElection (step down, abort, retry later, requeue behind a
+// The role decisions live in one pure state machine, core (core.go, in the
+// shape of etcd-io/raft's RawNode): it consumes events — session state,
+// a watch fired, an election read, a takeover's end, the standby tail
+// stopped, a writer fenced or stopped, a step-down or transfer request,
+// the transfer record written, the apply goroutine's exit, a failure, our
+// member id held by another session, a resignation done, a tick — and
+// returns actions (announce a role, stop accepting, end the term, start,
+// abort or drop a takeover, requeue, lead, start or stop the tail, write
+// or clear the transfer record, reply, fail, resign). It has no
+// goroutines, locks, clock reads or I/O; the time is a field of the events
+// that need one. The run loop (loop.go) is its one owner: it selects over
+// session events, watch events, the takeover's and the applier's ends, API
+// requests, writer failures and a tick, feeds each to the core, and
+// carries out the actions, each ZooKeeper call with a context and a bound
+// (an action whose outcome the core needs is answered by the next event).
+// The loop publishes one status snapshot (role, epoch, members, foreign
+// znodes, connection) under one mutex, with one channel closed at every
+// change, which Status, the metrics and Propose's connection gate read.
+//
+// The core's choices use pure functions of a snapshot (decide.go):
+// decideElection (step down, abort, retry later, requeue behind a
 // transfer or behind compaction, take over), decideTakeover (lead, fail,
 // requeue, retry; ErrCorrupt fatal when confirmed three times in a row),
-// decidePublish (when member data is rewritten) and decideDeletions (which
-// sealed channels go after a checkpoint). The loop gathers the facts with
-// ctx-bounded ZooKeeper reads and carries out the action returned.
+// and, outside the core, decidePublish (when member data is rewritten),
+// decideDeletions (which sealed channels go after a checkpoint) and
+// classifyAppend (what an append's result means for the proposal and the
+// term: only a committed append is acknowledged).
+//
+// Tests of the decisions need no server: table tests (decide_test.go);
+// scenario scripts (testdata/core/*.txt, run by TestCoreScenarios with
+// cockroachdb/datadriven: one event per command, the actions as output);
+// and a randomized simulation (sim_test.go) of 3–5 cores against an
+// in-memory model of the room (simzk_test.go: sessions, ephemeral and
+// sequential nodes, versions, Multi) with lost replies, expiries,
+// disconnections, late and reordered watch events, checkpoints, deletions
+// and bootstraps drawn from a seed, checking after every step: one writer
+// per epoch, no acknowledgement after a fence, each member's applied
+// entries a prefix of the committed history, no deletion without a live
+// member serving a covering checkpoint, and the core's own invariants. A
+// failing seed prints a trace and the command that replays it;
+// TestSimulationFindsPlantedBugs plants bugs and requires the simulation
+// to find them, and TestSimZKConformance runs the same random operation
+// sequences on the model and on real ZooKeeper and requires equal results.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │

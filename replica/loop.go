@@ -13,30 +13,26 @@ import (
 )
 
 // loopState is the run loop's private state. Only the loop goroutine (and
-// Open, before the loop starts) touches it.
+// Open, before the loop starts) touches it. The role decisions and the
+// state they need are the core's (core.go); loopState holds the resources
+// the core's actions act on and the bookkeeping of the loop's own
+// ZooKeeper work.
 type loopState struct {
+	c   *core
 	el  *election
 	mem *membership
 
-	// sessionID is the session our ephemeral nodes belong to.
-	sessionID int64
-	// watchGen numbers the watches armed since the last (re)connect: every
-	// reconnect re-reads and re-arms everything (go-zookeeper's SetWatches
-	// after a reconnect can fail silently), and events of older watches are
-	// ignored, so watches never pile up.
-	watchGen  uint64
-	connected bool
-	discSince time.Time // zero while connected
-
-	// Invariant: role == RolePrimary  <=> term != nil;
-	//            role == RoleTakingOver <=> takeover != nil.
-	role     Role
-	term     *term
+	// The resources of the core's role (see core's invariants): the term is
+	// published in Replica.term (Propose reads it); the takeover goroutine;
+	// the one apply goroutine (standby tail or primary feed), nil while none.
 	takeover *takeoverRun
-	applier  *applierRun // the one apply goroutine (standby tail or primary feed), nil while none
+	applier  *applierRun
+	// ending is the term that stopped accepting and is being ended
+	// (aStopAccepting .. aEndTerm), nil otherwise.
+	ending *term
+	// reply is where the answer of the request being handled goes.
+	reply chan error
 
-	// Dirty flags: work to (re)do when connected.
-	electionDirty bool
 	// membersDirty: the membership watcher's view moved since the last
 	// reload.
 	membersDirty bool
@@ -51,15 +47,6 @@ type loopState struct {
 	// published at once (see publishDue).
 	seenApplied uint64
 	seenMoved   time.Time
-	notBefore   time.Time // takeover attempts wait until then (after a failure)
-	// corruptTakeovers counts consecutive takeovers that failed with
-	// ErrCorrupt; at confirmCorruptTakeovers the replica fails.
-	corruptTakeovers int
-	// resigned: a failed replica deleted its candidate and member nodes.
-	resigned bool
-	// staleSince: when publishing first found our member node held by
-	// another session (zero: not now).
-	staleSince  time.Time
 	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
 	view        electionView
 	primaryID   string
@@ -72,11 +59,9 @@ func newLoopState(r *Replica) (*loopState, error) {
 		return nil, err
 	}
 	return &loopState{
-		el:            el,
-		mem:           newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
-		connected:     true,
-		role:          RoleStandby,
-		electionDirty: true,
+		c:   newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID()),
+		el:  el,
+		mem: newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
 	}, nil
 }
 
@@ -138,7 +123,7 @@ const (
 type watchEvent struct {
 	kind watchKind
 	name string
-	gen  uint64 // loopState.watchGen when the watch was armed
+	gen  uint64 // core.watchGen when the watch was armed
 	ev   zk.Event
 }
 
@@ -147,7 +132,7 @@ func (r *Replica) forward(kind watchKind, name string, ch <-chan zk.Event) {
 	if ch == nil {
 		return
 	}
-	gen := r.lp.watchGen
+	gen := r.lp.c.watchGen
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -162,7 +147,8 @@ func (r *Replica) forward(kind watchKind, name string, ch <-chan zk.Event) {
 	}()
 }
 
-// run is the loop: the one goroutine that owns role state.
+// run is the loop: the one goroutine that owns the core and the resources
+// its actions act on.
 func (r *Replica) run() {
 	defer close(r.loopDone)
 	lp := r.lp
@@ -193,153 +179,156 @@ func (r *Replica) run() {
 			}
 			r.onSession()
 		case we := <-r.watchc:
-			r.onWatch(we)
+			if we.kind == watchElection {
+				r.step(evWatch{Gen: we.gen})
+			}
 		case <-lp.mem.changed.C():
 			lp.membersDirty = true
 		case <-applierDone:
-			r.onApplierExit()
+			a := lp.applier
+			lp.applier = nil
+			a.cancel()
+			r.step(evApplierExit{Err: a.err})
 		case <-takeoverDone:
-			r.onTakeoverDone()
+			tr := lp.takeover
+			r.step(evTakeoverDone{Now: time.Now(), Err: tr.err})
+			if lp.takeover == tr { // not consumed by the core's actions: cannot happen
+				r.do(action{Kind: aDropTakeover})
+			}
 		case req := <-r.reqc:
-			req.reply <- r.onRequest(req)
+			r.onRequest(req)
 		case f := <-r.writerFailc:
-			if f.t == lp.term {
-				if errors.Is(f.err, logroom.ErrFenced) {
-					r.log.Warn("primary fenced by a newer epoch; stepping down to standby", "epoch", f.t.epoch, "err", f.err)
-					r.endTerm("fenced")
-					r.requeue()
-				} else {
-					// The writer stopped (an outcome it could not learn): end
-					// the term; if we are still the lowest candidate a new
-					// takeover (epoch+1) finds the true log end.
-					r.log.Warn("primary's writer stopped; ending the term", "epoch", f.t.epoch, "err", f.err)
-					r.endTerm("writer stopped")
-					lp.electionDirty = true
-				}
+			if f.t == r.currentTerm() {
+				r.step(evWriterFailed{Epoch: f.t.epoch, Fenced: errors.Is(f.err, logroom.ErrFenced), Err: f.err})
 			}
 		case err := <-r.failc:
-			r.fail(err)
+			r.step(evFail{Err: err})
 		case <-r.ckptReady.C():
 		case <-tick.C:
-			r.onTick()
+			r.step(evTick{Now: time.Now()})
 		}
 		r.reconcile()
 	}
 }
 
-// onSession reconciles with the client's current session state (events may
-// have been coalesced; the state and session id are the truth).
-func (r *Replica) onSession() {
-	lp := r.lp
-	state := r.client.State()
-	sid := r.client.SessionID()
-	ok := state == zk.StateHasSession
-	wasConnected := lp.connected
-	lp.connected = ok
-	if state == zk.StateExpired && (lp.role == RolePrimary || lp.role == RoleTakingOver) {
-		r.sessionLost("session expired")
+// step feeds ev to the core and carries out its actions, in order. An
+// action whose outcome the core needs is answered by a nested step.
+func (r *Replica) step(ev any) {
+	for _, a := range r.lp.c.Step(ev) {
+		r.do(a)
 	}
-	if ok && sid != lp.sessionID {
+}
+
+// do carries out one action of the core.
+func (r *Replica) do(a action) {
+	lp := r.lp
+	switch a.Kind {
+	case aRole:
+		r.announceRole(a.Role, a.Reason)
+	case aSessionNew:
 		r.m.sessionExpired()
 		r.log.Warn("zookeeper session replaced (expired); rebuilding membership and election",
-			"old", fmt.Sprintf("0x%x", lp.sessionID), "new", fmt.Sprintf("0x%x", sid))
-		r.sessionLost("session expired")
-		lp.sessionID = sid
-	}
-	if ok != wasConnected {
-		if ok {
-			lp.watchGen++
-			r.rearmAll()
-			lp.discSince = time.Time{}
-			r.log.Info("zookeeper connected", "session", fmt.Sprintf("0x%x", sid))
-		} else {
-			lp.discSince = time.Now()
-			r.log.Warn("zookeeper connection lost; suspended", "state", state.String())
+			"old", fmt.Sprintf("0x%x", a.Old), "new", fmt.Sprintf("0x%x", a.New))
+	case aConnected:
+		r.log.Info("zookeeper connected", "session", fmt.Sprintf("0x%x", lp.c.sessionID))
+	case aDisconnected:
+		r.log.Warn("zookeeper connection lost; suspended", "state", a.Reason)
+	case aStopAccepting:
+		if t := r.currentTerm(); t != nil {
+			t.stopAccepting()
+			r.setTerm(nil)
+			lp.ending = t
 		}
+	case aEndTerm:
+		r.endTerm(a.Reason)
+	case aAbortTakeover:
+		r.cancelTakeover()
+		r.log.Info("takeover aborted", "reason", a.Reason)
+	case aDropTakeover:
+		tr := lp.takeover
+		lp.takeover = nil
+		if tr != nil && tr.w != nil {
+			tr.w.Close()
+		}
+	case aRequeue:
+		if a.Err != nil {
+			r.log.Warn("election: re-queueing", "reason", a.Reason, "err", a.Err)
+		} else {
+			r.log.Info("election: re-queueing", "reason", a.Reason)
+		}
+		r.requeue()
+	case aStartTakeover:
+		r.log.Info("election: lowest candidate; taking over")
+		lp.takeover = r.startTakeover()
+	case aStopTail:
+		tr := lp.takeover
+		var err error
+		if lp.applier != nil {
+			err = r.stopApplier(false)
+		}
+		r.step(evTailStopped{Err: err, Applied: r.applied.Load(), Start: tr.w.StartIndex(), Epoch: tr.w.Epoch()})
+	case aLead:
+		r.lead()
+	case aStartTail:
+		if lp.applier == nil {
+			lp.applier = r.startStandbyApplier()
+		}
+	case aClearTransfer:
+		r.clearTransfer()
+	case aWriteTransfer:
+		t := r.currentTerm()
+		rec := transferRecord{V: formatVersion1, From: r.cfg.ID, To: a.To, Epoch: t.epoch,
+			Deadline: time.Now().Add(r.cfg.TransferTimeout).UnixMilli()}
+		r.step(evTransferWritten{To: a.To, Err: r.writeTransfer(rec)})
+	case aReply:
+		err := a.Err
+		if a.NotPrimary {
+			err = r.notPrimary()
+		}
+		if lp.reply != nil {
+			lp.reply <- err
+			lp.reply = nil
+		}
+	case aFail:
+		r.fail(a.Err)
+	case aResign:
+		r.resignFailed()
+	case aLog:
+		r.log.Warn(a.Reason, "err", a.Err)
+	default:
+		panic(fmt.Sprintf("replica: unknown action %v", a))
 	}
-	r.setConnected(ok)
+}
+
+// onSession feeds the client's current session state to the core (events
+// may have been coalesced; the state and session id are the truth).
+func (r *Replica) onSession() {
+	state := r.client.State()
+	r.step(evSession{Now: time.Now(), State: state, SessionID: r.client.SessionID()})
+	r.setConnected(state == zk.StateHasSession)
 	r.publishStatus()
 }
 
-// sessionLost: our ephemerals and watches are gone. Leave any primary role
-// and rebuild membership and election from scratch.
-func (r *Replica) sessionLost(reason string) {
-	lp := r.lp
-	if lp.term != nil {
-		r.endTerm(reason)
-	}
-	if lp.takeover != nil {
-		r.abortTakeover(reason)
-	}
-	lp.staleSince = time.Time{}
-	lp.watchGen++
-	r.rearmAll()
-}
-
-// rearmAll marks every watched thing for a re-read (which re-arms it).
-func (r *Replica) rearmAll() {
-	lp := r.lp
-	lp.electionDirty = true
-}
-
-func (r *Replica) onWatch(we watchEvent) {
-	lp := r.lp
-	if we.gen != lp.watchGen {
-		// Armed before the last (re)connect: everything was re-read and
-		// re-armed since, and the flags describe the new watches.
-		return
-	}
-	switch we.kind {
-	case watchElection:
-		lp.electionDirty = true
-	}
-}
-
-func (r *Replica) onTick() {
-	lp := r.lp
-	if !lp.connected && !lp.discSince.IsZero() && time.Since(lp.discSince) >= r.cfg.SessionTimeout {
-		// Cut off for a whole session timeout: our session has expired on
-		// the servers' side, so another member may lead. Stop leading now
-		// rather than when we reconnect (Curator's LOST after SUSPENDED).
-		if lp.term != nil {
-			r.endTerm("disconnected past the session timeout")
-		}
-		if lp.takeover != nil {
-			r.abortTakeover("disconnected past the session timeout")
-		}
-	}
-}
-
-// reconcile does the pending ZooKeeper work. Failures leave the dirty flags
-// set; the tick retries.
+// reconcile does the pending ZooKeeper work, each call bounded. Failures
+// leave the work due; the tick retries.
 func (r *Replica) reconcile() {
 	lp := r.lp
-	if r.fatalErr.Load() != nil {
-		r.resignFailed()
+	if lp.c.failed {
+		for _, a := range lp.c.resignDue() {
+			r.do(a)
+		}
 		return
 	}
 	if !r.sessionLive() {
 		return
 	}
-	// Our member node (role changes at once, applied at most every
-	// MemberUpdateInterval).
-	// The registration re-creates our node after an expiry; while another
-	// session holds our id it cannot. Our previous session's node lingers
-	// until that session expires on every server (or a stale server still
-	// shows it): only a node held past the session timeout belongs to
-	// another live process.
-	if persistent, err := lp.mem.heldElsewhere(); err != nil {
-		if lp.staleSince.IsZero() {
-			lp.staleSince = time.Now()
-			r.log.Warn("membership: our member node is held by another session; waiting for it to expire", "err", err)
-		}
-		// A persistent node never expires: at once.
-		if persistent || time.Since(lp.staleSince) > r.cfg.SessionTimeout*3/2+time.Second {
-			r.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, r.cfg.ID, err))
-			return
-		}
-	} else {
-		lp.staleSince = time.Time{}
+	// Our member node: the registration re-creates it after an expiry;
+	// while another session holds our id it cannot (the core decides when
+	// that is a duplicate).
+	persistent, held := lp.mem.heldElsewhere()
+	r.step(evHeld{Now: time.Now(), Persistent: persistent, Err: held})
+	if lp.c.failed {
+		return
 	}
 	if r.publishDue() {
 		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
@@ -355,7 +344,7 @@ func (r *Replica) reconcile() {
 	if r.sessionLive() {
 		r.refreshMembers()
 	}
-	if lp.electionDirty && r.sessionLive() {
+	if lp.c.electionDue() && r.sessionLive() {
 		r.evaluateElection()
 	}
 	if time.Since(lp.lastChannels) >= time.Second && r.sessionLive() {
@@ -364,32 +353,32 @@ func (r *Replica) reconcile() {
 	r.publishStatus()
 }
 
-// sessionLive reports whether the loop may do ZooKeeper work now: it
+// sessionLive reports whether the loop may do ZooKeeper work now: the core
 // believes it is connected and the session is live right now (the loop may
 // not have handled a disconnect event yet). A request made while
 // go-zookeeper reconnects waits until it has tried every server (seconds),
 // and the loop must stay free to notice a lost session and end a term, so
 // each step of reconcile checks again.
 func (r *Replica) sessionLive() bool {
-	return r.lp.connected && r.client.State() == zk.StateHasSession
+	return r.lp.c.connected && r.client.State() == zk.StateHasSession
 }
 
 // appliedQuiet is how long the applied index must stay put to count as
 // settled (published without waiting for MemberUpdateInterval).
 const appliedQuiet = 20 * time.Millisecond
 
-// publishDue says whether our member data should be rewritten now: no node
-// yet; role or checkpoint changed; the applied index changed and either
-// MemberUpdateInterval passed since the last publish or the index has
-// settled (not moved for appliedQuiet, a tenth of the interval passed, and
-// the previous publish was not itself a settled one). Under any load that
-// is at most two writes per MemberUpdateInterval, one under a steady load;
-// when the log goes quiet (the end of a burst) the final index is
-// published within a tick or two if the settled publish is unspent, else
-// at the next interval. A primary that waits for an index (TransferLeadership)
-// asks for it through CatchUp and gets it at once. (Ten settled writes per interval, as before,
-// let 300 members of 100 lightly loaded rooms write 3,000 times a second
-// and starve the rooms' appends: bench scenario rooms.)
+// publishDue says whether our member data should be rewritten now
+// (decidePublish): no node yet; role or checkpoint changed; the applied
+// index changed and either MemberUpdateInterval passed since the last
+// publish or the index has settled (not moved for appliedQuiet, a tenth of
+// the interval passed, and the previous publish was not itself a settled
+// one). Under any load that is at most two writes per
+// MemberUpdateInterval, one under a steady load; when the log goes quiet
+// the final index is published within a tick or two if the settled
+// publish is unspent, else at the next interval. A primary that waits for
+// an index (TransferLeadership) asks for it through CatchUp and gets it at
+// once. Many rooms' members share the ensemble, so member writes stay
+// few.
 func (r *Replica) publishDue() bool {
 	lp := r.lp
 	now := time.Now()
@@ -408,7 +397,7 @@ func (r *Replica) publishDue() bool {
 // ownCatchUp is the CatchUp our member data carries: the index a handing
 // over primary waits for, 0 otherwise.
 func (r *Replica) ownCatchUp() uint64 {
-	if r.lp == nil || r.lp.role != RolePrimary {
+	if r.lp == nil || r.lp.c.role != RolePrimary {
 		return 0
 	}
 	return r.catchUp.Load()
@@ -428,10 +417,8 @@ func (r *Replica) ownMemberData() memberData {
 	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
 		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp()}
 	if r.lp != nil {
-		d.Role = r.lp.role.String()
-		if r.lp.term != nil {
-			d.Epoch = r.lp.term.epoch
-		}
+		d.Role = r.lp.c.role.String()
+		d.Epoch = r.lp.c.epoch
 	}
 	if d.Epoch == 0 {
 		d.Epoch = r.appliedEpoch.Load()
@@ -455,7 +442,8 @@ func (r *Replica) refreshMembers() {
 	}
 }
 
-// evaluateElection re-reads the election and acts on our position.
+// evaluateElection re-reads the election and hands what it read to the
+// core.
 func (r *Replica) evaluateElection() {
 	lp := r.lp
 	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
@@ -463,56 +451,37 @@ func (r *Replica) evaluateElection() {
 	cancel()
 	if err != nil {
 		r.log.Debug("election evaluation failed; will retry", "err", err)
+		r.step(evElection{Err: err})
 		return
 	}
-	lp.electionDirty = false
 	lp.view = v
 	r.forward(watchElection, "", v.watch)
 	if low, ok := v.lowest(); ok {
 		lp.primaryID, lp.primaryAddr = low.ID, string(low.Data)
 	}
 	f, err := r.electionFacts()
-	if err != nil {
-		lp.electionDirty = true // a read failed: the tick retries
-		return
-	}
-	switch act := decideElection(f); act {
-	case elEndTerm:
-		// Our node is no longer the lowest (it was deleted and re-created).
-		r.endTerm("lost the lowest election position")
-	case elAbortTakeover:
-		r.abortTakeover("lost the lowest election position")
-	case elRetryLater:
-		lp.electionDirty = true
-	case elRequeueTransfer:
-		r.log.Info("election: lowest, but leadership is being transferred; re-queueing", "to", f.Transfer.To)
-		r.requeue()
-	case elRequeueBehind:
-		r.log.Info("election: lowest, but our state is behind the deleted log and another candidate is not; re-queueing")
-		r.requeue()
-	case elTakeOver:
-		r.log.Info("election: lowest candidate; taking over")
-		lp.takeover = r.startTakeover()
-		r.setRole(RoleTakingOver, "elected")
-	}
+	r.step(evElection{Facts: f, Err: err}) // a failed read: the tick retries
 }
 
-// electionFacts gathers what decideElection needs. The transfer record,
-// the room's epoch and the other candidates' applied indexes are read only
-// when the takeover branch can be reached; a failed read is an error (the
-// tick retries).
+// electionFacts gathers what decideElection needs besides the core's own
+// state. The transfer record, the room's epoch and the other candidates'
+// applied indexes are read only when the takeover branch can be reached;
+// a failed read is an error (the tick retries).
 func (r *Replica) electionFacts() (electionFacts, error) {
 	lp := r.lp
 	f := electionFacts{
-		Self: r.cfg.ID, Leader: lp.view.leader, Role: lp.role, Failed: r.fatalErr.Load() != nil,
+		Leader:       lp.view.leader,
 		ApplierReady: lp.applier != nil && !lp.applier.primary,
-		Now:          time.Now(), NotBefore: lp.notBefore,
-		OldestFirst: lp.oldestFirst, Applied: r.applied.Load(),
+		Now:          time.Now(),
+		OldestFirst:  lp.oldestFirst, Applied: r.applied.Load(),
 	}
+	lp.c.fillFacts(&f)
 	if !f.needsTakeoverFacts() {
 		return f, nil
 	}
-	rec, ok, err := r.readTransfer()
+	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+	defer cancel()
+	rec, ok, err := r.readTransfer(ctx)
 	if err != nil {
 		return f, err
 	}
@@ -520,9 +489,7 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 		f.Transfer = &rec
 		if rec.To != r.cfg.ID && f.Now.UnixMilli() < rec.Deadline {
 			f.TransferToLive = r.isLiveCandidate(rec.To)
-			ectx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-			f.RoomEpoch, err = r.room.Epoch(ectx)
-			cancel()
+			f.RoomEpoch, err = r.room.Epoch(ctx)
 			if err != nil {
 				return f, err
 			}
@@ -553,8 +520,31 @@ func (r *Replica) isLiveCandidate(id string) bool {
 	return false
 }
 
-func (r *Replica) readTransfer() (transferRecord, bool, error) {
-	b, _, err := r.conn.Get(r.room.Path(transferZ))
+// bounded runs op, a ZooKeeper request, and waits for it at most until
+// ctx ends (go-zookeeper's own wait can last until it has tried every
+// server). A request still running then is left to finish on its own; its
+// result is dropped.
+func (r *Replica) bounded(ctx context.Context, op func() error) error {
+	done := make(chan error, 1)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		done <- op()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("replica: zookeeper request: %w", ctx.Err())
+	}
+}
+
+func (r *Replica) readTransfer(ctx context.Context) (transferRecord, bool, error) {
+	var b []byte
+	err := r.bounded(ctx, func() (err error) {
+		b, _, err = r.conn.Get(r.room.Path(transferZ))
+		return err
+	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return transferRecord{}, false, nil
 	}
@@ -569,6 +559,15 @@ func (r *Replica) readTransfer() (transferRecord, bool, error) {
 	return rec, true, nil
 }
 
+// clearTransfer deletes a transfer record that names us (best effort).
+func (r *Replica) clearTransfer() {
+	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
+	defer cancel()
+	if rec, ok, err := r.readTransfer(ctx); err == nil && ok && rec.To == r.cfg.ID {
+		_ = r.bounded(ctx, func() error { return r.conn.Delete(r.room.Path(transferZ), -1) })
+	}
+}
+
 // requeue moves our candidate to the back of the line.
 func (r *Replica) requeue() {
 	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
@@ -576,79 +575,34 @@ func (r *Replica) requeue() {
 	if err := r.lp.el.requeue(ctx); err != nil {
 		r.log.Debug("election re-queue incomplete; will retry", "err", err)
 	}
-	r.lp.electionDirty = true
 }
 
-// onTakeoverDone finishes (or abandons) a takeover.
-func (r *Replica) onTakeoverDone() {
+// lead installs the finished takeover's writer as the primary term.
+func (r *Replica) lead() {
 	lp := r.lp
 	tr := lp.takeover
 	lp.takeover = nil
-	act, corrupt := decideTakeover(tr.err, lp.corruptTakeovers)
-	lp.corruptTakeovers = corrupt
-	if act != toLead {
-		if tr.w != nil {
-			tr.w.Close()
-		}
-		if act == toFail {
-			r.fail(tr.err)
-			return
-		}
-		r.setRole(RoleStandby, "takeover failed")
-		switch act {
-		case toRequeue:
-			r.log.Warn("takeover fenced by a concurrent writer; re-queueing", "err", tr.err)
-			r.requeue()
-		case toRetry:
-			r.log.Warn("takeover failed; will retry", "err", tr.err, "corrupt_in_a_row", corrupt)
-			lp.notBefore = time.Now().Add(200 * time.Millisecond)
-			lp.electionDirty = true
-		}
-		return
-	}
 	w := tr.w
-	// Stop the standby tail: it applied exactly up to StartIndex-1 and
-	// nothing beyond exists yet (we have not appended).
-	if lp.applier != nil {
-		if err := r.stopApplier(false); err != nil {
-			w.Close()
-			r.fail(err)
-			return
-		}
-	}
-	if a := r.applied.Load(); a != w.StartIndex()-1 {
-		// NewWriter checked that the log reached our applied index, so our
-		// tail applied entries past its start: a newer primary wrote them
-		// (our session expired while we caught up). Step back.
-		w.Close()
-		r.log.Warn("takeover overtaken: the standby tail applied entries past the writer's start; re-queueing",
-			"applied", a, "start", w.StartIndex(), "epoch", w.Epoch())
-		r.setRole(RoleStandby, "takeover overtaken by a newer primary")
-		lp.applier = r.startStandbyApplier()
-		r.requeue()
-		return
-	}
 	t := &term{w: w, epoch: w.Epoch(), start: w.StartIndex(), q: tr.q, done: make(chan struct{}), accepting: true}
 	lp.applier = r.startPrimaryApplier(tr.q)
-	lp.term = t
 	r.setTerm(t)
 	r.noteCommitted(w.StartIndex() - 1)
-	r.setRole(RolePrimary, "elected")
 	r.log.Info("primary", "epoch", t.epoch, "start", t.start, "takeover", time.Since(tr.at))
 	r.m.tookOver(time.Since(tr.at))
-	// Clear a transfer record that named us (best effort).
-	if rec, ok, err := r.readTransfer(); err == nil && ok && rec.To == r.cfg.ID {
-		_ = r.conn.Delete(r.room.Path(transferZ), -1)
-	}
 }
 
-// closeTerm ends the current term: no new proposals, its writer closed
-// (pending appends get their outcome), waiters released. It returns the
-// ended term. The caller checked lp.term != nil.
+// closeTerm ends the current term, if any: no new proposals, its writer
+// closed (pending appends get their outcome), waiters released. It returns
+// the ended term (nil when none).
 func (r *Replica) closeTerm() *term {
-	lp := r.lp
-	t := lp.term
-	lp.term = nil
+	t := r.currentTerm()
+	if t == nil {
+		t = r.lp.ending
+	}
+	r.lp.ending = nil
+	if t == nil {
+		return nil
+	}
 	r.setTerm(nil)
 	t.stopAccepting()
 	if err := t.w.Close(); err != nil {
@@ -658,11 +612,14 @@ func (r *Replica) closeTerm() *term {
 	return t
 }
 
-// cancelTakeover cancels the takeover in progress, waits for it and closes
-// the writer it may have opened. The caller checked lp.takeover != nil.
+// cancelTakeover cancels the takeover in progress, if any, waits for it and
+// closes the writer it may have opened.
 func (r *Replica) cancelTakeover() {
 	lp := r.lp
 	tr := lp.takeover
+	if tr == nil {
+		return
+	}
 	lp.takeover = nil
 	tr.cancel()
 	if !r.unlessStalled("the takeover goroutine", tr.done) {
@@ -681,33 +638,21 @@ func (r *Replica) cancelTakeover() {
 	}
 }
 
-// abortTakeover cancels a takeover in progress and waits for it.
-func (r *Replica) abortTakeover(reason string) {
-	r.cancelTakeover()
-	r.log.Info("takeover aborted", "reason", reason)
-	r.setRole(RoleStandby, reason)
-}
-
-// endTerm leaves the primary role: no new proposals, writer closed (its
-// pending appends get their outcome), committed entries drained into the
-// store, then the standby tail resumes from applied+1.
+// endTerm leaves the primary role (the term already stopped accepting):
+// writer closed (its pending appends get their outcome), committed entries
+// drained into the store, then the standby tail resumes from applied+1.
 func (r *Replica) endTerm(reason string) {
 	lp := r.lp
-	// Visible at once: no new proposals and role standby in Status, before
-	// the writer's close, which waits for its in-flight requests (queued
-	// in go-zookeeper until it gives up on every server when the session
-	// is lost).
-	lp.term.stopAccepting()
-	r.setTerm(nil)
-	r.setRole(RoleStandby, reason)
 	t := r.closeTerm()
 	if lp.applier != nil {
 		if err := r.stopApplier(true); err != nil {
-			r.fail(err)
+			r.step(evFail{Err: err})
 			return
 		}
 	}
-	r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
+	if t != nil {
+		r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
+	}
 	lp.applier = r.startStandbyApplier()
 }
 
@@ -723,83 +668,56 @@ func (r *Replica) stopApplier(drain bool) error {
 	return a.err
 }
 
-// onApplierExit: the apply goroutine returned on its own (error).
-func (r *Replica) onApplierExit() {
-	lp := r.lp
-	a := lp.applier
-	lp.applier = nil
-	a.cancel()
-	if a.err != nil {
-		r.fail(a.err)
-		return
+func (r *Replica) onRequest(req loopRequest) {
+	var epoch uint64
+	if req.term != nil && req.term == r.currentTerm() {
+		epoch = req.term.epoch
 	}
-	if lp.role == RoleStandby || lp.role == RoleTakingOver {
-		lp.applier = r.startStandbyApplier()
+	r.lp.reply = req.reply
+	r.step(evRequest{Kind: req.kind, Epoch: epoch, To: req.to})
+	if r.lp.reply != nil { // the core did not answer: cannot happen
+		r.lp.reply <- fmt.Errorf("replica: request %d not answered", req.kind)
+		r.lp.reply = nil
 	}
 }
 
-func (r *Replica) onRequest(req loopRequest) error {
-	lp := r.lp
-	if lp.term == nil || lp.term != req.term {
-		return r.notPrimary()
-	}
-	switch req.kind {
-	case reqStepDown:
-		r.endTerm("step down")
-		r.requeue()
-		return nil
-	case reqTransfer:
-		rec := transferRecord{V: formatVersion1, From: r.cfg.ID, To: req.to, Epoch: req.term.epoch,
-			Deadline: time.Now().Add(r.cfg.TransferTimeout).UnixMilli()}
-		if err := r.writeTransfer(rec); err != nil {
-			return fmt.Errorf("%w: write transfer record: %w", ErrTransfer, err)
-		}
-		r.endTerm("leadership transfer to " + req.to)
-		r.requeue()
-		return nil
-	}
-	return fmt.Errorf("replica: unknown request %d", req.kind)
-}
-
-// writeTransfer (re)creates the ephemeral transfer record.
+// writeTransfer (re)creates the ephemeral transfer record, each request
+// bounded.
 func (r *Replica) writeTransfer(rec transferRecord) error {
+	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
+	defer cancel()
 	p := r.room.Path(transferZ)
 	data := encode(rec)
 	for i := 0; i < 3; i++ {
-		_, err := r.conn.Create(p, data, zk.FlagEphemeral, r.acl)
+		err := r.bounded(ctx, func() error {
+			_, err := r.conn.Create(p, data, zk.FlagEphemeral, r.acl)
+			return err
+		})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
-		if err := r.conn.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		err = r.bounded(ctx, func() error { return r.conn.Delete(p, -1) })
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return err
 		}
 	}
 	return errors.New("transfer record kept reappearing")
 }
 
-// fail stops the replica's participation after an unrecoverable error:
-// leave any primary role, stop applying, resign election and membership.
+// fail carries out the core's aFail: leave any primary role, stop
+// applying; the core then announces RoleFailed and resigns.
 func (r *Replica) fail(err error) {
-	if err == nil || r.fatalErr.Load() != nil {
-		return
-	}
 	r.log.Error("replica failed; it no longer participates (Close it)", "err", err)
 	r.fatalErr.Store(&err)
 	lp := r.lp
-	if lp.term != nil {
-		r.closeTerm()
-	}
-	if lp.takeover != nil {
-		r.cancelTakeover()
-	}
+	r.closeTerm()
+	r.cancelTakeover()
 	if lp.applier != nil {
 		_ = r.stopApplier(false)
 	}
-	r.setRole(RoleFailed, err.Error())
-	r.resignFailed()
 	// Proposals waiting for their entry's apply (it is committed) and
 	// WaitApplied/Barrier callers return now instead of at their deadline.
 	r.failWaiters(fmt.Errorf("%w: %w", ErrNoResponse, ErrFailed))
@@ -807,15 +725,10 @@ func (r *Replica) fail(err error) {
 }
 
 // resignFailed deletes a failed replica's candidate and member nodes so
-// that failover proceeds without it. The loop's reconcile retries it while
-// it has not succeeded (the nodes would otherwise stay as long as the
-// session lives, and a lowest candidate that never takes over blocks every
-// other one).
+// that failover proceeds without it; the core asks again while it has not
+// succeeded.
 func (r *Replica) resignFailed() {
 	lp := r.lp
-	if lp.resigned || !lp.connected {
-		return
-	}
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
 	ctx, cancel := context.WithTimeout(r.bgCtx, wait)
 	errE := lp.el.resign(ctx)
@@ -825,21 +738,18 @@ func (r *Replica) resignFailed() {
 	cancel()
 	if errE != nil || errM != nil {
 		r.log.Warn("failed replica: resigning election and membership incomplete; will retry", "election", errE, "membership", errM)
+		r.step(evResigned{Err: errors.Join(errE, errM)})
 		return
 	}
-	lp.resigned = true
+	r.step(evResigned{})
 	r.log.Info("failed replica resigned its election candidate and member node")
 }
 
 // shutdown is the loop's part of Close.
 func (r *Replica) shutdown() {
 	lp := r.lp
-	if lp.term != nil {
-		r.closeTerm()
-	}
-	if lp.takeover != nil {
-		r.cancelTakeover()
-	}
+	r.closeTerm()
+	r.cancelTakeover()
 	if lp.applier != nil {
 		_ = r.stopApplier(lp.applier.primary)
 	}
@@ -847,7 +757,7 @@ func (r *Replica) shutdown() {
 	// go with the session otherwise); the membership registration's keeper
 	// and watcher stop in any case.
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
-	if !lp.connected {
+	if !lp.c.connected {
 		wait = 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -861,30 +771,23 @@ func (r *Replica) shutdown() {
 		r.log.Debug("resign membership", "err", err)
 	}
 	cancel()
-	r.setRole(RoleClosed, "closed")
+	lp.c.role = RoleClosed
+	r.announceRole(RoleClosed, "closed")
 }
 
-// setRole records a role change, publishes it and notifies RoleChanges.
-func (r *Replica) setRole(role Role, reason string) {
+// announceRole publishes a role change the core made: Status, RoleChanges
+// and (connected) our member data.
+func (r *Replica) announceRole(role Role, reason string) {
 	lp := r.lp
-	if lp.role == role {
-		return
-	}
-	lp.role = role
-	var epoch uint64
-	if lp.term != nil {
-		epoch = lp.term.epoch
-	} else {
+	epoch := lp.c.epoch
+	if epoch == 0 {
 		epoch = r.appliedEpoch.Load()
 	}
-	// The role in the status snapshot and the RoleChanges event change
-	// together, under statusMu: whoever sees the new role in Status finds
-	// the change already queued, and whoever receives the change and then
-	// asks Status sees the new role. (The member publish below is a
-	// ZooKeeper round trip.)
+	// The RoleChanges event is queued before the snapshot with the new role
+	// is published: whoever sees the new role in Status finds the change
+	// already queued. (The member publish below is a ZooKeeper round
+	// trip.)
 	rc := RoleChange{Role: role, Epoch: epoch, Reason: reason, At: time.Now()}
-	r.statusMu.Lock()
-	r.snap.role, r.snap.epoch = role, epoch
 	for sent := false; !sent; {
 		select {
 		case r.roleCh <- rc:
@@ -896,9 +799,8 @@ func (r *Replica) setRole(role Role, reason string) {
 			}
 		}
 	}
-	r.statusMu.Unlock()
 	r.publishStatus()
-	if lp.connected && role != RoleClosed && role != RoleFailed {
+	if lp.c.connected && role != RoleClosed && role != RoleFailed {
 		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
 		if err := lp.mem.publish(ctx, r.ownMemberData()); err == nil {
 			lp.lastPublish, lp.settleSpent = time.Now(), false
@@ -928,18 +830,14 @@ func (r *Replica) refreshChannels() {
 			open = c.Num
 		}
 	}
-	r.statusMu.Lock()
-	r.snap.openChannel, r.snap.channels, r.snap.roomBytes = open, len(chans), bytes
-	r.statusMu.Unlock()
+	r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
 }
 
 // publishStatus copies the loop's view into the Status snapshot.
 func (r *Replica) publishStatus() {
 	lp := r.lp
-	var epoch uint64
-	if lp.term != nil {
-		epoch = lp.term.epoch
-	} else {
+	epoch := lp.c.epoch
+	if epoch == 0 {
 		epoch = r.appliedEpoch.Load()
 	}
 	members := lp.mem.snapshot()
@@ -950,33 +848,21 @@ func (r *Replica) publishStatus() {
 			best, pid, paddr = m.Epoch, m.ID, m.Addr
 		}
 	}
-	if lp.role == RolePrimary {
+	if lp.c.role == RolePrimary {
 		pid, paddr = r.cfg.ID, r.cfg.AdvertiseAddr
 	}
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if pid != r.snap.primaryID && pid != "" {
+	foreign := r.foreignZnodes()
+	if pid != r.snap.Load().primaryID && pid != "" {
 		r.m.leaderChanged()
 	}
-	r.snap.role = lp.role
-	r.snap.epoch = epoch
-	r.snap.primaryID, r.snap.primaryAddr = pid, paddr
-	r.snap.members = members
-	r.snap.connState = r.client.State()
-	r.snap.sessionID = r.client.SessionID()
-	r.snap.suspended = lp.discSince
-	if r.statusCh != nil {
-		close(r.statusCh)
-	}
-	r.statusCh = make(chan struct{})
-}
-
-// statusChanged returns a channel closed at the next publishStatus.
-func (r *Replica) statusChanged() <-chan struct{} {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if r.statusCh == nil {
-		r.statusCh = make(chan struct{})
-	}
-	return r.statusCh
+	r.publishSnap(func(s *statusSnap) {
+		s.role = lp.c.role
+		s.epoch = epoch
+		s.primaryID, s.primaryAddr = pid, paddr
+		s.members = members
+		s.foreign = foreign
+		s.connState = r.client.State()
+		s.sessionID = r.client.SessionID()
+		s.suspended = lp.c.discSince
+	})
 }

@@ -86,17 +86,10 @@ func (t *term) handingTo() string {
 	return t.handoff
 }
 
-func (r *Replica) currentTerm() *term {
-	r.termMu.Lock()
-	defer r.termMu.Unlock()
-	return r.term
-}
+func (r *Replica) currentTerm() *term { return r.term.Load() }
 
-func (r *Replica) setTerm(t *term) {
-	r.termMu.Lock()
-	defer r.termMu.Unlock()
-	r.term = t
-}
+// setTerm publishes the loop's term (loop only).
+func (r *Replica) setTerm(t *term) { r.term.Store(t) }
 
 // notPrimary builds the NotPrimaryError from the current view (during a
 // leadership transfer: the target).
@@ -107,10 +100,9 @@ func (r *Replica) notPrimary() error {
 			return &NotPrimaryError{PrimaryID: to, PrimaryAddr: m.Addr}
 		}
 	}
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	id, addr := r.snap.primaryID, r.snap.primaryAddr
-	if id == r.cfg.ID && r.snap.role != RolePrimary {
+	s := r.snap.Load()
+	id, addr := s.primaryID, s.primaryAddr
+	if id == r.cfg.ID && s.role != RolePrimary {
 		// We won the election but are still taking over (or handing over):
 		// tell the caller we are the one to retry with.
 		addr = r.cfg.AdvertiseAddr
@@ -304,36 +296,28 @@ func (r *Replica) propose(ctx context.Context, data []byte) (Result, error) {
 	return res, nil
 }
 
-// appendError maps a Writer.Append error; a writer that is fenced or died
-// (an outcome it could not resolve) ends the term.
+// appendError maps a Writer.Append error (classifyAppend decides); a
+// writer that is fenced or died (an outcome it could not resolve) ends the
+// term.
 func (r *Replica) appendError(ctx context.Context, t *term, err error) error {
-	switch {
-	case errors.Is(err, logroom.ErrFenced):
+	switch classifyAppend(err, ctx.Err() != nil) {
+	case appendFenced:
 		r.writerFailed(t, err)
 		return fmt.Errorf("%w: %w", ErrFenced, err)
-	case errors.Is(err, logroom.ErrEntryTooLarge), errors.Is(err, logroom.ErrRoomFull):
+	case appendRefused:
 		return fmt.Errorf("replica: propose: %w", err)
-	case errors.Is(err, logroom.ErrWriterStopped):
-		// Never sent: the writer had stopped on an earlier unknown
-		// outcome. Definite; the term ends and the caller may retry at
-		// the next primary.
+	case appendStopped:
 		r.writerFailed(t, err)
 		return r.notPrimary()
-	case errors.Is(err, logroom.ErrOutcomeUnknown):
-		if ctx.Err() == nil {
-			// Not the caller's deadline: the writer could not learn the
-			// fate of a batch and stopped.
-			r.writerFailed(t, err)
-		}
+	case appendUnknownWriterDead:
+		r.writerFailed(t, err)
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
-	case errors.Is(err, logroom.ErrClosed):
-		// Still queued when the writer closed: never sent, not committed.
+	case appendNotSentClosed:
 		if r.closing.Load() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)
 		}
 		return r.notPrimary()
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// Ended before anything was handed to the pipeline: not sent.
+	case appendNotSent:
 		return err
 	default:
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
@@ -479,9 +463,7 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 
 // member returns the cached membership data of id.
 func (r *Replica) member(id string) (MemberStatus, bool) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	for _, m := range r.snap.members {
+	for _, m := range r.snap.Load().members {
 		if m.ID == id {
 			return m, true
 		}
@@ -494,7 +476,7 @@ func (r *Replica) member(id string) (MemberStatus, bool) {
 // gone, e.g. its session expired).
 func (r *Replica) waitMember(ctx context.Context, id string, ok func(MemberStatus) bool) error {
 	for {
-		ch := r.statusChanged()
+		ch := r.snap.Load().changed
 		m, live := r.member(id)
 		if !live {
 			return fmt.Errorf("%q is no longer a live member", id)

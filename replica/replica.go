@@ -44,9 +44,8 @@ type Replica struct {
 	stopc    chan struct{}  // closed by Close: the loop shuts down
 	loopDone chan struct{}  // closed when the loop has returned
 	closing  atomic.Bool
-	closeMu  sync.Mutex // serialises Close; guards closeErr
-	closeErr error
-	closed   bool
+	closeOnce sync.Once // Close runs once; later calls wait for it and return closeErr
+	closeErr  error
 
 	// storeMu guards st: bootstrap swaps the store under the write lock;
 	// applying, checkpointing and reading hold the read lock.
@@ -69,8 +68,7 @@ type Replica struct {
 	waiters   map[uint64]chan proposalOutcome  // index -> a Propose waiting for its response
 	resps     *respRing                        // recent outcomes by index
 	inflight  map[store.RequestID]*inflightReq // request ids being proposed on this replica
-	appliedMu sync.Mutex                       // guards appliedCh
-	appliedCh chan struct{}                    // closed and replaced when applied advances
+	appliedCh atomic.Pointer[chan struct{}]    // closed and replaced when applied advances
 
 	// Checkpoint policy counters, written by the (single) apply goroutine
 	// and reset by the checkpointer.
@@ -99,25 +97,19 @@ type Replica struct {
 	stalled   chan struct{}
 	stallOnce sync.Once
 
-	// termMu guards term: the current primary term (nil unless primary and
-	// past takeover). The loop sets it; Propose reads it.
-	termMu sync.Mutex
-	term   *term
+	// term is the current primary term (nil unless primary and past
+	// takeover). Only the loop sets it; Propose reads it.
+	term atomic.Pointer[term]
 
-	// statusMu guards snap and statusCh: the one snapshot the loop
-	// publishes for Status, metrics and Propose's connection gate
-	// (snap.connected); statusCh is closed and replaced at every publish
-	// and whenever snap.connected changes.
-	statusMu sync.Mutex
-	snap     statusSnap
-	statusCh chan struct{}
+	// snap is the one status snapshot the loop publishes (publishSnap) for
+	// Status, the metrics, Propose's connection gate (connected) and the
+	// waiters of TransferLeadership: immutable once published; each one's
+	// changed channel is closed when the next replaces it.
+	snap atomic.Pointer[statusSnap]
 
 	// lp is the run loop's private state: only the loop goroutine (and Open,
 	// before the loop starts) touches it.
 	lp *loopState
-	// lpReady is lp once Open has built it (membership joined, candidate
-	// created): Status reads it from any goroutine.
-	lpReady atomic.Pointer[loopState]
 
 	httpSrv  *http.Server
 	listener net.Listener
@@ -125,14 +117,16 @@ type Replica struct {
 	m *metrics // nil without Config.Registerer; set in Open before any goroutine
 }
 
-// statusSnap is what the loop publishes for Status (guarded by statusMu).
+// statusSnap is what the loop publishes for Status (Replica.snap).
 type statusSnap struct {
+	changed     chan struct{} // closed when a newer snapshot replaces this one
 	connected   bool // the session is usable: Propose may send and acknowledge
 	role        Role
 	epoch       uint64
 	primaryID   string
 	primaryAddr string
 	members     []MemberStatus
+	foreign     []ForeignZnode
 	connState   zk.State
 	sessionID   int64
 	suspended   time.Time
@@ -170,7 +164,6 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		waiters:     map[uint64]chan proposalOutcome{},
 		resps:       newRespRing(2*cfg.MaxPendingProposals + 1024),
 		inflight:    make(map[store.RequestID]*inflightReq),
-		appliedCh:   make(chan struct{}),
 		ckptTrig:    zkx.NewSignal(),
 		ckptReq:     make(chan ckptRequest),
 		ckptReady:   zkx.NewSignal(),
@@ -182,6 +175,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		failc:       make(chan error, 1),
 		stalled:     make(chan struct{}),
 	}
+	appliedCh := make(chan struct{})
+	r.appliedCh.Store(&appliedCh)
+	r.snap.Store(&statusSnap{changed: make(chan struct{}), role: RoleStandby})
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
 	}
@@ -263,7 +259,6 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if r.lp, err = newLoopState(r); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	r.lp.sessionID = r.client.SessionID()
 	// A node of our id may still be held by our own previous incarnation
 	// (killed less than a session timeout ago): wait that long before
 	// calling it a duplicate.
@@ -283,7 +278,6 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		cancel()
 		return nil, fmt.Errorf("replica: enter election: %w", err)
 	}
-	r.lpReady.Store(r.lp)
 	r.setConnected(r.client.State() == zk.StateHasSession)
 	r.wg.Add(1)
 	go func() {
@@ -376,12 +370,11 @@ func (r *Replica) waitGoroutines() {
 // waits for every goroutine. Idempotent; later calls return the first
 // result.
 func (r *Replica) Close() error {
-	r.closeMu.Lock()
-	defer r.closeMu.Unlock()
-	if r.closed {
-		return r.closeErr
-	}
-	r.closed = true
+	r.closeOnce.Do(func() { r.closeErr = r.close() })
+	return r.closeErr
+}
+
+func (r *Replica) close() error {
 	// A primary first lets its in-flight proposals finish (bounded), so
 	// that closing does not turn them into unknown outcomes.
 	if t := r.currentTerm(); t != nil {
@@ -400,8 +393,7 @@ func (r *Replica) Close() error {
 	}
 	r.waitGoroutines()
 	r.failWaiters(fmt.Errorf("%w: %w", ErrNoResponse, ErrClosed))
-	r.closeErr = r.closeResources()
-	return r.closeErr
+	return r.closeResources()
 }
 
 // closeResources closes the client and the store (Open's failure path and
@@ -498,16 +490,15 @@ func (r *Replica) RoleChanges() <-chan RoleChange { return r.roleCh }
 // Status returns a snapshot of this replica's view. It never blocks on
 // ZooKeeper.
 func (r *Replica) Status() Status {
-	r.statusMu.Lock()
-	s := r.snap
+	s := r.snap.Load()
 	members := append([]MemberStatus(nil), s.members...)
-	r.statusMu.Unlock()
+	foreign := append([]ForeignZnode(nil), s.foreign...)
 	applied := r.applied.Load()
 	committed := max(r.committedHi.Load(), applied)
 	st := Status{
 		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
 		Applied: applied, Committed: committed, Lag: committed - applied,
-		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: r.foreignZnodes(),
+		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: foreign,
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
@@ -525,36 +516,36 @@ func (r *Replica) Status() Status {
 	return st
 }
 
-// setConnected publishes the connection state for Propose's gate, waking
-// the waiters of the status snapshot when it changes.
+// publishSnap publishes a copy of the status snapshot changed by f (the
+// loop only, or Open before the loop starts) and wakes the waiters of the
+// one it replaces.
+func (r *Replica) publishSnap(f func(*statusSnap)) {
+	old := r.snap.Load()
+	n := *old
+	f(&n)
+	n.changed = make(chan struct{})
+	r.snap.Store(&n)
+	close(old.changed)
+}
+
+// setConnected publishes the connection state for Propose's gate.
 func (r *Replica) setConnected(ok bool) {
-	r.statusMu.Lock()
-	defer r.statusMu.Unlock()
-	if ok == r.snap.connected {
+	if ok == r.snap.Load().connected {
 		return
 	}
-	r.snap.connected = ok
-	if r.statusCh != nil {
-		close(r.statusCh)
-	}
-	r.statusCh = make(chan struct{})
+	r.publishSnap(func(s *statusSnap) { s.connected = ok })
 }
 
 // waitConnected returns once the ZooKeeper session is usable (nil), ctx
 // ends, the replica closes, or done is closed (errTermEnded).
 func (r *Replica) waitConnected(ctx context.Context, done <-chan struct{}) error {
 	for {
-		r.statusMu.Lock()
-		if r.statusCh == nil {
-			r.statusCh = make(chan struct{})
-		}
-		ok, ch := r.snap.connected, r.statusCh
-		r.statusMu.Unlock()
-		if ok {
+		s := r.snap.Load()
+		if s.connected {
 			return nil
 		}
 		select {
-		case <-ch:
+		case <-s.changed:
 		case <-done:
 			return errTermEnded
 		case <-ctx.Done():

@@ -124,14 +124,9 @@ type foreignSet = zkx.ForeignSet
 
 func newForeignSet(log *slog.Logger, what string) *foreignSet { return zkx.NewForeignSet(log, what) }
 
-// foreignZnodes is Status().Foreign. The loop state's election and
-// membership are created before Open returns and never replaced; their
-// foreign sets carry their own lock.
+// foreignZnodes is Status().Foreign, read by the loop (publishStatus).
 func (r *Replica) foreignZnodes() []ForeignZnode {
-	lp := r.lpReady.Load()
-	if lp == nil {
-		return nil
-	}
+	lp := r.lp
 	out := append(lp.mem.foreign(), lp.el.foreign()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	if len(out) == 0 {

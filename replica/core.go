@@ -1,0 +1,583 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// core is the replica's role state machine in the shape of etcd-io/raft's
+// RawNode: the run loop feeds it events (Step) and carries out the actions
+// it returns, in order. It holds every decision about the role — session
+// loss and expiry, SUSPENDED becoming LOST after a session timeout, the
+// election's outcome, a takeover's outcome and a takeover overtaken, a
+// fenced or stopped writer, step-down and transfer requests, a duplicate
+// member id, failure and resignation — and the state those decisions need,
+// with one owner: the goroutine that calls Step (the run loop; the
+// simulation in sim_test.go). It has no goroutines, no locks, no clock
+// reads and no I/O: the time is a field of every event that needs one, and
+// the result of every ZooKeeper operation comes back as an event. The
+// resources the actions act on (the writer, the takeover goroutine, the
+// apply goroutine, the ZooKeeper client) belong to the loop.
+//
+// Invariants (checked by the simulation after every step):
+//
+//	role == RolePrimary    <=> the loop holds a term of epoch c.epoch
+//	role == RoleTakingOver <=> the loop holds a takeover in progress
+//	failed                 => role == RoleFailed, and nothing leads again
+type core struct {
+	id string
+	// sessionTimeout: a member disconnected this long has lost its session
+	// on the servers' side (LOST after SUSPENDED).
+	sessionTimeout time.Duration
+	// dupWait: how long a node of our id may be held by another session
+	// before that session is called a live duplicate (our own previous
+	// incarnation's node lingers until its session expires).
+	dupWait time.Duration
+	// retryPause: the pause before a new takeover after a failed one.
+	retryPause time.Duration
+
+	sessionID int64     // the session our ephemeral nodes belong to
+	connected bool      // the session is usable
+	discSince time.Time // zero while connected
+	// watchGen numbers the watches armed since the last (re)connect: a
+	// watch event of another generation is stale and ignored (everything
+	// was re-read and re-armed since).
+	watchGen uint64
+
+	role  Role
+	epoch uint64 // the epoch of the current term (role == RolePrimary), else 0
+
+	// stoppingTail: the takeover succeeded and the loop is stopping the
+	// standby tail (aStopTail); evTailStopped is expected.
+	stoppingTail bool
+
+	electionDirty    bool      // the election must be (re-)evaluated
+	notBefore        time.Time // takeovers wait until then (after a failed one)
+	corruptTakeovers int       // consecutive takeovers failed with ErrCorrupt
+
+	failed     bool
+	resigned   bool      // a failed replica deleted its candidate and member nodes
+	staleSince time.Time // when our member node was first seen held by another session (zero: not now)
+}
+
+func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
+	return &core{
+		id: id, sessionTimeout: sessionTimeout,
+		dupWait:    sessionTimeout*3/2 + time.Second,
+		retryPause: 200 * time.Millisecond,
+		sessionID:  sessionID, connected: true,
+		role: RoleStandby, electionDirty: true,
+	}
+}
+
+// Events. Each carries what the loop observed; none is a request to do
+// I/O.
+type (
+	// evSession: the client's session state now (events may coalesce: the
+	// state and the session id are the truth).
+	evSession struct {
+		Now       time.Time
+		State     zk.State
+		SessionID int64
+	}
+	// evTick: time passed.
+	evTick struct{ Now time.Time }
+	// evWatch: an election watch of generation Gen fired.
+	evWatch struct{ Gen uint64 }
+	// evElection: the election was read (Facts: what the loop read; the
+	// core fills in its own fields). Err: the read failed.
+	evElection struct {
+		Facts electionFacts
+		Err   error
+	}
+	// evTakeoverDone: the takeover goroutine ended with Err.
+	evTakeoverDone struct {
+		Now time.Time
+		Err error
+	}
+	// evTailStopped: the standby tail stopped before leading (Err: it
+	// failed or is stuck); Applied is the applied index then, Start and
+	// Epoch the new writer's first index and epoch.
+	evTailStopped struct {
+		Err                   error
+		Applied, Start, Epoch uint64
+	}
+	// evWriterFailed: the writer of the term of Epoch cannot go on: fenced
+	// by a newer epoch (Fenced), or stopped on an outcome it could not learn.
+	evWriterFailed struct {
+		Epoch  uint64
+		Fenced bool
+		Err    error
+	}
+	// evRequest: an API call asks the primary of term Epoch to step down
+	// or to hand over to To.
+	evRequest struct {
+		Kind  reqKind
+		Epoch uint64
+		To    string
+	}
+	// evTransferWritten: the transfer record of a transfer request was
+	// written (Err nil) or not.
+	evTransferWritten struct {
+		To  string
+		Err error
+	}
+	// evApplierExit: the apply goroutine returned on its own.
+	evApplierExit struct{ Err error }
+	// evFail: an unrecoverable error.
+	evFail struct{ Err error }
+	// evHeld: the membership registration's view of our member node: Err
+	// non-nil while another session holds our id (Persistent: a
+	// persistent node sits at our path).
+	evHeld struct {
+		Now        time.Time
+		Persistent bool
+		Err        error
+	}
+	// evResigned: a failed replica's resignation ended (Err nil: done).
+	evResigned struct{ Err error }
+)
+
+// actKind is what the loop does.
+type actKind int
+
+const (
+	aRole          actKind = iota // announce Role (Status, RoleChanges, member data), with Reason
+	aSessionNew                   // the session was replaced (expired): metrics and log (Old, New)
+	aConnected                    // log: connected (Watch generation bumped; everything is re-read)
+	aDisconnected                 // log: connection lost; suspended
+	aStopAccepting                // the term takes no new proposals (visible at once, before aEndTerm's waits)
+	aEndTerm                      // leave the primary role (Reason): writer closed, committed drained, standby tail restarted
+	aAbortTakeover                // cancel the takeover in progress and wait for it (Reason)
+	aDropTakeover                 // the finished takeover is not used: close the writer it opened
+	aRequeue                      // move our candidate to the back of the line (Reason, logged)
+	aStartTakeover                // start a takeover
+	aStopTail                     // stop the standby tail (answer: evTailStopped)
+	aLead                         // become primary with the finished takeover's writer
+	aStartTail                    // start the standby tail
+	aClearTransfer                // delete a transfer record that names us (best effort)
+	aWriteTransfer                // write the transfer record naming To (answer: evTransferWritten)
+	aReply                        // answer the pending request (Err; NotPrimary: the NotPrimaryError)
+	aFail                         // fail the replica with Err: tear down, fail waiters
+	aResign                       // delete our candidate and member nodes (answer: evResigned)
+	aLog                          // log Reason at warn level (Err attached)
+)
+
+var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
+	"drop-takeover", "requeue", "start-takeover", "stop-tail", "lead", "start-tail", "clear-transfer",
+	"write-transfer", "reply", "fail", "resign", "log"}
+
+func (k actKind) String() string {
+	if int(k) < len(actNames) {
+		return actNames[k]
+	}
+	return fmt.Sprintf("act(%d)", int(k))
+}
+
+// action is one thing the loop does; the fields used depend on Kind.
+type action struct {
+	Kind       actKind
+	Role       Role
+	Reason     string
+	Err        error
+	NotPrimary bool
+	To         string
+	Old, New   int64
+	Epoch      uint64
+}
+
+func (a action) String() string {
+	var b strings.Builder
+	b.WriteString(a.Kind.String())
+	switch a.Kind {
+	case aRole:
+		fmt.Fprintf(&b, " %s", a.Role)
+	case aSessionNew:
+		fmt.Fprintf(&b, " 0x%x->0x%x", a.Old, a.New)
+	case aLead:
+		fmt.Fprintf(&b, " epoch=%d", a.Epoch)
+	case aWriteTransfer:
+		fmt.Fprintf(&b, " to=%s", a.To)
+	case aReply:
+		switch {
+		case a.NotPrimary:
+			b.WriteString(" not-primary")
+		case a.Err != nil:
+			fmt.Fprintf(&b, " err=%q", a.Err.Error())
+		default:
+			b.WriteString(" ok")
+		}
+	}
+	if a.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", a.Reason)
+	}
+	if a.Err != nil && a.Kind != aReply {
+		fmt.Fprintf(&b, " err=%q", a.Err.Error())
+	}
+	return b.String()
+}
+
+// Step feeds one event to the core and returns the actions to carry out,
+// in order.
+func (c *core) Step(ev any) []action {
+	var out []action
+	switch ev := ev.(type) {
+	case evSession:
+		out = c.onSession(ev)
+	case evTick:
+		out = c.onTick(ev)
+	case evWatch:
+		if ev.Gen == c.watchGen {
+			c.electionDirty = true
+		}
+	case evElection:
+		out = c.onElection(ev)
+	case evTakeoverDone:
+		out = c.onTakeoverDone(ev)
+	case evTailStopped:
+		out = c.onTailStopped(ev)
+	case evWriterFailed:
+		out = c.onWriterFailed(ev)
+	case evRequest:
+		out = c.onRequest(ev)
+	case evTransferWritten:
+		out = c.onTransferWritten(ev)
+	case evApplierExit:
+		switch {
+		case ev.Err != nil:
+			out = c.fail(ev.Err)
+		case c.role == RoleStandby || c.role == RoleTakingOver:
+			out = []action{{Kind: aStartTail}}
+		}
+	case evFail:
+		out = c.fail(ev.Err)
+	case evHeld:
+		out = c.onHeld(ev)
+	case evResigned:
+		if ev.Err == nil {
+			c.resigned = true
+		}
+	default:
+		panic(fmt.Sprintf("replica: core: unknown event %T", ev))
+	}
+	return out
+}
+
+// setRole returns the aRole action of a change (none when role is
+// unchanged).
+func (c *core) setRole(role Role, reason string) []action {
+	if c.role == role {
+		return nil
+	}
+	c.role = role
+	return []action{{Kind: aRole, Role: role, Reason: reason}}
+}
+
+// endTerm leaves the primary role: no new proposals and role standby are
+// visible at once, before the writer's close, which waits for its
+// in-flight requests.
+func (c *core) endTerm(reason string) []action {
+	c.epoch = 0
+	out := []action{{Kind: aStopAccepting}}
+	out = append(out, c.setRole(RoleStandby, reason)...)
+	return append(out, action{Kind: aEndTerm, Reason: reason})
+}
+
+func (c *core) abortTakeover(reason string) []action {
+	c.stoppingTail = false
+	out := []action{{Kind: aAbortTakeover, Reason: reason}}
+	return append(out, c.setRole(RoleStandby, reason)...)
+}
+
+// leaveLeadership ends a term or aborts a takeover, whichever is in
+// progress.
+func (c *core) leaveLeadership(reason string) []action {
+	switch c.role {
+	case RolePrimary:
+		return c.endTerm(reason)
+	case RoleTakingOver:
+		return c.abortTakeover(reason)
+	}
+	return nil
+}
+
+func (c *core) requeue(reason string) action {
+	c.electionDirty = true
+	return action{Kind: aRequeue, Reason: reason}
+}
+
+// onSession: an expired session ends any leadership; a new session id
+// means our ephemerals and watches are gone (rebuild everything); a
+// reconnect re-reads and re-arms everything.
+func (c *core) onSession(ev evSession) []action {
+	var out []action
+	ok := ev.State == zk.StateHasSession
+	was := c.connected
+	c.connected = ok
+	if ev.State == zk.StateExpired && (c.role == RolePrimary || c.role == RoleTakingOver) {
+		out = append(out, c.sessionLost()...)
+	}
+	if ok && ev.SessionID != c.sessionID {
+		out = append(out, action{Kind: aSessionNew, Old: c.sessionID, New: ev.SessionID})
+		out = append(out, c.sessionLost()...)
+		c.sessionID = ev.SessionID
+	}
+	if ok != was {
+		if ok {
+			c.watchGen++
+			c.electionDirty = true
+			c.discSince = time.Time{}
+			out = append(out, action{Kind: aConnected})
+		} else {
+			c.discSince = ev.Now
+			out = append(out, action{Kind: aDisconnected, Reason: ev.State.String()})
+		}
+	}
+	return out
+}
+
+// sessionLost: our ephemerals and watches are gone. Leave any primary role
+// and rebuild membership and election from scratch.
+func (c *core) sessionLost() []action {
+	out := c.leaveLeadership("session expired")
+	c.staleSince = time.Time{}
+	c.watchGen++
+	c.electionDirty = true
+	return out
+}
+
+// onTick: cut off for a whole session timeout means our session has
+// expired on the servers' side and another member may lead: stop leading
+// now rather than when we reconnect (Curator's LOST after SUSPENDED).
+func (c *core) onTick(ev evTick) []action {
+	if !c.connected && !c.discSince.IsZero() && ev.Now.Sub(c.discSince) >= c.sessionTimeout {
+		return c.leaveLeadership("disconnected past the session timeout")
+	}
+	return nil
+}
+
+// electionDue says whether the loop should read the election now.
+func (c *core) electionDue() bool { return c.electionDirty }
+
+// fillFacts sets the facts of the election the core owns.
+func (c *core) fillFacts(f *electionFacts) {
+	f.Self, f.Role, f.Failed, f.NotBefore = c.id, c.role, c.failed, c.notBefore
+}
+
+func (c *core) onElection(ev evElection) []action {
+	if ev.Err != nil {
+		c.electionDirty = true
+		return nil
+	}
+	c.electionDirty = false
+	f := ev.Facts
+	c.fillFacts(&f)
+	switch decideElection(f) {
+	case elEndTerm:
+		// Our node is no longer the lowest (it was deleted and re-created).
+		return c.endTerm("lost the lowest election position")
+	case elAbortTakeover:
+		return c.abortTakeover("lost the lowest election position")
+	case elRetryLater:
+		c.electionDirty = true
+	case elRequeueTransfer:
+		return []action{c.requeue("lowest, but leadership is being transferred to " + f.Transfer.To)}
+	case elRequeueBehind:
+		return []action{c.requeue("lowest, but our state is behind the deleted log and another candidate is not")}
+	case elTakeOver:
+		return append([]action{{Kind: aStartTakeover}}, c.setRole(RoleTakingOver, "elected")...)
+	}
+	return nil
+}
+
+func (c *core) onTakeoverDone(ev evTakeoverDone) []action {
+	if c.role != RoleTakingOver {
+		// Aborted meanwhile (the loop only reports a takeover it holds).
+		return nil
+	}
+	act, corrupt := decideTakeover(ev.Err, c.corruptTakeovers)
+	c.corruptTakeovers = corrupt
+	switch act {
+	case toLead:
+		c.stoppingTail = true
+		return []action{{Kind: aStopTail}}
+	case toFail:
+		return append([]action{{Kind: aDropTakeover}}, c.fail(ev.Err)...)
+	}
+	out := append([]action{{Kind: aDropTakeover}}, c.setRole(RoleStandby, "takeover failed")...)
+	switch act {
+	case toRequeue:
+		out = append(out, c.requeue("takeover fenced by a concurrent writer"))
+		out[len(out)-1].Err = ev.Err
+	case toRetry:
+		c.notBefore = ev.Now.Add(c.retryPause)
+		c.electionDirty = true
+		out = append(out, action{Kind: aLog, Reason: fmt.Sprintf("takeover failed; will retry (corrupt in a row: %d)", corrupt), Err: ev.Err})
+	}
+	return out
+}
+
+// onTailStopped: the standby tail applied exactly up to the writer's start
+// - 1 (nothing beyond exists: we have not appended) — lead; it applied
+// entries past it — a newer primary wrote them (our session expired while
+// we caught up): step back.
+func (c *core) onTailStopped(ev evTailStopped) []action {
+	if c.role != RoleTakingOver || !c.stoppingTail {
+		return nil
+	}
+	c.stoppingTail = false
+	if ev.Err != nil {
+		return append([]action{{Kind: aDropTakeover}}, c.fail(ev.Err)...)
+	}
+	if ev.Applied != ev.Start-1 {
+		reason := "takeover overtaken by a newer primary"
+		out := []action{{Kind: aDropTakeover}, {Kind: aLog, Reason: fmt.Sprintf(
+			"takeover overtaken: the standby tail applied %d, past the writer's start %d (epoch %d); re-queueing", ev.Applied, ev.Start, ev.Epoch)}}
+		out = append(out, c.setRole(RoleStandby, reason)...)
+		out = append(out, action{Kind: aStartTail}, c.requeue(reason))
+		return out
+	}
+	c.epoch = ev.Epoch
+	out := []action{{Kind: aLead, Epoch: ev.Epoch}}
+	out = append(out, c.setRole(RolePrimary, "elected")...)
+	return append(out, action{Kind: aClearTransfer})
+}
+
+func (c *core) onWriterFailed(ev evWriterFailed) []action {
+	if c.role != RolePrimary || ev.Epoch != c.epoch {
+		return nil // an older term's writer
+	}
+	if ev.Fenced {
+		out := []action{{Kind: aLog, Reason: "primary fenced by a newer epoch; stepping down to standby", Err: ev.Err}}
+		out = append(out, c.endTerm("fenced")...)
+		return append(out, c.requeue("fenced"))
+	}
+	// The writer stopped (an outcome it could not learn): end the term; if
+	// we are still the lowest candidate a new takeover (epoch+1) finds the
+	// true log end.
+	out := []action{{Kind: aLog, Reason: "primary's writer stopped; ending the term", Err: ev.Err}}
+	out = append(out, c.endTerm("writer stopped")...)
+	c.electionDirty = true
+	return out
+}
+
+func (c *core) onRequest(ev evRequest) []action {
+	if c.role != RolePrimary || ev.Epoch != c.epoch {
+		return []action{{Kind: aReply, NotPrimary: true}}
+	}
+	switch ev.Kind {
+	case reqStepDown:
+		out := c.endTerm("step down")
+		return append(out, c.requeue("step down"), action{Kind: aReply})
+	case reqTransfer:
+		return []action{{Kind: aWriteTransfer, To: ev.To}}
+	}
+	return []action{{Kind: aReply, Err: fmt.Errorf("replica: unknown request %d", ev.Kind)}}
+}
+
+func (c *core) onTransferWritten(ev evTransferWritten) []action {
+	if c.role != RolePrimary {
+		return []action{{Kind: aReply, NotPrimary: true}}
+	}
+	if ev.Err != nil {
+		return []action{{Kind: aReply, Err: fmt.Errorf("%w: write transfer record: %w", ErrTransfer, ev.Err)}}
+	}
+	reason := "leadership transfer to " + ev.To
+	out := c.endTerm(reason)
+	return append(out, c.requeue(reason), action{Kind: aReply})
+}
+
+// fail stops the replica's participation after an unrecoverable error:
+// leave any primary role, stop applying, resign election and membership.
+// Only the first error counts.
+func (c *core) fail(err error) []action {
+	if err == nil || c.failed {
+		return nil
+	}
+	c.failed = true
+	c.epoch = 0
+	c.stoppingTail = false
+	c.electionDirty = false
+	out := []action{{Kind: aFail, Err: err}}
+	out = append(out, c.setRole(RoleFailed, err.Error())...)
+	return append(out, c.resignDue()...)
+}
+
+// resignDue: a failed replica deletes its candidate and member nodes so
+// that failover proceeds without it, retried while it has not succeeded
+// (a lowest candidate that never takes over would block every other one).
+func (c *core) resignDue() []action {
+	if c.failed && !c.resigned && c.connected {
+		return []action{{Kind: aResign}}
+	}
+	return nil
+}
+
+// onHeld: the registration re-creates our member node after an expiry;
+// while another session holds our id it cannot. Our previous session's
+// node lingers until that session expires on every server (or a stale
+// server still shows it): only a node held past dupWait belongs to another
+// live process; a persistent node never expires, so at once.
+func (c *core) onHeld(ev evHeld) []action {
+	if ev.Err == nil {
+		c.staleSince = time.Time{}
+		return nil
+	}
+	var out []action
+	if c.staleSince.IsZero() {
+		c.staleSince = ev.Now
+		out = append(out, action{Kind: aLog, Reason: "membership: our member node is held by another session; waiting for it to expire", Err: ev.Err})
+	}
+	if ev.Persistent || ev.Now.Sub(c.staleSince) > c.dupWait {
+		out = append(out, c.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, c.id, ev.Err))...)
+	}
+	return out
+}
+
+// appendOutcome is what a Writer.Append result means for the proposal and
+// the term (classifyAppend).
+type appendOutcome int
+
+const (
+	appendCommitted         appendOutcome = iota // committed: acknowledge once applied (and connected, or the term ended)
+	appendFenced                                 // not committed; a newer epoch fenced the writer: the term ends
+	appendRefused                                // not sent: too large, or the room is full; the term goes on
+	appendStopped                                // not sent: the writer had stopped on an earlier unknown outcome; the term ends
+	appendUnknownWriterDead                      // may be committed; the writer could not learn it and stopped: the term ends
+	appendUnknown                                // may be committed (the caller's deadline ended the wait); the term goes on
+	appendNotSentClosed                          // not sent: the writer closed while it was queued
+	appendNotSent                                // not sent: the caller's context ended first
+)
+
+// classifyAppend classifies Writer.Append's error; ctxDone says the
+// caller's context has ended. Only appendCommitted may be acknowledged.
+func classifyAppend(err error, ctxDone bool) appendOutcome {
+	switch {
+	case err == nil:
+		return appendCommitted
+	case errors.Is(err, logroom.ErrFenced):
+		return appendFenced
+	case errors.Is(err, logroom.ErrEntryTooLarge), errors.Is(err, logroom.ErrRoomFull):
+		return appendRefused
+	case errors.Is(err, logroom.ErrWriterStopped):
+		return appendStopped
+	case errors.Is(err, logroom.ErrOutcomeUnknown):
+		if ctxDone {
+			return appendUnknown
+		}
+		return appendUnknownWriterDead
+	case errors.Is(err, logroom.ErrClosed):
+		return appendNotSentClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return appendNotSent
+	default:
+		return appendUnknown
+	}
+}

@@ -1,0 +1,305 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// TestCoreScenarios runs the scripts in testdata/core: each command feeds
+// one event to a core (or asks a pure decision) and the expected output is
+// the actions the core returned, one per line. Run with -rewrite to
+// regenerate the expected outputs after a deliberate change, then read the
+// diff.
+//
+// Commands (times are offsets from the scenario's start; errors by name:
+// fenced, corrupt, diverged, canceled, fatal, other):
+//
+//	new id=a [session-timeout=4s] [sid=1]
+//	session state=connected|disconnected|expired|connecting [sid=N] t=D
+//	tick t=D
+//	watch [gen=N | stale]
+//	election [lowest] [not-ready] t=D [err=E]
+//	         [transfer-to=ID transfer-in=D transfer-epoch=N [transfer-live] room-epoch=N]
+//	         [oldest-first=N applied=N others=N,N]
+//	takeover-done t=D [err=E]
+//	tail-stopped applied=N start=N epoch=N [err=E]
+//	writer-failed epoch=N [fenced]
+//	request step-down|transfer epoch=N [to=ID]
+//	transfer-written to=ID [err=E]
+//	applier-exit [err=E]
+//	fail err=E
+//	held t=D [persistent] [err=E]
+//	resigned [err=E]
+//	state
+//	deletions ckpt=N served=N min-applied=N [retain=N] channels=num:first-last:sealed:bytes,...
+func TestCoreScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/core", func(t *testing.T, path string) {
+		var c *core
+		base := time.Unix(1_000_000, 0)
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "new" && d.Cmd != "deletions" && c == nil {
+				d.Fatalf(t, "%s before new", d.Cmd)
+			}
+			var acts []action
+			switch d.Cmd {
+			case "new":
+				id, st, sid := "a", 4*time.Second, int64(1)
+				scanArg(t, d, "id", &id)
+				scanDur(t, d, "session-timeout", &st)
+				scanInt(t, d, "sid", &sid)
+				c = newCore(id, st, sid)
+				return coreState(c)
+			case "session":
+				var state string
+				sid := c.sessionID
+				d.ScanArgs(t, "state", &state)
+				scanInt(t, d, "sid", &sid)
+				states := map[string]zk.State{"connected": zk.StateHasSession, "disconnected": zk.StateDisconnected,
+					"expired": zk.StateExpired, "connecting": zk.StateConnecting}
+				s, ok := states[state]
+				if !ok {
+					d.Fatalf(t, "unknown state %q", state)
+				}
+				acts = c.Step(evSession{Now: at(t, d, base), State: s, SessionID: sid})
+			case "tick":
+				acts = c.Step(evTick{Now: at(t, d, base)})
+			case "watch":
+				gen := c.watchGen
+				if d.HasArg("stale") {
+					gen--
+				}
+				scanUint(t, d, "gen", &gen)
+				acts = c.Step(evWatch{Gen: gen})
+			case "election":
+				now := at(t, d, base)
+				f := electionFacts{Leader: d.HasArg("lowest"), ApplierReady: !d.HasArg("not-ready"), Now: now}
+				if d.HasArg("transfer-to") {
+					rec := transferRecord{}
+					d.ScanArgs(t, "transfer-to", &rec.To)
+					in := time.Second
+					scanDur(t, d, "transfer-in", &in)
+					rec.Deadline = now.Add(in).UnixMilli()
+					scanUint(t, d, "transfer-epoch", &rec.Epoch)
+					f.Transfer, f.TransferToLive = &rec, d.HasArg("transfer-live")
+					scanUint(t, d, "room-epoch", &f.RoomEpoch)
+				}
+				scanUint(t, d, "oldest-first", &f.OldestFirst)
+				scanUint(t, d, "applied", &f.Applied)
+				if d.HasArg("others") {
+					var others string
+					d.ScanArgs(t, "others", &others)
+					for _, o := range strings.Split(others, ",") {
+						f.OthersApplied = append(f.OthersApplied, parseUint(t, d, o))
+					}
+				}
+				acts = c.Step(evElection{Facts: f, Err: namedErr(t, d)})
+			case "takeover-done":
+				acts = c.Step(evTakeoverDone{Now: at(t, d, base), Err: namedErr(t, d)})
+			case "tail-stopped":
+				var ev evTailStopped
+				d.ScanArgs(t, "applied", &ev.Applied)
+				d.ScanArgs(t, "start", &ev.Start)
+				d.ScanArgs(t, "epoch", &ev.Epoch)
+				ev.Err = namedErr(t, d)
+				acts = c.Step(ev)
+			case "writer-failed":
+				ev := evWriterFailed{Fenced: d.HasArg("fenced")}
+				d.ScanArgs(t, "epoch", &ev.Epoch)
+				if ev.Fenced {
+					ev.Err = logroom.ErrFenced
+				} else {
+					ev.Err = logroom.ErrOutcomeUnknown
+				}
+				acts = c.Step(ev)
+			case "request":
+				ev := evRequest{}
+				switch {
+				case d.HasArg("step-down"):
+					ev.Kind = reqStepDown
+				case d.HasArg("transfer"):
+					ev.Kind = reqTransfer
+				default:
+					d.Fatalf(t, "request: step-down or transfer")
+				}
+				d.ScanArgs(t, "epoch", &ev.Epoch)
+				scanArg(t, d, "to", &ev.To)
+				acts = c.Step(ev)
+			case "transfer-written":
+				ev := evTransferWritten{Err: namedErr(t, d)}
+				d.ScanArgs(t, "to", &ev.To)
+				acts = c.Step(ev)
+			case "applier-exit":
+				acts = c.Step(evApplierExit{Err: namedErr(t, d)})
+			case "fail":
+				acts = c.Step(evFail{Err: namedErr(t, d)})
+			case "held":
+				acts = c.Step(evHeld{Now: at(t, d, base), Persistent: d.HasArg("persistent"), Err: namedErr(t, d)})
+			case "resigned":
+				acts = c.Step(evResigned{Err: namedErr(t, d)})
+				acts = append(acts, c.resignDue()...)
+			case "state":
+				return coreState(c)
+			case "deletions":
+				return runDeletions(t, d)
+			default:
+				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			var b strings.Builder
+			for _, a := range acts {
+				b.WriteString(a.String())
+				b.WriteByte('\n')
+			}
+			if b.Len() == 0 {
+				return "(no actions)\n"
+			}
+			return b.String()
+		})
+	})
+}
+
+// coreState prints the core's state in one line.
+func coreState(c *core) string {
+	flags := []string{}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{c.connected, "connected"}, {c.electionDirty, "election-due"}, {c.failed, "failed"}, {c.resigned, "resigned"}} {
+		if f.on {
+			flags = append(flags, f.name)
+		}
+	}
+	return fmt.Sprintf("role=%s epoch=%d session=0x%x gen=%d %s\n", c.role, c.epoch, c.sessionID, c.watchGen, strings.Join(flags, " "))
+}
+
+func runDeletions(t *testing.T, d *datadriven.TestData) string {
+	var ckpt, served, minApplied uint64
+	var retain int64
+	d.ScanArgs(t, "ckpt", &ckpt)
+	d.ScanArgs(t, "served", &served)
+	d.ScanArgs(t, "min-applied", &minApplied)
+	scanInt(t, d, "retain", &retain)
+	var spec string
+	d.ScanArgs(t, "channels", &spec)
+	var chans []logroom.ChannelInfo
+	for _, cs := range strings.Split(spec, ",") {
+		f := strings.Split(cs, ":")
+		if len(f) != 4 {
+			d.Fatalf(t, "channel %q: want num:first-last:sealed|open:bytes", cs)
+		}
+		r := strings.Split(f[1], "-")
+		if len(r) != 2 {
+			d.Fatalf(t, "channel %q: range %q", cs, f[1])
+		}
+		bytes, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			d.Fatalf(t, "channel %q: %v", cs, err)
+		}
+		chans = append(chans, logroom.ChannelInfo{Num: parseUint(t, d, f[0]), FirstIndex: parseUint(t, d, r[0]),
+			LastIndex: parseUint(t, d, r[1]), Sealed: f[2] == "sealed", Bytes: bytes, Batches: 1})
+	}
+	out := decideDeletions(chans, ckpt, served, minApplied, retain)
+	if len(out) == 0 {
+		return "keep all\n"
+	}
+	var b strings.Builder
+	for _, del := range out {
+		fmt.Fprintf(&b, "delete %d", del.Num)
+		if del.Forced {
+			b.WriteString(" (forced: a live member has not applied it)")
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// namedErr is the err=NAME argument (nil when absent).
+func namedErr(t *testing.T, d *datadriven.TestData) error {
+	if !d.HasArg("err") {
+		return nil
+	}
+	var name string
+	d.ScanArgs(t, "err", &name)
+	switch name {
+	case "fenced":
+		return fmt.Errorf("takeover: %w", logroom.ErrFenced)
+	case "corrupt":
+		return fmt.Errorf("chain: %w", logroom.ErrCorrupt)
+	case "diverged":
+		return fmt.Errorf("log: %w", logroom.ErrDiverged)
+	case "canceled":
+		return context.Canceled
+	case "fatal":
+		return fatal(errors.New("apply failed"))
+	case "stalled":
+		return errors.New("disk stalled")
+	case "duplicate":
+		return errors.New("held by session 0x99")
+	default:
+		return errors.New(name)
+	}
+}
+
+func at(t *testing.T, d *datadriven.TestData, base time.Time) time.Time {
+	var dur time.Duration
+	scanDur(t, d, "t", &dur)
+	return base.Add(dur)
+}
+
+func scanArg(t *testing.T, d *datadriven.TestData, key string, dst *string) {
+	if d.HasArg(key) {
+		d.ScanArgs(t, key, dst)
+	}
+}
+
+func scanDur(t *testing.T, d *datadriven.TestData, key string, dst *time.Duration) {
+	if !d.HasArg(key) {
+		return
+	}
+	var s string
+	d.ScanArgs(t, key, &s)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", key, err)
+	}
+	*dst = v
+}
+
+func scanInt(t *testing.T, d *datadriven.TestData, key string, dst *int64) {
+	if !d.HasArg(key) {
+		return
+	}
+	var s string
+	d.ScanArgs(t, key, &s)
+	v, err := strconv.ParseInt(s, 0, 64)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", key, err)
+	}
+	*dst = v
+}
+
+func scanUint(t *testing.T, d *datadriven.TestData, key string, dst *uint64) {
+	if !d.HasArg(key) {
+		return
+	}
+	var s string
+	d.ScanArgs(t, key, &s)
+	*dst = parseUint(t, d, s)
+}
+
+func parseUint(t *testing.T, d *datadriven.TestData, s string) uint64 {
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		d.Fatalf(t, "%q: %v", s, err)
+	}
+	return v
+}

@@ -1,0 +1,781 @@
+package replica
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// The randomized simulation: 3–5 cores, each wrapped in a small model of
+// the loop (simMember), against the in-memory room (simZK), with faults
+// and reorderings drawn from a seed: sessions that expire (on the
+// servers' side first, noticed later), connections that drop and come
+// back, appends whose reply is lost after they landed, watch events
+// delivered late and out of order, members that checkpoint, primaries that
+// delete channels, members that bootstrap from a served checkpoint. After
+// every step it checks the invariants of ../shared/DESIGN.md:
+//
+//  1. one writer per epoch: no two members hold a term of the same epoch,
+//     and every entry of an epoch was written by one member;
+//  2. no acknowledgement after a fence: every acknowledged entry is in the
+//     log at its index with its epoch (the committed history);
+//  3. one order, exactly once: each member's applied entries are a prefix
+//     of the committed history, each applied once;
+//  4. safe deletion: when entries are deleted, a live member serves a
+//     checkpoint that covers them;
+//  5. the core's own invariants (role primary <=> a term of the core's
+//     epoch; taking over <=> a takeover in progress; failed => role failed).
+//
+// A failing seed prints its trace; rerun one seed with
+//
+//	go test ./replica -run TestSimulation -sim.seed=N -v
+var (
+	simSeeds = flag.Int("sim.seeds", 2000, "how many random seeds TestSimulation runs")
+	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed (0: all)")
+	simSteps = flag.Int("sim.steps", 1000, "steps per seed")
+)
+
+const (
+	simRoom     = "/room"
+	simElection = "/room/election"
+	simLog      = "/room/log"
+	simEpoch    = "/room/epoch"
+)
+
+// simBugs plants a bug in a decision the simulation uses, to prove that
+// the invariant checks can fail (TestSimulationFindsPlantedBugs).
+type simBugs struct {
+	ackFenced    bool // acknowledge an append the epoch check refused
+	ignoreServed bool // delete channels covered only by our own checkpoint, served or not
+}
+
+type simEntry struct{ epoch, index uint64 }
+
+type simChannel struct {
+	first, last uint64 // last: 0 while open
+	deleted     bool
+}
+
+type simTerm struct {
+	epoch, start, next uint64
+	epochVersion       int32 // the epoch znode's version this writer fenced with
+	accepting          bool
+	stopped            bool // the writer stopped on an outcome it could not learn
+}
+
+type simTakeover struct {
+	epoch, start uint64
+	version      int32
+	fenced       bool // NewWriter ran (epoch 0: it was refused)
+	reported     bool // its end is queued
+}
+
+type simMember struct {
+	id        string
+	c         *core
+	sid       int64 // the session the client has now
+	connected bool  // the client's connection (as the servers see it)
+	discAt    time.Time
+	serves    bool   // it advertises an address: its checkpoints are served
+	candidate string // our election node ("" when none)
+	applied   []simEntry
+	ckpt      uint64 // local checkpoint index
+	term      *simTerm
+	takeover  *simTakeover
+	tail      bool // the standby tail runs
+	pending   []any
+}
+
+type sim struct {
+	fail   func(msg string) // the test's Fatal, or the planted-bug test's recorder
+	admin  int64            // the simulation's own session
+	rnd    *rand.Rand
+	bugs   simBugs
+	zk     *simZK
+	now    time.Time
+	ms     []*simMember
+	trace  []string
+	seed   uint64
+	step   int
+	hist   []simEntry        // committed history: hist[i] is index i+1
+	writer map[uint64]string // epoch -> the member that wrote it
+	acked  []simEntry
+	chans  []simChannel
+	lost   int // appends whose reply was lost
+	seenEl int // simZK.changes of the election dir at the last watch fire
+}
+
+func (s *sim) logf(format string, args ...any) {
+	s.trace = append(s.trace, fmt.Sprintf("%4d ", s.step)+fmt.Sprintf(format, args...))
+}
+
+func (s *sim) fatalf(format string, args ...any) {
+	tail := s.trace
+	if len(tail) > 200 {
+		tail = tail[len(tail)-200:]
+	}
+	s.fail(fmt.Sprintf("seed %d step %d: %s\n(replay: go test ./replica -run 'TestSimulation$' -sim.seed=%d -v)\ntrace (last %d lines):\n%s",
+		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, len(tail), strings.Join(tail, "\n")))
+}
+
+func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
+	s := &sim{fail: fail, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), bugs: bugs, zk: newSimZK(), seed: seed,
+		now: time.Unix(1_000_000, 0), writer: map[uint64]string{}}
+	admin := s.zk.open()
+	s.admin = admin
+	for _, p := range []string{simRoom, simElection, simLog} {
+		_, _ = s.zk.do(admin, simOp{kind: "create", path: p})
+	}
+	_, _ = s.zk.do(admin, simOp{kind: "create", path: simEpoch, data: []byte("0")})
+	s.chans = []simChannel{{first: 1}}
+	n := 3 + s.rnd.IntN(3)
+	for i := 0; i < n; i++ {
+		sid := s.zk.open()
+		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true}
+		m.c = newCore(m.id, 4*time.Second, sid)
+		s.ms = append(s.ms, m)
+		s.enter(m)
+	}
+	return s
+}
+
+// enter creates m's candidate (the election recipe's Enter).
+func (s *sim) enter(m *simMember) {
+	if m.c.failed || !m.connected {
+		return
+	}
+	if m.candidate != "" {
+		if _, _, err := s.zk.get(m.sid, m.candidate); err == nil {
+			return
+		}
+	}
+	p, err := s.zk.do(m.sid, simOp{kind: "create", path: simElection + "/c-", data: []byte(m.id), ephemeral: true, sequence: true})
+	if err == nil {
+		m.candidate = p
+		s.logf("%s candidate %s", m.id, p)
+	}
+}
+
+// live: the member's session is alive (its ephemerals exist) and it has
+// not failed.
+func (s *sim) live(m *simMember) bool { return s.zk.sessions[m.sid] && !m.c.failed }
+
+func (s *sim) stepCore(m *simMember, ev any) {
+	acts := m.c.Step(ev)
+	s.logf("%s <- %s", m.id, evString(ev))
+	for _, a := range acts {
+		s.logf("%s    %s", m.id, a)
+		s.do(m, a)
+	}
+}
+
+func evString(ev any) string {
+	switch ev := ev.(type) {
+	case evSession:
+		return fmt.Sprintf("session %s 0x%x", ev.State, ev.SessionID)
+	case evElection:
+		return fmt.Sprintf("election lowest=%v err=%v", ev.Facts.Leader, ev.Err)
+	case evTakeoverDone:
+		return fmt.Sprintf("takeover-done err=%v", ev.Err)
+	case evTailStopped:
+		return fmt.Sprintf("tail-stopped applied=%d start=%d epoch=%d", ev.Applied, ev.Start, ev.Epoch)
+	case evWriterFailed:
+		return fmt.Sprintf("writer-failed epoch=%d fenced=%v", ev.Epoch, ev.Fenced)
+	}
+	return fmt.Sprintf("%T%+v", ev, ev)
+}
+
+// do carries out one action, as the loop does, against the model.
+func (s *sim) do(m *simMember, a action) {
+	switch a.Kind {
+	case aStopAccepting:
+		if m.term != nil {
+			m.term.accepting = false
+		}
+	case aEndTerm:
+		m.term = nil
+		m.tail = true
+	case aAbortTakeover, aDropTakeover:
+		m.takeover = nil
+	case aRequeue:
+		if m.candidate != "" && m.connected {
+			if _, err := s.zk.do(m.sid, simOp{kind: "delete", path: m.candidate, version: -1}); err == nil || errors.Is(err, zk.ErrNoNode) {
+				m.candidate = ""
+			}
+		}
+		s.enter(m)
+	case aStartTakeover:
+		m.takeover = &simTakeover{}
+	case aStopTail:
+		m.tail = false
+		s.stepCore(m, evTailStopped{Applied: uint64(len(m.applied)), Start: m.takeover.start, Epoch: m.takeover.epoch})
+	case aLead:
+		tr := m.takeover
+		m.takeover = nil
+		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, accepting: true}
+	case aStartTail:
+		m.tail = true
+	case aWriteTransfer:
+		s.stepCore(m, evTransferWritten{To: a.To})
+	case aFail:
+		m.term, m.takeover, m.tail = nil, nil, false
+	case aResign:
+		if m.connected {
+			if m.candidate != "" {
+				_, _ = s.zk.do(m.sid, simOp{kind: "delete", path: m.candidate, version: -1})
+				m.candidate = ""
+			}
+			s.stepCore(m, evResigned{})
+		}
+	}
+}
+
+// checkInvariants runs after every step.
+func (s *sim) checkInvariants() {
+	byEpoch := map[uint64]string{}
+	for _, m := range s.ms {
+		c := m.c
+		if (c.role == RolePrimary) != (m.term != nil) || (m.term != nil && m.term.epoch != c.epoch) {
+			s.fatalf("%s: role %s, epoch %d, but term %+v", m.id, c.role, c.epoch, m.term)
+		}
+		if (c.role == RoleTakingOver) != (m.takeover != nil) {
+			s.fatalf("%s: role %s, but takeover %+v", m.id, c.role, m.takeover)
+		}
+		if c.failed && c.role != RoleFailed {
+			s.fatalf("%s: failed, role %s", m.id, c.role)
+		}
+		if m.term != nil {
+			if other, dup := byEpoch[m.term.epoch]; dup {
+				s.fatalf("one writer per epoch: %s and %s both hold a term of epoch %d", other, m.id, m.term.epoch)
+			}
+			byEpoch[m.term.epoch] = m.id
+		}
+		for i, e := range m.applied {
+			if e.index != uint64(i+1) || i >= len(s.hist) || s.hist[i] != e {
+				s.fatalf("one order, exactly once: %s applied %+v at position %d; history there: %v", m.id, e, i+1, s.histAt(i))
+			}
+		}
+	}
+	for _, e := range s.acked {
+		if e.index == 0 || int(e.index) > len(s.hist) || s.hist[e.index-1] != e {
+			s.fatalf("no acknowledgement after a fence: %+v acknowledged, history at %d: %v", e, e.index, s.histAt(int(e.index)-1))
+		}
+	}
+}
+
+func (s *sim) histAt(i int) string {
+	if i < 0 || i >= len(s.hist) {
+		return "none"
+	}
+	return fmt.Sprintf("%+v", s.hist[i])
+}
+
+// logEnd is the highest index the log has ever held (sequence of
+// entries; deleted ones count).
+func (s *sim) logEnd() uint64 { return uint64(len(s.hist)) }
+
+// entryPath names the znode of index i.
+func entryPath(i uint64) string { return fmt.Sprintf("%s/e%010d", simLog, i) }
+
+// run performs n random steps.
+func (s *sim) run(n int) {
+	for s.step = 0; s.step < n; s.step++ {
+		m := s.ms[s.rnd.IntN(len(s.ms))]
+		// Storms of faults alternate with calm stretches, in which every
+		// member reconnects and the room settles on a primary.
+		storm := (s.step/150)%2 == 1
+		r := s.rnd.IntN(200)
+		if !storm && r >= 152 && r < 169 {
+			s.reconnect(m)
+			s.checkInvariants()
+			continue
+		}
+		switch {
+		case r < 30:
+			s.deliver(m)
+		case r < 55:
+			s.reconcile(m)
+		case r < 100:
+			s.propose(s.primary(m))
+		case r < 125:
+			s.tailStep(m)
+		case r < 140:
+			s.takeoverStep(m)
+		case r < 152:
+			s.tick()
+		case r < 157:
+			s.disconnect(m)
+		case r < 164:
+			s.reconnect(m)
+		case r < 166:
+			s.disconnect(s.primary(m))
+		case r < 169:
+			s.expire(s.primary(m))
+		case r < 180:
+			s.checkpoint(m)
+		case r < 190:
+			s.deleteChannels(s.primary(m))
+		default:
+			s.watchFire()
+		}
+		s.checkInvariants()
+	}
+}
+
+// primary returns a member that holds a term (m when none does).
+func (s *sim) primary(m *simMember) *simMember {
+	for _, o := range s.ms {
+		if o.term != nil {
+			return o
+		}
+	}
+	return m
+}
+
+// deliver hands m's oldest pending event to its core (session events are
+// queued in order; watch events are queued behind them and may be stale).
+func (s *sim) deliver(m *simMember) {
+	if len(m.pending) == 0 {
+		return
+	}
+	i := 0
+	if _, isWatch := m.pending[0].(evWatch); isWatch && len(m.pending) > 1 && s.rnd.IntN(2) == 0 {
+		i = 1 // reorder a watch event behind the next one
+	}
+	ev := m.pending[i]
+	m.pending = append(m.pending[:i], m.pending[i+1:]...)
+	if td, ok := ev.(simTakeoverDone); ok {
+		if td.tr != m.takeover {
+			return
+		}
+		ev = td.ev
+	}
+	s.stepCore(m, ev)
+}
+
+// watchFire: a change in the election directory fires every member's
+// watch (the model does not track predecessors: a spurious wake-up is
+// allowed, a missed one is not).
+func (s *sim) watchFire() {
+	if ch := s.zk.changes[simElection]; ch != s.seenEl {
+		s.seenEl = ch
+		for _, m := range s.ms {
+			if m.connected {
+				m.pending = append(m.pending, evWatch{Gen: m.c.watchGen})
+			}
+		}
+	}
+}
+
+// usable: m's client can do requests now (connected, session alive, and
+// the core has been told so).
+func (s *sim) usable(m *simMember) bool {
+	return m.connected && s.zk.sessions[m.sid] && m.c.connected && m.c.sessionID == m.sid
+}
+
+// reconcile is the loop's ZooKeeper work: resign when failed; otherwise
+// (re)enter the election and evaluate it when due.
+func (s *sim) reconcile(m *simMember) {
+	if !s.usable(m) {
+		return
+	}
+	if m.c.failed {
+		for _, a := range m.c.resignDue() {
+			s.do(m, a)
+		}
+		return
+	}
+	if !m.c.electionDue() {
+		return
+	}
+	s.enter(m)
+	names, err := s.zk.children(m.sid, simElection)
+	if err != nil {
+		s.stepCore(m, evElection{Err: err})
+		return
+	}
+	mine := -1
+	for i, n := range names {
+		if simElection+"/"+n == m.candidate {
+			mine = i
+		}
+	}
+	if mine < 0 {
+		s.stepCore(m, evElection{Err: errors.New("our candidate vanished")})
+		return
+	}
+	f := electionFacts{Leader: mine == 0, ApplierReady: m.tail && m.term == nil, Now: s.now,
+		Applied: uint64(len(m.applied)), OldestFirst: s.oldestFirst()}
+	for _, o := range s.ms {
+		if o != m && s.live(o) {
+			f.OthersApplied = append(f.OthersApplied, uint64(len(o.applied)))
+		}
+	}
+	s.stepCore(m, evElection{Facts: f})
+}
+
+// oldestFirst is the first index still in the log (0: none deleted yet).
+func (s *sim) oldestFirst() uint64 {
+	for _, c := range s.chans {
+		if !c.deleted {
+			return c.first
+		}
+	}
+	return 0
+}
+
+// propose: the member appends one entry if its core holds a term that
+// accepts; the append is a Multi of a version check on the epoch znode and
+// the entry's create. The reply may be lost (after or before it landed).
+func (s *sim) propose(m *simMember) {
+	t := m.term
+	if t == nil || !t.accepting || !m.connected || !m.c.connected {
+		return
+	}
+	e := simEntry{epoch: t.epoch, index: t.next}
+	if t.stopped {
+		// The writer stopped on an unknown outcome: nothing is sent.
+		werr := fmt.Errorf("append: %w", logroom.ErrWriterStopped)
+		if out := classifyAppend(werr, false); out != appendStopped {
+			s.fatalf("classifyAppend(%v) = %d", werr, out)
+		}
+		m.pending = append(m.pending, evWriterFailed{Epoch: t.epoch, Err: werr})
+		return
+	}
+	err := s.zk.multi(m.sid,
+		simOp{kind: "check", path: simEpoch, version: t.epochVersion},
+		simOp{kind: "create", path: entryPath(e.index), data: []byte(strconv.FormatUint(e.epoch, 10))})
+	if err == nil {
+		if e.index != s.logEnd()+1 {
+			s.fatalf("append of %+v landed at log end %d", e, s.logEnd())
+		}
+		s.hist = append(s.hist, e)
+		if w, ok := s.writer[e.epoch]; ok && w != m.id {
+			s.fatalf("one writer per epoch: %s wrote epoch %d, now %s", w, e.epoch, m.id)
+		}
+		s.writer[e.epoch] = m.id
+		t.next++
+	}
+	// A lost reply: the writer cannot learn the outcome.
+	var werr error
+	switch {
+	case s.rnd.IntN(20) == 0:
+		s.lost++
+		werr = fmt.Errorf("append: %w", logroom.ErrOutcomeUnknown)
+	case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists):
+		werr = fmt.Errorf("append: %w", logroom.ErrFenced)
+	case errors.Is(err, zk.ErrSessionExpired):
+		werr = fmt.Errorf("append: %w", logroom.ErrOutcomeUnknown)
+	case err != nil:
+		s.fatalf("append: unexpected %v", err)
+	}
+	out := classifyAppend(werr, false)
+	if s.bugs.ackFenced && out == appendFenced {
+		out = appendCommitted
+	}
+	s.logf("%s append %+v: %v -> outcome %d", m.id, e, werr, out)
+	switch out {
+	case appendCommitted:
+		// Acknowledged once applied and connected (the primary applies
+		// its own entries in order).
+		if err == nil {
+			m.applied = append(m.applied, e)
+		}
+		s.acked = append(s.acked, e)
+	case appendFenced:
+		m.pending = append(m.pending, evWriterFailed{Epoch: t.epoch, Fenced: true, Err: werr})
+	case appendUnknownWriterDead:
+		t.stopped = true
+		m.pending = append(m.pending, evWriterFailed{Epoch: t.epoch, Err: werr})
+	}
+}
+
+// tailStep: a standby (or taking over) member applies the next entries of
+// the log, or bootstraps from a live member's served checkpoint when its
+// next entry was deleted.
+func (s *sim) tailStep(m *simMember) {
+	if !m.tail || m.term != nil || m.c.failed {
+		return
+	}
+	for k := 0; k < 1+s.rnd.IntN(4); k++ {
+		next := uint64(len(m.applied)) + 1
+		if next > s.logEnd() {
+			return
+		}
+		if _, _, err := s.zk.get(s.admin, entryPath(next)); err != nil {
+			s.bootstrap(m, next)
+			return
+		}
+		m.applied = append(m.applied, s.hist[next-1])
+	}
+}
+
+func (s *sim) bootstrap(m *simMember, need uint64) {
+	var best *simMember
+	for _, o := range s.ms {
+		if o != m && o.serves && s.live(o) && o.ckpt >= need && (best == nil || o.ckpt > best.ckpt) {
+			best = o
+		}
+	}
+	if best == nil {
+		s.logf("%s bootstrap: no live member serves a checkpoint >= %d", m.id, need)
+		return
+	}
+	m.applied = append([]simEntry(nil), best.applied[:best.ckpt]...)
+	m.ckpt = best.ckpt
+	s.logf("%s bootstrapped from %s at %d", m.id, best.id, best.ckpt)
+}
+
+// takeoverStep advances m's takeover: first NewWriter (raise the epoch
+// with a version check: a concurrent writer fences it; the log end then is
+// the start), then the catch-up (the tail applies up to start-1), then
+// done.
+func (s *sim) takeoverStep(m *simMember) {
+	tr := m.takeover
+	if tr == nil || !s.usable(m) {
+		return
+	}
+	if !tr.fenced {
+		data, ver, err := s.zk.get(m.sid, simEpoch)
+		if err != nil {
+			return
+		}
+		cur, _ := strconv.ParseUint(string(data), 10, 64)
+		epoch := cur + 1
+		if s.rnd.IntN(8) == 0 {
+			// Another member raised the epoch between our read and our
+			// write: the version check refuses it.
+			ver--
+		}
+		if err := s.zk.multi(m.sid, simOp{kind: "set", path: simEpoch, data: []byte(strconv.FormatUint(epoch, 10)), version: ver}); err != nil {
+			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: fmt.Errorf("new writer: %w", logroom.ErrFenced)}})
+			tr.fenced = true
+			tr.epoch = 0
+			return
+		}
+		tr.fenced, tr.epoch, tr.version, tr.start = true, epoch, ver+1, s.logEnd()+1
+		s.logf("%s new writer epoch %d start %d", m.id, epoch, tr.start)
+		return
+	}
+	if tr.epoch == 0 {
+		return // failed; its event is pending
+	}
+	if uint64(len(m.applied)) < tr.start-1 {
+		return // catching up (tailStep)
+	}
+	if !tr.reported {
+		tr.reported = true
+		m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now}})
+	}
+}
+
+// simTakeoverDone is the end of one takeover: the loop reports only the
+// takeover it holds (an aborted one's end is never seen).
+type simTakeoverDone struct {
+	tr *simTakeover
+	ev evTakeoverDone
+}
+
+func (s *sim) tick() {
+	s.now = s.now.Add(time.Duration(100+s.rnd.IntN(900)) * time.Millisecond)
+	for _, m := range s.ms {
+		// The servers expire a session whose client has been away for the
+		// session timeout.
+		if !m.connected && s.zk.sessions[m.sid] && s.now.Sub(m.discAt) >= 4*time.Second {
+			s.logf("%s session 0x%x expires on the servers", m.id, m.sid)
+			s.zk.expire(m.sid)
+		}
+		s.stepCore(m, evTick{Now: s.now})
+	}
+}
+
+func (s *sim) disconnect(m *simMember) {
+	if !m.connected {
+		return
+	}
+	m.connected, m.discAt = false, s.now
+	m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateDisconnected, SessionID: m.sid})
+}
+
+// reconnect: in the same session when it is still alive; otherwise the
+// client learns the expiry and opens a new session.
+func (s *sim) reconnect(m *simMember) {
+	if m.connected {
+		return
+	}
+	m.connected = true
+	if s.zk.sessions[m.sid] {
+		m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateHasSession, SessionID: m.sid})
+		return
+	}
+	m.sid = s.zk.open()
+	m.candidate = ""
+	m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateExpired, SessionID: 0},
+		evSession{Now: s.now, State: zk.StateHasSession, SessionID: m.sid})
+}
+
+// expire: the servers expire m's session (a long pause, say) while m is
+// connected; m learns it on its next request or event.
+func (s *sim) expire(m *simMember) {
+	if !m.connected || !s.zk.sessions[m.sid] {
+		return
+	}
+	s.logf("%s session 0x%x expired by the servers", m.id, m.sid)
+	s.zk.expire(m.sid)
+	m.sid = s.zk.open()
+	m.candidate = ""
+	m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateExpired, SessionID: 0},
+		evSession{Now: s.now, State: zk.StateHasSession, SessionID: m.sid})
+}
+
+func (s *sim) checkpoint(m *simMember) {
+	if m.c.failed {
+		return
+	}
+	m.ckpt = uint64(len(m.applied))
+	if m.term != nil && m.ckpt > 0 {
+		// The primary rotates: seal the open channel at the log end.
+		open := &s.chans[len(s.chans)-1]
+		if end := s.logEnd(); end >= open.first {
+			open.last = end
+			s.chans = append(s.chans, simChannel{first: end + 1})
+		}
+	}
+}
+
+// deleteChannels: the primary deletes what decideDeletions picks (with the
+// served checkpoint of live serving members), and the simulation checks
+// the deletion was safe.
+func (s *sim) deleteChannels(m *simMember) {
+	if m.term == nil || !s.usable(m) {
+		return
+	}
+	var infos []logroom.ChannelInfo
+	for i, c := range s.chans {
+		if c.deleted {
+			continue
+		}
+		infos = append(infos, logroom.ChannelInfo{Num: uint64(i), FirstIndex: c.first, LastIndex: c.last, Sealed: c.last != 0})
+	}
+	var served, minApplied uint64
+	minApplied = ^uint64(0)
+	for _, o := range s.ms {
+		if !s.live(o) {
+			continue
+		}
+		if o.serves {
+			served = max(served, o.ckpt)
+		}
+		minApplied = min(minApplied, uint64(len(o.applied)))
+	}
+	if s.bugs.ignoreServed {
+		served = m.ckpt
+	}
+	retain := int64(0)
+	if s.rnd.IntN(3) == 0 {
+		retain = 1 // over the byte bound: deletion may be forced
+	}
+	for _, d := range decideDeletions(infos, m.ckpt, served, minApplied, retain) {
+		c := &s.chans[d.Num]
+		covered := false
+		for _, o := range s.ms {
+			if o.serves && s.live(o) && o.ckpt >= c.last {
+				covered = true
+			}
+		}
+		if !covered {
+			s.fatalf("safe deletion: channel %d (%d-%d) deleted, but no live member serves a checkpoint covering it", d.Num, c.first, c.last)
+		}
+		for i := c.first; i <= c.last; i++ {
+			_, _ = s.zk.do(m.sid, simOp{kind: "delete", path: entryPath(i), version: -1})
+		}
+		c.deleted = true
+		s.logf("%s deleted channel %d (%d-%d) forced=%v", m.id, d.Num, c.first, c.last, d.Forced)
+	}
+}
+
+// TestSimulation runs -sim.seeds random seeds of -sim.steps steps each.
+func TestSimulation(t *testing.T) {
+	fail := func(msg string) { t.Fatal(msg) }
+	if *simSeed != 0 {
+		s := newSim(fail, *simSeed, simBugs{})
+		s.run(*simSteps)
+		if testing.Verbose() {
+			t.Log(strings.Join(s.trace, "\n"))
+		}
+		return
+	}
+	seeds := *simSeeds
+	if os.Getenv("SIM_SEEDS") != "" {
+		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
+	}
+	var acked, lost, leads, deleted int
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		s := newSim(fail, seed, simBugs{})
+		s.run(*simSteps)
+		acked += len(s.acked)
+		lost += s.lost
+		epochs := len(s.writer)
+		leads += epochs
+		for _, c := range s.chans {
+			if c.deleted {
+				deleted++
+			}
+		}
+	}
+	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted", seeds, acked, lost, leads, deleted)
+	// The simulation must exercise what it checks.
+	require.Positive(t, acked)
+	require.Positive(t, lost)
+	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
+	require.Positive(t, deleted)
+}
+
+// TestSimulationFindsPlantedBugs plants one bug at a time and requires the
+// simulation to find it within the seeds it runs: a check that cannot fail
+// proves nothing.
+func TestSimulationFindsPlantedBugs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bugs simBugs
+		want string
+	}{
+		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence"},
+		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found := ""
+			for seed := uint64(1); seed <= 2000 && found == ""; seed++ {
+				func() {
+					defer func() {
+						if r := recover(); r != nil && r != errPlantedFound {
+							panic(r)
+						}
+					}()
+					s := newSim(func(msg string) { found = msg; panic(errPlantedFound) }, seed, tc.bugs)
+					s.run(*simSteps)
+				}()
+			}
+			require.NotEmpty(t, found, "the planted bug was not found in 2000 seeds")
+			if tc.want != "" {
+				require.Contains(t, found, tc.want)
+			}
+			first := strings.SplitN(found, "\n", 2)[0]
+			t.Logf("found: %s", first)
+			require.Contains(t, found, "-sim.seed=", "a failure names its seed for replay")
+		})
+	}
+}
+
+var errPlantedFound = errors.New("planted bug found")
