@@ -153,10 +153,10 @@ func TestCheckpointOnDemand(t *testing.T) {
 	require.Greater(t, after[len(after)-1].Num, before[len(before)-1].Num)
 	// Sealed channels covered by the checkpoint and applied by the (caught
 	// up) standby are deleted by the sweep.
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		chans, err := p.Room().Channels(ctx)
 		return err == nil && len(chans) == 1
-	}, "covered channels deleted")
+	}, 10*time.Second, 5*time.Millisecond, "covered channels deleted")
 	for _, r := range c.all() {
 		if r != p {
 			require.NoError(t, r.Checkpoint(ctx), "a standby checkpoints locally")

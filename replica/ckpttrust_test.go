@@ -275,10 +275,10 @@ func TestCkptTrustBootstrapFallback(t *testing.T) {
 	require.NoError(t, m0.Checkpoint(ctx))
 	base := m0.Status().CheckpointIndex
 	require.Greater(t, base, applied1)
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		chans, err := m0.Room().Channels(ctx)
 		return err == nil && chans[0].FirstIndex > applied1+1
-	}, "the channels m1 still needs are deleted")
+	}, 20*time.Second, 5*time.Millisecond, "the channels m1 still needs are deleted")
 
 	// The hostile sources, all advertising more than m0.
 	own := m0.origin()
@@ -323,7 +323,7 @@ func TestCkptTrustBootstrapFallback(t *testing.T) {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	var msg string
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		msg = logs.lineWith(ErrNoCheckpointSource.Error() + ": need index")
 		if msg == "" {
 			return false
@@ -334,7 +334,7 @@ func TestCkptTrustBootstrapFallback(t *testing.T) {
 			}
 		}
 		return true
-	}, "m1 reports every failed source")
+	}, 30*time.Second, 5*time.Millisecond, "m1 reports every failed source")
 	t.Logf("m1: %s", msg)
 	require.Contains(t, msg, "idle timeout", "the stalled peer timed out")
 	require.Contains(t, msg, "redirect")
@@ -385,10 +385,10 @@ func TestCkptTrustBootstrapOddRoomName(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, m0.Checkpoint(ctx))
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		chans, err := m0.Room().Channels(ctx)
 		return err == nil && chans[0].FirstIndex > 1
-	}, "channel 1 deleted (the primary's own served checkpoint covers it)")
+	}, 20*time.Second, 5*time.Millisecond, "channel 1 deleted (the primary's own served checkpoint covers it)")
 	m1 := c.open("m1")
 	idx, err := m0.Barrier(ctx)
 	require.NoError(t, err)
@@ -445,9 +445,9 @@ func TestCkptTrustOpenDropsBadCheckpoints(t *testing.T) {
 	_, err = os.Stat(junkDir)
 	require.True(t, os.IsNotExist(err), "junk kept on disk")
 	// A fresh checkpoint replaces the dropped ones, and is what is served.
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		return m0.Status().CheckpointIndex >= good.Manifest.Index
-	}, "a new checkpoint")
+	}, 20*time.Second, 5*time.Millisecond, "a new checkpoint")
 	requireOwnCheckpointsOnly(t, m0)
 	m, err := checkpoint.FetchManifest(ctx, "http://"+m0.ListenAddr()+CheckpointPath(c.room), checkpoint.FetchOptions{Origin: own})
 	require.NoError(t, err)
@@ -488,7 +488,7 @@ func TestCkptTrustDeletionNeedsServedCheckpoint(t *testing.T) {
 		}
 		return true
 	}
-	eventually(t, 10*time.Second, allApplied, "every member published its applied index")
+	require.Eventually(t, allApplied, 10*time.Second, 5*time.Millisecond, "every member published its applied index")
 	// Now every live member applied the sealed channels and the primary's
 	// checkpoint covers them: only the missing served checkpoint holds them.
 	require.NoError(t, p.Checkpoint(ctx))
@@ -522,9 +522,9 @@ func TestCkptTrustDeletionNeedsServedCheckpoint(t *testing.T) {
 
 	// A member that serves checkpoints joins and checkpoints: deletion resumes.
 	srv := openWith(c, "server", func(cfg *Config) { cfg.ListenAddr = "127.0.0.1:0" })
-	eventually(t, 30*time.Second, func() bool { return srv.Status().Applied >= p.Status().Applied }, "server caught up")
+	require.Eventually(t, func() bool { return srv.Status().Applied >= p.Status().Applied }, 30*time.Second, 5*time.Millisecond, "server caught up")
 	require.NoError(t, srv.Checkpoint(ctx))
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
 		if err := p.Checkpoint(cctx); err != nil {
@@ -532,7 +532,7 @@ func TestCkptTrustDeletionNeedsServedCheckpoint(t *testing.T) {
 		}
 		_, err := p.Propose(cctx, setOp("after", string(raw)))
 		return err == nil
-	}, "appends succeed once a served checkpoint allows deletion")
+	}, 30*time.Second, 5*time.Millisecond, "appends succeed once a served checkpoint allows deletion")
 	chans, err = p.Room().Channels(ctx)
 	require.NoError(t, err)
 	require.Greater(t, chans[0].FirstIndex, uint64(1))

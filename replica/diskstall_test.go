@@ -33,7 +33,7 @@ func TestPrimaryDiskStallFailsOver(t *testing.T) {
 	// so that the goroutines stuck on the disk end.
 	t.Cleanup(ffs.Resume)
 	m0 := c.open("m0")
-	eventually(t, 20*time.Second, func() bool { return m0.Status().Role == RolePrimary }, "m0 primary")
+	require.Eventually(t, func() bool { return m0.Status().Role == RolePrimary }, 20*time.Second, 5*time.Millisecond, "m0 primary")
 	m1, m2 := c.open("m1"), c.open("m2")
 	require.Equal(t, m0, c.waitPrimary(20*time.Second))
 
@@ -55,10 +55,10 @@ func TestPrimaryDiskStallFailsOver(t *testing.T) {
 	require.NoError(t, pctx.Err(), "the proposal waited out its deadline: %v", err)
 	require.True(t, errors.Is(err, ErrFailed) || errors.Is(err, ErrNoResponse) || errors.Is(err, ErrNotPrimary), "%v", err)
 
-	eventually(t, 20*time.Second, func() bool { return m0.Status().Role == RoleFailed }, "m0 failed")
+	require.Eventually(t, func() bool { return m0.Status().Role == RoleFailed }, 20*time.Second, 5*time.Millisecond, "m0 failed")
 	require.ErrorIs(t, m0.Status().Err, store.ErrDiskStalled)
 	var p *Replica
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range []*Replica{m1, m2} {
 			if r.Status().Role == RolePrimary {
 				p = r
@@ -66,7 +66,7 @@ func TestPrimaryDiskStallFailsOver(t *testing.T) {
 			}
 		}
 		return false
-	}, "a standby takes over")
+	}, 30*time.Second, 5*time.Millisecond, "a standby takes over")
 	t.Logf("failed over %v after the stall", time.Since(t0).Round(time.Millisecond))
 	res, err := p.Propose(ctx, setOp("after", "v"))
 	require.NoError(t, err)

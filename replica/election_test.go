@@ -28,25 +28,13 @@ func zkConn(t *testing.T, ens *zkensemble.Ensemble) *zk.Conn {
 	conn, _, err := zk.Connect(ens.Addrs(), 2*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietZK{}))
 	require.NoError(t, err)
 	t.Cleanup(conn.Close)
-	eventually(t, 10*time.Second, func() bool { return conn.State() == zk.StateHasSession }, "zk session")
+	require.Eventually(t, func() bool { return conn.State() == zk.StateHasSession }, 10*time.Second, 5*time.Millisecond, "zk session")
 	return conn
 }
 
 type quietZK struct{}
 
 func (quietZK) Printf(string, ...any) {}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, cond func() bool, what string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, fmt.Sprintf(what, args...))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // The election's mechanism (protected create, line order, predecessor
 // watch, stray nodes) is the election recipe's and is tested there
@@ -126,10 +114,10 @@ func TestElectionComponent(t *testing.T) {
 
 	// Session loss (close) removes the candidate; the next takes over.
 	clients[2].Close()
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		v, err := els[1].evaluate(ctx)
 		return err == nil && v.leader
-	}, "m1 leads after m2's session closed")
+	}, 10*time.Second, 5*time.Millisecond, "m1 leads after m2's session closed")
 }
 
 func TestMembershipComponent(t *testing.T) {

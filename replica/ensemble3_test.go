@@ -52,7 +52,7 @@ func TestThreeServerEnsemble(t *testing.T) {
 		start := time.Now()
 		proxies[old.ID()].Cut()
 		var next *Replica
-		eventually(t, 30*time.Second, func() bool {
+		require.Eventually(t, func() bool {
 			for _, r := range c.all() {
 				if r != old && r.Status().Role == RolePrimary {
 					next = r
@@ -60,9 +60,9 @@ func TestThreeServerEnsemble(t *testing.T) {
 				}
 			}
 			return false
-		}, "a standby takes over")
+		}, 30*time.Second, 5*time.Millisecond, "a standby takes over")
 		// First acknowledged proposal after the takeover.
-		eventually(t, 30*time.Second, func() bool {
+		require.Eventually(t, func() bool {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			for _, idx := range l.acked {
@@ -71,7 +71,7 @@ func TestThreeServerEnsemble(t *testing.T) {
 				}
 			}
 			return false
-		}, "first acknowledged proposal on the new primary")
+		}, 30*time.Second, 5*time.Millisecond, "first acknowledged proposal on the new primary")
 		failovers = append(failovers, time.Since(start))
 		// Restart the dead one from its data dir.
 		c.close(old.ID())

@@ -135,7 +135,7 @@ func mustPack(t *testing.T, v any) []byte {
 // adopted), so the assertions that follow see what the replica made of it.
 func (fs *foreignSetup) waitSeen(t *testing.T, path string, want []string) {
 	t.Helper()
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range fs.reps {
 			s := r.Status()
 			_, seen := foreignOf(s, path)
@@ -144,7 +144,7 @@ func (fs *foreignSetup) waitSeen(t *testing.T, path string, want []string) {
 			}
 		}
 		return true
-	}, "every replica sees %s", path)
+	}, 10*time.Second, 5*time.Millisecond, "every replica sees %s", path)
 }
 
 // checkDecisions: the real members only, the real primary named by its
@@ -224,14 +224,14 @@ func TestForeignMemberPersistent(t *testing.T) {
 
 	// Deleted: no longer reported.
 	require.NoError(t, fs.forger.Delete(p, -1))
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range fs.reps {
 			if _, ok := foreignOf(r.Status(), p); ok {
 				return false
 			}
 		}
 		return true
-	}, "the deleted forgery is no longer reported")
+	}, 10*time.Second, 5*time.Millisecond, "the deleted forgery is no longer reported")
 	fs.checkDecisions(t, want, last+100)
 }
 
@@ -302,13 +302,12 @@ func (fs *foreignSetup) failover(t *testing.T) {
 	standby := fs.reps[1]
 	fs.c.close(fs.primary.ID())
 	start := time.Now()
-	eventually(t, 15*time.Second, func() bool { return standby.Status().Role == RolePrimary },
-		"%s becomes primary after the primary closed (a forged candidate must not block failover)", standby.ID())
+	require.Eventually(t, func() bool { return standby.Status().Role == RolePrimary }, 15*time.Second, 5*time.Millisecond, "%s becomes primary after the primary closed (a forged candidate must not block failover)", standby.ID())
 	t.Logf("failover took %v", time.Since(start))
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		s := standby.Status()
 		return s.PrimaryID == standby.ID() && slices.Equal(memberIDs(s), []string{standby.ID()})
-	}, "%s names itself primary and is the only member", standby.ID())
+	}, 10*time.Second, 5*time.Millisecond, "%s names itself primary and is the only member", standby.ID())
 	fs.primary, fs.reps = standby, []*Replica{standby}
 	fs.proposeSome(t, 2)
 }
@@ -392,13 +391,13 @@ func TestForeignReadMembers(t *testing.T) {
 	// The watched view agrees, and names every foreign node.
 	want := []string{dir + "/alias", dir + "/locked", dir + "/noid", dir + "/persist", dir + "/v2"}
 	var fp []string
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		fp = fp[:0]
 		for _, f := range m.foreign() {
 			fp = append(fp, f.Path)
 		}
 		return slices.Equal(fp, want)
-	}, "the watcher names every foreign node")
+	}, 10*time.Second, 5*time.Millisecond, "the watcher names every foreign node")
 	m.reload()
 	require.Equal(t, []string{"a"}, memberIDs(Status{Members: m.snapshot()}))
 }
@@ -589,7 +588,6 @@ func TestForeignOwnIDPersistent(t *testing.T) {
 	require.Contains(t, err.Error(), "persistent")
 	require.Less(t, time.Since(start), time.Second, "no wait for a session that does not exist")
 	// m1 is unaffected: it does not count the forgery.
-	eventually(t, 10*time.Second, func() bool { _, ok := foreignOf(m1.Status(), m1.Room().Path(membersDir, "m0")); return ok },
-		"m1 reports the forged m0 as foreign")
+	require.Eventually(t, func() bool { _, ok := foreignOf(m1.Status(), m1.Room().Path(membersDir, "m0")); return ok }, 10*time.Second, 5*time.Millisecond, "m1 reports the forged m0 as foreign")
 	require.Equal(t, []string{"m1"}, memberIDs(m1.Status()))
 }

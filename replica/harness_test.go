@@ -102,7 +102,7 @@ func (c *cluster) all() []*Replica {
 func (c *cluster) waitPrimary(d time.Duration) *Replica {
 	c.t.Helper()
 	var p *Replica
-	eventually(c.t, d, func() bool {
+	require.Eventually(c.t, func() bool {
 		p = nil
 		reps := c.all()
 		for _, r := range reps {
@@ -123,7 +123,7 @@ func (c *cluster) waitPrimary(d time.Duration) *Replica {
 			}
 		}
 		return true
-	}, "exactly one primary in %s", c.room)
+	}, d, 5*time.Millisecond, "exactly one primary in %s", c.room)
 	return p
 }
 
@@ -132,7 +132,7 @@ func (c *cluster) waitPrimary(d time.Duration) *Replica {
 func (c *cluster) waitConverged(idx uint64, d time.Duration) string {
 	c.t.Helper()
 	var hash string
-	eventually(c.t, d, func() bool {
+	require.Eventually(c.t, func() bool {
 		hash = ""
 		var at uint64
 		for _, r := range c.all() {
@@ -147,7 +147,7 @@ func (c *cluster) waitConverged(idx uint64, d time.Duration) string {
 			}
 		}
 		return true
-	}, "replicas converge at >= %d", idx)
+	}, d, 5*time.Millisecond, "replicas converge at >= %d", idx)
 	return hash
 }
 

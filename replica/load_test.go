@@ -65,11 +65,11 @@ func (l *load) waitAcked(t *testing.T, n int, d time.Duration) {
 	l.mu.Lock()
 	target := len(l.acked) + n
 	l.mu.Unlock()
-	eventually(t, d, func() bool {
+	require.Eventually(t, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return len(l.acked) >= target
-	}, "%d more acknowledged proposals", n)
+	}, d, 5*time.Millisecond, "%d more acknowledged proposals", n)
 }
 
 func (l *load) finish() {

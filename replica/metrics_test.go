@@ -136,8 +136,8 @@ func TestMetrics(t *testing.T) {
 	_, ok = gather(t, reg, "roomlog_reader_entries_total", sl)
 	require.False(t, ok, "logroom's collectors are unregistered too")
 	s = c.open(sid)
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		v, ok := gather(t, reg, "roomlog_replica_applied_index", sl)
 		return ok && v >= float64(idx)
-	}, "reopened member reports its applied index")
+	}, 20*time.Second, 5*time.Millisecond, "reopened member reports its applied index")
 }

@@ -55,13 +55,13 @@ func TestProposeLimits(t *testing.T) {
 
 	// One proposal held in flight (the connection is down) fills the queue.
 	proxies["solo"].Cut()
-	eventually(t, 5*time.Second, func() bool { return !p.Status().Connected }, "disconnected")
+	require.Eventually(t, func() bool { return !p.Status().Connected }, 5*time.Second, 5*time.Millisecond, "disconnected")
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Propose(ctx, setOp("held", "1"))
 		done <- err
 	}()
-	eventually(t, 5*time.Second, func() bool { return p.Status().Pending == 1 }, "one proposal pending")
+	require.Eventually(t, func() bool { return p.Status().Pending == 1 }, 5*time.Second, 5*time.Millisecond, "one proposal pending")
 	_, err = p.Propose(ctx, setOp("extra", "1"))
 	require.ErrorIs(t, err, ErrQueueFull)
 	proxies["solo"].Heal()
@@ -157,5 +157,10 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	for _, r := range c.all() {
 		c.close(r.ID())
 	}
-	eventually(t, 10*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines back to %d (now %d)", before, runtime.NumGoroutine())
+	// Counted in this goroutine: require.Eventually runs its condition in
+	// a goroutine of its own, which would count itself.
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines back to %d", before)
 }

@@ -64,10 +64,10 @@ func TestMemberPublishPace(t *testing.T) {
 	// Load stopped: the final index shows within the interval.
 	last := p.Status().Applied
 	start := time.Now()
-	eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		m, ok := p.member(s.ID())
 		return ok && m.Applied >= last
-	}, "the standby's final applied index is published")
+	}, 5*time.Second, 5*time.Millisecond, "the standby's final applied index is published")
 	took := time.Since(start)
 	t.Logf("final applied index visible to the primary after %v", took)
 	require.Less(t, took, 1500*time.Millisecond, "a settled applied index waited past the interval")
@@ -78,13 +78,13 @@ func TestMemberPublishPace(t *testing.T) {
 	// next one.
 	res, err := p.Propose(ctx, setOp("ask/0", "v"))
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, func() bool { m, ok := p.member(s.ID()); return ok && m.Applied >= res.Index }, "first entry published")
+	require.Eventually(t, func() bool { m, ok := p.member(s.ID()); return ok && m.Applied >= res.Index }, 5*time.Second, 5*time.Millisecond, "first entry published")
 	for i := 1; i <= 3; i++ {
 		res, err = p.Propose(ctx, setOp(fmt.Sprintf("ask/%d", i), "v"))
 		require.NoError(t, err)
 		p.catchUp.Store(res.Index)
 		start = time.Now()
-		eventually(t, 5*time.Second, func() bool { m, ok := p.member(s.ID()); return ok && m.Applied >= res.Index }, "asked index published")
+		require.Eventually(t, func() bool { m, ok := p.member(s.ID()); return ok && m.Applied >= res.Index }, 5*time.Second, 5*time.Millisecond, "asked index published")
 		took = time.Since(start)
 		t.Logf("asked index %d visible to the primary after %v", res.Index, took)
 		require.Less(t, took, 400*time.Millisecond, "an asked-for index waited for the standby's own pace")

@@ -312,10 +312,10 @@ func TestCheckpointToken(t *testing.T) {
 	require.Equal(t, 1, fresh.Status().Bootstraps)
 
 	wrong := c.open("wrong")
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		err := wrong.Status().TailErr
 		return err != nil && errors.Is(err, checkpoint.ErrUnauthorized)
-	}, "the member with the wrong token reports unauthorized fetches")
+	}, 30*time.Second, 5*time.Millisecond, "the member with the wrong token reports unauthorized fetches")
 	require.Zero(t, wrong.Status().Bootstraps)
 	require.Less(t, wrong.Status().Applied, idx)
 }

@@ -55,7 +55,7 @@ func TestStepDownAndTransfer(t *testing.T) {
 	p2 := c.waitPrimary(20 * time.Second)
 	require.NotEqual(t, p.ID(), p2.ID(), "a stepped-down primary goes to the back of the line")
 	// The role change was delivered.
-	eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for {
 			select {
 			case rc := <-roles:
@@ -66,7 +66,7 @@ func TestStepDownAndTransfer(t *testing.T) {
 				return false
 			}
 		}
-	}, "role change to standby delivered")
+	}, 5*time.Second, 5*time.Millisecond, "role change to standby delivered")
 	l.waitAcked(t, 50, 20*time.Second)
 
 	// Transfer to a specific standby, several times.
@@ -130,5 +130,5 @@ func TestPrimaryCloseFailover(t *testing.T) {
 	l.finish()
 	l.verify(t)
 	// The closed member's nodes are gone.
-	eventually(t, 5*time.Second, func() bool { return len(p2.Status().Members) == 2 }, "closed member left the membership")
+	require.Eventually(t, func() bool { return len(p2.Status().Members) == 2 }, 5*time.Second, 5*time.Millisecond, "closed member left the membership")
 }

@@ -60,7 +60,7 @@ func TestSessionExpiryPrimary(t *testing.T) {
 	start := time.Now()
 	proxies[old.ID()].Cut()
 	var next *Replica
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, r := range c.all() {
 			if r != old && r.Status().Role == RolePrimary {
 				next = r
@@ -68,21 +68,21 @@ func TestSessionExpiryPrimary(t *testing.T) {
 			}
 		}
 		return false
-	}, "another member takes over")
+	}, 20*time.Second, 5*time.Millisecond, "another member takes over")
 	l.waitAcked(t, 1, 20*time.Second)
 	t.Logf("cut -> first acknowledged proposal on %s: %v", next.ID(), time.Since(start))
 	require.Greater(t, next.Status().Epoch, oldEpoch)
 	// Cut off past the session timeout, the old primary no longer leads
 	// even before it hears that its session expired.
-	eventually(t, 10*time.Second, func() bool { return old.Status().Role == RoleStandby }, "the cut-off primary steps down on its own")
+	require.Eventually(t, func() bool { return old.Status().Role == RoleStandby }, 10*time.Second, 5*time.Millisecond, "the cut-off primary steps down on its own")
 	require.False(t, old.Status().Connected)
 	l.waitAcked(t, 100, 20*time.Second)
 
 	proxies[old.ID()].Heal()
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		s := old.Status()
 		return s.Connected && s.SessionID != oldSession && len(s.Members) == 3 && s.PrimaryID == next.ID()
-	}, "the old primary rejoins with a new session")
+	}, 20*time.Second, 5*time.Millisecond, "the old primary rejoins with a new session")
 	require.Equal(t, next.ID(), c.waitPrimary(20*time.Second).ID())
 	l.waitAcked(t, 100, 20*time.Second)
 	l.finish()
@@ -102,7 +102,7 @@ func TestSuspendedPrimary(t *testing.T) {
 	require.NoError(t, err)
 
 	proxies[p.ID()].Cut()
-	eventually(t, 5*time.Second, func() bool { return !p.Status().Connected }, "the primary notices the disconnection")
+	require.Eventually(t, func() bool { return !p.Status().Connected }, 5*time.Second, 5*time.Millisecond, "the primary notices the disconnection")
 	// While suspended, Propose waits (here until its short ctx ends).
 	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	_, err = p.Propose(sctx, setOp("during", "1"))

@@ -83,11 +83,11 @@ func snapshotStates(t *testing.T, reps []*Replica) map[string]memberState {
 func waitFailed(t *testing.T, r *Replica, d time.Duration, want ...error) error {
 	t.Helper()
 	var got error
-	eventually(t, d, func() bool {
+	require.Eventually(t, func() bool {
 		s := r.Status()
 		got = s.Err
 		return s.Role == RoleFailed && s.Err != nil
-	}, "%s fails", r.ID())
+	}, d, 5*time.Millisecond, "%s fails", r.ID())
 	for _, w := range want {
 		if errors.Is(got, w) {
 			return got
@@ -227,14 +227,14 @@ func TestEpochGarbageFailsVisibly(t *testing.T) {
 		require.Contains(t, err.Error(), f.room.Path("epoch"))
 	}
 	// Both resigned: no candidate or member node of theirs is left.
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		cands, _, err := f.conn.Children(f.room.Path("election"))
 		if err != nil || len(cands) != 0 {
 			return false
 		}
 		mems, _, err := f.conn.Children(f.room.Path("members"))
 		return err == nil && len(mems) == 0
-	}, "failed members resign their znodes")
+	}, 10*time.Second, 5*time.Millisecond, "failed members resign their znodes")
 	for _, r := range reps {
 		require.True(t, strings.Contains(r.Status().Err.Error(), "epoch"), r.Status().Err)
 		// A failed member serves no checkpoint.

@@ -266,7 +266,7 @@ func TestReadRoomViewLive(t *testing.T) {
 	require.NoError(t, p.Checkpoint(ctx))
 
 	var v RoomView
-	eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		v = readView(t, c, "", fs.c.room)
 		live := v.Live()
 		if len(live) != 2 {
@@ -278,7 +278,7 @@ func TestReadRoomViewLive(t *testing.T) {
 			}
 		}
 		return v.Checkpoint != nil
-	}, "both members applied %d and a checkpoint record", last)
+	}, 20*time.Second, 5*time.Millisecond, "both members applied %d and a checkpoint record", last)
 	require.Empty(t, v.Foreign)
 	live := v.Live()
 	status := p.Status().Members
