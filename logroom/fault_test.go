@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/stretchr/testify/require"
 )
@@ -290,26 +291,8 @@ func killConnectedServer(t *testing.T, followers bool) {
 // batches that landed (they are committed) and fail the rest with
 // ErrFenced: never a false success, never a false failure.
 func TestFencedDuringConnectionLoss(t *testing.T) {
-	e := sharedZK(t)
-	p := newProxy(t, e.Addrs()[0])
-	oc := dial(t, []string{p.Addr()})
-	nc := dial(t, e.Addrs())
-	ro := openRoom(t, oc, "fenced-loss")
-	rn := openRoom(t, nc, "fenced-loss")
-	ctx := testCtx(t, 90*time.Second)
-	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16, EagerInFlight: 16})
-	a := newAcked()
-	var stop atomic.Bool
-	var okCount atomic.Int64
-	wg := appendLoad(t, ctx, old, 64, "old", a, &stop, &okCount)
-	require.Eventually(t, func() bool { return okCount.Load() >= 300 }, 30*time.Second, 10*time.Millisecond, "old writer progress")
-
-	p.DropReplies()
-	before := old.LastCommitted()
-	require.Eventually(t, func() bool {
-		end, err := rn.CommittedIndex(ctx, before)
-		return err == nil && end > before+8
-	}, 30*time.Second, 10*time.Millisecond, "batches landing without replies")
+	l := startLostReplies(t, "fenced-loss", 64, 300)
+	ctx, p, rn, old, a, wg, before := l.ctx, l.p, l.rn, l.old, l.a, l.wg, l.before
 	nw := newWriter(t, rn, WriterConfig{})
 	p.Cut()
 	p.Heal()
@@ -340,26 +323,8 @@ func TestFencedDuringConnectionLoss(t *testing.T) {
 // ErrOutcomeUnknown (they were committed), never ErrFenced ("not committed").
 // Found by the chaos suite (seed 627214611).
 func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
-	e := sharedZK(t)
-	p := newProxy(t, e.Addrs()[0])
-	oc := dial(t, []string{p.Addr()})
-	nc := dial(t, e.Addrs())
-	ro := openRoom(t, oc, "deleted-loss")
-	rn := openRoom(t, nc, "deleted-loss")
-	ctx := testCtx(t, 90*time.Second)
-	old := newWriter(t, ro, WriterConfig{MaxInFlight: 16, EagerInFlight: 16})
-	a := newAcked()
-	var stop atomic.Bool
-	var okCount atomic.Int64
-	wg := appendLoad(t, ctx, old, 16, "old", a, &stop, &okCount)
-	require.Eventually(t, func() bool { return okCount.Load() >= 100 }, 30*time.Second, 10*time.Millisecond, "old writer progress")
-
-	p.DropReplies()
-	before := old.LastCommitted()
-	require.Eventually(t, func() bool {
-		end, err := rn.CommittedIndex(ctx, before)
-		return err == nil && end > before+8
-	}, 30*time.Second, 10*time.Millisecond, "batches landing without replies")
+	l := startLostReplies(t, "deleted-loss", 16, 100)
+	ctx, p, rn, a, stop, wg, before := l.ctx, l.p, l.rn, l.a, l.stop, l.wg, l.before
 	chs, err := rn.Channels(ctx)
 	require.NoError(t, err)
 	oldCh := chs[len(chs)-1].Num
@@ -380,4 +345,44 @@ func TestChannelDeletedDuringConnectionLoss(t *testing.T) {
 	for _, idx := range a.ok {
 		require.Less(t, idx, nw.StartIndex(), "acknowledged past the new writer's start")
 	}
+}
+
+// lostReplies is an old writer under load, connected through a proxy that
+// now drops every reply, whose batches still land (before+8 and more are
+// committed); rn is the room through a direct connection, for a new writer.
+type lostReplies struct {
+	ctx    context.Context
+	p      *faultnet.Proxy
+	rn     *Room
+	old    *Writer
+	a      *acked
+	stop   *atomic.Bool
+	wg     *sync.WaitGroup
+	before uint64 // the old writer's last acknowledged index when replies stopped
+}
+
+// startLostReplies starts appenders on the old writer of room, waits for
+// progress appends, then drops the replies until batches land unanswered.
+func startLostReplies(t *testing.T, room string, appenders, progress int) lostReplies {
+	t.Helper()
+	e := sharedZK(t)
+	l := lostReplies{p: newProxy(t, e.Addrs()[0]), stop: new(atomic.Bool)}
+	oc := dial(t, []string{l.p.Addr()})
+	nc := dial(t, e.Addrs())
+	ro := openRoom(t, oc, room)
+	l.rn = openRoom(t, nc, room)
+	l.ctx = testCtx(t, 90*time.Second)
+	l.old = newWriter(t, ro, WriterConfig{MaxInFlight: 16, EagerInFlight: 16})
+	l.a = newAcked()
+	var okCount atomic.Int64
+	l.wg = appendLoad(t, l.ctx, l.old, appenders, "old", l.a, l.stop, &okCount)
+	require.Eventually(t, func() bool { return okCount.Load() >= int64(progress) }, 30*time.Second, 10*time.Millisecond, "old writer progress")
+
+	l.p.DropReplies()
+	l.before = l.old.LastCommitted()
+	require.Eventually(t, func() bool {
+		end, err := l.rn.CommittedIndex(l.ctx, l.before)
+		return err == nil && end > l.before+8
+	}, 30*time.Second, 10*time.Millisecond, "batches landing without replies")
+	return l
 }
