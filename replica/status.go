@@ -2,7 +2,6 @@ package replica
 
 import (
 	"fmt"
-	"log/slog"
 	"sort"
 	"time"
 
@@ -121,8 +120,6 @@ type ForeignZnode = zkx.Foreign
 // foreignSet records the foreign znodes of one directory (members/ or
 // election/); the run loop writes it, Status reads it (it has its own lock).
 type foreignSet = zkx.ForeignSet
-
-func newForeignSet(log *slog.Logger, what string) *foreignSet { return zkx.NewForeignSet(log, what) }
 
 // foreignZnodes is Status().Foreign, read by the loop (publishStatus).
 func (r *Replica) foreignZnodes() []ForeignZnode {
