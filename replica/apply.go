@@ -459,12 +459,12 @@ func entriesBytes(es []logroom.Entry) int {
 // OnCommit hook to the apply goroutine without blocking the writer. Its
 // size is bounded by the proposals in flight (MaxPendingProposals).
 type commitQueue struct {
-	mu      sync.Mutex // guards entries
+	mu      *sync.Mutex // Replica.propMu; guards entries
 	entries []logroom.Entry
 	notify  zkx.Signal
 }
 
-func newCommitQueue() *commitQueue { return &commitQueue{notify: zkx.NewSignal()} }
+func newCommitQueue(mu *sync.Mutex) *commitQueue { return &commitQueue{mu: mu, notify: zkx.NewSignal()} }
 
 func (q *commitQueue) push(es []logroom.Entry) {
 	q.mu.Lock()

@@ -583,7 +583,7 @@ func (r *Replica) lead() {
 	tr := lp.takeover
 	lp.takeover = nil
 	w := tr.w
-	t := &term{w: w, epoch: w.Epoch(), start: w.StartIndex(), q: tr.q, done: make(chan struct{}), accepting: true}
+	t := &term{w: w, epoch: w.Epoch(), start: w.StartIndex(), q: tr.q, done: make(chan struct{}), mu: &r.propMu, accepting: true}
 	lp.applier = r.startPrimaryApplier(tr.q)
 	r.setTerm(t)
 	r.noteCommitted(w.StartIndex() - 1)
@@ -783,10 +783,11 @@ func (r *Replica) announceRole(role Role, reason string) {
 	if epoch == 0 {
 		epoch = r.appliedEpoch.Load()
 	}
-	// The RoleChanges event is queued before the snapshot with the new role
-	// is published: whoever sees the new role in Status finds the change
-	// already queued. (The member publish below is a ZooKeeper round
-	// trip.)
+	// The snapshot with the new role is published before the RoleChanges
+	// event is queued: whoever receives the change and then asks Status
+	// sees the new role (or a newer one). (The member publish below is a
+	// ZooKeeper round trip.)
+	r.publishStatus()
 	rc := RoleChange{Role: role, Epoch: epoch, Reason: reason, At: time.Now()}
 	for sent := false; !sent; {
 		select {
@@ -799,7 +800,6 @@ func (r *Replica) announceRole(role Role, reason string) {
 			}
 		}
 	}
-	r.publishStatus()
 	if lp.c.connected && role != RoleClosed && role != RoleFailed {
 		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
 		if err := lp.mem.publish(ctx, r.ownMemberData()); err == nil {

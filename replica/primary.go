@@ -21,7 +21,9 @@ type term struct {
 	q     *commitQueue
 	done  chan struct{} // closed when the term has ended (writer closed)
 
-	mu sync.Mutex // guards accepting, inflight, idle, handoff
+	// mu is Replica.propMu, the one lock of the proposal bookkeeping: it
+	// guards accepting, inflight, idle and handoff.
+	mu *sync.Mutex
 	// accepting: new proposals may enter. Invariant: once false, never
 	// true again for this term.
 	accepting bool
@@ -509,7 +511,7 @@ type takeoverRun struct {
 
 func (r *Replica) startTakeover() *takeoverRun {
 	ctx, cancel := context.WithCancel(r.bgCtx)
-	tr := &takeoverRun{cancel: cancel, done: make(chan struct{}), q: newCommitQueue(), at: time.Now()}
+	tr := &takeoverRun{cancel: cancel, done: make(chan struct{}), q: newCommitQueue(&r.propMu), at: time.Now()}
 	wcfg := r.cfg.Writer
 	wcfg.Owner = r.cfg.ID
 	wcfg.OnCommit = tr.q.push

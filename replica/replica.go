@@ -53,8 +53,11 @@ type Replica struct {
 	st      *store.Store
 
 	// Apply progress. applied is the local applied index (== the store's
-	// after every Apply); it only grows. propMu guards waiters and resps and
-	// orders applied updates with waiter registration.
+	// after every Apply); it only grows. propMu is the one lock of the
+	// proposal bookkeeping: it guards waiters, resps and inflight, each
+	// term's accepting, inflight, idle and handoff, and the commit queue,
+	// and orders applied updates with waiter registration. Nothing that
+	// holds it waits or takes another lock.
 	applied atomic.Uint64
 	// catchUp, on a primary handing leadership over, is the index it asks
 	// the target to publish as soon as it has applied (0: not asking).
