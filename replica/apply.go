@@ -464,7 +464,9 @@ type commitQueue struct {
 	notify  zkx.Signal
 }
 
-func newCommitQueue(mu *sync.Mutex) *commitQueue { return &commitQueue{mu: mu, notify: zkx.NewSignal()} }
+func newCommitQueue(mu *sync.Mutex) *commitQueue {
+	return &commitQueue{mu: mu, notify: zkx.NewSignal()}
+}
 
 func (q *commitQueue) push(es []logroom.Entry) {
 	q.mu.Lock()

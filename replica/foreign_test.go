@@ -504,12 +504,12 @@ func TestForeignAcceptMember(t *testing.T) {
 			if tc.reason == "" {
 				require.NoError(t, err)
 				require.Equal(t, tc.name, d.ID)
-				require.NoError(t, CheckMemberZnode(tc.name, tc.data, tc.owner))
+				require.NoError(t, checkMemberZnode(tc.name, tc.data, tc.owner))
 				return
 			}
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.reason)
-			require.Error(t, CheckMemberZnode(tc.name, tc.data, tc.owner))
+			require.Error(t, checkMemberZnode(tc.name, tc.data, tc.owner))
 		})
 	}
 }

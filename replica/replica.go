@@ -38,12 +38,12 @@ type Replica struct {
 
 	// bgCtx ends when Close starts (after the loop stopped): it bounds every
 	// background goroutine; cancelBG ends it.
-	bgCtx    context.Context
-	cancelBG context.CancelFunc
-	wg       sync.WaitGroup // every goroutine but the loop
-	stopc    chan struct{}  // closed by Close: the loop shuts down
-	loopDone chan struct{}  // closed when the loop has returned
-	closing  atomic.Bool
+	bgCtx     context.Context
+	cancelBG  context.CancelFunc
+	wg        sync.WaitGroup // every goroutine but the loop
+	stopc     chan struct{}  // closed by Close: the loop shuts down
+	loopDone  chan struct{}  // closed when the loop has returned
+	closing   atomic.Bool
 	closeOnce sync.Once // Close runs once; later calls wait for it and return closeErr
 	closeErr  error
 
@@ -123,7 +123,7 @@ type Replica struct {
 // statusSnap is what the loop publishes for Status (Replica.snap).
 type statusSnap struct {
 	changed     chan struct{} // closed when a newer snapshot replaces this one
-	connected   bool // the session is usable: Propose may send and acknowledge
+	connected   bool          // the session is usable: Propose may send and acknowledge
 	role        Role
 	epoch       uint64
 	primaryID   string

@@ -136,11 +136,11 @@ func checkPeerIdentity(id, addr string) error {
 	return nil
 }
 
-// CheckMemberZnode reports whether a znode under a room's members/ (its
+// checkMemberZnode reports whether a znode under a room's members/ (its
 // name, data and Stat.EphemeralOwner) counts as a live member: nil if it
 // does, else an error saying why replicas ignore it as foreign. Tools use
 // it to show what replicas see.
-func CheckMemberZnode(name string, data []byte, ephemeralOwner int64) error {
+func checkMemberZnode(name string, data []byte, ephemeralOwner int64) error {
 	_, err := acceptMember(name, data, ephemeralOwner)
 	return err
 }
