@@ -122,7 +122,8 @@
 //     entries[0].Index == AppliedIndex()+1. On ErrIndexGap, re-read the log
 //     from AppliedIndex()+1. On ErrApply, stop: the Applier is broken.
 //  3. Read with Get/Scan/ScanPrefix (live) or View (a snapshot that reports
-//     its index; close it). StateHash to compare replicas.
+//     its index; close it). StateHash to compare replicas. A holder that
+//     must not write gets a Reader, the read side alone.
 //  4. Checkpoint(dir) for a consistent image at a reported index (package
 //     checkpoint builds on it). Apply goes on meanwhile: the index reported
 //     is the one stored in the image, read back from it. The memtable is
