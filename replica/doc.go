@@ -43,12 +43,24 @@
 // goroutines, locks, clock reads or I/O; the time is a field of the events
 // that need one. The run loop (loop.go) is its one owner: it selects over
 // session events, watch events, the takeover's and the applier's ends, API
-// requests, writer failures and a tick, feeds each to the core, and
-// carries out the actions, each ZooKeeper call with a context and a bound
-// (an action whose outcome the core needs is answered by the next event).
-// The loop publishes one status snapshot (role, epoch, members, foreign
-// znodes, connection) under one mutex, with one channel closed at every
-// change, which Status, the metrics and Propose's connection gate read.
+// requests, writer failures, the ZooKeeper worker's results, a term's end
+// and a tick, feeds each to the core, and carries out the actions (an
+// action whose outcome the core needs is answered by a later event). The
+// loop itself never waits for ZooKeeper: its ZooKeeper work (member data,
+// election reads, re-queue, resignation, transfer record, channel
+// figures) runs in one worker goroutine, one job at a time in the order
+// queued, each bounded by its own context (300 ms; 1 s for the election;
+// 2 s per step of a resignation), and its result is applied on the loop;
+// an election read that started before a reconnect, a new session, a
+// re-queue or a resignation is dropped. A term ends off the loop too (the
+// writer's close waits for its in-flight Multis, then the primary applier
+// drains). The loop publishes one immutable status snapshot (role, epoch,
+// members, foreign znodes, connection) through an atomic pointer; each
+// snapshot's channel is closed when the next replaces it. Status, the
+// metrics, Propose's connection gate and TransferLeadership read it. The
+// replica has two locks: storeMu (the store, swapped by a bootstrap) and
+// propMu (the proposal bookkeeping: waiters, responses, request ids in
+// flight, each term's door and the commit queue).
 //
 // The core's choices use pure functions of a snapshot (decide.go):
 // decideElection (step down, abort, retry later, requeue behind a
@@ -293,13 +305,11 @@
 //     role standby at once, then the writer closes. A primary cut off by a
 //     partition thus notices within go-zookeeper's read timeout (2/3 of a
 //     session) and steps down one session later. The loop stays free to
-//     do so: it does ZooKeeper work only while the session is live right
-//     now (checked before every step: a request made while go-zookeeper
-//     reconnects waits until it has tried every server), its logroom calls
-//     wait at most 300 ms (its raw go-zookeeper calls are bounded by
-//     go-zookeeper: a read timeout on a live connection, a flush when it
-//     gives up on every server), and logroom caps go-zookeeper's session
-//     handshake (ten read timeouts) at two.
+//     do so: its ZooKeeper work runs in the worker, queued only while the
+//     session is live, each job bounded by its context (a raw go-zookeeper
+//     call inside one runs on a goroutine of its own so that the context
+//     bounds the wait), and logroom caps go-zookeeper's session handshake
+//     (ten read timeouts) at two.
 //   - Our member node found held by another session: waited out for 1.5
 //     session timeouts + 1 s (our previous session's node, or a server
 //     behind); still held → ErrDuplicateID (a persistent node: at once).

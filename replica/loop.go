@@ -27,11 +27,27 @@ type loopState struct {
 	// the one apply goroutine (standby tail or primary feed), nil while none.
 	takeover *takeoverRun
 	applier  *applierRun
-	// ending is the term that stopped accepting and is being ended
-	// (aStopAccepting .. aEndTerm), nil otherwise.
-	ending *term
+	// stopped is the term that stopped accepting and is about to end
+	// (aStopAccepting .. aEndTerm), nil otherwise; ending is a term being
+	// ended off the loop (endTerm), nil otherwise.
+	stopped *term
+	ending  *termEnding
 	// reply is where the answer of the request being handled goes.
 	reply chan error
+
+	// The loop's ZooKeeper work runs in a worker goroutine, one job at a
+	// time, each bounded by its own context; the loop applies each job's
+	// result when it arrives (jobDone) and never waits for ZooKeeper
+	// itself. jobs is the queue, running says a job is out, pending counts
+	// the queued and running jobs by name.
+	jobs    []zkJob
+	running bool
+	pending map[string]int
+	// elGen counts the re-queues and resignations asked for: an election
+	// read that started before one is stale.
+	elGen uint64
+	// settling: the publish queued is a settled one (see publishDue).
+	settling bool
 
 	// membersDirty: the membership watcher's view moved since the last
 	// reload.
@@ -59,9 +75,10 @@ func newLoopState(r *Replica) (*loopState, error) {
 		return nil, err
 	}
 	return &loopState{
-		c:   newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID()),
-		el:  el,
-		mem: newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
+		c:       newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID()),
+		el:      el,
+		mem:     newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
+		pending: map[string]int{},
 	}, nil
 }
 
@@ -166,8 +183,16 @@ func (r *Replica) run() {
 		if lp.applier != nil {
 			applierDone = lp.applier.done
 		}
+		reqc := r.reqc
+		if lp.reply != nil {
+			reqc = nil // one request at a time: its answer is pending
+		}
 		if lp.takeover != nil {
 			takeoverDone = lp.takeover.done
+		}
+		var endingDone <-chan struct{}
+		if lp.ending != nil {
+			endingDone = lp.ending.done
 		}
 		select {
 		case <-r.stopc:
@@ -189,14 +214,18 @@ func (r *Replica) run() {
 			lp.applier = nil
 			a.cancel()
 			r.step(evApplierExit{Err: a.err})
+		case <-endingDone:
+			r.onTermEnded()
 		case <-takeoverDone:
 			tr := lp.takeover
 			r.step(evTakeoverDone{Now: time.Now(), Err: tr.err})
 			if lp.takeover == tr { // not consumed by the core's actions: cannot happen
 				r.do(action{Kind: aDropTakeover})
 			}
-		case req := <-r.reqc:
+		case req := <-reqc:
 			r.onRequest(req)
+		case res := <-r.jobDone:
+			r.onJobDone(res)
 		case f := <-r.writerFailc:
 			if f.t == r.currentTerm() {
 				r.step(evWriterFailed{Epoch: f.t.epoch, Fenced: errors.Is(f.err, logroom.ErrFenced), Err: f.err})
@@ -237,7 +266,7 @@ func (r *Replica) do(a action) {
 		if t := r.currentTerm(); t != nil {
 			t.stopAccepting()
 			r.setTerm(nil)
-			lp.ending = t
+			lp.stopped = t
 		}
 	case aEndTerm:
 		r.endTerm(a.Reason)
@@ -279,7 +308,10 @@ func (r *Replica) do(a action) {
 		t := r.currentTerm()
 		rec := transferRecord{V: formatVersion1, From: r.cfg.ID, To: a.To, Epoch: t.epoch,
 			Deadline: time.Now().Add(r.cfg.TransferTimeout).UnixMilli()}
-		r.step(evTransferWritten{To: a.To, Err: r.writeTransfer(rec)})
+		r.enqueue(zkJob{name: "write-transfer", bound: electionZKWait, run: func(ctx context.Context) func() {
+			err := r.writeTransfer(ctx, rec)
+			return func() { r.step(evTransferWritten{To: a.To, Err: err}) }
+		}})
 	case aReply:
 		err := a.Err
 		if a.NotPrimary {
@@ -292,7 +324,9 @@ func (r *Replica) do(a action) {
 	case aFail:
 		r.fail(a.Err)
 	case aResign:
-		r.resignFailed()
+		if lp.pending["resign"] == 0 {
+			r.resignFailed()
+		}
 	case aLog:
 		r.log.Warn(a.Reason, "err", a.Err)
 	default:
@@ -309,8 +343,63 @@ func (r *Replica) onSession() {
 	r.publishStatus()
 }
 
-// reconcile does the pending ZooKeeper work, each call bounded. Failures
-// leave the work due; the tick retries.
+// zkJob is one piece of the loop's ZooKeeper work: run does the I/O in
+// the worker goroutine, bounded by ctx (which ends after bound), and
+// returns what the loop then applies (nil: nothing).
+type zkJob struct {
+	name  string
+	bound time.Duration
+	run   func(ctx context.Context) func()
+}
+
+type jobResult struct {
+	name  string
+	apply func()
+}
+
+// enqueue queues j behind the jobs already queued (their order is the
+// order of their effects in ZooKeeper) and starts it when the worker is
+// free.
+func (r *Replica) enqueue(j zkJob) {
+	lp := r.lp
+	lp.jobs = append(lp.jobs, j)
+	lp.pending[j.name]++
+	r.startJob()
+}
+
+// startJob hands the next queued job to a worker goroutine. One job runs
+// at a time, so its send on jobDone (capacity 1) never blocks, even after
+// the loop has returned.
+func (r *Replica) startJob() {
+	lp := r.lp
+	if lp.running || len(lp.jobs) == 0 {
+		return
+	}
+	j := lp.jobs[0]
+	lp.jobs = lp.jobs[1:]
+	lp.running = true
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.bgCtx, j.bound)
+		apply := j.run(ctx)
+		cancel()
+		r.jobDone <- jobResult{name: j.name, apply: apply}
+	}()
+}
+
+func (r *Replica) onJobDone(res jobResult) {
+	lp := r.lp
+	lp.running = false
+	lp.pending[res.name]--
+	if res.apply != nil {
+		res.apply()
+	}
+	r.startJob()
+}
+
+// reconcile queues the ZooKeeper work that is due (at most one job of
+// each kind is queued; what failed is queued again on a later tick).
 func (r *Replica) reconcile() {
 	lp := r.lp
 	if lp.c.failed {
@@ -330,27 +419,35 @@ func (r *Replica) reconcile() {
 	if lp.c.failed {
 		return
 	}
-	if r.publishDue() {
-		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-		err := lp.mem.publish(ctx, r.ownMemberData())
-		cancel()
-		if err != nil {
-			r.log.Debug("membership publish not confirmed yet; will retry", "err", err)
-		} else {
-			lp.lastPublish = time.Now()
-			lp.settleSpent = lp.pubSettled
-		}
+	if lp.pending["publish"] == 0 && r.publishDue() {
+		r.publishMember(lp.pubSettled)
 	}
-	if r.sessionLive() {
-		r.refreshMembers()
-	}
-	if lp.c.electionDue() && r.sessionLive() {
+	r.refreshMembers()
+	if lp.c.electionDue() && lp.pending["election"] == 0 {
 		r.evaluateElection()
 	}
-	if time.Since(lp.lastChannels) >= time.Second && r.sessionLive() {
+	if time.Since(lp.lastChannels) >= time.Second && lp.pending["channels"] == 0 {
 		r.refreshChannels()
 	}
 	r.publishStatus()
+}
+
+// publishMember queues a write of our member data as it is now.
+func (r *Replica) publishMember(settled bool) {
+	lp := r.lp
+	d := r.ownMemberData()
+	r.enqueue(zkJob{name: "publish", bound: loopZKWait, run: func(ctx context.Context) func() {
+		data, err := lp.mem.update(ctx, d)
+		return func() {
+			if err != nil {
+				r.log.Debug("membership publish not confirmed yet; will retry", "err", err)
+				return
+			}
+			lp.mem.record(data, d)
+			lp.lastPublish = time.Now()
+			lp.settleSpent = settled
+		}
+	}})
 }
 
 // sessionLive reports whether the loop may do ZooKeeper work now: the core
@@ -442,32 +539,63 @@ func (r *Replica) refreshMembers() {
 	}
 }
 
-// evaluateElection re-reads the election and hands what it read to the
-// core.
+// evaluateElection queues a read of the election (our position; when we
+// are the lowest, the transfer record and, for a fresh record naming
+// another member, the room's epoch) and hands what it read to the core. A
+// read that started before a reconnect, a new session, a re-queue or a
+// resignation is dropped (the core has marked the election due again).
 func (r *Replica) evaluateElection() {
 	lp := r.lp
-	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
-	v, err := lp.el.evaluate(ctx)
-	cancel()
-	if err != nil {
-		r.log.Debug("election evaluation failed; will retry", "err", err)
-		r.step(evElection{Err: err})
+	gen, eg := lp.c.watchGen, lp.elGen
+	r.enqueue(zkJob{name: "election", bound: electionZKWait, run: func(ctx context.Context) func() {
+		var rd electionRead
+		rd.view, rd.err = lp.el.evaluate(ctx)
+		rd.viewOK = rd.err == nil
+		if rd.err == nil && rd.view.leader {
+			rd.transfer, rd.hasTransfer, rd.err = r.readTransfer(ctx)
+			if rd.err == nil && rd.hasTransfer && rd.transfer.To != r.cfg.ID && time.Now().UnixMilli() < rd.transfer.Deadline {
+				rd.roomEpoch, rd.err = r.room.Epoch(ctx)
+			}
+		}
+		return func() {
+			if gen != lp.c.watchGen || eg != lp.elGen {
+				return // stale
+			}
+			r.onElectionRead(rd)
+		}
+	}})
+}
+
+// electionRead is what one election read found.
+type electionRead struct {
+	view        electionView
+	viewOK      bool // view was read (err may still be a later read's)
+	transfer    transferRecord
+	hasTransfer bool
+	roomEpoch   uint64
+	err         error
+}
+
+func (r *Replica) onElectionRead(rd electionRead) {
+	lp := r.lp
+	if rd.viewOK {
+		lp.view = rd.view
+		r.forward(watchElection, "", rd.view.watch)
+		if low, ok := rd.view.lowest(); ok {
+			lp.primaryID, lp.primaryAddr = low.ID, string(low.Data)
+		}
+	}
+	if rd.err != nil {
+		r.log.Debug("election evaluation failed; will retry", "err", rd.err)
+		r.step(evElection{Err: rd.err})
 		return
 	}
-	lp.view = v
-	r.forward(watchElection, "", v.watch)
-	if low, ok := v.lowest(); ok {
-		lp.primaryID, lp.primaryAddr = low.ID, string(low.Data)
-	}
-	f, err := r.electionFacts()
-	r.step(evElection{Facts: f, Err: err}) // a failed read: the tick retries
+	r.step(evElection{Facts: r.electionFacts(rd)})
 }
 
 // electionFacts gathers what decideElection needs besides the core's own
-// state. The transfer record, the room's epoch and the other candidates'
-// applied indexes are read only when the takeover branch can be reached;
-// a failed read is an error (the tick retries).
-func (r *Replica) electionFacts() (electionFacts, error) {
+// state, from the loop's state and the election read.
+func (r *Replica) electionFacts(rd electionRead) electionFacts {
 	lp := r.lp
 	f := electionFacts{
 		Leader:       lp.view.leader,
@@ -476,27 +604,16 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 		OldestFirst:  lp.oldestFirst, Applied: r.applied.Load(),
 	}
 	lp.c.fillFacts(&f)
-	if !f.needsTakeoverFacts() {
-		return f, nil
-	}
-	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-	defer cancel()
-	rec, ok, err := r.readTransfer(ctx)
-	if err != nil {
-		return f, err
-	}
-	if ok {
+	if rd.hasTransfer {
+		rec := rd.transfer
 		f.Transfer = &rec
 		if rec.To != r.cfg.ID && f.Now.UnixMilli() < rec.Deadline {
 			f.TransferToLive = r.isLiveCandidate(rec.To)
-			f.RoomEpoch, err = r.room.Epoch(ctx)
-			if err != nil {
-				return f, err
-			}
+			f.RoomEpoch = rd.roomEpoch
 		}
 	}
 	if f.OldestFirst == 0 || f.Applied >= f.OldestFirst-1 {
-		return f, nil // not behind: the others' positions cannot matter
+		return f // not behind: the others' positions cannot matter
 	}
 	for _, c := range lp.view.cands {
 		if c.ID == r.cfg.ID {
@@ -506,7 +623,7 @@ func (r *Replica) electionFacts() (electionFacts, error) {
 			f.OthersApplied = append(f.OthersApplied, m.Applied)
 		}
 	}
-	return f, nil
+	return f
 }
 
 // isLiveCandidate reports whether id is in the line (an accepted candidate
@@ -559,22 +676,30 @@ func (r *Replica) readTransfer(ctx context.Context) (transferRecord, bool, error
 	return rec, true, nil
 }
 
-// clearTransfer deletes a transfer record that names us (best effort).
+// clearTransfer queues the deletion of a transfer record that names us
+// (best effort).
 func (r *Replica) clearTransfer() {
-	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-	defer cancel()
-	if rec, ok, err := r.readTransfer(ctx); err == nil && ok && rec.To == r.cfg.ID {
-		_ = r.bounded(ctx, func() error { return r.conn.Delete(r.room.Path(transferZ), -1) })
-	}
+	r.enqueue(zkJob{name: "clear-transfer", bound: loopZKWait, run: func(ctx context.Context) func() {
+		if rec, ok, err := r.readTransfer(ctx); err == nil && ok && rec.To == r.cfg.ID {
+			_ = r.bounded(ctx, func() error { return r.conn.Delete(r.room.Path(transferZ), -1) })
+		}
+		return nil
+	}})
 }
 
-// requeue moves our candidate to the back of the line.
+// requeue queues the move of our candidate to the back of the line; an
+// election read already under way is stale.
 func (r *Replica) requeue() {
-	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
-	defer cancel()
-	if err := r.lp.el.requeue(ctx); err != nil {
-		r.log.Debug("election re-queue incomplete; will retry", "err", err)
-	}
+	lp := r.lp
+	lp.elGen++
+	r.enqueue(zkJob{name: "requeue", bound: electionZKWait, run: func(ctx context.Context) func() {
+		err := lp.el.requeue(ctx)
+		return func() {
+			if err != nil {
+				r.log.Debug("election re-queue incomplete; will retry", "err", err)
+			}
+		}
+	}})
 }
 
 // lead installs the finished takeover's writer as the primary term.
@@ -597,9 +722,9 @@ func (r *Replica) lead() {
 func (r *Replica) closeTerm() *term {
 	t := r.currentTerm()
 	if t == nil {
-		t = r.lp.ending
+		t = r.lp.stopped
 	}
-	r.lp.ending = nil
+	r.lp.stopped = nil
 	if t == nil {
 		return nil
 	}
@@ -638,22 +763,82 @@ func (r *Replica) cancelTakeover() {
 	}
 }
 
+// termEnding is a term being ended off the loop: its writer closing
+// (which waits for its in-flight Multis: when the connection is lost,
+// until go-zookeeper gives up on every server), then its committed entries
+// drained into the store by the primary applier.
+type termEnding struct {
+	t      *term
+	reason string
+	done   chan struct{}
+	err    error // set before done is closed
+}
+
 // endTerm leaves the primary role (the term already stopped accepting):
-// writer closed (its pending appends get their outcome), committed entries
-// drained into the store, then the standby tail resumes from applied+1.
+// the writer is closed (its pending appends get their outcome) and the
+// committed entries drained into the store in a goroutine, so the loop
+// stays free; onTermEnded then resumes the standby tail from applied+1.
+// Until then no apply goroutine runs and the election waits (not ready).
 func (r *Replica) endTerm(reason string) {
 	lp := r.lp
-	t := r.closeTerm()
-	if lp.applier != nil {
-		if err := r.stopApplier(true); err != nil {
-			r.step(evFail{Err: err})
-			return
+	t := r.currentTerm()
+	if t == nil {
+		t = lp.stopped
+	}
+	lp.stopped = nil
+	r.setTerm(nil)
+	a := lp.applier
+	lp.applier = nil
+	e := &termEnding{t: t, reason: reason, done: make(chan struct{})}
+	lp.ending = e
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(e.done)
+		if t != nil {
+			t.stopAccepting()
+			if err := t.w.Close(); err != nil {
+				r.log.Debug("writer close", "err", err)
+			}
+			close(t.done)
+		}
+		if a != nil {
+			if !a.stop(true, r.unlessStalled) {
+				e.err = fmt.Errorf("replica: apply stuck on the local disk: %w", store.ErrDiskStalled)
+				return
+			}
+			e.err = a.err
+		}
+	}()
+}
+
+// onTermEnded: the ended term's writer is closed and its entries applied;
+// the standby tail resumes (unless the replica failed meanwhile).
+func (r *Replica) onTermEnded() {
+	lp := r.lp
+	e := lp.ending
+	lp.ending = nil
+	if e.err != nil {
+		r.step(evFail{Err: e.err})
+		return
+	}
+	if e.t != nil {
+		r.log.Info("no longer primary", "epoch", e.t.epoch, "reason", e.reason, "applied", r.applied.Load())
+	}
+	if !lp.c.failed && lp.applier == nil {
+		lp.applier = r.startStandbyApplier()
+	}
+}
+
+// waitTermEnded waits for a term being ended (fail, shutdown), bounded as
+// every wait for a goroutine that may be stuck on the disk.
+func (r *Replica) waitTermEnded() {
+	if e := r.lp.ending; e != nil {
+		r.lp.ending = nil
+		if !r.unlessStalled("the ending term", e.done) {
+			r.log.Warn("the ending term is stuck on the stalled disk; left behind")
 		}
 	}
-	if t != nil {
-		r.log.Info("no longer primary", "epoch", t.epoch, "reason", reason, "applied", r.applied.Load())
-	}
-	lp.applier = r.startStandbyApplier()
 }
 
 // stopApplier stops lp.applier (a primary's drains first if drain) and
@@ -675,17 +860,15 @@ func (r *Replica) onRequest(req loopRequest) {
 	}
 	r.lp.reply = req.reply
 	r.step(evRequest{Kind: req.kind, Epoch: epoch, To: req.to})
-	if r.lp.reply != nil { // the core did not answer: cannot happen
+	if r.lp.reply != nil && r.lp.pending["write-transfer"] == 0 { // the core did not answer and awaits nothing: cannot happen
 		r.lp.reply <- fmt.Errorf("replica: request %d not answered", req.kind)
 		r.lp.reply = nil
 	}
 }
 
 // writeTransfer (re)creates the ephemeral transfer record, each request
-// bounded.
-func (r *Replica) writeTransfer(rec transferRecord) error {
-	ctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
-	defer cancel()
+// bounded by ctx.
+func (r *Replica) writeTransfer(ctx context.Context, rec transferRecord) error {
 	p := r.room.Path(transferZ)
 	data := encode(rec)
 	for i := 0; i < 3; i++ {
@@ -714,6 +897,7 @@ func (r *Replica) fail(err error) {
 	r.fatalErr.Store(&err)
 	lp := r.lp
 	r.closeTerm()
+	r.waitTermEnded()
 	r.cancelTakeover()
 	if lp.applier != nil {
 		_ = r.stopApplier(false)
@@ -724,34 +908,47 @@ func (r *Replica) fail(err error) {
 	r.signalApplied()
 }
 
-// resignFailed deletes a failed replica's candidate and member nodes so
-// that failover proceeds without it; the core asks again while it has not
-// succeeded.
+// resignFailed queues the deletion of a failed replica's candidate and
+// member nodes so that failover proceeds without it; the core asks again
+// while it has not succeeded.
 func (r *Replica) resignFailed() {
 	lp := r.lp
+	lp.elGen++
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
-	ctx, cancel := context.WithTimeout(r.bgCtx, wait)
-	errE := lp.el.resign(ctx)
-	cancel()
-	ctx, cancel = context.WithTimeout(r.bgCtx, wait)
-	errM := lp.mem.resign(ctx)
-	cancel()
-	if errE != nil || errM != nil {
-		r.log.Warn("failed replica: resigning election and membership incomplete; will retry", "election", errE, "membership", errM)
-		r.step(evResigned{Err: errors.Join(errE, errM)})
-		return
-	}
-	r.step(evResigned{})
-	r.log.Info("failed replica resigned its election candidate and member node")
+	r.enqueue(zkJob{name: "resign", bound: 2 * wait, run: func(ctx context.Context) func() {
+		ectx, cancel := context.WithTimeout(ctx, wait)
+		errE := lp.el.resign(ectx)
+		cancel()
+		mctx, cancel := context.WithTimeout(ctx, wait)
+		errM := lp.mem.resign(mctx)
+		cancel()
+		return func() {
+			if errE != nil || errM != nil {
+				r.log.Warn("failed replica: resigning election and membership incomplete; will retry", "election", errE, "membership", errM)
+				r.step(evResigned{Err: errors.Join(errE, errM)})
+				return
+			}
+			r.step(evResigned{})
+			r.log.Info("failed replica resigned its election candidate and member node")
+		}
+	}})
 }
 
 // shutdown is the loop's part of Close.
 func (r *Replica) shutdown() {
 	lp := r.lp
 	r.closeTerm()
+	r.waitTermEnded()
 	r.cancelTakeover()
 	if lp.applier != nil {
 		_ = r.stopApplier(lp.applier.primary)
+	}
+	// The worker's job in progress ends within its bound; the queued ones
+	// are dropped.
+	lp.jobs = nil
+	if lp.running {
+		<-r.jobDone
+		lp.running = false
 	}
 	// Our nodes are deleted if the session lets us within the bound (they
 	// go with the session otherwise); the membership registration's keeper
@@ -801,36 +998,35 @@ func (r *Replica) announceRole(role Role, reason string) {
 		}
 	}
 	if lp.c.connected && role != RoleClosed && role != RoleFailed {
-		ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-		if err := lp.mem.publish(ctx, r.ownMemberData()); err == nil {
-			lp.lastPublish, lp.settleSpent = time.Now(), false
-		}
-		cancel()
+		r.publishMember(false)
 	}
 }
 
-// refreshChannels updates the channel figures in Status.
+// refreshChannels queues a read of the channels for the figures in Status
+// and the oldest first index the election uses.
 func (r *Replica) refreshChannels() {
 	lp := r.lp
 	lp.lastChannels = time.Now()
-	ctx, cancel := context.WithTimeout(r.bgCtx, loopZKWait)
-	defer cancel()
-	chans, err := r.room.Channels(ctx)
-	if err != nil {
-		return
-	}
-	var open uint64
-	var bytes int64
-	if len(chans) > 0 {
-		lp.oldestFirst = chans[0].FirstIndex
-	}
-	for _, c := range chans {
-		bytes += c.Bytes
-		if !c.Sealed {
-			open = c.Num
+	r.enqueue(zkJob{name: "channels", bound: loopZKWait, run: func(ctx context.Context) func() {
+		chans, err := r.room.Channels(ctx)
+		if err != nil {
+			return nil
 		}
-	}
-	r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
+		return func() {
+			var open uint64
+			var bytes int64
+			if len(chans) > 0 {
+				lp.oldestFirst = chans[0].FirstIndex
+			}
+			for _, c := range chans {
+				bytes += c.Bytes
+				if !c.Sealed {
+					open = c.Num
+				}
+			}
+			r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
+		}
+	}})
 }
 
 // publishStatus copies the loop's view into the Status snapshot.

@@ -98,20 +98,37 @@ func (m *membership) join(ctx context.Context, d memberData, wait time.Duration)
 	return nil
 }
 
-// publish writes d into our node (the registration's keeper writes it;
-// publish waits at most until ctx ends, after which the keeper still
-// writes it unless a later publish replaces it).
-func (m *membership) publish(ctx context.Context, d memberData) error {
+// update writes d into our node (the registration's keeper writes it;
+// update waits at most until ctx ends, after which the keeper still writes
+// it unless a later update replaces it). It only does the I/O (the loop's
+// ZooKeeper worker calls it); record notes what was written, on the loop.
+func (m *membership) update(ctx context.Context, d memberData) ([]byte, error) {
 	if m.reg == nil {
-		return errors.New("membership: not joined")
+		return nil, errors.New("membership: not joined")
 	}
 	d.V = formatVersion1
 	data := encode(d)
 	if err := m.reg.Update(ctx, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// publish is update and record in one call (for a caller that owns the
+// membership and may wait: Open, tests).
+func (m *membership) publish(ctx context.Context, d memberData) error {
+	data, err := m.update(ctx, d)
+	if err != nil {
 		return err
 	}
-	m.published, m.last = data, d
+	m.record(data, d)
 	return nil
+}
+
+// record notes data (encoding d) as the last data written to our node.
+func (m *membership) record(data []byte, d memberData) {
+	d.V = formatVersion1
+	m.published, m.last = data, d
 }
 
 // heldElsewhere returns the registration's failure to re-create our node

@@ -88,6 +88,7 @@ type Replica struct {
 	sem          chan struct{}      // proposal slots (MaxPendingProposals)
 	roleCh       chan RoleChange    // buffered; the loop drops the oldest when full
 	reqc         chan loopRequest   // API -> loop
+	jobDone      chan jobResult     // the loop's ZooKeeper worker -> loop (one job at a time: never blocks)
 	watchc       chan watchEvent    // watch forwarders -> loop
 	writerFailc  chan writerFailure // Propose/checkpointer -> loop: this term's writer is fenced or dead
 	failc        chan error         // any goroutine -> loop: unrecoverable error
@@ -173,6 +174,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		sem:         make(chan struct{}, cfg.MaxPendingProposals),
 		roleCh:      make(chan RoleChange, 16),
 		reqc:        make(chan loopRequest),
+		jobDone:     make(chan jobResult, 1),
 		watchc:      make(chan watchEvent, 64),
 		writerFailc: make(chan writerFailure, 1),
 		failc:       make(chan error, 1),
@@ -454,15 +456,13 @@ func (r *Replica) usable() error {
 	return nil
 }
 
-// Store returns the local store for reads (Get, Scan, View, StateHash).
-// Never write to it. The pointer changes when the replica bootstraps from a
-// peer's checkpoint (Status().Bootstraps grows); a store obtained before
-// then returns store.ErrClosed — call Store again.
-func (r *Replica) Store() *store.Store {
-	r.storeMu.RLock()
-	defer r.storeMu.RUnlock()
-	return r.st
-}
+// Store returns the local store's read side (Get, View, StateHash,
+// AppliedIndex, the request table); nothing reached through it writes. It
+// follows the replica across bootstraps from a peer's checkpoint
+// (Status().Bootstraps grows): each call reads the store current at that
+// moment, so one Reader serves for the replica's lifetime. A View opened
+// before a bootstrap returns store.ErrClosed after it: open a new one.
+func (r *Replica) Store() store.Reader { return storeReader{r} }
 
 // StateHash is the local store's StateHash, safe across bootstraps.
 func (r *Replica) StateHash() (hash string, index uint64, err error) {
@@ -478,8 +478,9 @@ func (r *Replica) Get(key []byte) ([]byte, error) {
 	return r.st.Get(key)
 }
 
-// Room returns the logroom room (read-only use: Channels, Bytes, CommittedIndex).
-func (r *Replica) Room() *logroom.Room { return r.room }
+// Room returns the read side of the replica's logroom room (Channels,
+// Bytes, CommittedIndex, ...); writing to the room is the replica's alone.
+func (r *Replica) Room() RoomReader { return RoomReader{r.room} }
 
 // ID returns Config.ID.
 func (r *Replica) ID() string { return r.cfg.ID }
