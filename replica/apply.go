@@ -283,7 +283,7 @@ func isFatal(err error) bool {
 // ErrCompacted and the replica bootstraps instead of stopping.)
 func (r *Replica) runStandby(ctx context.Context) error {
 	const confirmCorrupt = 3
-	backoff := newBackoff(50*time.Millisecond, 2*time.Second)
+	backoff := zkx.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	corrupt := 0
 	for ctx.Err() == nil {
 		before := r.applied.Load()
@@ -302,8 +302,8 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			}
 			r.log.Warn("standby: log reported corrupt; re-reading to tell corruption from concurrent deletion",
 				"attempt", corrupt, "applied", r.applied.Load(), "err", err)
-			backoff.atLeast(500 * time.Millisecond)
-			if !backoff.wait(ctx) {
+			backoff.AtLeast(500 * time.Millisecond)
+			if backoff.Wait(ctx) != nil {
 				return nil
 			}
 			continue
@@ -317,7 +317,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			r.setTailErr(err)
 			if err == nil {
 				r.tailErr.Store(nil)
-				backoff.reset()
+				backoff.Reset()
 				corrupt = 0
 				continue
 			}
@@ -326,7 +326,7 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			}
 		}
 		r.log.Warn("standby: tail interrupted; retrying", "applied", r.applied.Load(), "err", err)
-		if !backoff.wait(ctx) {
+		if backoff.Wait(ctx) != nil {
 			return nil
 		}
 	}
@@ -526,16 +526,3 @@ func (r *Replica) applyQueued(q *commitQueue) error {
 	}
 	return nil
 }
-
-// backoff is a capped exponential delay (zkx.Backoff).
-type backoff struct{ b zkx.Backoff }
-
-func newBackoff(min, max time.Duration) *backoff { return &backoff{zkx.Backoff{Min: min, Max: max}} }
-
-func (b *backoff) reset() { b.b.Reset() }
-
-// atLeast makes the next wait sleep at least d (at most max).
-func (b *backoff) atLeast(d time.Duration) { b.b.AtLeast(d) }
-
-// wait sleeps the current delay (doubling it); false when ctx ended.
-func (b *backoff) wait(ctx context.Context) bool { return b.b.Wait(ctx) == nil }

@@ -16,7 +16,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,36 +32,17 @@ import (
 // short, so that forcing an expiry costs little.
 const ProxiedSession = 1500 * time.Millisecond
 
-var shared struct {
-	once sync.Once
-	e    *zkensemble.Ensemble
-	err  error
-}
+var shared = zkensemble.NewShared(zkensemble.Options{Servers: 1})
 
 // Main runs the tests and closes the shared ensemble.
-func Main(m *testing.M) {
-	code := m.Run()
-	if shared.e != nil {
-		if err := shared.e.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "recipetest: close ensemble:", err)
-		}
-	}
-	os.Exit(code)
-}
+func Main(m *testing.M) { os.Exit(shared.Run(m)) }
 
 // ZK returns the binary's one-server ensemble, starting it on first use.
 // It fails the test under CI=true when ZooKeeper is missing and skips it
 // otherwise.
 func ZK(t testing.TB) *zkensemble.Ensemble {
 	t.Helper()
-	zkensemble.Require(t)
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		shared.e, shared.err = zkensemble.Start(ctx, zkensemble.Options{Servers: 1})
-	})
-	require.NoError(t, shared.err, "start ZooKeeper")
-	return shared.e
+	return shared.Get(t)
 }
 
 // Dir returns a fresh top-level path for the test.
@@ -227,7 +207,8 @@ func (p *Proxied) Heal(t testing.TB) {
 }
 
 // Eventually polls cond every 10ms until it holds, or fails the test after
-// d.
+// d. Unlike require.Eventually it calls cond on the test's goroutine, so
+// cond may use t and the goroutine count is not disturbed.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
