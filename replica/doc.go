@@ -18,6 +18,10 @@
 //	idx, err := r.Barrier(ctx)            // any member: linearizable read point
 //	v, err := r.Get(key)                  // read local state
 //
+// Store and Room hand out the read sides of the local store (a
+// store.Reader that follows the replica across bootstraps) and of the room
+// (RoomReader); writing to either is the replica's alone.
+//
 // Each member's ZooKeeper client connects to the ensemble's leader when it
 // can (logroom's "Connecting: the leader first"), so that whichever member
 // becomes primary writes without a follower's forwarding hop;

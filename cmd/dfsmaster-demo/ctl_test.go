@@ -72,7 +72,7 @@ func (m *testMaster) WaitApplied(ctx context.Context, index uint64) error {
 	return ctx.Err()
 }
 
-func (m *testMaster) Store() *store.Store { return m.st }
+func (m *testMaster) Store() store.Reader { return m.st }
 
 func (m *testMaster) Status() api.Status {
 	m.mu.Lock()

@@ -198,9 +198,9 @@ func (m *replicaMaster) WaitApplied(ctx context.Context, index uint64) error {
 	return err
 }
 
-// Store implements api.Master. The replica swaps its store when it
-// bootstraps from a checkpoint, so this is read on every call.
-func (m *replicaMaster) Store() *store.Store { return m.r.Store() }
+// Store implements api.Master: the replica's read side, which follows its
+// store across bootstraps from a checkpoint.
+func (m *replicaMaster) Store() store.Reader { return m.r.Store() }
 
 // Status implements api.Master; it never touches ZooKeeper.
 func (m *replicaMaster) Status() api.Status {

@@ -132,7 +132,7 @@ func (f *fakeMaster) WaitApplied(ctx context.Context, index uint64) error {
 	}
 }
 
-func (f *fakeMaster) Store() *store.Store { return f.st }
+func (f *fakeMaster) Store() store.Reader { return f.st }
 
 func (f *fakeMaster) Status() api.Status {
 	f.mu.Lock()

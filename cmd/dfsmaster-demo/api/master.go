@@ -32,8 +32,8 @@ type Master interface {
 	// WaitApplied returns once the local store has applied index, or the
 	// context's error.
 	WaitApplied(ctx context.Context, index uint64) error
-	// Store is the local state the log produced.
-	Store() *store.Store
+	// Store is the read side of the local state the log produced.
+	Store() store.Reader
 	// Status describes the master and its room.
 	Status() Status
 }

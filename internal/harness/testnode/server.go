@@ -282,7 +282,7 @@ func (s *Server) dump(w http.ResponseWriter, req *http.Request, r *replica.Repli
 		badRequest(w, "limit must be 1..%d", MaxDumpLimit)
 		return
 	}
-	resp, err := readStore(req.Context(), r, func(st *store.Store) (DumpResponse, error) {
+	resp, err := readStore(req.Context(), r, func(st store.Reader) (DumpResponse, error) {
 		return readDump(st, from, to, int(limit))
 	})
 	if err != nil {
@@ -292,12 +292,14 @@ func (s *Server) dump(w http.ResponseWriter, req *http.Request, r *replica.Repli
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// readStore runs read on the replica's store. The store is replaced when
-// the replica bootstraps: a read that finds the old one closed is retried
-// on the new one (every 20 ms, at most 50 times, while ctx lasts).
-func readStore[T any](ctx context.Context, r *replica.Replica, read func(*store.Store) (T, error)) (T, error) {
+// readStore runs read on the replica's store. Replica.Store follows the
+// replica across bootstraps, but a view opened on the store a bootstrap
+// then replaces returns store.ErrClosed: such a read is retried on the new
+// store (every 20 ms, at most 50 times, while ctx lasts).
+func readStore[T any](ctx context.Context, r *replica.Replica, read func(store.Reader) (T, error)) (T, error) {
+	st := r.Store()
 	for attempt := 0; ; attempt++ {
-		v, err := read(r.Store())
+		v, err := read(st)
 		if err == nil || !errors.Is(err, store.ErrClosed) || attempt >= 50 || ctx.Err() != nil {
 			return v, err
 		}
@@ -353,7 +355,7 @@ func (s *Server) get(w http.ResponseWriter, req *http.Request, r *replica.Replic
 		}
 	}
 	self := r.Status()
-	resp, err := readStore(ctx, r, func(st *store.Store) (GetResponse, error) { return readKey(st, key) })
+	resp, err := readStore(ctx, r, func(st store.Reader) (GetResponse, error) { return readKey(st, key) })
 	if err != nil {
 		writeErr(w, err, 0)
 		return
@@ -363,7 +365,7 @@ func (s *Server) get(w http.ResponseWriter, req *http.Request, r *replica.Replic
 }
 
 // readKey reads key in one view of st.
-func readKey(st *store.Store, key string) (GetResponse, error) {
+func readKey(st store.Reader, key string) (GetResponse, error) {
 	v, err := st.View()
 	if err != nil {
 		return GetResponse{}, err
@@ -380,7 +382,7 @@ func readKey(st *store.Store, key string) (GetResponse, error) {
 	return resp, nil
 }
 
-func readDump(st *store.Store, from, to uint64, limit int) (DumpResponse, error) {
+func readDump(st store.Reader, from, to uint64, limit int) (DumpResponse, error) {
 	v, err := st.View()
 	if err != nil {
 		return DumpResponse{}, err
