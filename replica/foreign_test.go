@@ -16,6 +16,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	elect "github.com/roomlog/roomlog/recipe/election"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // Forgeries under members/ and election/ made with a second, raw
@@ -367,7 +368,7 @@ func TestForeignReadMembers(t *testing.T) {
 	client := viewClient(t, ens)
 	conn := client.Conn()
 	acl := zk.WorldACL(zk.PermAll)
-	require.NoError(t, ensurePersistent(conn, acl, dir))
+	require.NoError(t, zkx.EnsurePath(context.Background(), zkx.Plain(conn, acl), dir))
 	m := newMembership(client, dir, "a", testLogger(t))
 	defer m.close(context.Background())
 	require.NoError(t, m.join(context.Background(), memberData{ID: "a", Addr: "127.0.0.1:1", Applied: 7, Checkpoint: 5}, time.Second))
@@ -410,7 +411,7 @@ func TestForeignElectionComponent(t *testing.T) {
 	dir := "/fel-" + newGUID()[:8]
 	acl := zk.WorldACL(zk.PermAll)
 	forger := zkConn(t, ens)
-	require.NoError(t, ensurePersistent(forger, acl, dir))
+	require.NoError(t, zkx.EnsurePath(context.Background(), zkx.Plain(forger, acl), dir))
 	client := viewClient(t, ens)
 	conn := client.Conn()
 	el, err := newElection(client, dir, "a", "", testLogger(t))

@@ -251,7 +251,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	for _, dir := range []string{r.room.Path(membersDir), r.room.Path(electionDir)} {
-		if err := ensurePersistent(r.conn, r.acl, dir); err != nil {
+		if err := zkx.EnsurePath(ctx, r.client, dir); err != nil {
 			return nil, fmt.Errorf("replica: create %s: %w", dir, err)
 		}
 	}

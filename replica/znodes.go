@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/roomlog/roomlog/zkx"
@@ -142,15 +141,5 @@ func checkPeerIdentity(id, addr string) error {
 // it to show what replicas see.
 func checkMemberZnode(name string, data []byte, ephemeralOwner int64) error {
 	_, err := acceptMember(name, data, ephemeralOwner)
-	return err
-}
-
-// createParents creates path's missing persistent ancestors and path itself
-// (idempotent, race-safe).
-func ensurePersistent(conn *zk.Conn, acl []zk.ACL, path string) error {
-	_, err := conn.Create(path, nil, 0, acl)
-	if err == nil || errors.Is(err, zk.ErrNodeExists) {
-		return nil
-	}
 	return err
 }
