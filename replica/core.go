@@ -26,7 +26,9 @@ import (
 // resources the actions act on (the writer, the takeover goroutine, the
 // apply goroutine, the ZooKeeper client) belong to the loop.
 //
-// Invariants (checked by the simulation after every step):
+// Invariants (the simulation checks them after every step, with the
+// safety properties of ../shared/DESIGN.md and, after each calm stretch,
+// that exactly one member leads; see sim_test.go):
 //
 //	role == RolePrimary    <=> the loop holds a term of epoch c.epoch
 //	role == RoleTakingOver <=> the loop holds a takeover in progress
@@ -51,8 +53,9 @@ type core struct {
 	// was re-read and re-armed since).
 	watchGen uint64
 
-	role  Role
-	epoch uint64 // the epoch of the current term (role == RolePrimary), else 0
+	role      Role
+	epoch     uint64 // the epoch of the current term (role == RolePrimary), else 0
+	lastEpoch uint64 // the epoch of the last term led (for a planted bug)
 
 	// stoppingTail: the takeover succeeded and the loop is stopping the
 	// standby tail (aStopTail); evTailStopped is expected.
@@ -62,9 +65,22 @@ type core struct {
 	notBefore        time.Time // takeovers wait until then (after a failed one)
 	corruptTakeovers int       // consecutive takeovers failed with ErrCorrupt
 
-	failed     bool
-	resigned   bool      // a failed replica deleted its candidate and member nodes
+	failed   bool
+	resigned bool // a failed replica deleted its candidate and member nodes
+
+	// bugs plants wrong decisions for TestSimulationFindsPlantedBugs,
+	// which requires the simulation to catch each; always zero otherwise.
+	bugs       coreBugs
 	staleSince time.Time // when our member node was first seen held by another session (zero: not now)
+}
+
+// coreBugs are the wrong decisions the simulation must catch.
+type coreBugs struct {
+	ignoreExpiry       bool // keep leading after the session expired
+	ignoreLost         bool // keep leading when disconnected past the session timeout
+	ignoreFence        bool // keep leading when the writer was fenced
+	ignoreApplierReady bool // take over while no standby tail runs
+	acceptWhileEnding  bool // end a term without first closing its door
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -126,8 +142,9 @@ type (
 	// evTransferWritten: the transfer record of a transfer request was
 	// written (Err nil) or not.
 	evTransferWritten struct {
-		To  string
-		Err error
+		Epoch uint64
+		To    string
+		Err   error
 	}
 	// evApplierExit: the apply goroutine returned on its own.
 	evApplierExit struct{ Err error }
@@ -149,12 +166,12 @@ type (
 type actKind int
 
 const (
-	aRole          actKind = iota // announce Role (Status, RoleChanges, member data), with Reason
+	aRole          actKind = iota // announce Role (Status, RoleChanges, member data), with Reason and Epoch (the term's; 0: the applied one)
 	aSessionNew                   // the session was replaced (expired): metrics and log (Old, New)
 	aConnected                    // log: connected (Watch generation bumped; everything is re-read)
 	aDisconnected                 // log: connection lost; suspended
-	aStopAccepting                // the term takes no new proposals (visible at once, before aEndTerm's waits)
-	aEndTerm                      // leave the primary role (Reason): writer closed, committed drained, standby tail restarted
+	aStopAccepting                // the term takes no new proposals (visible at once)
+	aEndTerm                      // leave the primary role (Reason): off the loop, the writer closes and the committed entries drain; then the standby tail restarts
 	aAbortTakeover                // cancel the takeover in progress and wait for it (Reason)
 	aDropTakeover                 // the finished takeover is not used: close the writer it opened
 	aRequeue                      // move our candidate to the back of the line (Reason, logged)
@@ -163,7 +180,7 @@ const (
 	aLead                         // become primary with the finished takeover's writer
 	aStartTail                    // start the standby tail
 	aClearTransfer                // delete a transfer record that names us (best effort)
-	aWriteTransfer                // write the transfer record naming To (answer: evTransferWritten)
+	aWriteTransfer                // write the transfer record naming To under Epoch (answer: evTransferWritten)
 	aReply                        // answer the pending request (Err; NotPrimary: the NotPrimaryError)
 	aFail                         // fail the replica with Err: tear down, fail waiters
 	aResign                       // delete our candidate and member nodes (answer: evResigned)
@@ -199,12 +216,15 @@ func (a action) String() string {
 	switch a.Kind {
 	case aRole:
 		fmt.Fprintf(&b, " %s", a.Role)
+		if a.Epoch != 0 {
+			fmt.Fprintf(&b, " epoch=%d", a.Epoch)
+		}
 	case aSessionNew:
 		fmt.Fprintf(&b, " 0x%x->0x%x", a.Old, a.New)
 	case aLead:
 		fmt.Fprintf(&b, " epoch=%d", a.Epoch)
 	case aWriteTransfer:
-		fmt.Fprintf(&b, " to=%s", a.To)
+		fmt.Fprintf(&b, " to=%s epoch=%d", a.To, a.Epoch)
 	case aReply:
 		switch {
 		case a.NotPrimary:
@@ -277,16 +297,19 @@ func (c *core) setRole(role Role, reason string) []action {
 		return nil
 	}
 	c.role = role
-	return []action{{Kind: aRole, Role: role, Reason: reason}}
+	return []action{{Kind: aRole, Role: role, Reason: reason, Epoch: c.epoch}}
 }
 
 // endTerm leaves the primary role: no new proposals and role standby are
 // visible at once, before the writer's close, which waits for its
 // in-flight requests.
 func (c *core) endTerm(reason string) []action {
-	c.epoch = 0
 	out := []action{{Kind: aStopAccepting}}
-	out = append(out, c.setRole(RoleStandby, reason)...)
+	if c.bugs.acceptWhileEnding {
+		out = nil
+	}
+	out = append(out, c.setRole(RoleStandby, reason)...) // announced with the ending term's epoch
+	c.epoch = 0
 	return append(out, action{Kind: aEndTerm, Reason: reason})
 }
 
@@ -347,6 +370,9 @@ func (c *core) onSession(ev evSession) []action {
 // and rebuild membership and election from scratch.
 func (c *core) sessionLost() []action {
 	out := c.leaveLeadership("session expired")
+	if c.bugs.ignoreExpiry && c.role == RoleStandby && len(out) > 0 && out[0].Kind == aStopAccepting {
+		out, c.role, c.epoch = nil, RolePrimary, c.lastEpoch
+	}
 	c.staleSince = time.Time{}
 	c.watchGen++
 	c.electionDirty = true
@@ -357,7 +383,7 @@ func (c *core) sessionLost() []action {
 // expired on the servers' side and another member may lead: stop leading
 // now rather than when we reconnect (Curator's LOST after SUSPENDED).
 func (c *core) onTick(ev evTick) []action {
-	if !c.connected && !c.discSince.IsZero() && ev.Now.Sub(c.discSince) >= c.sessionTimeout {
+	if !c.connected && !c.discSince.IsZero() && ev.Now.Sub(c.discSince) >= c.sessionTimeout && !c.bugs.ignoreLost {
 		return c.leaveLeadership("disconnected past the session timeout")
 	}
 	return nil
@@ -379,6 +405,9 @@ func (c *core) onElection(ev evElection) []action {
 	c.electionDirty = false
 	f := ev.Facts
 	c.fillFacts(&f)
+	if c.bugs.ignoreApplierReady {
+		f.ApplierReady = true
+	}
 	switch decideElection(f) {
 	case elEndTerm:
 		// Our node is no longer the lowest (it was deleted and re-created).
@@ -444,7 +473,7 @@ func (c *core) onTailStopped(ev evTailStopped) []action {
 		out = append(out, action{Kind: aStartTail}, c.requeue(reason))
 		return out
 	}
-	c.epoch = ev.Epoch
+	c.epoch, c.lastEpoch = ev.Epoch, ev.Epoch
 	out := []action{{Kind: aLead, Epoch: ev.Epoch}}
 	out = append(out, c.setRole(RolePrimary, "elected")...)
 	return append(out, action{Kind: aClearTransfer})
@@ -453,6 +482,9 @@ func (c *core) onTailStopped(ev evTailStopped) []action {
 func (c *core) onWriterFailed(ev evWriterFailed) []action {
 	if c.role != RolePrimary || ev.Epoch != c.epoch {
 		return nil // an older term's writer
+	}
+	if ev.Fenced && c.bugs.ignoreFence {
+		return nil
 	}
 	if ev.Fenced {
 		out := []action{{Kind: aLog, Reason: "primary fenced by a newer epoch; stepping down to standby", Err: ev.Err}}
@@ -477,13 +509,15 @@ func (c *core) onRequest(ev evRequest) []action {
 		out := c.endTerm("step down")
 		return append(out, c.requeue("step down"), action{Kind: aReply})
 	case reqTransfer:
-		return []action{{Kind: aWriteTransfer, To: ev.To}}
+		return []action{{Kind: aWriteTransfer, To: ev.To, Epoch: c.epoch}}
 	}
 	return []action{{Kind: aReply, Err: fmt.Errorf("replica: unknown request %d", ev.Kind)}}
 }
 
 func (c *core) onTransferWritten(ev evTransferWritten) []action {
-	if c.role != RolePrimary {
+	if c.role != RolePrimary || ev.Epoch != c.epoch {
+		// The term that asked ended meanwhile (a newer one must not end
+		// for a record written under the old epoch).
 		return []action{{Kind: aReply, NotPrimary: true}}
 	}
 	if ev.Err != nil {

@@ -35,7 +35,7 @@ import (
 //	tail-stopped applied=N start=N epoch=N [err=E]
 //	writer-failed epoch=N [fenced]
 //	request step-down|transfer epoch=N [to=ID]
-//	transfer-written to=ID [err=E]
+//	transfer-written to=ID [epoch=N] [err=E]   (epoch: the current term's when absent)
 //	applier-exit [err=E]
 //	fail err=E
 //	held t=D [persistent] [err=E]
@@ -135,8 +135,9 @@ func TestCoreScenarios(t *testing.T) {
 				scanArg(t, d, "to", &ev.To)
 				acts = c.Step(ev)
 			case "transfer-written":
-				ev := evTransferWritten{Err: namedErr(t, d)}
+				ev := evTransferWritten{Err: namedErr(t, d), Epoch: c.epoch}
 				d.ScanArgs(t, "to", &ev.To)
+				scanUint(t, d, "epoch", &ev.Epoch)
 				acts = c.Step(ev)
 			case "applier-exit":
 				acts = c.Step(evApplierExit{Err: namedErr(t, d)})

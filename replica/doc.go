@@ -50,7 +50,8 @@
 // requests, writer failures, the ZooKeeper worker's results, a term's end
 // and a tick, feeds each to the core, and carries out the actions (an
 // action whose outcome the core needs is answered by a later event). The
-// loop itself never waits for ZooKeeper: its ZooKeeper work (member data,
+// running loop does not wait for ZooKeeper (only failing and closing, both
+// final, wait for what is in flight, bounded): its ZooKeeper work (member data,
 // election reads, re-queue, resignation, transfer record, channel
 // figures) runs in one worker goroutine, one job at a time in the order
 // queued, each bounded by its own context (300 ms; 1 s for the election;
@@ -81,15 +82,24 @@
 // and a randomized simulation (sim_test.go) of 3–5 cores against an
 // in-memory model of the room (simzk_test.go: sessions, ephemeral and
 // sequential nodes, versions, Multi) with lost replies, expiries,
-// disconnections, late and reordered watch events, checkpoints, deletions
-// and bootstraps drawn from a seed, checking after every step: one writer
-// per epoch, no acknowledgement after a fence, each member's applied
-// entries a prefix of the committed history, no deletion without a live
-// member serving a covering checkpoint, and the core's own invariants. A
-// failing seed prints a trace and the command that replays it;
-// TestSimulationFindsPlantedBugs plants bugs and requires the simulation
-// to find them, and TestSimZKConformance runs the same random operation
-// sequences on the model and on real ZooKeeper and requires equal results.
+// disconnections, events handled in any order (session events among
+// themselves in order), terms that end off the loop, checkpoints,
+// deletions and bootstraps drawn from a seed, checking after every step:
+// one writer per epoch, no acknowledgement after a fence, each member's
+// applied entries a prefix of the committed history, no deletion without a
+// live member serving a covering checkpoint, no member leading in a
+// session that was replaced or after being cut off for a session timeout,
+// no term ended with its door open, no takeover without a standby tail, no
+// lead from a position other than the writer's start, and the core's own
+// invariants; after every calm stretch, exactly one member leads, in the
+// room's epoch. A failing seed prints a trace and the command that replays
+// it. TestSimulationFindsPlantedBugs plants bugs — two in the decisions
+// the simulation applies (acknowledge a fenced append, delete without a
+// served checkpoint) and five in the core (keep leading after expiry,
+// after a session timeout cut off, or when fenced; take over with no tail;
+// end a term with its door open) — and requires the simulation to find
+// each. TestSimZKConformance runs the same random operation sequences on
+// the model and on real ZooKeeper and requires equal results.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │

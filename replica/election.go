@@ -15,8 +15,11 @@ import (
 // election recipe (package recipe/election), which owns the candidate
 // format, the protected create, the line order and the predecessor watch.
 // The replica brings its own policy (decideElection: takeover with epochs,
-// transfers, requeue behind compaction). Owned by the run loop (Open uses
-// it before the loop starts); nothing in it is safe for concurrent use.
+// transfers, requeue behind compaction). Open uses it before the loop
+// starts; then only the loop's ZooKeeper worker does (evaluate, requeue,
+// resign), one job at a time, and shutdown after the worker stopped.
+// Nothing in it is safe for concurrent use but foreign (its set has a
+// lock), which the loop reads.
 //
 // Our guid is random (one per Replica), so a node carrying it in another
 // session is foreign; only candidates acceptCandidate accepts count (for

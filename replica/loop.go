@@ -13,7 +13,9 @@ import (
 )
 
 // loopState is the run loop's private state. Only the loop goroutine (and
-// Open, before the loop starts) touches it. The role decisions and the
+// Open, before the loop starts) touches its fields; the ZooKeeper worker's
+// jobs use el and mem (their I/O), one job at a time, and hand their
+// results back to the loop. The role decisions and the
 // state they need are the core's (core.go); loopState holds the resources
 // the core's actions act on and the bookkeeping of the loop's own
 // ZooKeeper work.
@@ -253,7 +255,7 @@ func (r *Replica) do(a action) {
 	lp := r.lp
 	switch a.Kind {
 	case aRole:
-		r.announceRole(a.Role, a.Reason)
+		r.announceRole(a.Role, a.Epoch, a.Reason)
 	case aSessionNew:
 		r.m.sessionExpired()
 		r.log.Warn("zookeeper session replaced (expired); rebuilding membership and election",
@@ -264,7 +266,7 @@ func (r *Replica) do(a action) {
 		r.log.Warn("zookeeper connection lost; suspended", "state", a.Reason)
 	case aStopAccepting:
 		if t := r.currentTerm(); t != nil {
-			t.stopAccepting()
+			t.finish()
 			r.setTerm(nil)
 			lp.stopped = t
 		}
@@ -310,7 +312,7 @@ func (r *Replica) do(a action) {
 			Deadline: time.Now().Add(r.cfg.TransferTimeout).UnixMilli()}
 		r.enqueue(zkJob{name: "write-transfer", bound: electionZKWait, run: func(ctx context.Context) func() {
 			err := r.writeTransfer(ctx, rec)
-			return func() { r.step(evTransferWritten{To: a.To, Err: err}) }
+			return func() { r.step(evTransferWritten{Epoch: a.Epoch, To: a.To, Err: err}) }
 		}})
 	case aReply:
 		err := a.Err
@@ -729,7 +731,7 @@ func (r *Replica) closeTerm() *term {
 		return nil
 	}
 	r.setTerm(nil)
-	t.stopAccepting()
+	t.finish()
 	if err := t.w.Close(); err != nil {
 		r.log.Debug("writer close", "err", err)
 	}
@@ -796,7 +798,7 @@ func (r *Replica) endTerm(reason string) {
 		defer r.wg.Done()
 		defer close(e.done)
 		if t != nil {
-			t.stopAccepting()
+			t.finish()
 			if err := t.w.Close(); err != nil {
 				r.log.Debug("writer close", "err", err)
 			}
@@ -830,14 +832,29 @@ func (r *Replica) onTermEnded() {
 	}
 }
 
-// waitTermEnded waits for a term being ended (fail, shutdown), bounded as
-// every wait for a goroutine that may be stuck on the disk.
+// waitTermEnded waits for a term being ended (fail, shutdown). The wait is
+// bounded: the writer's close waits for its in-flight Multis (go-zookeeper
+// answers them within its own bounds, at most a session or two), then the
+// drain is bounded by the disk. A term still ending after that is left
+// behind (its goroutine ends on its own); it is not a disk stall.
 func (r *Replica) waitTermEnded() {
-	if e := r.lp.ending; e != nil {
-		r.lp.ending = nil
-		if !r.unlessStalled("the ending term", e.done) {
-			r.log.Warn("the ending term is stuck on the stalled disk; left behind")
-		}
+	e := r.lp.ending
+	if e == nil {
+		return
+	}
+	r.lp.ending = nil
+	d := store.DefaultDiskStallTimeout
+	if o := r.cfg.StoreOptions; o != nil && o.DiskStallTimeout != 0 {
+		d = o.DiskStallTimeout
+	}
+	limit := time.NewTimer(2*r.cfg.SessionTimeout + d + stopSlack)
+	defer limit.Stop()
+	select {
+	case <-e.done:
+	case <-r.stalled:
+		r.log.Warn("the ending term may be stuck on the stalled disk; left behind")
+	case <-limit.C:
+		r.log.Warn("the ending term did not end in time; left behind")
 	}
 }
 
@@ -969,14 +986,13 @@ func (r *Replica) shutdown() {
 	}
 	cancel()
 	lp.c.role = RoleClosed
-	r.announceRole(RoleClosed, "closed")
+	r.announceRole(RoleClosed, 0, "closed")
 }
 
 // announceRole publishes a role change the core made: Status, RoleChanges
 // and (connected) our member data.
-func (r *Replica) announceRole(role Role, reason string) {
+func (r *Replica) announceRole(role Role, epoch uint64, reason string) {
 	lp := r.lp
-	epoch := lp.c.epoch
 	if epoch == 0 {
 		epoch = r.appliedEpoch.Load()
 	}

@@ -23,8 +23,11 @@ import (
 // Watcher with data watches keeps the view of every member, diffing each
 // listing against the previous one so no join, leave or data change is
 // missed. Only children acceptMember accepts are members; the others are
-// reported as foreign (Watcher.Foreign) and ignored. The run loop owns it;
-// the recipe's goroutines only wake the loop (changed).
+// reported as foreign (Watcher.Foreign) and ignored. The run loop owns
+// its fields (published, last, known); its writes to ZooKeeper (update,
+// resign) run in the loop's ZooKeeper worker, one job at a time, and the
+// loop records what was written when the job's result arrives. The
+// recipe's goroutines only wake the loop (changed).
 type membership struct {
 	client *logroom.Client
 	dir    string // /<base>/<room>/members

@@ -24,9 +24,11 @@ type term struct {
 	// mu is Replica.propMu, the one lock of the proposal bookkeeping: it
 	// guards accepting, inflight, idle and handoff.
 	mu *sync.Mutex
-	// accepting: new proposals may enter. Invariant: once false, never
-	// true again for this term.
+	// accepting: new proposals may enter. ending: the loop is ending the
+	// term. Invariant: once ending, accepting is never true again (a
+	// hand-over that failed reopens the door only before that).
 	accepting bool
+	ending    bool
 	inflight  int           // proposals inside Writer.Append
 	idle      chan struct{} // closed when inflight drops to 0 (nil when nobody waits)
 	handoff   string        // the member a transfer in progress hands over to
@@ -69,17 +71,23 @@ func (t *term) stopAccepting() <-chan struct{} {
 	return t.idle
 }
 
-// resume reopens the door after an aborted hand-over (only while the term
-// is still current).
+// resume reopens the door after an aborted hand-over, unless the term is
+// ending (the loop called finish).
 func (t *term) resume() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.handoff = ""
-	select {
-	case <-t.done:
-	default:
+	if !t.ending {
 		t.accepting = true
 	}
+}
+
+// finish closes the door for good: the loop is ending the term.
+func (t *term) finish() <-chan struct{} {
+	t.mu.Lock()
+	t.ending = true
+	t.mu.Unlock()
+	return t.stopAccepting()
 }
 
 func (t *term) handingTo() string {

@@ -58,6 +58,7 @@ const (
 type simBugs struct {
 	ackFenced    bool // acknowledge an append the epoch check refused
 	ignoreServed bool // delete channels covered only by our own checkpoint, served or not
+	core         coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -71,7 +72,8 @@ type simTerm struct {
 	epoch, start, next uint64
 	epochVersion       int32 // the epoch znode's version this writer fenced with
 	accepting          bool
-	stopped            bool // the writer stopped on an outcome it could not learn
+	stopped            bool  // the writer stopped on an outcome it could not learn
+	sid                int64 // the core's session when it took the lead
 }
 
 type simTakeover struct {
@@ -94,6 +96,8 @@ type simMember struct {
 	term      *simTerm
 	takeover  *simTakeover
 	tail      bool // the standby tail runs
+	ending    bool // a term is ending off the loop (no apply goroutine runs)
+	lastTick  time.Time
 	pending   []any
 }
 
@@ -112,8 +116,9 @@ type sim struct {
 	writer map[uint64]string // epoch -> the member that wrote it
 	acked  []simEntry
 	chans  []simChannel
-	lost   int // appends whose reply was lost
-	seenEl int // simZK.changes of the election dir at the last watch fire
+	lost   int  // appends whose reply was lost
+	calm   bool // settling: no faults (no lost replies)
+	seenEl int  // simZK.changes of the election dir at the last watch fire
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -144,6 +149,7 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 		sid := s.zk.open()
 		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true}
 		m.c = newCore(m.id, 4*time.Second, sid)
+		m.c.bugs = bugs.core
 		s.ms = append(s.ms, m)
 		s.enter(m)
 	}
@@ -204,8 +210,12 @@ func (s *sim) do(m *simMember, a action) {
 			m.term.accepting = false
 		}
 	case aEndTerm:
-		m.term = nil
-		m.tail = true
+		if m.term != nil && m.term.accepting {
+			s.fatalf("%s: term of epoch %d ended while its door was open (proposals could enter a closing writer)", m.id, m.term.epoch)
+		}
+		// The writer closes and the primary applier drains off the loop;
+		// the standby tail restarts when that is done (finishEnding).
+		m.term, m.ending, m.tail = nil, true, false
 	case aAbortTakeover, aDropTakeover:
 		m.takeover = nil
 	case aRequeue:
@@ -216,6 +226,9 @@ func (s *sim) do(m *simMember, a action) {
 		}
 		s.enter(m)
 	case aStartTakeover:
+		if !m.tail || m.ending || m.term != nil {
+			s.fatalf("%s: takeover started while no standby tail runs (tail=%v ending=%v)", m.id, m.tail, m.ending)
+		}
 		m.takeover = &simTakeover{}
 	case aStopTail:
 		m.tail = false
@@ -223,13 +236,16 @@ func (s *sim) do(m *simMember, a action) {
 	case aLead:
 		tr := m.takeover
 		m.takeover = nil
-		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, accepting: true}
+		if uint64(len(m.applied)) != tr.start-1 {
+			s.fatalf("%s leads epoch %d from %d having applied %d: it would write at an index it applied, or skip one", m.id, tr.epoch, tr.start, len(m.applied))
+		}
+		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, accepting: true, sid: m.c.sessionID}
 	case aStartTail:
 		m.tail = true
 	case aWriteTransfer:
-		s.stepCore(m, evTransferWritten{To: a.To})
+		s.stepCore(m, evTransferWritten{Epoch: a.Epoch, To: a.To})
 	case aFail:
-		m.term, m.takeover, m.tail = nil, nil, false
+		m.term, m.takeover, m.tail, m.ending = nil, nil, false, false
 	case aResign:
 		if m.connected {
 			if m.candidate != "" {
@@ -254,6 +270,12 @@ func (s *sim) checkInvariants() {
 		}
 		if c.failed && c.role != RoleFailed {
 			s.fatalf("%s: failed, role %s", m.id, c.role)
+		}
+		if m.term != nil && m.term.sid != c.sessionID {
+			s.fatalf("%s still leads epoch %d after its session 0x%x was replaced by 0x%x", m.id, m.term.epoch, m.term.sid, c.sessionID)
+		}
+		if m.term != nil && !c.connected && !c.discSince.IsZero() && !m.lastTick.Before(c.discSince.Add(c.sessionTimeout)) {
+			s.fatalf("%s still leads epoch %d, disconnected since %v, a session timeout before its last tick %v", m.id, m.term.epoch, c.discSince, m.lastTick)
 		}
 		if m.term != nil {
 			if other, dup := byEpoch[m.term.epoch]; dup {
@@ -310,8 +332,10 @@ func (s *sim) run(n int) {
 			s.propose(s.primary(m))
 		case r < 125:
 			s.tailStep(m)
-		case r < 140:
+		case r < 136:
 			s.takeoverStep(m)
+		case r < 140:
+			s.finishEnding(m)
 		case r < 152:
 			s.tick()
 		case r < 157:
@@ -330,7 +354,11 @@ func (s *sim) run(n int) {
 			s.watchFire()
 		}
 		s.checkInvariants()
+		if !storm && s.step%150 == 149 {
+			s.settle()
+		}
 	}
+	s.settle()
 }
 
 // primary returns a member that holds a term (m when none does).
@@ -349,9 +377,19 @@ func (s *sim) deliver(m *simMember) {
 	if len(m.pending) == 0 {
 		return
 	}
+	// The loop selects among ready channels at random: any pending event
+	// may come first, except that session events keep their order.
 	i := 0
-	if _, isWatch := m.pending[0].(evWatch); isWatch && len(m.pending) > 1 && s.rnd.IntN(2) == 0 {
-		i = 1 // reorder a watch event behind the next one
+	if s.rnd.IntN(2) == 0 {
+		i = s.rnd.IntN(len(m.pending))
+		if _, isSession := m.pending[i].(evSession); isSession {
+			for j := range m.pending {
+				if _, ok := m.pending[j].(evSession); ok {
+					i = j
+					break
+				}
+			}
+		}
 	}
 	ev := m.pending[i]
 	m.pending = append(m.pending[:i], m.pending[i+1:]...)
@@ -360,6 +398,10 @@ func (s *sim) deliver(m *simMember) {
 			return
 		}
 		ev = td.ev
+	}
+	if se, ok := ev.(evSession); ok {
+		se.Now = s.now // the loop stamps a session event when it handles it
+		ev = se
 	}
 	s.stepCore(m, ev)
 }
@@ -415,7 +457,7 @@ func (s *sim) reconcile(m *simMember) {
 		s.stepCore(m, evElection{Err: errors.New("our candidate vanished")})
 		return
 	}
-	f := electionFacts{Leader: mine == 0, ApplierReady: m.tail && m.term == nil, Now: s.now,
+	f := electionFacts{Leader: mine == 0, ApplierReady: m.tail && m.term == nil && !m.ending, Now: s.now,
 		Applied: uint64(len(m.applied)), OldestFirst: s.oldestFirst()}
 	for _, o := range s.ms {
 		if o != m && s.live(o) {
@@ -470,7 +512,7 @@ func (s *sim) propose(m *simMember) {
 	// A lost reply: the writer cannot learn the outcome.
 	var werr error
 	switch {
-	case s.rnd.IntN(20) == 0:
+	case !s.calm && s.rnd.IntN(20) == 0:
 		s.lost++
 		werr = fmt.Errorf("append: %w", logroom.ErrOutcomeUnknown)
 	case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists):
@@ -543,10 +585,13 @@ func (s *sim) bootstrap(m *simMember, need uint64) {
 // done.
 func (s *sim) takeoverStep(m *simMember) {
 	tr := m.takeover
-	if tr == nil || !s.usable(m) {
+	if tr == nil {
 		return
 	}
 	if !tr.fenced {
+		if !s.usable(m) {
+			return
+		}
 		data, ver, err := s.zk.get(m.sid, simEpoch)
 		if err != nil {
 			return
@@ -572,7 +617,7 @@ func (s *sim) takeoverStep(m *simMember) {
 		return // failed; its event is pending
 	}
 	if uint64(len(m.applied)) < tr.start-1 {
-		return // catching up (tailStep)
+		return // catching up (tailStep; the goroutine does not wait for the session)
 	}
 	if !tr.reported {
 		tr.reported = true
@@ -596,8 +641,96 @@ func (s *sim) tick() {
 			s.logf("%s session 0x%x expires on the servers", m.id, m.sid)
 			s.zk.expire(m.sid)
 		}
+		m.lastTick = s.now
 		s.stepCore(m, evTick{Now: s.now})
 	}
+}
+
+// finishEnding: a term ending off the loop is done; the standby tail
+// restarts (the loop's onTermEnded).
+func (s *sim) finishEnding(m *simMember) {
+	if !m.ending {
+		return
+	}
+	m.ending = false
+	if !m.c.failed {
+		m.tail = true
+	}
+}
+
+// settle ends a calm stretch: every member reconnects, and the room gets
+// time without faults (events delivered, elections read, tails caught up,
+// takeovers finished, primaries appending, time passing). Then exactly
+// one member must lead, in the room's current epoch, connected: a member
+// that was fenced, expired or cut off no longer leads, and someone does.
+func (s *sim) settle() {
+	for _, m := range s.ms {
+		s.reconnect(m)
+	}
+	s.calm = true
+	defer func() { s.calm = false }()
+	for round := 0; round < 400 && !s.settled(); round++ {
+		for _, m := range s.ms {
+			for len(m.pending) > 0 {
+				s.deliver(m)
+				s.checkInvariants()
+			}
+			s.finishEnding(m)
+			s.reconcile(m)
+			for k := 0; k < 8; k++ {
+				s.tailStep(m)
+			}
+			s.takeoverStep(m)
+			if m.term != nil {
+				s.propose(m)
+			}
+			s.checkInvariants()
+		}
+		s.watchFire()
+		if round%4 == 3 {
+			s.tick()
+			s.checkInvariants()
+		}
+	}
+	if !s.settled() {
+		cur := s.epoch()
+		var holders []string
+		for _, m := range s.ms {
+			if m.term != nil {
+				holders = append(holders, fmt.Sprintf("%s(epoch %d)", m.id, m.term.epoch))
+			}
+		}
+		s.fatalf("after a calm stretch: want one primary in the room's epoch %d, have %v", cur, holders)
+	}
+}
+
+// epoch reads the room's epoch.
+func (s *sim) epoch() uint64 {
+	data, _, err := s.zk.get(s.admin, simEpoch)
+	if err != nil {
+		s.fatalf("read epoch: %v", err)
+	}
+	cur, _ := strconv.ParseUint(string(data), 10, 64)
+	return cur
+}
+
+// settled: no events pending, and exactly one member leads, in the
+// room's epoch, connected in the session it took the lead in.
+func (s *sim) settled() bool {
+	cur := s.epoch()
+	n := 0
+	for _, m := range s.ms {
+		if len(m.pending) > 0 {
+			return false
+		}
+		if m.term != nil {
+			n++
+			if m.term.epoch != cur || !m.connected || m.sid != m.term.sid {
+				return false
+			}
+		}
+	}
+	return n == 1
 }
 
 func (s *sim) disconnect(m *simMember) {
@@ -753,6 +886,11 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 	}{
 		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence"},
 		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion"},
+		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, ""},
+		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, ""},
+		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, ""},
+		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, ""},
+		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
@@ -768,10 +906,10 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 				}()
 			}
 			require.NotEmpty(t, found, "the planted bug was not found in 2000 seeds")
-			if tc.want != "" {
-				require.Contains(t, found, tc.want)
-			}
 			first := strings.SplitN(found, "\n", 2)[0]
+			if tc.want != "" {
+				require.Contains(t, first, tc.want)
+			}
 			t.Logf("found: %s", first)
 			require.Contains(t, found, "-sim.seed=", "a failure names its seed for replay")
 		})
