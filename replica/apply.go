@@ -176,12 +176,17 @@ func (r *Replica) countForCheckpoint(entries, bytes int64) {
 
 // WaitApplied returns once the local applied index is at least index (the
 // state of a read after it includes that entry), or ctx ends, or the
-// replica closes or fails.
+// replica closes or fails. On a member cut off from ZooKeeper that has not
+// reached index it returns ErrUnavailable at once, and a wait under way
+// ends with ErrUnavailable the moment the member sees the connection lost.
 func (r *Replica) WaitApplied(ctx context.Context, index uint64) error {
-	return r.waitApplied(ctx, index, nil)
+	return r.waitApplied(ctx, index, nil, true)
 }
 
-func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan struct{}) error {
+// waitApplied waits until index is applied. refuseCutOff: a member cut off
+// from ZooKeeper refuses instead of waiting (readers); the replica's own
+// waits (a takeover's catch-up, a primary's drain) pass false.
+func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan struct{}, refuseCutOff bool) error {
 	for {
 		ch := r.appliedChanged()
 		if r.applied.Load() >= index {
@@ -190,8 +195,17 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 		if err := r.usable(); err != nil {
 			return err
 		}
+		var snapChanged <-chan struct{}
+		if refuseCutOff {
+			s := r.snap.Load()
+			if !s.connected {
+				return r.cutOff(s, index)
+			}
+			snapChanged = s.changed
+		}
 		select {
 		case <-ch:
+		case <-snapChanged:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-abort:
@@ -202,6 +216,26 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 	}
 }
 
+// cutOff is the ErrUnavailable of a read for index (0: a barrier) on a
+// member cut off from ZooKeeper.
+func (r *Replica) cutOff(s *statusSnap, index uint64) error {
+	applied := r.applied.Load()
+	since := "the connection was lost"
+	if !s.suspended.IsZero() {
+		since = fmt.Sprintf("%v ago (%s)", time.Since(s.suspended).Round(time.Millisecond), s.suspended.UTC().Format(time.RFC3339Nano))
+	}
+	if index == 0 {
+		return fmt.Errorf("%w: member %s disconnected %s; applied %d; the log's committed end cannot be read; try another member",
+			ErrUnavailable, r.cfg.ID, since, applied)
+	}
+	behind := uint64(0)
+	if index > applied {
+		behind = index - applied
+	}
+	return fmt.Errorf("%w: member %s disconnected %s; applied %d, asked for %d (%d behind); try another member",
+		ErrUnavailable, r.cfg.ID, since, applied, index, behind)
+}
+
 // Barrier returns a linearizable read point: once it returns idx, every
 // proposal acknowledged (by any primary) before Barrier was called is
 // applied locally, so reads from Store see it. It works on standbys (a zk
@@ -209,6 +243,10 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 	if err := r.usable(); err != nil {
 		return 0, err
+	}
+	if s := r.snap.Load(); !s.connected {
+		// The log's committed end cannot be read: refuse at once.
+		return 0, fmt.Errorf("replica: barrier: %w", r.cutOff(s, 0))
 	}
 	idx, err := r.room.CommittedIndex(ctx, r.applied.Load())
 	if err != nil {

@@ -109,7 +109,7 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 		sealed, err := t.w.Rotate(ctx)
 		switch {
 		case err == nil:
-			if err := r.waitApplied(ctx, sealed.LastIndex, t.done); err != nil && !errors.Is(err, errTermEnded) {
+			if err := r.waitApplied(ctx, sealed.LastIndex, t.done, false); err != nil && !errors.Is(err, errTermEnded) {
 				return 0, fmt.Errorf("replica: checkpoint: wait for sealed channel: %w", err)
 			}
 		case errors.Is(err, logroom.ErrFenced), errors.Is(err, logroom.ErrOutcomeUnknown), errors.Is(err, logroom.ErrClosed):

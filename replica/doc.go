@@ -314,7 +314,12 @@
 // Session events (run loop):
 //
 //   - Disconnected (SUSPENDED): proposals neither sent nor acknowledged;
-//     watches survive. After a whole SessionTimeout disconnected, the
+//     watches survive. Reads that cannot be served are refused at once:
+//     WaitApplied for an index not yet applied and Barrier return
+//     ErrUnavailable (since when, how far behind), and a WaitApplied
+//     already waiting is released with it the moment the loss is seen;
+//     what was applied is still served (Get, Store, WaitApplied of an
+//     applied index), and Status().Suspended says for how long. After a whole SessionTimeout disconnected, the
 //     primary ends its term (its session is gone on the servers' side):
 //     role standby at once, then the writer closes. A primary cut off by a
 //     partition thus notices within go-zookeeper's read timeout (2/3 of a

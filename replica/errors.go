@@ -58,6 +58,14 @@ var (
 	// ErrTransfer: TransferLeadership could not hand over (target not a live,
 	// caught-up standby, or it did not take over in time).
 	ErrTransfer = errors.New("replica: leadership transfer failed")
+	// ErrUnavailable: a read (WaitApplied, Barrier) reached a member that is
+	// cut off from ZooKeeper (suspended) and has not applied the index asked
+	// for: it cannot know when it will, so it refuses at once instead of
+	// holding the reader (a wait already under way is released the moment
+	// the member sees the loss). The error says since when and how far
+	// behind; try another member. A connected member that is catching up
+	// still waits.
+	ErrUnavailable = errors.New("replica: cut off from ZooKeeper")
 	// ErrNoCheckpointSource: bootstrap found no live member advertising a
 	// checkpoint that covers the deleted part of the log (it keeps retrying).
 	ErrNoCheckpointSource = errors.New("replica: no live member serves a usable checkpoint")

@@ -410,7 +410,7 @@ func (r *Replica) drain(ctx context.Context, t *term) error {
 	case <-t.done:
 		return r.notPrimary()
 	}
-	return r.waitApplied(ctx, t.w.LastCommitted(), t.done)
+	return r.waitApplied(ctx, t.w.LastCommitted(), t.done, false)
 }
 
 // TransferLeadership hands the primary role to the live standby toID: it
@@ -546,7 +546,7 @@ func (r *Replica) startTakeover() *takeoverRun {
 		// Apply everything before our first index (the standby applier
 		// keeps running until then).
 		if need := w.StartIndex() - 1; need > 0 {
-			tr.err = r.waitApplied(ctx, need, nil)
+			tr.err = r.waitApplied(ctx, need, nil, false)
 		}
 	}()
 	return tr

@@ -192,8 +192,11 @@ func translateProposeError(err error) error {
 // api.ErrFailed).
 func (m *replicaMaster) WaitApplied(ctx context.Context, index uint64) error {
 	err := m.r.WaitApplied(ctx, index)
-	if errors.Is(err, replica.ErrFailed) {
+	switch {
+	case errors.Is(err, replica.ErrFailed):
 		return fmt.Errorf("%w: %w", api.ErrFailed, err)
+	case errors.Is(err, replica.ErrUnavailable):
+		return fmt.Errorf("%w: %w", api.ErrDisconnected, err)
 	}
 	return err
 }
@@ -217,6 +220,7 @@ func (m *replicaMaster) Status() api.Status {
 		PrimaryID:       s.PrimaryID,
 		PrimaryAddr:     s.PrimaryAddr,
 		Connected:       s.Connected,
+		DisconnectedMS:  s.Suspended.Milliseconds(),
 		RoomBytes:       s.RoomBytes,
 		CheckpointIndex: s.CheckpointIndex,
 		Bootstraps:      s.Bootstraps,

@@ -32,7 +32,11 @@
 // its entry; for a read, the applied index of the consistent view it read.
 // min_index makes a read wait (at most Config.ReadWait) until the local store
 // has applied that index: a client that passes the index of its last write
-// reads its own writes on any master.
+// reads its own writes on any master. A master cut off from ZooKeeper that
+// has not applied min_index cannot know when it will: it answers 503
+// disconnected at once (Retry-After: 1, the reason and how far behind), and
+// a read already waiting gets that answer the moment the master sees the
+// loss; the client reads from another master.
 //
 // # Retries and Idempotency-Key
 //
@@ -136,6 +140,8 @@
 //	                     without, read before retrying
 //	503 overloaded       nothing was sent (queue or room full): retry later (Retry-After)
 //	503 unavailable      the master is shutting down or was deposed; nothing was committed
+//	503 disconnected     cut off from ZooKeeper: a read whose min_index it has not applied
+//	                     (at once, Retry-After), and /v1/health; use another master
 //	503 failed           the master failed (below); the message gives the reason
 //	504 timeout          min_index not applied within Config.ReadWait, or a proposal
 //	                     that did not finish within Config.ProposeTimeout (outcome unknown,
@@ -183,11 +189,13 @@
 //
 // Reads are refused rather than served stale: a failed master's state is
 // frozen at its applied index and, after a divergence, may be the wrong
-// side; clients read from another master. /v1/health answers 200 in every
-// other state (primary, standby, takeover, even with the ZooKeeper session
-// down, which the master recovers from by itself) and 503 unavailable while
-// the master shuts down (role "closed"). HEAD works on every GET endpoint,
-// so a probe can use HEAD /v1/health.
+// side; clients read from another master. /v1/health answers 200 while
+// the master takes part in the room connected to ZooKeeper (primary,
+// standby, takeover), 503 disconnected while its connection is down (it
+// recovers by itself, but a load balancer should send reads elsewhere
+// meanwhile; /v1/status says "connected" and "disconnected_ms"), and 503
+// unavailable while it shuts down (role "closed"). HEAD works on every GET
+// endpoint, so a probe can use HEAD /v1/health.
 //
 // # Metrics
 //

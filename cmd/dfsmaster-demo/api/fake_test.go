@@ -42,7 +42,7 @@ func newFakeMaster(t *testing.T, id, role string) *fakeMaster {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	return &fakeMaster{st: st, changed: make(chan struct{}),
-		status: api.Status{ID: id, Room: "test", Role: role, Epoch: 1}}
+		status: api.Status{ID: id, Room: "test", Role: role, Epoch: 1, Connected: true}}
 }
 
 func (f *fakeMaster) applyLocked(entries ...[]byte) ([]store.Outcome, error) {
@@ -119,10 +119,14 @@ func (f *fakeMaster) WaitApplied(ctx context.Context, index uint64) error {
 	defer f.set(func(f *fakeMaster) { f.waiters-- })
 	for {
 		f.mu.Lock()
-		ch, applied := f.changed, f.st.AppliedIndex()
+		ch, applied, connected := f.changed, f.st.AppliedIndex(), f.status.Connected
 		f.mu.Unlock()
 		if applied >= index {
 			return nil
+		}
+		if !connected {
+			// As the replica does: cut off from ZooKeeper, refuse at once.
+			return fmt.Errorf("%w: applied %d, asked for %d", api.ErrDisconnected, applied, index)
 		}
 		select {
 		case <-ctx.Done():

@@ -280,9 +280,13 @@ func (s *Server) proposeError(r *http.Request, keyed bool, err error) *httpError
 		if np.PrimaryAddr == "" || np.PrimaryAddr == s.m.Status().Addr {
 			return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 		}
+		msg := fmt.Sprintf("this master is a standby; the primary is %s", np.PrimaryAddr)
+		if st := s.m.Status(); !st.Connected {
+			msg = fmt.Sprintf("this master is a standby, cut off from ZooKeeper for %d ms; the primary it last knew is %s (it may have changed)",
+				st.DisconnectedMS, np.PrimaryAddr)
+		}
 		return &httpError{status: http.StatusTemporaryRedirect, code: CodeNotPrimary,
-			msg:     fmt.Sprintf("this master is a standby; the primary is %s", np.PrimaryAddr),
-			primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
+			msg: msg, primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
 	case errors.Is(err, ErrNotPrimary):
 		return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 	case errors.Is(err, ErrRequestConflict):
@@ -391,6 +395,9 @@ func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError
 			if herr := s.unusable(); herr != nil { // failed (or closed) while waiting
 				return nil, herr
 			}
+			if errors.Is(err, ErrDisconnected) {
+				return nil, disconnected(fmt.Sprintf("this master cannot serve index %d now; use another master (%v)", minIndex, err))
+			}
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 				return nil, &httpError{status: http.StatusGatewayTimeout, code: CodeTimeout,
 					msg: fmt.Sprintf("index %d not applied within %v (applied %d)", minIndex, s.cfg.ReadWait, st.AppliedIndex())}
@@ -485,10 +492,17 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.m.Status())
 }
 
-// handleHealth answers 200 while the master takes part in the room (in any
-// role, even while its ZooKeeper session is down: it recovers by itself),
-// 503 failed with the reason once it failed, 503 unavailable while it shuts
-// down.
+// disconnected is the 503 of a master cut off from ZooKeeper.
+func disconnected(msg string) *httpError {
+	return &httpError{status: http.StatusServiceUnavailable, code: CodeDisconnected, msg: msg,
+		header: map[string]string{"Retry-After": "1"}}
+}
+
+// handleHealth answers 200 while the master takes part in the room,
+// connected to ZooKeeper (in any role); 503 disconnected while it is cut off
+// (it recovers by itself, but a load balancer should send reads elsewhere
+// meanwhile); 503 failed with the reason once it failed; 503 unavailable
+// while it shuts down.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if _, _, herr := readQuery(r); herr != nil {
 		s.fail(w, r, herr)
@@ -499,5 +513,10 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.m.Status()
+	if !st.Connected {
+		s.fail(w, r, disconnected(fmt.Sprintf("master %s is cut off from ZooKeeper (for %d ms, applied %d); it recovers by itself; send reads elsewhere meanwhile",
+			st.ID, st.DisconnectedMS, st.AppliedIndex)))
+		return
+	}
 	writeJSON(w, http.StatusOK, HealthResponse{Status: "ok", ID: st.ID, Role: st.Role, AppliedIndex: st.AppliedIndex})
 }

@@ -66,6 +66,10 @@ var (
 	// committed by this call. Status.Error says why. The client's errors
 	// for a 503 "failed" also match it.
 	ErrFailed = errors.New("api: master failed")
+	// ErrDisconnected: the master is cut off from ZooKeeper and has not
+	// applied the index a read asks for (replica.ErrUnavailable): it
+	// refuses at once; the client tries another master.
+	ErrDisconnected = errors.New("api: master cut off from ZooKeeper")
 	// ErrRequestConflict: ProposeRequest with an id already applied (or in
 	// flight) with another entry; nothing of this entry was applied.
 	ErrRequestConflict = errors.New("api: request id reused with another entry")
@@ -115,6 +119,7 @@ type Status struct {
 	Members         []Member  `json:"members"`
 	Channels        []Channel `json:"channels"`
 	Connected       bool      `json:"connected"`         // ZooKeeper session usable right now
+	DisconnectedMS  int64     `json:"disconnected_ms"`   // how long the connection has been down (0 while connected)
 	RoomBytes       int64     `json:"room_bytes"`        // bytes the room's channels hold in ZooKeeper
 	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
 	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
@@ -139,8 +144,9 @@ type RoleChange struct {
 // room and needs an operator (Error says why).
 func (s Status) Failed() bool { return s.Error != "" || s.Role == RoleFailed }
 
-// HealthResponse is the body of a healthy /v1/health (200). A failed or
-// closed master answers 503 with an ErrorBody instead.
+// HealthResponse is the body of a healthy /v1/health (200). A failed,
+// closing or disconnected master answers 503 with an ErrorBody instead
+// (codes failed, unavailable, disconnected).
 type HealthResponse struct {
 	Status       string `json:"status"` // "ok"
 	ID           string `json:"id"`

@@ -174,7 +174,8 @@ const (
 	CodeOutcomeUnknown = "outcome_unknown"
 	CodeOverloaded     = "overloaded"
 	CodeUnavailable    = "unavailable"
-	CodeFailed         = "failed" // the master failed for good; the message says why
+	CodeDisconnected   = "disconnected" // 503: cut off from ZooKeeper; a read it cannot serve, or /v1/health; try another master (Retry-After)
+	CodeFailed         = "failed"       // the master failed for good; the message says why
 	CodeTimeout        = "timeout"
 	CodeInternal       = "internal"
 )
