@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
@@ -19,7 +20,7 @@ import (
 // DFSMASTER_ADDR says.
 const defaultAddr = "127.0.0.1:8080"
 
-const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
+const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port[,host:port...]] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
 
 commands (flags go before the arguments):
   mkdir [-p] PATH               create a directory (-p: with its parents, no error if it exists)
@@ -34,7 +35,10 @@ commands (flags go before the arguments):
                                 once it failed (or while it shuts down)
   hash [--min-index N]          the state hash and the index it reflects
 
-Mutations sent to a standby follow its redirect to the primary. Every
+With several --addr masters, ls, stat and hash go to them in turn and move
+on from one that cannot serve the read (cut off from ZooKeeper, failed,
+unreachable); the other commands go to the first. Mutations sent to a
+standby follow its redirect to the primary. Every
 mutation carries an Idempotency-Key (random, or --idempotency-key's) and is
 re-sent with it while its outcome is unknown (503 outcome_unknown, 504, a lost
 connection), until --timeout: it is applied at most once. If ctl still gives
@@ -53,7 +57,7 @@ var errUsage = errors.New("usage")
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL (env DFSMASTER_ADDR)")
+	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL, or several separated by commas (env DFSMASTER_ADDR)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	key := fs.String("idempotency-key", "", "a mutation's Idempotency-Key (default: a random one); re-running a mutation with the same key applies it at most once")
 	keySet := false
@@ -82,13 +86,13 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return ctlUsageError(stderr, "--timeout must be positive")
 	}
-	c, err := client.New(*addr, nil)
+	pool, err := client.NewPool(strings.Split(*addr, ","), nil)
 	if err != nil {
 		return ctlUsageError(stderr, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	out, err := ctlCommand(ctx, c, name, fs.Args()[1:], client.IdempotencyKey(*key))
+	out, err := ctlCommand(ctx, pool, name, fs.Args()[1:], client.IdempotencyKey(*key))
 	if errors.Is(err, errUsage) {
 		return ctlUsageError(stderr, err.Error())
 	}
@@ -116,7 +120,8 @@ func ctlUsageError(stderr io.Writer, msg string) int {
 
 // ctlCommand parses one command's flags and arguments and runs it; a
 // mutation is sent with key.
-func ctlCommand(ctx context.Context, c *client.Client, name string, args []string, key client.MutationOption) (any, error) {
+func ctlCommand(ctx context.Context, pool *client.Pool, name string, args []string, key client.MutationOption) (any, error) {
+	c := pool.Clients()[0] // mutations (a standby redirects), status and health: the first master
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -169,11 +174,11 @@ func ctlCommand(ctx context.Context, c *client.Client, name string, args []strin
 	case "delete":
 		return c.Delete(ctx, a[0], recursive, key)
 	case "ls":
-		return c.Ls(ctx, a[0], minIndex)
+		return pool.Ls(ctx, a[0], minIndex)
 	case "stat":
-		return c.Stat(ctx, a[0], minIndex)
+		return pool.Stat(ctx, a[0], minIndex)
 	case "hash":
-		return c.Hash(ctx, minIndex)
+		return pool.Hash(ctx, minIndex)
 	case "health":
 		return c.Health(ctx)
 	default: // "status"

@@ -55,5 +55,13 @@
 // A master that failed answers 503 "failed" (see package api): the *Error's
 // Message carries the reason and errors.Is(err, api.ErrFailed) holds.
 // Status still works on it (Status.Error is the reason); Health is the
-// cheap check (nil error while the master takes part in the room).
+// cheap check (nil error while the master takes part in the room and is
+// connected to ZooKeeper; 503 "disconnected" while it is cut off).
+//
+// A Client talks to one master. A Pool spreads reads (Ls, Stat, Hash) over
+// several, one after the other, and moves on at once from a master that
+// cannot serve a read: 503 "disconnected" (cut off from ZooKeeper and
+// behind min_index: it refuses at once instead of holding the reader), 503
+// "unavailable" or "failed", 504 "timeout", or unreachable. ctl's --addr
+// takes a comma-separated list for the same.
 package client
