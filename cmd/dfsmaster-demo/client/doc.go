@@ -62,6 +62,10 @@
 // several, one after the other, and moves on at once from a master that
 // cannot serve a read: 503 "disconnected" (cut off from ZooKeeper and
 // behind min_index: it refuses at once instead of holding the reader), 503
-// "unavailable" or "failed", 504 "timeout", or unreachable. ctl's --addr
-// takes a comma-separated list for the same.
+// "unavailable" or "failed", 504 "timeout", or unreachable. A master cut
+// off by a silent partition refuses only once it noticed (two thirds of a
+// session); until then it holds a read with min_index, so the Pool gives
+// each master at most Pool.WaitAttempt (500 ms) per attempt and goes round
+// again until the caller's context ends. ctl's --addr takes a
+// comma-separated list for the same.
 package client

@@ -84,3 +84,55 @@ func TestPoolReadsMoveOn(t *testing.T) {
 	_, err = client.NewPool(nil, nil)
 	require.Error(t, err)
 }
+
+// TestPoolSilentMaster: a master that holds a read with min_index (cut off
+// by a silent partition it has not noticed yet) keeps the reader for at
+// most WaitAttempt; the next master answers. Without min_index nothing is
+// cut short.
+func TestPoolSilentMaster(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var silentHits atomic.Int32
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		silentHits.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer silent.Close()
+	var okHits atomic.Int32
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		okHits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(api.LsResponse{Index: 5})
+	}))
+	defer good.Close()
+
+	p, err := client.NewPool([]string{silent.URL, good.URL}, nil)
+	require.NoError(t, err)
+	p.WaitAttempt = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 4; i++ {
+		start := time.Now()
+		res, err := p.Ls(ctx, "/", 5)
+		require.NoError(t, err)
+		require.Equal(t, uint64(5), res.Index)
+		require.Less(t, time.Since(start), 5*time.Second, "held by the silent master")
+	}
+	require.Positive(t, silentHits.Load(), "the silent master was tried")
+
+	// Only silent masters: the read ends with ctx, naming what happened.
+	before := silentHits.Load()
+	p, err = client.NewPool([]string{silent.URL}, nil)
+	require.NoError(t, err)
+	p.WaitAttempt = 100 * time.Millisecond
+	short, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer scancel()
+	_, err = p.Ls(short, "/", 5)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), silent.URL)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.GreaterOrEqual(t, silentHits.Load()-before, int32(2), "tried again in a later round")
+}
