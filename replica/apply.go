@@ -199,6 +199,9 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 		if refuseCutOff {
 			s := r.snap.Load()
 			if !s.connected {
+				if r.applied.Load() >= index {
+					return nil // applied meanwhile: it can be served
+				}
 				return r.cutOff(s, index)
 			}
 			snapChanged = s.changed
@@ -239,7 +242,9 @@ func (r *Replica) cutOff(s *statusSnap, index uint64) error {
 // Barrier returns a linearizable read point: once it returns idx, every
 // proposal acknowledged (by any primary) before Barrier was called is
 // applied locally, so reads from Store see it. It works on standbys (a zk
-// sync, then the log's committed end) and on the primary.
+// sync, then the log's committed end) and on the primary. A member cut off
+// from ZooKeeper cannot read the log's end: ErrUnavailable at once (and a
+// Barrier waiting for its index when the loss is seen is released with it).
 func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 	if err := r.usable(); err != nil {
 		return 0, err

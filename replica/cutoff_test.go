@@ -73,6 +73,10 @@ func TestCutOffReadsRefused(t *testing.T) {
 	require.ErrorIs(t, got.err, ErrUnavailable)
 	require.Contains(t, got.err.Error(), "behind")
 	t.Logf("released %v after the standby saw the loss: %v", got.at.Sub(seen), got.err)
+	// The issue asks for 100 ms; a loaded CI machine under -race gets ten
+	// times that (the release itself is the same publish that flips
+	// Status().Connected, so it lands at once).
+	require.Less(t, got.at.Sub(seen), time.Second, "released when the loss was seen")
 
 	// During the partition: refused at once; served when already applied.
 	start := time.Now()

@@ -319,8 +319,10 @@
 //     ErrUnavailable (since when, how far behind), and a WaitApplied
 //     already waiting is released with it the moment the loss is seen;
 //     what was applied is still served (Get, Store, WaitApplied of an
-//     applied index), and Status().Suspended says for how long. After a whole SessionTimeout disconnected, the
-//     primary ends its term (its session is gone on the servers' side):
+//     applied index), and Status().Suspended says for how long. A
+//     disconnection that heals within milliseconds (a server restart, a
+//     reset connection) refuses such reads for that long too. After a
+//     whole SessionTimeout disconnected, the primary ends its term (its session is gone on the servers' side):
 //     role standby at once, then the writer closes. A primary cut off by a
 //     partition thus notices within go-zookeeper's read timeout (2/3 of a
 //     session) and steps down one session later. The loop stays free to

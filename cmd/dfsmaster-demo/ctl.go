@@ -31,13 +31,16 @@ commands (flags go before the arguments):
   ls [--min-index N] PATH       list a directory (waiting until index N is applied)
   stat [--min-index N] PATH     describe a path
   status                        the master's role, indexes, members and channels ("failure": why it failed)
-  health                        exit 0 while the master takes part in the room; exit 1 with the reason
-                                once it failed (or while it shuts down)
+  health                        exit 0 while the master takes part in the room, connected to ZooKeeper;
+                                exit 1 with the reason once it failed, while it is cut off from
+                                ZooKeeper, or while it shuts down
   hash [--min-index N]          the state hash and the index it reflects
 
-With several --addr masters, ls, stat and hash go to them in turn and move
-on from one that cannot serve the read (cut off from ZooKeeper, failed,
-unreachable); the other commands go to the first. Mutations sent to a
+ls, stat and hash go to the --addr masters in turn and move on from one that
+cannot serve the read (cut off from ZooKeeper, failed, unreachable); with
+--min-index each master gets at most 500 ms per attempt and the rounds go on
+until the index is reached or 5 s pass. The other commands go to the first
+master. Mutations sent to a
 standby follow its redirect to the primary. Every
 mutation carries an Idempotency-Key (random, or --idempotency-key's) and is
 re-sent with it while its outcome is unknown (503 outcome_unknown, 504, a lost
@@ -86,7 +89,13 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return ctlUsageError(stderr, "--timeout must be positive")
 	}
-	pool, err := client.NewPool(strings.Split(*addr, ","), nil)
+	var addrs []string
+	for _, a := range strings.Split(*addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	pool, err := client.NewPool(addrs, nil)
 	if err != nil {
 		return ctlUsageError(stderr, err.Error())
 	}

@@ -86,7 +86,8 @@
 // room, but serve keeps running so the failure is visible where operators
 // and supervisors look: /v1/status and the status page show role "failed"
 // and the reason, GET /v1/health answers 503 {"error":"failed"} with the
-// reason (200 in every other state, 503 unavailable while shutting down),
+// reason (200 in every other state but two: 503 disconnected while cut off
+// from ZooKeeper, 503 unavailable while shutting down),
 // and commands and reads answer 503 failed — never a 307 to the primary the
 // failed master last knew, and no stale reads (its state may be the side
 // that diverged). The checkpoint handler answers 503 too, so no peer
@@ -275,7 +276,7 @@
 //
 // # ctl
 //
-//	dfsmaster-demo ctl [--addr host:port] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
+//	dfsmaster-demo ctl [--addr host:port[,host:port...]] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
 //
 // ctl's commands: mkdir [-p] PATH, create [-r N] PATH, addblock PATH SIZE,
 // rename SRC DST, delete [-r] PATH, ls [--min-index N] PATH,

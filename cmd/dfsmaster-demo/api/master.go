@@ -30,7 +30,9 @@ type Master interface {
 	// (replica.ProposeRequest through the serve command's adapter.)
 	ProposeRequest(ctx context.Context, id store.RequestID, entry []byte) (Result, error)
 	// WaitApplied returns once the local store has applied index, or the
-	// context's error.
+	// context's error; a master cut off from ZooKeeper that has not
+	// applied index returns ErrDisconnected at once (or the moment it
+	// sees the loss).
 	WaitApplied(ctx context.Context, index uint64) error
 	// Store is the read side of the local state the log produced.
 	Store() store.Reader

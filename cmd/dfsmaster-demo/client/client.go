@@ -124,10 +124,14 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns api.ErrFailed for a master that failed (code "failed"),
-// else the namespace sentinel of Code, if it has one.
+// api.ErrDisconnected for one cut off from ZooKeeper (code
+// "disconnected"), else the namespace sentinel of Code, if it has one.
 func (e *Error) Unwrap() error {
-	if e.Code == api.CodeFailed {
+	switch e.Code {
+	case api.CodeFailed:
 		return api.ErrFailed
+	case api.CodeDisconnected:
+		return api.ErrDisconnected
 	}
 	return namespace.Sentinel(namespace.Code(e.Code))
 }
@@ -247,7 +251,9 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 
 // Health returns the master's health: a healthy master's answer, or an
 // *Error: 503 "failed" (errors.Is api.ErrFailed, the message gives the
-// reason) for a master that failed, 503 "unavailable" while it shuts down.
+// reason) for a master that failed, 503 "disconnected" (errors.Is
+// api.ErrDisconnected) while it is cut off from ZooKeeper, 503
+// "unavailable" while it shuts down.
 func (c *Client) Health(ctx context.Context) (api.HealthResponse, error) {
 	var out api.HealthResponse
 	err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &out)

@@ -32,18 +32,25 @@ type Pool struct {
 	// WaitAttempt bounds one attempt of a read with min_index on one
 	// master (DefaultWaitAttempt; set before use).
 	WaitAttempt time.Duration
-	next        atomic.Uint32
+	// MaxWait bounds a whole read with min_index, across rounds, as a
+	// master's own ReadWait bounds a read on it (DefaultMaxWait; 0: only
+	// the caller's context).
+	MaxWait time.Duration
+	next    atomic.Uint32
 }
 
-// DefaultWaitAttempt is Pool.WaitAttempt's default.
-const DefaultWaitAttempt = 500 * time.Millisecond
+// Defaults of Pool.WaitAttempt and Pool.MaxWait.
+const (
+	DefaultWaitAttempt = 500 * time.Millisecond
+	DefaultMaxWait     = 5 * time.Second
+)
 
 // NewPool returns a Pool over addrs (each as for New).
 func NewPool(addrs []string, hc *http.Client, opts ...Option) (*Pool, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("client: pool: no master addresses")
 	}
-	p := &Pool{WaitAttempt: DefaultWaitAttempt}
+	p := &Pool{WaitAttempt: DefaultWaitAttempt, MaxWait: DefaultMaxWait}
 	for _, a := range addrs {
 		c, err := New(a, hc, opts...)
 		if err != nil {
@@ -75,10 +82,15 @@ func (p *Pool) Hash(ctx context.Context, minIndex uint64) (api.HashResponse, err
 // poolRead tries the masters in turn, starting at the next one. Each
 // attempt of a read with minIndex is bounded by WaitAttempt; while some
 // master ran out of its attempt (it may still catch up, or it is silently
-// cut off), another round follows, until ctx ends. When every master
-// refused outright, the read fails at once.
+// cut off), another round follows, for at most MaxWait (and ctx). When
+// every master refused outright, the read fails at once.
 func poolRead[T any](ctx context.Context, p *Pool, minIndex uint64, read func(context.Context, *Client) (T, error)) (T, error) {
-	start := int(p.next.Add(1))
+	if minIndex > 0 && p.MaxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.MaxWait)
+		defer cancel()
+	}
+	start := int(p.next.Add(1)) - 1
 	var zero T
 	errs := make([]error, len(p.cs))
 	for {
@@ -91,7 +103,7 @@ func poolRead[T any](ctx context.Context, p *Pool, minIndex uint64, read func(co
 				actx, cancel = context.WithTimeout(ctx, p.WaitAttempt)
 			}
 			v, err := read(actx, c)
-			attemptEnded := err != nil && actx.Err() != nil && ctx.Err() == nil
+			attemptEnded := err != nil && errors.Is(err, context.DeadlineExceeded) && actx.Err() != nil && ctx.Err() == nil
 			cancel()
 			if err == nil || (!tryAnother(err) && !attemptEnded) {
 				return v, err

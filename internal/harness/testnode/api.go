@@ -286,6 +286,8 @@ func errorResponse(err error, index uint64) (int, ErrorResponse) {
 	case errors.Is(err, replica.ErrFenced):
 		body.Error = CodeFenced
 		return http.StatusConflict, body
+	case errors.Is(err, replica.ErrUnavailable):
+		return http.StatusServiceUnavailable, body
 	case errors.Is(err, replica.ErrQueueFull):
 		body.Error = CodeQueueFull
 		return http.StatusTooManyRequests, body
