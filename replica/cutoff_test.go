@@ -43,9 +43,9 @@ func TestCutOffReadsRefused(t *testing.T) {
 	go func() { waited <- s.WaitApplied(ctx, res.Index+1) }()
 	proxies[s.ID()].Blackhole()
 	time.Sleep(200 * time.Millisecond) // the blip
+	proxies[s.ID()].Heal()
 	res2, err := p.Propose(ctx, setOp("k", "v2"))
 	require.NoError(t, err)
-	proxies[s.ID()].Heal()
 	require.NoError(t, <-waited)
 	require.True(t, s.Status().Connected)
 
