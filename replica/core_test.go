@@ -262,39 +262,30 @@ func scanArg(t *testing.T, d *datadriven.TestData, key string, dst *string) {
 	}
 }
 
-func scanDur(t *testing.T, d *datadriven.TestData, key string, dst *time.Duration) {
+// scanParsed sets *dst to key's value parsed by parse, when key is given.
+func scanParsed[T any](t *testing.T, d *datadriven.TestData, key string, dst *T, parse func(string) (T, error)) {
 	if !d.HasArg(key) {
 		return
 	}
 	var s string
 	d.ScanArgs(t, key, &s)
-	v, err := time.ParseDuration(s)
+	v, err := parse(s)
 	if err != nil {
 		d.Fatalf(t, "%s: %v", key, err)
 	}
 	*dst = v
+}
+
+func scanDur(t *testing.T, d *datadriven.TestData, key string, dst *time.Duration) {
+	scanParsed(t, d, key, dst, time.ParseDuration)
 }
 
 func scanInt(t *testing.T, d *datadriven.TestData, key string, dst *int64) {
-	if !d.HasArg(key) {
-		return
-	}
-	var s string
-	d.ScanArgs(t, key, &s)
-	v, err := strconv.ParseInt(s, 0, 64)
-	if err != nil {
-		d.Fatalf(t, "%s: %v", key, err)
-	}
-	*dst = v
+	scanParsed(t, d, key, dst, func(s string) (int64, error) { return strconv.ParseInt(s, 0, 64) })
 }
 
 func scanUint(t *testing.T, d *datadriven.TestData, key string, dst *uint64) {
-	if !d.HasArg(key) {
-		return
-	}
-	var s string
-	d.ScanArgs(t, key, &s)
-	*dst = parseUint(t, d, s)
+	scanParsed(t, d, key, dst, func(s string) (uint64, error) { return strconv.ParseUint(s, 0, 64) })
 }
 
 func parseUint(t *testing.T, d *datadriven.TestData, s string) uint64 {

@@ -19,12 +19,7 @@ import (
 func TestCutOffReadsRefused(t *testing.T) {
 	c, proxies := proxiedCluster(t, "a", "b")
 	p := c.waitPrimary(20 * time.Second)
-	var s *Replica
-	for _, r := range c.all() {
-		if r != p {
-			s = r
-		}
-	}
+	s := c.other(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := p.Propose(ctx, setOp("k", "v1"))

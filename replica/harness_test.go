@@ -98,6 +98,20 @@ func (c *cluster) all() []*Replica {
 }
 
 // waitPrimary waits until exactly one replica is primary and every other
+// other returns a replica of the cluster other than p (the last in all's
+// order): in a pair, the standby.
+func (c *cluster) other(p *Replica) *Replica {
+	c.t.Helper()
+	var s *Replica
+	for _, r := range c.all() {
+		if r != p {
+			s = r
+		}
+	}
+	require.NotNil(c.t, s, "no replica but the primary")
+	return s
+}
+
 // is a standby that names it, and returns it.
 func (c *cluster) waitPrimary(d time.Duration) *Replica {
 	c.t.Helper()

@@ -549,11 +549,18 @@ func (r *Replica) refreshMembers() {
 func (r *Replica) evaluateElection() {
 	lp := r.lp
 	gen, eg := lp.c.watchGen, lp.elGen
+	// The transfer record and the room's epoch matter only where the
+	// takeover branch can be reached (needsTakeoverFacts): read them only
+	// if it may be, as of now (onElectionRead retries if that changed).
+	may := electionFacts{Leader: true, ApplierReady: lp.applier != nil && !lp.applier.primary, Now: time.Now()}
+	lp.c.fillFacts(&may)
+	mayTakeOver := may.needsTakeoverFacts()
 	r.enqueue(zkJob{name: "election", bound: electionZKWait, run: func(ctx context.Context) func() {
 		var rd electionRead
 		rd.view, rd.err = lp.el.evaluate(ctx)
 		rd.viewOK = rd.err == nil
-		if rd.err == nil && rd.view.leader {
+		if rd.err == nil && rd.view.leader && mayTakeOver {
+			rd.transferRead = true
 			rd.transfer, rd.hasTransfer, rd.err = r.readTransfer(ctx)
 			if rd.err == nil && rd.hasTransfer && rd.transfer.To != r.cfg.ID && time.Now().UnixMilli() < rd.transfer.Deadline {
 				rd.roomEpoch, rd.err = r.room.Epoch(ctx)
@@ -570,12 +577,13 @@ func (r *Replica) evaluateElection() {
 
 // electionRead is what one election read found.
 type electionRead struct {
-	view        electionView
-	viewOK      bool // view was read (err may still be a later read's)
-	transfer    transferRecord
-	hasTransfer bool
-	roomEpoch   uint64
-	err         error
+	view         electionView
+	viewOK       bool // view was read (err may still be a later read's)
+	transfer     transferRecord
+	transferRead bool // the transfer record (and the epoch it needs) were read
+	hasTransfer  bool
+	roomEpoch    uint64
+	err          error
 }
 
 func (r *Replica) onElectionRead(rd electionRead) {
@@ -592,7 +600,14 @@ func (r *Replica) onElectionRead(rd electionRead) {
 		r.step(evElection{Err: rd.err})
 		return
 	}
-	r.step(evElection{Facts: r.electionFacts(rd)})
+	f := r.electionFacts(rd)
+	if f.needsTakeoverFacts() && !rd.transferRead {
+		// Became able to take over since the read was queued: read again,
+		// with the transfer record.
+		r.step(evElection{Err: errors.New("election: takeover facts not read")})
+		return
+	}
+	r.step(evElection{Facts: f})
 }
 
 // electionFacts gathers what decideElection needs besides the core's own

@@ -117,17 +117,6 @@ func (m *membership) update(ctx context.Context, d memberData) ([]byte, error) {
 	return data, nil
 }
 
-// publish is update and record in one call (for a caller that owns the
-// membership and may wait: Open, tests).
-func (m *membership) publish(ctx context.Context, d memberData) error {
-	data, err := m.update(ctx, d)
-	if err != nil {
-		return err
-	}
-	m.record(data, d)
-	return nil
-}
-
 // record notes data (encoding d) as the last data written to our node.
 func (m *membership) record(data []byte, d memberData) {
 	d.V = formatVersion1

@@ -59,12 +59,7 @@ func TestMetrics(t *testing.T) {
 	c := newCluster(t, ens, func(cfg *Config) { cfg.Registerer = reg })
 	c.openN(2)
 	p := c.waitPrimary(20 * time.Second)
-	var s *Replica
-	for _, r := range c.all() {
-		if r != p {
-			s = r
-		}
-	}
+	s := c.other(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i := 0; i < 20; i++ {

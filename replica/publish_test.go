@@ -22,12 +22,7 @@ func TestMemberPublishPace(t *testing.T) {
 	c := newCluster(t, ens, nil) // default MemberUpdateInterval (1s)
 	c.openN(2)
 	p := c.waitPrimary(20 * time.Second)
-	var s *Replica
-	for _, r := range c.all() {
-		if r != p {
-			s = r
-		}
-	}
+	s := c.other(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	path := p.room.Path(membersDir, s.ID())

@@ -58,12 +58,7 @@ func TestProposeRequestRetries(t *testing.T) {
 	require.Equal(t, committed+1, idx)
 	committed = idx
 	// A standby that applied it answers from its table without appending.
-	var s *Replica
-	for _, r := range c.all() {
-		if r != p {
-			s = r
-		}
-	}
+	s := c.other(p)
 	require.NoError(t, s.WaitApplied(ctx, idx))
 	fromStandby, err := s.ProposeRequest(ctx, id, entry)
 	require.NoError(t, err)

@@ -137,12 +137,7 @@ func TestSuspendedPrimary(t *testing.T) {
 func TestTransferTargetLeaves(t *testing.T) {
 	c, proxies := proxiedCluster(t, "m0", "m1")
 	p := c.waitPrimary(20 * time.Second)
-	var s *Replica
-	for _, r := range c.all() {
-		if r != p {
-			s = r
-		}
-	}
+	s := c.other(p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := p.Propose(ctx, setOp("a", "1"))
