@@ -83,10 +83,11 @@ const subBuffer = 64
 // reconnect. A Client is a Requester: its Run waits for the session
 // between attempts and gives up once the client is closed.
 type Client struct {
-	conn  *zk.Conn
-	acl   []zk.ACL
-	log   *slog.Logger
-	hosts *leaderFirst // nil with DialConfig.AnyServer
+	conn    *zk.Conn
+	acl     []zk.ACL
+	log     *slog.Logger
+	hosts   *leaderFirst  // nil with DialConfig.AnyServer
+	session time.Duration // the session timeout asked for
 
 	mu sync.Mutex // guards the fields below; never held while blocking
 	// subs are the Subscribe channels; a full channel drops its oldest event.
@@ -130,6 +131,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		stateCh:  make(chan struct{}),
 		closedCh: make(chan struct{}),
 		acl:      zk.WorldACL(zk.PermAll),
+		session:  cfg.SessionTimeout,
 	}
 	if cfg.Auth != nil {
 		c.acl = zk.DigestACL(zk.PermAll, cfg.Auth.User, cfg.Auth.Password)
@@ -206,6 +208,11 @@ func (c *Client) Conn() *zk.Conn { return c.conn }
 
 // ACL returns the ACL every create must use.
 func (c *Client) ACL() []zk.ACL { return c.acl }
+
+// SessionTimeout returns the session timeout the client asked for
+// (DialConfig.SessionTimeout, or its default). The servers may grant
+// another within their bounds (2 to 20 ticks by default).
+func (c *Client) SessionTimeout() time.Duration { return c.session }
 
 // State returns the session state.
 func (c *Client) State() zk.State { return c.conn.State() }

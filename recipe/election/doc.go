@@ -44,10 +44,16 @@
 //
 //  1. Create c-<guid>-<seq> (EPHEMERAL_SEQUENTIAL; the directory is created
 //     when the create says it is missing). If the create fails with a
-//     connection loss, or lands after its caller gave up, its fate is
-//     unknown: before creating again, Sync, list, and adopt the lowest node
-//     with our guid held by our session, deleting any other (Curator's
-//     protection mode; also at Join when Config.GUID is set).
+//     connection loss, its fate is unknown: before creating again, Sync,
+//     list, and adopt the lowest node with our guid held by our session,
+//     deleting any other (Curator's protection mode; also at Join when
+//     Config.GUID is set). A create that lands after its caller gave up
+//     (ctx ended while it was in flight) is deleted as soon as its answer
+//     comes, as the lock and membership do: nobody holds it, and left in
+//     the shared client's session it would block the line for as long as
+//     that client lives. A Join that fails waits for that answer and
+//     sweeps our guid (at most one session timeout more), so it leaves no
+//     node behind.
 //  2. List the children (after a Sync when the session changed); delete
 //     duplicates of ours; sort the accepted candidates by sequence. If our
 //     node is missing (deleted, or its session expired), end any term and

@@ -65,12 +65,10 @@ type Line struct {
 	mine string
 	// listedIn is the session of the last listing.
 	listedIn int64
-	// maybe: a create's outcome was unknown (connection loss, or it landed
-	// after its caller gave up): look for our guid before creating.
+	// maybe: a create's outcome was unknown (connection loss, or a create
+	// that landed after its caller gave up could not be deleted): look
+	// for our guid before creating.
 	maybe atomic.Bool
-	// left: Leave ran and no Enter since: a create that lands late is
-	// deleted at once (nobody would list the line again to clean it up).
-	left atomic.Bool
 }
 
 // Position is the line as one listing saw it.
@@ -188,7 +186,6 @@ func (l *Line) Close() { l.sess.Close() }
 // the back of the line (the directory is created when missing), protected
 // against a lost answer (see the package doc).
 func (l *Line) Enter(ctx context.Context) error {
-	l.left.Store(false)
 	if l.mine != "" {
 		return nil
 	}
@@ -264,7 +261,6 @@ func (l *Line) Requeue(ctx context.Context) error {
 // outcome was unknown, bounded by ctx (what remains goes with the
 // session). The line may Enter again later.
 func (l *Line) Leave(ctx context.Context) error {
-	l.left.Store(true)
 	var errs []error
 	if l.mine != "" {
 		if err := l.deleteNode(ctx, l.mine); err != nil {
@@ -344,15 +340,18 @@ func (l *Line) create(ctx context.Context) (string, error) {
 		created, err := zkr.Do(ctx, l.sess, func() (string, error) {
 			return l.sess.Conn().Create(prefix, l.data, zk.FlagEphemeral|zk.FlagSequence, l.sess.ACL())
 		}, func(created string, err error) {
-			// Landed, or may have, after its caller gave up.
-			if err == nil && l.left.Load() {
-				// Nobody will list the line again: undo it now.
-				if derr := l.sess.Conn().Delete(created, -1); derr == nil || errors.Is(derr, zk.ErrNoNode) {
+			// Landed, or may have, after its caller gave up: nobody
+			// holds it (a Join that failed lists the line never again),
+			// so undo it now, as the lock and membership do.
+			if err == nil {
+				derr := l.sess.Conn().Delete(created, -1)
+				if derr == nil || errors.Is(derr, zk.ErrNoNode) {
+					l.log.Info("election: deleted a candidate node whose create landed after its caller gave up", "node", path.Base(created))
 					return
 				}
 			}
 			if err == nil || zkx.IsConnLoss(err) {
-				l.maybe.Store(true)
+				l.maybe.Store(true) // the next Enter, Read or Leave finds it
 			}
 		})
 		if err == nil {

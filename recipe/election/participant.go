@@ -90,7 +90,12 @@ type request struct {
 
 // Join validates cfg, enters the election (a candidate node at the back
 // of the line; the directory is created if missing) and starts the
-// participant's goroutine. Resign leaves.
+// participant's goroutine. Resign leaves. When Join fails, it leaves no
+// candidate node behind: a create still in flight when ctx ended is
+// deleted once its answer comes (Join waits for it, within go-zookeeper's
+// request bounds), and one whose answer was lost is looked for and
+// deleted within one session timeout more (beyond it, the node goes with
+// the session).
 func Join(ctx context.Context, cfg Config) (*Participant, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -110,7 +115,7 @@ func Join(ctx context.Context, cfg Config) (*Participant, error) {
 	}
 	p.line = newLine(p.sess, LineConfig{Dir: cfg.Dir, ID: cfg.ID, Data: cfg.Data, GUID: cfg.GUID}, log)
 	if err := p.line.Enter(ctx); err != nil {
-		p.sess.Close()
+		p.abandon(ctx)
 		return nil, fmt.Errorf("election: join %s: %w", cfg.Dir, err)
 	}
 	name := p.line.Node()
@@ -119,6 +124,20 @@ func Join(ctx context.Context, cfg Config) (*Participant, error) {
 	p.cancel = cancel
 	go p.loop(lctx)
 	return p, nil
+}
+
+// abandon cleans up after a Join that failed: a create still in flight
+// deletes its node when its answer comes (Settle waits for that); a node
+// whose create's answer was lost is swept, within one session timeout
+// even though ctx ended (beyond it, the session's end removes it).
+func (p *Participant) abandon(ctx context.Context) {
+	p.sess.Settle()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Client.SessionTimeout())
+	defer cancel()
+	if err := p.line.Leave(cctx); err != nil {
+		p.log.Warn("election: a failed Join could not sweep its candidate nodes; the session's end will", "err", err)
+	}
+	p.sess.Close()
 }
 
 // ID returns the participant's id.

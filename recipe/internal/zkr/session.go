@@ -83,6 +83,12 @@ func (s *Session) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// Settle waits for every request started by Do so far, abandoned ones
+// included: when it returns, their late hooks have run. The caller must
+// start no request meanwhile (it is for an owner giving up, before it
+// cleans up and closes).
+func (s *Session) Settle() { s.calls.Wait() }
+
 // Close unsubscribes and waits for every request started by Do, abandoned
 // ones included (go-zookeeper answers each within its own bounds).
 func (s *Session) Close() {
