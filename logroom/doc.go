@@ -161,7 +161,14 @@
 // channel deleted and created again — the open channel re-created empty
 // at its old first index, say, which would otherwise look like a valid
 // chain — fails this check, and so does a room whose channels are all
-// gone. Anything else is
+// gone. Batches are checked the same way, per channel: a channel znode's
+// Cversion minus its number of children counts two per deleted child, and
+// only DeleteChannel deletes batches, after marking the channel Deleting
+// (ChannelInfo.Removed, .Deleting). A batch deleted from the open channel
+// or from a sealed channel that is not marked — an acknowledged entry
+// removed by another client, which no reader would read again — fails the
+// check; a replica runs MatchLog (and so CheckChain) periodically while it
+// runs, so it is noticed in seconds, not at the next takeover. Anything else is
 // ErrCorrupt naming the channel: another client (or an operator) deleted
 // or created channels. roomlog can detect this, not repair it: the
 // operator must restore the znodes or decide which members' state is

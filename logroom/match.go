@@ -46,7 +46,10 @@ func (b Batch) ID() BatchID {
 // consecutive numbers, each channel's first index equal to the previous
 // channel's last + 1, every channel but the last sealed, the last one open
 // (a writer seals a channel and opens its successor in one Multi, and
-// DeleteChannel never deletes the open channel), no channel ever created if
+// DeleteChannel never deletes the open channel), no batch ever deleted
+// from a channel that is not marked for deletion (the channel znode's
+// child version counts deletes; only DeleteChannel deletes batches, after
+// marking the channel), no channel ever created if
 // none is left, and no channel deleted and created again (see
 // checkHistory). Anything else fails with ErrCorrupt naming the
 // channel: the room was tampered with (a channel deleted or created by
@@ -57,6 +60,34 @@ func (b Batch) ID() BatchID {
 // ErrUnavailable; a break in the listing's history is reported at once,
 // any other only after five looks with nothing created or deleted.
 func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
+	infos, err := r.chain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkRemoved(infos); err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// checkRemoved refuses a channel that lost a batch although it is not
+// being deleted (ChannelInfo.Removed).
+func (r *Room) checkRemoved(infos []ChannelInfo) error {
+	for _, c := range infos {
+		if c.Removed > 0 && !c.Deleting {
+			state := "open"
+			if c.Sealed {
+				state = "sealed"
+			}
+			return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: %d batch znode(s) deleted from the %s channel (first index %d), which is not being deleted: "+
+				"acknowledged entries were removed by another client", ErrCorrupt, c.Removed, state, c.FirstIndex))
+		}
+	}
+	return nil
+}
+
+// chain is CheckChain without the check of removed batches.
+func (r *Room) chain(ctx context.Context) ([]ChannelInfo, error) {
 	var infos []ChannelInfo
 	var err error
 	// The listing and its child version are one atomic read; the channels'
@@ -242,17 +273,42 @@ func (r *Room) MatchLog(ctx context.Context, id BatchID, applied uint64) error {
 	if applied == 0 {
 		return nil
 	}
+	_, err := r.Audit(ctx, id, applied)
+	return err
+}
+
+// Audit is what a running member checks periodically: MatchLog (for
+// applied > 0) and CheckChain, with the channels checked returned. The
+// batch the caller applied is compared first (a batch replaced or missing
+// is divergence, ErrDiverged naming our batch); a batch deleted from any
+// channel that is not being deleted is corruption (ErrCorrupt), reported
+// after.
+func (r *Room) Audit(ctx context.Context, id BatchID, applied uint64) ([]ChannelInfo, error) {
+	if applied == 0 {
+		return r.CheckChain(ctx)
+	}
 	if !id.IsZero() && (id.Count <= 0 || id.First == 0 || applied < id.First || applied > id.Last()) {
-		return fmt.Errorf("%w: room %q: local state at index %d records batch %v, which does not hold that index",
+		return nil, fmt.Errorf("%w: room %q: local state at index %d records batch %v, which does not hold that index",
 			ErrDiverged, r.name, applied, id)
 	}
 	if err := zkx.Sync(ctx, r.c, r.Path(channelsNode)); err != nil {
-		return zkError("logroom: sync", err)
+		return nil, zkError("logroom: sync", err)
 	}
-	infos, err := r.CheckChain(ctx)
+	infos, err := r.chain(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if err := r.matchBatch(ctx, infos, id, applied); err != nil {
+		return nil, err
+	}
+	if err := r.checkRemoved(infos); err != nil {
+		return nil, err
+	}
+	return infos, nil
+}
+
+// matchBatch is MatchLog's comparison against the checked chain infos.
+func (r *Room) matchBatch(ctx context.Context, infos []ChannelInfo, id BatchID, applied uint64) error {
 	if len(infos) == 0 {
 		return fmt.Errorf("%w: room %q: local state at index %d, but the room holds no channel", ErrDiverged, r.name, applied)
 	}

@@ -359,6 +359,14 @@ type ChannelInfo struct {
 	Sealed                     bool
 	Bytes                      int64
 	Batches                    int
+	// Deleting: DeleteChannel marked the channel and is removing it.
+	Deleting bool
+	// Removed counts the children of the channel znode ever deleted
+	// (ZooKeeper's child version minus the children present, per delete).
+	// Only DeleteChannel deletes batches, after marking the channel, so a
+	// channel that is not Deleting has Removed == 0 unless another client
+	// deleted a batch: CheckChain refuses it.
+	Removed int
 }
 
 // Charged is what the channel counts against WriterConfig.MaxRoomBytes:
@@ -388,16 +396,37 @@ func (r *Room) channelNums(ctx context.Context) ([]uint64, error) {
 // readChannel reads a channel's meta and znode version. A missing channel
 // yields zk.ErrNoNode (wrapped).
 func (r *Room) readChannel(ctx context.Context, num uint64) (channelMeta, int32, error) {
+	m, stat, err := r.readChannelStat(ctx, num)
+	if err != nil {
+		return m, 0, err
+	}
+	return m, stat.Version, nil
+}
+
+// readChannelStat reads a channel's meta and its znode's Stat (one atomic
+// read: the meta and the child counts are of the same moment).
+func (r *Room) readChannelStat(ctx context.Context, num uint64) (channelMeta, *zk.Stat, error) {
 	path := r.channelPath(num)
 	data, stat, err := zkx.Get(ctx, r.c, path)
 	if err != nil {
-		return channelMeta{}, 0, zkError("logroom: read channel "+path, err)
+		return channelMeta{}, nil, zkError("logroom: read channel "+path, err)
 	}
 	m, err := decodeChannelMeta(data)
 	if err != nil {
-		return m, 0, r.corrupt(num, path, err)
+		return m, nil, r.corrupt(num, path, err)
 	}
-	return m, stat.Version, nil
+	return m, stat, nil
+}
+
+// childDeletes is how many children of a znode were deleted, from its
+// Stat: ZooKeeper raises cversion by one for every create and every delete
+// of a child, so cversion - numChildren counts two per delete.
+func childDeletes(st *zk.Stat) int {
+	d := int(st.Cversion - st.NumChildren)
+	if d <= 0 {
+		return 0
+	}
+	return (d + 1) / 2
 }
 
 // Channels lists the room's channels in ascending order.
@@ -419,7 +448,7 @@ func (r *Room) channelInfos(ctx context.Context, nums []uint64) ([]ChannelInfo, 
 	infos := make([]ChannelInfo, len(nums))
 	found := make([]bool, len(nums))
 	err := parallel(len(nums), 16, func(i int) error {
-		m, _, err := r.readChannel(ctx, nums[i])
+		m, st, err := r.readChannelStat(ctx, nums[i])
 		if errors.Is(err, zk.ErrNoNode) {
 			return nil // deleted since the listing
 		}
@@ -427,6 +456,7 @@ func (r *Room) channelInfos(ctx context.Context, nums []uint64) ([]ChannelInfo, 
 			return err
 		}
 		infos[i], found[i] = m.info(nums[i]), true
+		infos[i].Deleting, infos[i].Removed = m.Deleting, childDeletes(st)
 		return nil
 	})
 	if err != nil {

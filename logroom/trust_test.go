@@ -305,9 +305,12 @@ func TestMatchLog(t *testing.T) {
 	require.ErrorIs(t, err, ErrDiverged)
 	require.Contains(t, err.Error(), r.batchPath(1, 3))
 	// Compaction: channel 1 deleted properly; what it held cannot be
-	// checked any more and passes.
+	// checked any more, but the open channel still shows the batch deleted
+	// (and re-created) above: the room is refused as tampered with.
 	require.NoError(t, r.DeleteChannel(ctx, 1))
-	require.NoError(t, r.MatchLog(ctx, id5, 5))
+	err = r.MatchLog(ctx, id5, 5)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "1 batch znode(s) deleted from the open channel")
 	require.ErrorIs(t, r.MatchLog(ctx, id7, 7), ErrDiverged, "the replaced batch is still in the log")
 	w.Close()
 }
@@ -337,4 +340,71 @@ func TestTakeoverBelowApplied(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), w2.StartIndex())
 	w2.Close()
+}
+
+// TestDeletedAcknowledgedBatch: a foreign client deletes an acknowledged
+// batch of the open channel (and, in a second room, of a sealed channel
+// that is not being deleted). Nothing reads those batches again, so the
+// only evidence is the channel znode's child history: ZooKeeper counts
+// every create and delete of a child (cversion), and only DeleteChannel,
+// after marking the channel, ever deletes a batch. CheckChain (and so
+// MatchLog, which a running replica calls periodically) refuses the room by
+// name; a channel being deleted by DeleteChannel still passes.
+func TestDeletedAcknowledgedBatch(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	foreign := dial(t, e.Addrs())
+	ctx := testCtx(t, 60*time.Second)
+
+	t.Run("open", func(t *testing.T) {
+		r := openRoom(t, c, "delbatch-open")
+		w := newWriter(t, r, WriterConfig{})
+		appendN(t, ctx, w, 1, 5)
+		id := lastBatch(t, ctx, r, 5)
+		require.NoError(t, r.MatchLog(ctx, id, 5))
+		require.NoError(t, foreign.Conn().Delete(r.batchPath(1, 2), -1))
+		_, err := r.CheckChain(ctx)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), "channel 1")
+		require.Contains(t, err.Error(), "deleted")
+		err = r.MatchLog(ctx, id, 5)
+		require.ErrorIs(t, err, ErrCorrupt)
+		t.Log(err)
+	})
+	t.Run("sealed", func(t *testing.T) {
+		r := openRoom(t, c, "delbatch-sealed")
+		w := newWriter(t, r, WriterConfig{})
+		appendN(t, ctx, w, 1, 3)
+		_, err := w.Rotate(ctx)
+		require.NoError(t, err)
+		appendN(t, ctx, w, 4, 2)
+		_, err = r.CheckChain(ctx)
+		require.NoError(t, err)
+		require.NoError(t, foreign.Conn().Delete(r.batchPath(1, 3), -1))
+		_, err = r.CheckChain(ctx)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), "channel 1")
+	})
+	t.Run("compaction passes", func(t *testing.T) {
+		r := openRoom(t, c, "delbatch-compact")
+		w := newWriter(t, r, WriterConfig{})
+		appendN(t, ctx, w, 1, 3)
+		_, err := w.Rotate(ctx)
+		require.NoError(t, err)
+		appendN(t, ctx, w, 4, 2)
+		// A compaction that stopped half-way (marked, one batch gone).
+		data, stat, err := c.Conn().Get(r.channelPath(1))
+		require.NoError(t, err)
+		m, err := decodeChannelMeta(data)
+		require.NoError(t, err)
+		m.Deleting = true
+		_, err = c.Conn().Set(r.channelPath(1), encodeMeta(m), stat.Version)
+		require.NoError(t, err)
+		require.NoError(t, c.Conn().Delete(r.batchPath(1, 1), -1))
+		_, err = r.CheckChain(ctx)
+		require.NoError(t, err)
+		require.NoError(t, r.DeleteChannel(ctx, 1))
+		_, err = r.CheckChain(ctx)
+		require.NoError(t, err)
+	})
 }

@@ -480,14 +480,21 @@ func (r *Replica) appliedBatch() (logroom.BatchID, uint64) {
 // applied and reaches its applied index (logroom.Room.MatchLog). Divergence
 // is fatal: the replica stops applying and writing and reports it.
 func (r *Replica) matchLog(ctx context.Context) error {
+	_, err := r.auditLog(ctx)
+	return err
+}
+
+// auditLog is matchLog returning the channels it checked (logroom's
+// Room.Audit): the running member's periodic check of the log.
+func (r *Replica) auditLog(ctx context.Context) ([]logroom.ChannelInfo, error) {
 	id, applied := r.appliedBatch()
-	err := r.room.MatchLog(ctx, id, applied)
+	infos, err := r.room.Audit(ctx, id, applied)
 	if errors.Is(err, logroom.ErrDiverged) {
-		return fatal(fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
+		return nil, fatal(fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
 			"do not start a fresh member or re-create channels to \"fix\" it: compare the named batch with the "+
 			"other members' state and decide which history is right)", err, applied))
 	}
-	return err
+	return infos, err
 }
 
 func entriesBytes(es []logroom.Entry) int {

@@ -1035,11 +1035,24 @@ func (r *Replica) announceRole(role Role, epoch uint64, reason string) {
 
 // refreshChannels queues a read of the channels for the figures in Status
 // and the oldest first index the election uses.
+//
+// It is also the running member's audit of the log it has seen: the
+// channels are read through CheckChain, so a channel chain changed under
+// us or a batch deleted from a channel that is not being deleted (an
+// acknowledged entry gone, which no reader would read again) fails the
+// member within a second or two, primary or standby, instead of at the
+// next takeover or restart; and the log must still hold the last batch we
+// applied (MatchLog: divergence is reported first, naming our batch).
 func (r *Replica) refreshChannels() {
 	lp := r.lp
 	lp.lastChannels = time.Now()
 	r.enqueue(zkJob{name: "channels", bound: loopZKWait, run: func(ctx context.Context) func() {
-		chans, err := r.room.Channels(ctx)
+		chans, err := r.auditLog(ctx)
+		if errors.Is(err, logroom.ErrCorrupt) || isFatal(err) {
+			return func() {
+				r.step(evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})
+			}
+		}
 		if err != nil {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -243,4 +244,45 @@ func TestEpochGarbageFailsVisibly(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	}
+}
+
+// TestDeletedAcknowledgedBatchNoticed (issue 25): a foreign client deletes
+// an acknowledged batch of the open channel while the room runs. Nothing
+// reads that batch again, and before the running audit the primary
+// acknowledged writes for as long as nobody took over. Now every member
+// refuses the room by name within 10 s, and the primary stops
+// acknowledging.
+func TestDeletedAcknowledgedBatchNoticed(t *testing.T) {
+	ens := sharedEnsemble(t)
+	cl := newCluster(t, ens, nil)
+	reps := cl.openN(2)
+	p := cl.waitPrimary(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var last uint64
+	for i := 0; i < 10; i++ {
+		res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%d", i), "v"))
+		require.NoError(t, err)
+		last = res.Index
+	}
+	cl.waitConverged(last, 20*time.Second)
+
+	f := newForger(t, cl)
+	_, chPath := f.openChannel()
+	names, _, err := f.conn.Children(chPath)
+	require.NoError(t, err)
+	require.NotEmpty(t, names)
+	slices.Sort(names)
+	victim := chPath + "/" + names[len(names)/2]
+	require.NoError(t, f.conn.Delete(victim, -1))
+	deleted := time.Now()
+
+	for _, r := range reps {
+		err := waitFailed(t, r, 10*time.Second, logroom.ErrCorrupt)
+		require.Contains(t, err.Error(), "deleted from the open channel")
+		require.Contains(t, err.Error(), cl.room)
+	}
+	t.Logf("every member refused the room %v after the deletion", time.Since(deleted).Round(time.Millisecond))
+	_, err = p.Propose(ctx, setOp("after", "delete"))
+	require.ErrorIs(t, err, ErrFailed, "the primary stops acknowledging")
 }
