@@ -164,3 +164,41 @@ func TestCheckpointOnDemand(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointsNeverExceedKeep: a member never holds more than
+// KeepCheckpoints local checkpoints, at any moment: not only once the
+// checkpointer is done (the list is read all along, while checkpoints are
+// made one after another).
+func TestCheckpointsNeverExceedKeep(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	c.openN(1)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var most atomic.Int64
+	stop := make(chan struct{})
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		for {
+			if l, err := checkpoint.List(p.ckptRoot); err == nil && int64(len(l)) > most.Load() {
+				most.Store(int64(len(l)))
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	for i := 0; i < 30; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i), "v"))
+		require.NoError(t, err)
+		require.NoError(t, p.Checkpoint(ctx))
+	}
+	close(stop)
+	<-listed
+	require.Equal(t, int64(DefaultKeepCheckpoints), most.Load(), "most local checkpoints seen at once")
+}

@@ -123,15 +123,16 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 	// the next checkpoint.
 	r.sinceEntries.Store(0)
 	r.sinceBytes.Store(0)
+	// The store only moves forward: the new checkpoint's index is at least
+	// what is applied now.
+	r.makeRoomForCheckpoint(r.applied.Load())
 	r.storeMu.RLock()
 	info, err := checkpoint.Create(ctx, r.st, r.ckptRoot, r.origin())
 	r.storeMu.RUnlock()
 	if err != nil {
 		return 0, fmt.Errorf("replica: checkpoint: %w", err)
 	}
-	if err := checkpoint.Retain(r.ckptRoot, r.cfg.KeepCheckpoints); err != nil {
-		r.log.Warn("checkpoint retention failed", "err", err)
-	}
+	r.retainCheckpoints()
 	if info.Manifest.Index > r.localCkpt.Load() {
 		r.localCkpt.Store(info.Manifest.Index)
 	}
@@ -146,6 +147,39 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 		return info.Bytes, fmt.Errorf("replica: record checkpoint: %w", err)
 	}
 	return info.Bytes, r.deleteChannels(ctx, info.Manifest.Index, false)
+}
+
+// makeRoomForCheckpoint prunes the local checkpoints before a new one at
+// an index of at least next is created or fetched into the checkpoint
+// root: it keeps the newest KeepCheckpoints-1, so that with the new one
+// there are never more than KeepCheckpoints on disk, not even between the
+// new one's arrival and retainCheckpoints. It removes nothing when a
+// checkpoint at or above next is already there (the new one may turn out
+// to be that one, and nothing would replace what was removed), nor with
+// KeepCheckpoints 1: the only checkpoint, advertised and served, stays
+// until its successor is in place, so for that moment there are two. The
+// checkpointer and a bootstrap's fetch run on different goroutines: when
+// they overlap, one more may stand until the later one's retention.
+func (r *Replica) makeRoomForCheckpoint(next uint64) {
+	keep := r.cfg.KeepCheckpoints
+	if keep < 2 {
+		return
+	}
+	newest, err := checkpoint.Newest(r.ckptRoot)
+	if err != nil || newest.Manifest.Index >= next {
+		return // none (or an unreadable root: Retain reports it afterwards)
+	}
+	if err := checkpoint.Retain(r.ckptRoot, keep-1); err != nil {
+		r.log.Warn("checkpoint retention failed", "err", err)
+	}
+}
+
+// retainCheckpoints removes all local checkpoints but the newest
+// KeepCheckpoints, once a new one is in place.
+func (r *Replica) retainCheckpoints() {
+	if err := checkpoint.Retain(r.ckptRoot, r.cfg.KeepCheckpoints); err != nil {
+		r.log.Warn("checkpoint retention failed", "err", err)
+	}
 }
 
 // refreshLocalCkpt sets the advertised checkpoint index to the newest
@@ -384,14 +418,19 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	}
 	r.log.Info("bootstrap: fetching checkpoint", "from", src.id, "url", url, "index", src.index, "need", need)
 	start := time.Now()
+	applied := r.applied.Load()
+	r.makeRoomForCheckpoint(max(need, applied+1))
 	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, r.fetchOptions())
 	if err != nil {
 		return err
 	}
-	applied := r.applied.Load()
+	// What the fetch added counts toward KeepCheckpoints now, not at the
+	// next checkpoint.
+	defer r.retainCheckpoints()
+	applied = r.applied.Load()
 	if info.Manifest.Index < need || info.Manifest.Index <= applied {
-		// A valid checkpoint of ours, just not far enough: Retain will
-		// drop it.
+		// A valid checkpoint of ours, just not far enough: retention
+		// drops it once newer ones are in place.
 		return fmt.Errorf("served index %d, need >= %d (and > applied %d)", info.Manifest.Index, need, applied)
 	}
 	if err := r.installCheckpoint(ctx, info); err != nil {
