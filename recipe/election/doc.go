@@ -28,8 +28,16 @@
 //
 // Acceptance (trust boundary): a candidate counts only if its name is
 // c-<32 hex>-<10 digits> with a non-negative 32-bit sequence, it is
-// readable and ephemeral, and its data passes a bounded msgpack check and
-// decodes as v1 with a valid id. A designation record counts only if it is
+// ephemeral, and its data passes a bounded msgpack check and decodes as v1
+// with a valid id. A node whose ACL denies this client READ (a candidate
+// of a client with other credentials, in a directory both may write)
+// counts on the Stat that Exists returns without any permission, as
+// Candidate.Unreadable with no ID or Data: ignoring it would let two
+// candidates each lead. ZooKeeper fires no watch of a client on a node it
+// may not read, so a candidate behind such a node watches the directory's
+// children instead of its predecessor (step 3). A LineConfig.Accept that
+// refuses an Unreadable candidate makes it foreign: that caller then
+// needs one set of credentials for every candidate. A designation record counts only if it is
 // ephemeral and decodes as v1 with a valid to_guid. Anything else is
 // foreign: ignored for every decision (line order, predecessor watch,
 // leader, designation), logged once and listed by Foreign; never deleted.
@@ -58,8 +66,9 @@
 //     duplicates of ours; sort the accepted candidates by sequence. If our
 //     node is missing (deleted, or its session expired), end any term and
 //     go to 1: we re-enter at the back.
-//  3. Not the lowest: watch only the predecessor (ExistsW, no herd effect)
-//     and our own node; when either fires, or the session changes, go to 2.
+//  3. Not the lowest: watch only the predecessor (ExistsW, no herd effect;
+//     ChildrenW on the directory when it is Unreadable) and our own node;
+//     when either fires, or the session changes, go to 2.
 //  4. Lowest, no term yet: read the designation record. If it names another
 //     live candidate and we first saw it less than DesignationTTL ago
 //     (local monotonic clock), step behind: delete our node, go to 1.

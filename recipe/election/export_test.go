@@ -28,5 +28,5 @@ func AcceptCandidateForTest(name string, data []byte, owner int64) (Candidate, s
 	if err != nil {
 		return Candidate{}, err.Error()
 	}
-	return acceptCandidate(sn, data, &zk.Stat{EphemeralOwner: owner, Czxid: 5})
+	return acceptCandidate(sn, data, &zk.Stat{EphemeralOwner: owner, Czxid: 5}, true)
 }

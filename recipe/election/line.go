@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
@@ -227,13 +228,24 @@ func (l *Line) Read(ctx context.Context) (Position, error) {
 }
 
 // WatchPredecessor arms a watch on the candidate just before ours in pos
-// (only that one: no herd effect). ok is false when it is already gone
+// (only that one: no herd effect), or on the directory's children when
+// that candidate is Unreadable (ZooKeeper fires no watch on a node the
+// client may not read). ok is false when it is already gone
 // (read again), or when we are first or hold no node (nothing to watch).
 func (l *Line) WatchPredecessor(ctx context.Context, pos Position) (<-chan zk.Event, bool, error) {
 	if pos.Mine <= 0 {
 		return nil, false, nil
 	}
 	pred := pos.Candidates[pos.Mine-1]
+	if pred.Unreadable {
+		// ZooKeeper fires no watch of ours on a node we may not read:
+		// watch the directory's children instead.
+		names, ch, err := zkx.ChildrenW(ctx, l.sess, l.dir)
+		if err != nil {
+			return nil, false, fmt.Errorf("watch the candidates before unreadable %s: %w", pred.Node, err)
+		}
+		return ch, slices.Contains(names, pred.Node), nil
+	}
 	ok, _, ch, err := zkx.ExistsW(ctx, l.sess, l.dir+"/"+pred.Node)
 	if err != nil {
 		return nil, false, fmt.Errorf("watch predecessor %s: %w", pred.Node, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/harness/recipetest"
 	"github.com/roomlog/roomlog/recipe/election"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // TestJoinGaveUpMidCreate: Join's ctx ends while its create is on the wire
@@ -42,4 +43,46 @@ func TestJoinGaveUpMidCreate(t *testing.T) {
 	names, _, err := admin.Conn().Children(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{b.Node()}, names, "only b's node is left")
+}
+
+// dialDigest dials the shared ensemble with digest credentials: the
+// client's nodes are readable by that user only.
+func dialDigest(t *testing.T, user string) *zkx.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := zkx.Dial(ctx, zkx.DialConfig{Servers: recipetest.ZK(t).Addrs(), SessionTimeout: 4 * time.Second,
+		Auth: &zkx.Digest{User: user, Password: user + "-secret"}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestUnreadableCandidate: two clients with different digest credentials
+// stand in a world-writable directory; neither can read the other's
+// node, yet each must count it (its Stat needs no read permission): one
+// leads, the other follows, and leads once the first resigns (woken by a
+// children watch: ZooKeeper fires no watch on a node the client may not
+// read).
+func TestUnreadableCandidate(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	_, err := admin.Conn().Create(dir, nil, 0, admin.ACL()) // world: all
+	require.NoError(t, err)
+	a := join(t, dialDigest(t, "alice"), dir, "a")
+	ta, err := a.Await(ctx)
+	require.NoError(t, err)
+	b := join(t, dialDigest(t, "bob"), dir, "b")
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	tb, err := b.Await(bctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "b leads while a leads: b ignored a's unreadable node")
+	require.Nil(t, tb)
+	require.Equal(t, election.Follower, b.Role())
+	require.Empty(t, b.Foreign(), "an unreadable ephemeral candidate is not foreign")
+	require.NoError(t, a.Resign(ctx))
+	tb, err = b.Await(ctx)
+	require.NoError(t, err)
+	require.Greater(t, tb.Token(), ta.Token())
 }

@@ -51,6 +51,10 @@ type Candidate struct {
 	// token: Term.Token).
 	Session int64
 	Czxid   int64
+	// Unreadable: the node's ACL denies this client READ (a candidate of
+	// a client with other credentials). It holds its place in the line;
+	// ID and Data are empty.
+	Unreadable bool
 }
 
 func (c Candidate) clone() Candidate {
@@ -63,10 +67,19 @@ func (c Candidate) clone() Candidate {
 type Foreign = zkx.Foreign
 
 // acceptCandidate checks a child: a candidate name, ephemeral, data that
-// decodes as format v1 with a valid id. The reason is "" when it counts.
-func acceptCandidate(sn zkr.SeqNode, data []byte, st *zk.Stat) (Candidate, string) {
+// decodes as format v1 with a valid id. A node this client may not read
+// (readable false: a candidate of a client with other credentials) counts
+// on its Stat alone, Unreadable, with no ID or Data: ignoring it would let
+// two candidates each lead. The reason is "" when it counts.
+func acceptCandidate(sn zkr.SeqNode, data []byte, st *zk.Stat, readable bool) (Candidate, string) {
 	if st.EphemeralOwner == 0 {
 		return Candidate{}, "not ephemeral (a persistent znode is never a live candidate)"
+	}
+	if !readable {
+		return Candidate{
+			Node: sn.Name, Seq: sn.Seq, GUID: sn.GUID, Unreadable: true,
+			Session: st.EphemeralOwner, Czxid: st.Czxid,
+		}, ""
 	}
 	var d candidateData
 	if err := zkr.Decode(data, &d); err != nil {

@@ -30,11 +30,16 @@
 //
 // Acceptance (trust boundary): a child counts as a contender if its name
 // is l-<32 hex>-<10 digits> with a non-negative 32-bit sequence and it is
-// readable and ephemeral; its data is informational and not checked (a
-// live contender is never ignored for its data: that could grant the lock
-// twice). Persistent nodes (a persistent node never holds the lock: no
-// session ends it), bad names and unreadable nodes are foreign: ignored,
-// logged once and listed by Foreign; never deleted.
+// ephemeral; its data is informational and not checked (a live contender
+// is never ignored for its data: that could grant the lock twice). A node
+// whose ACL denies this client READ (a contender of a client with other
+// credentials, in a directory both may write) counts too, on the Stat
+// that Exists returns without any permission: ignoring it would let both
+// clients hold the lock. ZooKeeper fires no watch of a client on a node it
+// may not read, so a waiter behind such a node watches the directory's
+// children instead of its predecessor. Persistent nodes (a persistent node
+// never holds the lock: no session ends it) and bad names are foreign:
+// ignored, logged once and listed by Foreign; never deleted.
 //
 // # Protocol
 //
@@ -51,7 +56,8 @@
 //     contenders up to ours. Ours missing (its session expired, or it was
 //     deleted): go to 3, at the back. Ours the lowest: the lock is held —
 //     the lease starts, its token is our node's czxid. Otherwise watch the
-//     predecessor only (ExistsW; gone already: go to 4) and wait for it,
+//     predecessor only (ExistsW, or ChildrenW on the directory when the
+//     predecessor is unreadable; gone already: go to 4) and wait for it,
 //     for a session change, or for ctx. On ctx's end our node is handed to
 //     the Mutex's janitor goroutine, which deletes it: a contender that
 //     gives up never blocks the others.

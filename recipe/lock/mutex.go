@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sync"
 
 	"github.com/go-zookeeper/zk"
@@ -42,6 +43,10 @@ type Contender struct {
 	Czxid int64
 
 	guid string
+	// unreadable: its ACL denies this client READ. ZooKeeper fires no
+	// watch of this client on it, so a waiter behind it watches the
+	// directory's children instead.
+	unreadable bool
 }
 
 // Foreign is a child of the lock directory that does not count, and why.
@@ -196,14 +201,11 @@ func (m *Mutex) Holder(ctx context.Context) (Contender, bool, error) {
 	}
 	zkr.SortBySeq(nodes)
 	for _, sn := range nodes {
-		b, st, err := zkx.Get(ctx, m.sess, m.cfg.Dir+"/"+sn.Name)
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
-			continue
-		}
+		c, ok, err := zkr.ReadAccepted(ctx, m.sess, m.cfg.Dir, sn, "contender", map[string]string{}, accept)
 		if err != nil {
 			return Contender{}, false, fmt.Errorf("lock: holder of %s: %w", m.cfg.Dir, err)
 		}
-		if c, reason := accept(sn, b, st); reason == "" {
+		if ok {
 			return c, true, nil
 		}
 	}
@@ -297,9 +299,10 @@ func (m *Mutex) acquire(ctx context.Context) (*Lease, error) {
 			mine = "" // the lease owns it now
 			return &Lease{m: m, hold: h}, nil
 		}
-		// Watch only the predecessor (no herd effect).
-		pred := cs[idx-1]
-		ok, _, ch, err := zkx.ExistsW(ctx, m.sess, m.cfg.Dir+"/"+pred.Name)
+		// Watch only the predecessor (no herd effect), or, when we may
+		// not read it (ZooKeeper fires no watch on it for us), the
+		// directory's children.
+		ok, ch, err := m.watchPredecessor(ctx, cs[idx-1])
 		if err != nil {
 			return nil, err
 		}
@@ -310,6 +313,25 @@ func (m *Mutex) acquire(ctx context.Context) (*Lease, error) {
 			return nil, err
 		}
 	}
+}
+
+// watchPredecessor arms a watch that fires when pred goes: an ExistsW on
+// it, or a ChildrenW on the directory when pred is unreadable. ok is false
+// when pred is gone already.
+func (m *Mutex) watchPredecessor(ctx context.Context, pred Contender) (bool, <-chan zk.Event, error) {
+	p := m.cfg.Dir + "/" + pred.Name
+	if !pred.unreadable {
+		ok, _, ch, err := zkx.ExistsW(ctx, m.sess, p)
+		if err != nil {
+			return false, nil, fmt.Errorf("watch predecessor %s: %w", pred.Name, err)
+		}
+		return ok, ch, nil
+	}
+	names, ch, err := zkx.ChildrenW(ctx, m.sess, m.cfg.Dir)
+	if err != nil {
+		return false, nil, fmt.Errorf("watch the contenders before unreadable %s: %w", pred.Name, err)
+	}
+	return slices.Contains(names, pred.Name), ch, nil
 }
 
 // waitWatch waits for ch, a session change away from sid, or ctx.
@@ -421,15 +443,16 @@ func (m *Mutex) list(ctx context.Context, mine string) ([]Contender, error) {
 }
 
 // accept checks a contender: its name parsed, it is ephemeral. Its data is
-// informational (the holder id), not a condition. The reason is "" when
-// it counts.
-func accept(sn zkr.SeqNode, data []byte, st *zk.Stat) (Contender, string) {
+// informational (the holder id), not a condition, so a node this client
+// may not read (readable false: another client's credentials) counts all
+// the same, with no ID. The reason is "" when it counts.
+func accept(sn zkr.SeqNode, data []byte, st *zk.Stat, readable bool) (Contender, string) {
 	if st.EphemeralOwner == 0 {
 		return Contender{}, "not ephemeral (a persistent znode never holds the lock)"
 	}
-	c := Contender{Name: sn.Name, Seq: sn.Seq, Session: st.EphemeralOwner, Czxid: st.Czxid, guid: sn.GUID}
+	c := Contender{Name: sn.Name, Seq: sn.Seq, Session: st.EphemeralOwner, Czxid: st.Czxid, guid: sn.GUID, unreadable: !readable}
 	var d nodeData
-	if zkr.Decode(data, &d) == nil && d.V == formatV1 && zkx.ValidName(d.ID) == nil {
+	if readable && zkr.Decode(data, &d) == nil && d.V == formatV1 && zkx.ValidName(d.ID) == nil {
 		c.ID = d.ID
 	}
 	return c, ""
