@@ -2,12 +2,14 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/checkpoint"
@@ -201,4 +203,67 @@ func TestCheckpointsNeverExceedKeep(t *testing.T) {
 	close(stop)
 	<-listed
 	require.Equal(t, int64(DefaultKeepCheckpoints), most.Load(), "most local checkpoints seen at once")
+}
+
+// TestCheckpointRecordNeverMovesBack: the checkpoints record only moves
+// forward, whoever writes it: a primary just deposed that finishes an
+// older checkpoint leaves its successor's newer record in place.
+func TestCheckpointRecordNeverMovesBack(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	c.openN(1)
+	p := c.waitPrimary(20 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := p.room.Path(checkpointsZ)
+	read := func() (checkpointRecord, int32) {
+		t.Helper()
+		data, st, err := p.conn.Get(path)
+		require.NoError(t, err)
+		var rec checkpointRecord
+		require.NoError(t, decode(data, &rec))
+		return rec, st.Version
+	}
+	// Far above any index this test's own checkpoints could reach.
+	rec := func(index, epoch uint64, id string) checkpointRecord {
+		return checkpointRecord{V: formatVersion1, Index: 1_000_000 + index, Epoch: epoch, ID: id, Addr: "127.0.0.1:1", Created: 1}
+	}
+	_, err := p.conn.Set(path, []byte("not a record"), -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		_, err = p.conn.Create(path, []byte("not a record"), 0, p.acl)
+	}
+	require.NoError(t, err)
+	require.NoError(t, p.recordCheckpoint(ctx, rec(100, 5, "new")))
+	got, _ := read()
+	require.Equal(t, rec(100, 5, "new"), got, "a record that does not decode is replaced")
+	require.NoError(t, p.conn.Delete(path, -1))
+	require.NoError(t, p.recordCheckpoint(ctx, rec(100, 5, "new")))
+	got, ver := read()
+	require.Equal(t, rec(100, 5, "new"), got, "created when missing")
+
+	for _, tc := range []struct {
+		name  string
+		write checkpointRecord
+		want  checkpointRecord
+	}{
+		{"an older index of an older epoch (a deposed primary) stays out", rec(50, 4, "old"), rec(100, 5, "new")},
+		{"an older index of a newer epoch stays out", rec(99, 6, "old"), rec(100, 5, "new")},
+		{"the same index of the same epoch is not rewritten", rec(100, 5, "other"), rec(100, 5, "new")},
+		{"the same index of an older epoch stays out", rec(100, 4, "old"), rec(100, 5, "new")},
+		{"the same index of a newer epoch replaces it", rec(100, 6, "newer"), rec(100, 6, "newer")},
+		{"a higher index replaces it", rec(200, 6, "newer"), rec(200, 6, "newer")},
+		{"a higher index of an older epoch replaces it (covers more)", rec(300, 5, "late"), rec(300, 5, "late")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, p.recordCheckpoint(ctx, tc.write))
+			got, v := read()
+			require.Equal(t, tc.want, got)
+			if tc.want == tc.write {
+				require.Greater(t, v, ver)
+			} else {
+				require.Equal(t, ver, v, "no write at all")
+			}
+			ver = v
+		})
+	}
 }

@@ -143,7 +143,7 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 	}
 	rec := checkpointRecord{V: formatVersion1, Index: info.Manifest.Index, Epoch: t.epoch, ID: r.cfg.ID,
 		Addr: r.cfg.AdvertiseAddr, Created: time.Now().UnixMilli()}
-	if err := r.recordCheckpoint(rec); err != nil {
+	if err := r.recordCheckpoint(ctx, rec); err != nil {
 		return info.Bytes, fmt.Errorf("replica: record checkpoint: %w", err)
 	}
 	return info.Bytes, r.deleteChannels(ctx, info.Manifest.Index, false)
@@ -220,18 +220,47 @@ func (r *Replica) fetchOptions() checkpoint.FetchOptions {
 	return o
 }
 
-// recordCheckpoint writes /<room>/checkpoints (persistent; newest wins).
-func (r *Replica) recordCheckpoint(rec checkpointRecord) error {
+// recordCheckpoint writes rec to /<room>/checkpoints (persistent) unless
+// the record there is newer (newerCheckpointRecord): the record never moves
+// backwards, whoever writes last. A primary just deposed may still be
+// finishing a checkpoint older than its successor's record. The write is a
+// set at the version read (a create when there is none), so a record that
+// changed in between is read and compared again; one that does not decode
+// is replaced.
+func (r *Replica) recordCheckpoint(ctx context.Context, rec checkpointRecord) error {
 	p := r.room.Path(checkpointsZ)
 	data := encode(rec)
-	_, err := r.conn.Set(p, data, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		_, err = r.conn.Create(p, data, 0, r.acl)
-		if errors.Is(err, zk.ErrNodeExists) {
-			_, err = r.conn.Set(p, data, -1)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		cur, st, err := r.conn.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			_, err = r.conn.Create(p, data, 0, r.acl)
+			if errors.Is(err, zk.ErrNodeExists) {
+				continue // created in between: compare with it
+			}
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		var old checkpointRecord
+		if decode(cur, &old) == nil && !newerCheckpointRecord(rec, old) {
+			return nil
+		}
+		_, err = r.conn.Set(p, data, st.Version)
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue // changed in between: compare with what is there now
+		}
+		return err
 	}
-	return err
+}
+
+// newerCheckpointRecord reports whether rec replaces old: a higher index,
+// or the same index recorded in a newer epoch.
+func newerCheckpointRecord(rec, old checkpointRecord) bool {
+	return rec.Index > old.Index || (rec.Index == old.Index && rec.Epoch > old.Epoch)
 }
 
 // deleteChannels deletes sealed channels from the oldest on, as invariant
