@@ -218,11 +218,11 @@ func ListChannels(ctx context.Context, c *Client, base, name string) (ChannelLis
 }
 
 // ChannelView is one channel's meta as the library reads it.
+// (ChannelInfo.Deleting: DeleteChannel marked the (sealed) channel and is
+// removing, or was interrupted removing, its batches; ChannelInfo.Removed:
+// batches deleted from it, which only such a channel may have lost.)
 type ChannelView struct {
 	ChannelInfo
-	// Deleting: DeleteChannel marked the (sealed) channel and is removing,
-	// or was interrupted removing, its batches.
-	Deleting bool
 }
 
 // ReadChannel reads channel num's meta of room name under base
@@ -236,7 +236,7 @@ func ReadChannel(ctx context.Context, c *Client, base, name string, num uint64) 
 		return ChannelView{}, err
 	}
 	p := RoomPath(base, name, channelsNode, channelName(num))
-	data, _, err := zkx.Get(ctx, c, p)
+	data, stat, err := zkx.Get(ctx, c, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return ChannelView{}, fmt.Errorf("%w: room %q channel %d: %s", ErrNoRoom, name, num, p)
 	}
@@ -247,6 +247,7 @@ func ReadChannel(ctx context.Context, c *Client, base, name string, num uint64) 
 	if err != nil {
 		return ChannelView{}, corruptZnode(name, num, p, err)
 	}
+	v.Removed = childDeletes(stat)
 	return v, nil
 }
 
@@ -260,5 +261,7 @@ func channelView(num uint64, data []byte) (ChannelView, error) {
 	if m.Sealed && (m.Bytes < 0 || m.Batches < 0) {
 		return ChannelView{}, fmt.Errorf("%w: channel meta: sealed with %d bytes, %d batches", ErrCorrupt, m.Bytes, m.Batches)
 	}
-	return ChannelView{ChannelInfo: m.info(num), Deleting: m.Deleting}, nil
+	ci := m.info(num)
+	ci.Deleting = m.Deleting
+	return ChannelView{ChannelInfo: ci}, nil
 }

@@ -109,7 +109,8 @@
 //
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
 //	                     "takeover", "primary"), epoch, applied, ckpt
-//	                     [, catch_up]}: a live member, its advertised
+//	                     [, catch_up] [, hash, hash_at, hash_base]}: a live
+//	                     member, its advertised
 //	                     address, role, the epoch it leads (primary) or last
 //	                     applied, its applied index (published on role
 //	                     change at once; while it moves at most twice per
@@ -118,7 +119,11 @@
 //	                     primary's catch_up asks for an index it reached),
 //	                     the index of its newest local checkpoint (0: none),
 //	                     and, on a primary handing leadership over only,
-//	                     catch_up: the index it waits for (omitted when 0).
+//	                     catch_up: the index it waits for (omitted when 0);
+//	                     hash: its running state hash at index hash_at of
+//	                     a chain started at hash_base (see "Integrity";
+//	                     omitted before it applied anything), published
+//	                     with its applied index.
 //	                     Readers other than TransferLeadership (Status,
 //	                     metrics, deletion) see an applied index up to one
 //	                     interval old.
@@ -398,6 +403,46 @@
 // delete our candidate and member nodes), stop every goroutine and wait for
 // it, close the client and the store. Idempotent.
 //
+// # Integrity
+//
+// Members compare their state continuously, not only when someone asks.
+// The store folds every applied entry's index and the writes its Applier
+// made, in order, into a chained SHA-256 (store.RunHash, stored in the
+// same Pebble batch as the state and carried by checkpoints; O(1) per
+// entry) and keeps the last 16384 entries' hashes in memory. Each member
+// publishes its hash with its applied index (member data: hash, hash_at,
+// hash_base) and, every loop tick, compares each peer's newest
+// publication at an index it has applied and still holds the hash of
+// (chains of another base, from a store written without the running hash,
+// do not compare). The chain is cumulative: a member that agrees at an
+// index agrees at every earlier one, and once two members differ they
+// differ at every later index.
+//
+// A difference is decided by a vote about the lowest index any peer
+// disagreed at (hashCheck): this member plus the peers that agreed with it
+// at that index or later, against the peers that disagreed. In the
+// minority, this member fails with ErrDiverged naming both members, the
+// index and both hashes, within a tick or two of the later of the two
+// applying it (peers publish at most twice per MemberUpdateInterval); a
+// failed member gets out of the way (below) and never leads. In the
+// majority it stays and reports (Status().HashReport, a Warn log). In a
+// tie it waits up to 2 s for the members that have not reached the index
+// to vote, then the one that is not primary fails: with two members, the
+// standby. Causes: an Applier that is not deterministic (a map iteration,
+// a clock read, a version skew between members), bit rot under Pebble, a
+// bug. Status() shows the member's Hash, HashIndex, HashBase, how many
+// peer hashes it compared and how many differed; cmd/roomlog verify
+// compares the members' published hashes at equal indexes.
+//
+// The log is audited the same way: every second a running member (primary
+// or standby) runs logroom.Room.Audit: its last applied batch must still
+// be in the log (ErrDiverged otherwise), the channel chain must still hold,
+// and no channel that is not being deleted may have lost a batch (a
+// channel znode's child version counts deletes). An acknowledged batch
+// deleted by another client, which no reader would read again, fails
+// every member with ErrCorrupt within about a second: the primary stops
+// acknowledging instead of carrying on until the next takeover.
+//
 // # Errors
 //
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
@@ -468,6 +513,9 @@
 //	roomlog_replica_apply_lag_seconds          histogram      standby: request stamp to apply here (ProposeRequest entries only; two clocks)
 //	roomlog_replica_member_applied_delta{peer} gauge (scrape) primary: how far behind is each member (published at most every MemberUpdateInterval)?
 //	roomlog_replica_members                    gauge (scrape) how many members are live?
+//	roomlog_replica_hash_compared_total        counter (scrape) peers' running hashes compared with ours (integrity)
+//	roomlog_replica_hash_mismatches_total      counter (scrape) of those, how many differed: any is a divergence somewhere
+//	roomlog_replica_diverged                   gauge (scrape) 1 when this member stopped with ErrDiverged
 //	roomlog_replica_foreign_znodes             gauge (scrape) has someone forged znodes in the room?
 //	roomlog_replica_leader_changes_total       counter        how often does leadership move?
 //	roomlog_replica_takeover_seconds           histogram      how long from winning the election to accepting proposals?

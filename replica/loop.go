@@ -66,6 +66,7 @@ type loopState struct {
 	seenApplied uint64
 	seenMoved   time.Time
 	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
+	hash        *hashCheck
 	view        electionView
 	primaryID   string
 	primaryAddr string
@@ -81,6 +82,7 @@ func newLoopState(r *Replica) (*loopState, error) {
 		el:      el,
 		mem:     newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
 		pending: map[string]int{},
+		hash:    newHashCheck(),
 	}, nil
 }
 
@@ -425,6 +427,10 @@ func (r *Replica) reconcile() {
 		r.publishMember(lp.pubSettled)
 	}
 	r.refreshMembers()
+	r.checkHashes()
+	if lp.c.failed {
+		return
+	}
 	if lp.c.electionDue() && lp.pending["election"] == 0 {
 		r.evaluateElection()
 	}
@@ -513,8 +519,13 @@ func (r *Replica) askedCatchUp() uint64 {
 }
 
 func (r *Replica) ownMemberData() memberData {
+	rh := r.RunHash()
 	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
-		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp()}
+		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp(),
+		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base}
+	if rh.Index == 0 {
+		d.Hash = "" // nothing applied: nothing to compare
+	}
 	if r.lp != nil {
 		d.Role = r.lp.c.role.String()
 		d.Epoch = r.lp.c.epoch
@@ -1071,6 +1082,41 @@ func (r *Replica) refreshChannels() {
 			r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
 		}
 	}})
+}
+
+// checkHashes compares the running state hashes the peers published with
+// ours (hashCheck decides); a member that lost the vote fails.
+func (r *Replica) checkHashes() {
+	lp := r.lp
+	own := r.RunHash()
+	peers := make(map[string]hashObs, len(lp.mem.known))
+	for id, d := range lp.mem.known {
+		if id != r.cfg.ID && d.Hash != "" {
+			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash}
+		}
+	}
+	before := lp.hash.compared
+	v := lp.hash.evaluate(hashInput{
+		Now: time.Now(), Self: r.cfg.ID, Primary: lp.c.role == RolePrimary,
+		Own: hashObs{At: own.Index, Base: own.Base, Hash: own.String()},
+		OwnAt: func(i uint64) (string, bool) {
+			h, ok := r.runHashAt(i)
+			return h.String(), ok && h.Base == own.Base
+		},
+		Peers: peers,
+	})
+	if v.Fail != nil {
+		r.log.Error("integrity check: this member diverged", "err", v.Fail)
+		r.step(evFail{Err: v.Fail})
+	}
+	if v.Report != "" && v.Report != r.snap.Load().hashReport {
+		r.log.Warn("integrity check: a peer disagrees", "report", v.Report)
+	}
+	if lp.hash.compared != before || v.Report != r.snap.Load().hashReport {
+		r.publishSnap(func(s *statusSnap) {
+			s.hashCompared, s.hashMismatches, s.hashReport = lp.hash.compared, lp.hash.mismatches, v.Report
+		})
+	}
 }
 
 // publishStatus copies the loop's view into the Status snapshot.

@@ -290,6 +290,12 @@ var (
 		"Bytes the room's channels hold in ZooKeeper (refreshed about every second).", nil, nil)
 	descChannels = prometheus.NewDesc("roomlog_replica_room_channels",
 		"Channels in the room (refreshed about every second).", nil, nil)
+	descHashCompared = prometheus.NewDesc("roomlog_replica_hash_compared_total",
+		"Peers' running state hashes this replica compared with its own (integrity check).", nil, nil)
+	descHashMismatches = prometheus.NewDesc("roomlog_replica_hash_mismatches_total",
+		"Peers' running state hashes that differed from this replica's at the same index.", nil, nil)
+	descDiverged = prometheus.NewDesc("roomlog_replica_diverged",
+		"1 when this replica stopped because its state diverged (ErrDiverged: the integrity check or the log), else 0.", nil, nil)
 )
 
 var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, RoleClosed}
@@ -297,7 +303,7 @@ var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, Ro
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
-		descRoomBytes, descChannels} {
+		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged} {
 		ch <- d
 	}
 }
@@ -338,4 +344,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descCkptIndex, float64(s.CheckpointIndex))
 	gauge(descRoomBytes, float64(s.RoomBytes))
 	gauge(descChannels, float64(s.Channels))
+	ch <- prometheus.MustNewConstMetric(descHashCompared, prometheus.CounterValue, float64(s.HashCompared))
+	ch <- prometheus.MustNewConstMetric(descHashMismatches, prometheus.CounterValue, float64(s.HashMismatches))
+	diverged := 0.0
+	if s.Err != nil && errors.Is(s.Err, ErrDiverged) {
+		diverged = 1
+	}
+	gauge(descDiverged, diverged)
 }

@@ -137,6 +137,9 @@ type statusSnap struct {
 	openChannel uint64
 	channels    int
 	roomBytes   int64
+	// hash: the integrity check's counts and its last report.
+	hashCompared, hashMismatches uint64
+	hashReport                   string
 }
 
 // Result is the outcome of a committed and applied proposal.
@@ -471,6 +474,22 @@ func (r *Replica) StateHash() (hash string, index uint64, err error) {
 	return r.st.StateHash()
 }
 
+// RunHash returns the running state hash at the applied index (package
+// doc, "Integrity"): the hash this member publishes and compares with its
+// peers'.
+func (r *Replica) RunHash() store.RunHash {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	return r.st.RunHash()
+}
+
+// runHashAt is the running hash at index, if the store still keeps it.
+func (r *Replica) runHashAt(index uint64) (store.RunHash, bool) {
+	r.storeMu.RLock()
+	defer r.storeMu.RUnlock()
+	return r.st.RunHashAt(index)
+}
+
 // Get reads key from the local store, safe across bootstraps.
 func (r *Replica) Get(key []byte) ([]byte, error) {
 	r.storeMu.RLock()
@@ -506,8 +525,11 @@ func (r *Replica) Status() Status {
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
-		Pending: len(r.sem),
+		Pending:      len(r.sem),
+		HashCompared: s.hashCompared, HashMismatches: s.hashMismatches, HashReport: s.hashReport,
 	}
+	rh := r.RunHash()
+	st.HashIndex, st.HashBase, st.Hash = rh.Index, rh.Base, rh.String()
 	if !s.suspended.IsZero() {
 		st.Suspended = time.Since(s.suspended)
 	}

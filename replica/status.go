@@ -70,6 +70,10 @@ type MemberStatus struct {
 	Epoch      uint64
 	Applied    uint64 // its applied index (published at most every MemberUpdateInterval)
 	Checkpoint uint64 // index of its newest local checkpoint (0: none)
+	// Hash is its running state hash at index HashAt, of a chain started
+	// at HashBase (package doc, "Integrity"; "": it publishes none).
+	Hash             string
+	HashAt, HashBase uint64
 }
 
 // Status is a point-in-time view of a replica. Everything a test or an
@@ -110,6 +114,19 @@ type Status struct {
 	Pending         int    // proposals in flight
 	TailErr         error  // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
 	Err             error  // the unrecoverable error when Role == RoleFailed
+
+	// The integrity check (package doc, "Integrity"): this member's running
+	// state hash (Hash, at HashIndex, of a chain started at HashBase), how
+	// many peer hashes it compared and how many differed, and its last
+	// report of a disagreement it survived (a peer in the minority, or a
+	// tie it holds as primary; "" when none). A member that lost the vote
+	// fails with ErrDiverged (Err).
+	Hash           string
+	HashIndex      uint64
+	HashBase       uint64
+	HashCompared   uint64
+	HashMismatches uint64
+	HashReport     string
 }
 
 // ForeignZnode is a znode under the room's members/ or election/ that does

@@ -38,6 +38,12 @@ type memberData struct {
 	// their applied index as soon as it reaches it. Omitted when 0, so
 	// member data without it is byte-identical to before.
 	CatchUp uint64 `msgpack:"catch_up,omitempty"`
+	// Hash is the member's running state hash (store.RunHash.String) at
+	// index HashAt of a chain that started at HashBase (package doc,
+	// "Integrity"). Omitted by members without it.
+	Hash     string `msgpack:"hash,omitempty"`
+	HashAt   uint64 `msgpack:"hash_at,omitempty"`
+	HashBase uint64 `msgpack:"hash_base,omitempty"`
 }
 
 // checkpointRecord is the data of /<room>/checkpoints: the newest checkpoint

@@ -57,9 +57,15 @@ func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 		}
 	}
 
+	if s.hasher == nil {
+		s.hasher = newEntryHasher()
+	}
+	eh := s.hasher
+	rh := s.run.get()
+	hashes := make([]RunHash, 0, len(entries))
 	pb := s.db.NewIndexedBatch()
 	defer pb.Close()
-	ub := &batch{b: pb}
+	ub := &batch{b: pb, eh: eh}
 	ra := &reqApplier{s: s, pb: pb}
 	committed := false
 	defer func() {
@@ -69,14 +75,23 @@ func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 	}()
 	outcomes = make([]Outcome, len(entries))
 	for i, e := range entries {
+		eh.begin(rh.Sum, e.Index)
 		out, err := s.applyEntry(ub, ra, e)
 		if err != nil {
 			return nil, fmt.Errorf("%w: index %d: %w", ErrApply, e.Index, err)
 		}
+		eh.outcome(out)
+		rh.Index, rh.Sum = e.Index, eh.sum()
+		hashes = append(hashes, rh)
 		outcomes[i] = out
 	}
 	ub.done = true
 	last := entries[len(entries)-1]
+	// The running hash goes in the same batch, before the applied key
+	// (which every Apply writes last: see walpos.go).
+	if err := pb.Set(keyRunHash, encodeRunHash(rh), nil); err != nil {
+		return nil, fmt.Errorf("store: apply: %w", err)
+	}
 	if err := pb.Set(keyApplied, encodeApplied(position{last.Index, last.Epoch, last.Batch}), nil); err != nil {
 		return nil, fmt.Errorf("store: apply: %w", err)
 	}
@@ -84,6 +99,7 @@ func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 		return nil, fmt.Errorf("store: apply: commit indexes %d..%d: %w", entries[0].Index, last.Index, err)
 	}
 	committed = true
+	s.run.add(hashes)
 	s.pos.Store(&position{index: last.Index, epoch: last.Epoch, batch: last.Batch})
 	s.applied.Store(last.Index)
 	s.epoch.Store(last.Epoch)
@@ -137,6 +153,8 @@ type batch struct {
 	b    *pebble.Batch
 	done bool   // set once the Applier returned: further use is ErrClosed
 	key  []byte // scratch for mapped keys (Pebble copies what it is given)
+	// eh folds every write into the running hash (nil: not hashed).
+	eh *entryHasher
 }
 
 var _ Batch = (*batch)(nil)
@@ -175,6 +193,9 @@ func (b *batch) Set(key, value []byte) error {
 	if err := b.check(key, "set"); err != nil {
 		return err
 	}
+	if b.eh != nil {
+		b.eh.op('s', key, value)
+	}
 	b.key = appendUserKey(b.key[:0], key)
 	return b.b.Set(b.key, value, nil)
 }
@@ -182,6 +203,9 @@ func (b *batch) Set(key, value []byte) error {
 func (b *batch) Delete(key []byte) error {
 	if err := b.check(key, "delete"); err != nil {
 		return err
+	}
+	if b.eh != nil {
+		b.eh.op('d', key)
 	}
 	b.key = appendUserKey(b.key[:0], key)
 	return b.b.Delete(b.key, nil)
@@ -193,6 +217,9 @@ func (b *batch) DeleteRange(start, end []byte) error {
 	}
 	if bytes.Compare(start, end) >= 0 {
 		return fmt.Errorf("%w: delete-range start %q >= end %q", ErrInvalid, start, end)
+	}
+	if b.eh != nil {
+		b.eh.op('r', start, end)
 	}
 	return b.b.DeleteRange(appendUserKey(nil, start), appendUserKey(nil, end), nil)
 }

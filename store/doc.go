@@ -17,6 +17,8 @@
 //	0x00 "roomlog/req/o/" <8-byte big-endian index>
 //	                        expiry queue: 16-byte request id, 8-byte stamp
 //	0x00 "roomlog/req/low"  8-byte index below which the queue holds nothing (a hint)
+//	0x00 "roomlog/runhash"  running hash: 1-byte version (1), 8-byte big-endian index,
+//	                        8-byte big-endian base, 32-byte sum (see "Running hash")
 //	0x01 <user key>         user value
 //
 // Internal keys start with 0x00, user keys with 0x01, so no user key can
@@ -114,6 +116,27 @@
 // with k the record's key without the 0x00 "roomlog/" prefix, in key order.
 // It is computed on a Pebble snapshot and returned with the applied index
 // read from that same snapshot.
+//
+// # Running hash
+//
+// Besides StateHash (a full scan, on demand), every Apply keeps a running
+// hash (RunHash), O(1) per entry: for each entry, sum = SHA-256(previous
+// sum || uint64be(index) || the entry's writes || outcome), where each
+// write the Applier makes through its Batch, in order, is a tag ('s' set,
+// 'd' delete, 'r' delete-range) followed by each argument as uvarint(len)
+// || bytes (user keys, unprefixed), and the outcome is nothing for an
+// applied entry, 'D' || uvarint(original index) for a deduplicated
+// request, 'C' || uvarint(original index) for a conflicting one. The
+// request table's own bookkeeping is not hashed (it is a function of the
+// log). The record (index, base, sum) is written in the same Pebble batch
+// as the entries' effects, before the applied key, so it is always at the
+// applied index and travels in checkpoints. A store opened without the
+// record (written by a version without it), or with a record at another
+// index than the applied one (entries applied by such a version since),
+// starts a new chain: base = index = the applied index, sum zero. Only
+// chains with the same base compare. RunHashAt keeps the last 16384
+// entries' hashes in memory (from Open on), so a member can compare a
+// peer's hash at an index it applied a while ago.
 //
 // # Protocol
 //

@@ -361,6 +361,10 @@ type Store struct {
 	pos atomic.Pointer[position]
 	// reqQ caches the request table's expiry queue; applyMu guards it.
 	reqQ reqQueue
+	// run is the running hash and its recent history; hasher folds entries
+	// into it (applyMu guards hasher).
+	run    runHashes
+	hasher *entryHasher
 
 	gate gate // every operation that touches db holds a reference
 
@@ -550,6 +554,14 @@ func (s *Store) loadPosition() error {
 	s.applied.Store(p.index)
 	s.epoch.Store(p.epoch)
 	s.pos.Store(&p)
+	rh, restarted, err := loadRunHash(s.db, p.index)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.dir, err)
+	}
+	if restarted {
+		s.log.Info("store: running hash starts here (the store was written without it up to this index)", "dir", s.dir, "index", p.index)
+	}
+	s.run.init(rh)
 	return nil
 }
 

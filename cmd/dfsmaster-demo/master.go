@@ -224,6 +224,11 @@ func (m *replicaMaster) Status() api.Status {
 		RoomBytes:       s.RoomBytes,
 		CheckpointIndex: s.CheckpointIndex,
 		Bootstraps:      s.Bootstraps,
+		Hash:            s.Hash,
+		HashIndex:       s.HashIndex,
+		HashCompared:    s.HashCompared,
+		HashMismatches:  s.HashMismatches,
+		HashReport:      s.HashReport,
 	}
 	if s.Err != nil {
 		out.Error = s.Err.Error()

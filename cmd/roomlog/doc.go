@@ -76,6 +76,15 @@
 //     warning naming the znode and the rule it breaks: replicas ignore it
 //     for every decision, so the log is unaffected, but it was put there
 //     by a foreign client or an operator's mistake and should be deleted.
+//  7. No channel that is not being deleted lost a batch (its znode's child
+//     version counts deletes; only a channel marked for deletion loses
+//     batches).
+//  8. The live members' running state hashes (replica package doc,
+//     "Integrity"): members that publish a hash at the same index, of
+//     chains with the same base, must publish the same one; a difference
+//     is a fault naming the members, the index and the hashes. Members at
+//     other indexes cannot be compared (a quiet room's members all publish
+//     its last index); the summary says how many were compared.
 //
 // The members, rooms and checkpoints commands apply the same rules: rooms
 // counts only accepted members, checkpoints lists only them.

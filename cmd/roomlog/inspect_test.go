@@ -152,7 +152,7 @@ func TestInspect(t *testing.T) {
 	t.Run("verify clean", func(t *testing.T) {
 		for _, name := range []string{"main", "other"} {
 			out := cl.ok("verify", name)
-			require.Regexp(t, `^OK room "`+name+`": \d+ channels, \d+ batches, entries (1|13)\.\.34, \d+ bytes, epoch 2; 0 warning\(s\)\n$`, out)
+			require.Regexp(t, `^OK room "`+name+`": \d+ channels, \d+ batches, entries (1|13)\.\.34, \d+ bytes, epoch 2, 0 members' state hashes compared; 0 warning\(s\)\n$`, out)
 			var v verifyOut
 			cl.json(&v, "verify", name)
 			require.True(t, v.OK)

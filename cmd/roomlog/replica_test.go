@@ -124,6 +124,13 @@ func TestReplicaRoom(t *testing.T) {
 		after[res.Index] = key
 	}
 	require.Contains(t, cl.ok("verify", room), `OK room "ns1"`)
+	// A quiet room: both members publish their running state hash at the
+	// last index, and verify compares them.
+	require.Eventually(t, func() bool {
+		var v verifyOut
+		cl.json(&v, "verify", room)
+		return v.OK && v.Summary.HashesCompared == 2
+	}, 20*time.Second, 50*time.Millisecond, "verify compares both members' running hashes")
 	for _, d := range parseDump(t, cl.ok("dump", room)) {
 		key, ok := after[d.Index]
 		if !ok {
@@ -136,4 +143,35 @@ func TestReplicaRoom(t *testing.T) {
 		delete(after, d.Index)
 	}
 	require.Empty(t, after, "entries dump did not show")
+}
+
+// TestCompareHashes: verify's comparison of the members' published running
+// hashes: only members at the same index of chains with the same base
+// compare; a difference is one fault naming the members, index and hashes.
+func TestCompareHashes(t *testing.T) {
+	mv := func(id, hash string, at, base uint64) replica.MemberView {
+		v := replica.MemberView{Name: id, Decoded: true}
+		v.ID, v.Hash, v.HashAt, v.HashBase = id, hash, at, base
+		return v
+	}
+	rv := &roomView{name: "r", root: "/b/r", in: &inspector{base: "/b"}}
+	var faults []string
+	fault := func(ch uint64, znode, format string, args ...any) {
+		faults = append(faults, fmt.Sprintf(format, args...))
+	}
+	v := replica.RoomView{Members: []replica.MemberView{
+		mv("a", "h1", 10, 0), mv("b", "h1", 10, 0), mv("c", "h2", 10, 0),
+		mv("d", "h9", 11, 0), // alone at its index
+		mv("e", "h7", 10, 5), // another chain
+	}}
+	require.Equal(t, 3, compareHashes(v, rv, fault))
+	require.Len(t, faults, 1)
+	require.Contains(t, faults[0], "index 10")
+	require.Contains(t, faults[0], "a, b has h1")
+	require.Contains(t, faults[0], "c has h2")
+
+	faults = nil
+	v.Members = v.Members[:2]
+	require.Equal(t, 2, compareHashes(v, rv, fault))
+	require.Empty(t, faults)
 }

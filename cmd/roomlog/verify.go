@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
 )
 
 // verifySummary describes what verify walked.
@@ -21,6 +24,54 @@ type verifySummary struct {
 	LastIndex  uint64 `json:"last_index"`
 	Faults     int    `json:"faults"`
 	Warnings   int    `json:"warnings"`
+	// HashesCompared counts the live members whose published running
+	// state hash was compared with another member's at the same index.
+	HashesCompared int `json:"hashes_compared"`
+}
+
+// compareHashes compares the running state hashes the live members
+// publish (replica package doc, "Integrity"): members at the same index
+// of chains with the same base must publish the same hash; each
+// disagreement is a fault naming the members, the index and the hashes.
+// It returns how many members were compared.
+func compareHashes(v replica.RoomView, rv *roomView, fault func(ch uint64, znode, format string, args ...any)) int {
+	type key struct{ base, at uint64 }
+	groups := map[key][]replica.MemberView{}
+	for _, m := range v.Members {
+		if m.Foreign == "" && m.Decoded && m.Hash != "" {
+			k := key{m.HashBase, m.HashAt}
+			groups[k] = append(groups[k], m)
+		}
+	}
+	keys := make([]key, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].at < keys[j].at })
+	compared := 0
+	for _, k := range keys {
+		g := groups[k]
+		if len(g) < 2 {
+			continue
+		}
+		compared += len(g)
+		by := map[string][]string{}
+		for _, m := range g {
+			by[m.Hash] = append(by[m.Hash], m.ID)
+		}
+		if len(by) == 1 {
+			continue
+		}
+		var parts []string
+		for h, ids := range by {
+			sort.Strings(ids)
+			parts = append(parts, fmt.Sprintf("%s has %s", strings.Join(ids, ", "), h))
+		}
+		sort.Strings(parts)
+		fault(0, rv.path("members"), "members' running state hashes differ at index %d: %s (their states diverged: the members in the minority stop)",
+			k.at, strings.Join(parts, "; "))
+	}
+	return compared
 }
 
 type verifyOut struct {
@@ -123,6 +174,8 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		}
 		if m.Deleting {
 			warn(num, chPath, "channel is being deleted (DeleteChannel in progress, or interrupted: the next deletion finishes it)")
+		} else if m.Removed > 0 {
+			fault(num, chPath, "%d batch znode(s) were deleted from this channel, which is not being deleted: acknowledged entries were removed by another client (replicas refuse the room)", m.Removed)
 		}
 		if m.Sealed && last {
 			// A rotation after our listing seals this channel and creates
@@ -173,6 +226,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	for _, f := range append(memberForeign, electionForeign...) {
 		warn(0, f.Path, "foreign znode, ignored by replicas (%s); delete it", f.Reason)
 	}
+	out.Summary.HashesCompared = compareHashes(v, rv, fault)
 	out.Summary.Epoch = roomEpoch
 	out.Summary.Faults, out.Summary.Warnings = len(out.Faults), len(out.Warnings)
 	out.OK = len(out.Faults) == 0
@@ -200,8 +254,8 @@ func cmdVerify(ctx context.Context, in *inspector, o options, args []string, std
 			fmt.Fprintln(stdout, f)
 		}
 		s := out.Summary
-		what := fmt.Sprintf("%d channels, %d batches, entries %d..%d, %d bytes, epoch %d", s.Channels, s.Batches,
-			s.FirstIndex, s.LastIndex, s.Bytes, s.Epoch)
+		what := fmt.Sprintf("%d channels, %d batches, entries %d..%d, %d bytes, epoch %d, %d members' state hashes compared", s.Channels, s.Batches,
+			s.FirstIndex, s.LastIndex, s.Bytes, s.Epoch, s.HashesCompared)
 		if out.OK {
 			fmt.Fprintf(stdout, "OK room %q: %s; %d warning(s)\n", s.Room, what, s.Warnings)
 		} else {

@@ -98,7 +98,8 @@ func TestVerifyFaults(t *testing.T) {
 	}
 	// dump (a read tool) still reads what is there in these cases; only
 	// logroom's reader refuses the room.
-	dumpReads := map[string]bool{"open channel deleted": true, "open channel deleted and re-created": true}
+	dumpReads := map[string]bool{"open channel deleted": true, "open channel deleted and re-created": true,
+		"acknowledged batch deleted from the open channel": true}
 	cases := []corruption{
 		{"garbage at the next batch name", func(t *testing.T, r *logroom.Room) (uint64, string) {
 			p := batchPath(r, 4, 35)
@@ -184,6 +185,10 @@ func TestVerifyFaults(t *testing.T) {
 			create(t, conn, chanPath(r, 4), data)
 			return 0, r.Path("channels")
 		}, message: "channels were deleted or re-created by another client", readerErr: logroom.ErrCorrupt},
+		{"acknowledged batch deleted from the open channel", func(t *testing.T, r *logroom.Room) (uint64, string) {
+			require.NoError(t, conn.Delete(batchPath(r, 4, 31), -1))
+			return 4, chanPath(r, 4)
+		}, "1 batch znode(s) were deleted from this channel, which is not being deleted", logroom.ErrCorrupt},
 		{"channel missing in the middle", func(t *testing.T, r *logroom.Room) (uint64, string) {
 			require.NoError(t, r.DeleteChannel(testCtx(t, 10*time.Second), 2))
 			return 3, chanPath(r, 3)
@@ -271,7 +276,7 @@ func TestVerifyWarnings(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("WARN  room \"w\" channel 1 znode %s: channel is being deleted", chanPath(b.room, 1)))
 	require.Contains(t, out, fmt.Sprintf("WARN  room \"w\" channel 1 znode %s: missing batch: entries 1..6 absent in a channel sealed at 12 (the channel is being deleted)",
 		batchPath(b.room, 1, 1)))
-	require.Regexp(t, `(?m)^OK room "w": 4 channels, \d+ batches, entries 1\.\.34, \d+ bytes, epoch 2; 5 warning\(s\)$`, out)
+	require.Regexp(t, `(?m)^OK room "w": 4 channels, \d+ batches, entries 1\.\.34, \d+ bytes, epoch 2, 0 members' state hashes compared; 5 warning\(s\)$`, out)
 
 	var v verifyOut
 	cl.json(&v, "verify", "w")

@@ -126,6 +126,15 @@ type Status struct {
 	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
 	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
 	Error           string    `json:"failure,omitempty"` // why the master failed (Role is RoleFailed), if it did
+	// The integrity check (replica package doc, "Integrity"): this
+	// master's running state hash at HashIndex, how many peers' hashes it
+	// compared and how many differed, and its report of a disagreement it
+	// survived ("" when none).
+	Hash           string `json:"hash"`
+	HashIndex      uint64 `json:"hash_index"`
+	HashCompared   uint64 `json:"hash_compared"`
+	HashMismatches uint64 `json:"hash_mismatches"`
+	HashReport     string `json:"hash_report,omitempty"`
 	// RoleChanges are this master's last role changes, newest first (at
 	// most MaxRoleChanges; older ones are dropped).
 	RoleChanges []RoleChange `json:"role_changes"`
