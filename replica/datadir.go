@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/roomlog/roomlog/checkpoint"
 )
@@ -90,6 +91,48 @@ func (r *Replica) checkMarker(czxid int64) error {
 		return fmt.Errorf("replica: rename %s: %w", tmp, err)
 	}
 	return nil
+}
+
+// divergedName is the file in DataDir that records that the integrity
+// check found this member's state diverged (package doc, "Integrity"): a
+// restart on that data dir refuses, so the member cannot lead on it
+// before its peers outvote it again.
+const divergedName = "roomlog-diverged.txt"
+
+// checkDiverged refuses a data dir the integrity check condemned.
+func checkDiverged(dataDir string) error {
+	path := filepath.Join(dataDir, divergedName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: read %s: %w", path, err)
+	}
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	return fmt.Errorf("%w: %s records that this member's state diverged from the other members' (%s); "+
+		"replace the data dir (move it away and let the member bootstrap from a peer's checkpoint)",
+		ErrDiverged, path, strings.TrimSpace(string(b)))
+}
+
+// markDiverged records err in DataDir (divergedName), synced, so that a
+// restart refuses. It writes from its own goroutine (nothing waits for
+// it: the member has failed anyway, and a disk that hangs fails it too);
+// a failure is logged.
+func (r *Replica) markDiverged(err error) {
+	path := filepath.Join(r.cfg.DataDir, divergedName)
+	go func() {
+		f, ferr := os.Create(path)
+		if ferr == nil {
+			_, ferr = f.WriteString(time.Now().UTC().Format(time.RFC3339) + " " + err.Error() + "\n")
+			ferr = errors.Join(ferr, f.Sync(), f.Close())
+		}
+		if ferr != nil {
+			r.log.Error("integrity check: could not record the divergence in the data dir", "path", path, "err", ferr)
+		}
+	}()
 }
 
 // dropBadCheckpoints runs in Open once the room's incarnation is known:

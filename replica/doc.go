@@ -424,7 +424,10 @@
 // minority, this member fails with ErrDiverged naming both members, the
 // index and both hashes, within a tick or two of the later of the two
 // applying it (peers publish at most twice per MemberUpdateInterval); a
-// failed member gets out of the way (below) and never leads. In the
+// failed member gets out of the way (below) and never leads. It also
+// records the verdict in DataDir (roomlog-diverged.txt), so Open on that
+// data dir refuses with ErrDiverged until the operator replaces it (moves
+// it away; the member then bootstraps from a peer's checkpoint). In the
 // majority it stays and reports (Status().HashReport, a Warn log). In a
 // tie it waits up to 2 s for the members that have not reached the index
 // to vote, then the one that is not primary fails: with two members, the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,6 +111,21 @@ func TestIntegrityNondeterministicApplier(t *testing.T) {
 			}
 			require.Equal(t, RoleFailed, bad.Status().Role)
 			_ = next
+
+			// Restarted on its data dir, it refuses by name (it could
+			// otherwise lead before its peers outvote it again).
+			id := bad.ID()
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(filepath.Join(cl.root, id, divergedName))
+				return err == nil
+			}, 10*time.Second, 10*time.Millisecond, "the divergence is recorded in the data dir")
+			cl.close(id)
+			octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+			defer ocancel()
+			_, err = Open(octx, cl.config(id))
+			require.ErrorIs(t, err, ErrDiverged)
+			require.Contains(t, err.Error(), "replace the data dir")
+			require.Contains(t, err.Error(), fmt.Sprintf("member %s has", id))
 		})
 	}
 }

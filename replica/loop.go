@@ -1107,6 +1107,7 @@ func (r *Replica) checkHashes() {
 	})
 	if v.Fail != nil {
 		r.log.Error("integrity check: this member diverged", "err", v.Fail)
+		r.markDiverged(v.Fail)
 		r.step(evFail{Err: v.Fail})
 	}
 	if v.Report != "" && v.Report != r.snap.Load().hashReport {

@@ -161,6 +161,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if err := checkDiverged(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	r := &Replica{
 		cfg:         cfg,
 		log:         cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
