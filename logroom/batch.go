@@ -283,7 +283,8 @@ func encodeBatchParts(epoch, first uint64, count, size int, parts ...[]byte) ([]
 // DecodeBatch decodes and verifies one batch znode of version 1 or 2. Any
 // problem (malformed msgpack, unknown version or codec, count or length
 // mismatch, checksum mismatch, a payload that does not inflate to exactly
-// rawLen bytes) yields an error wrapping ErrCorrupt. It never panics, and
+// rawLen bytes, an entry length prefix longer than its minimal uvarint
+// encoding) yields an error wrapping ErrCorrupt. It never panics, and
 // it allocates O(len(data)) for an uncompressed batch (the entry slice is
 // only allocated after the count has been checked against the payload
 // length, and entries alias data) and O(rawLen) for a compressed one, after
@@ -404,6 +405,11 @@ func DecodeBatch(data []byte) (Batch, error) {
 		l, k := binary.Uvarint(p)
 		if k <= 0 || l > uint64(len(p)-k) {
 			return Batch{}, fmt.Errorf("%w: batch entry %d: bad length", ErrCorrupt, i)
+		}
+		if k != uvarintLen(l) {
+			// binary.Uvarint takes padded prefixes (0x8a 0x00 for 10);
+			// no writer makes them, and a batch must have one encoding.
+			return Batch{}, fmt.Errorf("%w: batch entry %d: length prefix of %d bytes for %d", ErrCorrupt, i, k, l)
 		}
 		entries = append(entries, p[k:k+int(l):k+int(l)])
 		p = p[k+int(l):]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -291,6 +292,29 @@ func TestBatchV2InflateMismatch(t *testing.T) {
 	require.Contains(t, err.Error(), "inflate")
 }
 
+// TestBatchPaddedLengthPrefix: an entry length prefix in more bytes than
+// its minimal uvarint (0x8a 0x00 for 10) is corrupt, checksum or not: no
+// writer makes one, and a batch decodes from one encoding only (found by
+// FuzzDecodeBatchBody: it decoded, and re-encoded to other bytes).
+func TestBatchPaddedLengthPrefix(t *testing.T) {
+	padded := append([]byte{0x8a, 0x00}, bytes.Repeat([]byte("0"), 10)...)
+	v1, _ := encodeBatchParts(1, 77, 1, len(padded), padded)
+	for name, d := range map[string][]byte{
+		"v1":      v1,
+		"v2-none": mustHeaderV2(t, 1, 77, 1, CodecNone, uint64(len(padded)), padded),
+		"v2-s2":   mustHeaderV2(t, 1, 77, 1, CodecS2, uint64(len(padded)), s2.Encode(nil, padded)),
+	} {
+		_, err := DecodeBatch(d)
+		require.ErrorIs(t, err, ErrCorrupt, name)
+		require.Contains(t, err.Error(), "length prefix of 2 bytes for 10", name)
+	}
+	minimal := append([]byte{0x0a}, bytes.Repeat([]byte("0"), 10)...)
+	ok, _ := encodeBatchParts(1, 77, 1, len(minimal), minimal)
+	b, err := DecodeBatch(ok)
+	require.NoError(t, err)
+	require.Equal(t, [][]byte{bytes.Repeat([]byte("0"), 10)}, b.Entries)
+}
+
 func TestMaxEntryBytesFits(t *testing.T) {
 	for _, max := range []int{minBatchBytes, 64 << 10, DefaultMaxBatchBytes, HardMaxBatchBytes} {
 		n := MaxEntryBytes(max)
@@ -307,60 +331,132 @@ func FuzzDecodeBatch(f *testing.F) {
 			f.Add(d)
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		b, err := DecodeBatch(data)
-		runtime.ReadMemStats(&after)
-		// Bounded allocation: O(len(data)) for an uncompressed batch,
-		// O(rawLen) with rawLen <= MaxBatchRawBytes for a compressed one
-		// (slack for the decoder's own small allocations).
-		limit := 32*uint64(len(data)) + 64<<10
-		if err == nil && b.Codec != CodecNone {
-			limit += 2*uint64(b.RawBytes) + 32*uint64(b.Count)
+	f.Fuzz(checkDecodeBatch)
+}
+
+// FuzzDecodeBatchBody fuzzes what lies behind the checksum. Mutations of a
+// whole batch (FuzzDecodeBatch) almost never keep its CRC32C right, so
+// DecodeBatch stops at the checksum and the S2 inflation and the entry
+// framing never see them; here the batch is built around the fuzzed header
+// fields and stored payload with the checksum computed over them. The
+// seeds are the fields of real encoded batches, compressed and not.
+func FuzzDecodeBatchBody(f *testing.F) {
+	for _, d := range fuzzSeeds(f) {
+		if b, err := DecodeBatch(d); err == nil {
+			f.Add(uint8(b.Version), b.Epoch, b.First, uint64(b.Count), uint8(b.Codec), uint64(b.RawBytes), d[len(d)-b.StoredBytes:])
 		}
-		if got := after.TotalAlloc - before.TotalAlloc; got > limit {
-			t.Fatalf("decoding %d bytes allocated %d (limit %d, err %v)", len(data), got, limit, err)
+	}
+	for _, entries := range [][][]byte{compressible(40), {bytes.Repeat([]byte{0}, 5000)}, {{}, {}, {}}} {
+		raw := framed(entries...)
+		block := s2.Encode(nil, raw)
+		n := uint64(len(entries))
+		f.Add(uint8(BatchFormatVersion), uint64(3), uint64(77), n, uint8(CodecNone), uint64(len(raw)), raw)
+		f.Add(uint8(BatchFormatVersion2), uint64(3), uint64(77), n, uint8(CodecNone), uint64(len(raw)), raw)
+		f.Add(uint8(BatchFormatVersion2), uint64(3), uint64(77), n, uint8(CodecS2), uint64(len(raw)), block)
+	}
+	f.Fuzz(func(t *testing.T, version uint8, epoch, first, count uint64, codec uint8, rawLen uint64, stored []byte) {
+		var data []byte
+		if version == BatchFormatVersion {
+			data, _ = encodeBatchParts(epoch, first, int(count), len(stored), stored)
+		} else {
+			data, _ = encodeBatchV2(epoch, first, int(count), Codec(codec), int(rawLen), stored)
 		}
-		if err != nil {
-			return
-		}
-		if b.Version == BatchFormatVersion2 && (b.RawBytes > MaxBatchRawBytes || b.Count > MaxBatchEntries) {
-			t.Fatalf("version-2 batch beyond the bounds: %d raw bytes, %d entries", b.RawBytes, b.Count)
-		}
-		// A batch that decodes re-encodes to the same bytes' meaning, in
-		// version 1 and with its own codec.
-		again, err := EncodeBatch(b.Epoch, b.First, b.Entries)
-		if err != nil {
-			t.Fatalf("re-encode: %v", err)
-		}
-		reencoded := [][]byte{again}
-		if b.Count <= MaxBatchEntries && b.RawBytes <= MaxBatchRawBytes { // a version-1 batch may exceed them
-			again2, err := encodeBatchCodec(b.Epoch, b.First, b.Entries, b.Codec)
-			if err != nil {
-				t.Fatalf("re-encode with %v: %v", b.Codec, err)
-			}
-			reencoded = append(reencoded, again2)
-		}
-		for _, d := range reencoded {
-			b2, err := DecodeBatch(d)
-			if err != nil || b2.Count != b.Count || b2.First != b.First || b2.Epoch != b.Epoch || b2.RawBytes != b.RawBytes {
-				t.Fatalf("round trip: %v %+v %+v", err, b, b2)
-			}
-			for i := range b.Entries {
-				if !bytes.Equal(b.Entries[i], b2.Entries[i]) {
-					t.Fatalf("round trip: entry %d differs", i)
-				}
-			}
-		}
-		total := 0
-		for _, e := range b.Entries {
-			total += len(e)
-		}
-		if total > b.RawBytes || (b.Codec == CodecNone && total > len(data)) {
-			t.Fatalf("entries hold %d bytes, input %d, raw %d", total, len(data), b.RawBytes)
-		}
+		checkDecodeBatch(t, data)
 	})
+}
+
+// framed returns entries framed as a batch payload (uvarint length, bytes).
+func framed(entries ...[]byte) []byte {
+	var raw []byte
+	for _, e := range entries {
+		raw = binary.AppendUvarint(raw, uint64(len(e)))
+		raw = append(raw, e...)
+	}
+	return raw
+}
+
+// claimedV2 returns the rawLen and count fields of a version-2 batch
+// header in data, each capped at its bound (MaxBatchRawBytes,
+// MaxBatchEntries), or zeros when data has no such header. DecodeBatch
+// sizes its allocations for inflation and entries from them, on its error
+// paths too (an S2 block that fails to inflate, a framing error after
+// inflation), and only after checking them against those bounds.
+func claimedV2(data []byte) (rawLen, count uint64) {
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	if n, err := dec.DecodeArrayLen(); err != nil || n != batchFieldsV2 {
+		return 0, 0
+	}
+	var h [7]uint64 // version, epoch, first, count, crc, codec, rawLen
+	for i := range h {
+		v, err := dec.DecodeUint64()
+		if err != nil {
+			return 0, 0
+		}
+		h[i] = v
+	}
+	if h[0] != BatchFormatVersion2 {
+		return 0, 0
+	}
+	return min(h[6], MaxBatchRawBytes), min(h[3], MaxBatchEntries)
+}
+
+// checkDecodeBatch decodes data and checks what holds for any input: no
+// panic, an allocation bounded by the input and the format's bounds, and,
+// when it decodes, a batch within the bounds that re-encodes to the same
+// entries.
+func checkDecodeBatch(t *testing.T, data []byte) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b, err := DecodeBatch(data)
+	runtime.ReadMemStats(&after)
+	// Bounded allocation: O(len(data)) for an uncompressed batch, and
+	// for a version-2 one also O(rawLen) for inflation and O(count) for
+	// the entries, whether the decode then succeeds or not, with rawLen
+	// and count within their bounds (slack for the decoder's own small
+	// allocations).
+	rawLen, count := claimedV2(data)
+	limit := 32*uint64(len(data)) + 64<<10 + 2*rawLen + 32*min(count, rawLen)
+	if got := after.TotalAlloc - before.TotalAlloc; got > limit {
+		t.Fatalf("decoding %d bytes allocated %d (limit %d, err %v)", len(data), got, limit, err)
+	}
+	if err != nil {
+		return
+	}
+	if b.Version == BatchFormatVersion2 && (b.RawBytes > MaxBatchRawBytes || b.Count > MaxBatchEntries) {
+		t.Fatalf("version-2 batch beyond the bounds: %d raw bytes, %d entries", b.RawBytes, b.Count)
+	}
+	// A batch that decodes re-encodes to the same bytes' meaning, in
+	// version 1 and with its own codec.
+	again, err := EncodeBatch(b.Epoch, b.First, b.Entries)
+	if err != nil {
+		t.Fatalf("re-encode: %v", err)
+	}
+	reencoded := [][]byte{again}
+	if b.Count <= MaxBatchEntries && b.RawBytes <= MaxBatchRawBytes { // a version-1 batch may exceed them
+		again2, err := encodeBatchCodec(b.Epoch, b.First, b.Entries, b.Codec)
+		if err != nil {
+			t.Fatalf("re-encode with %v: %v", b.Codec, err)
+		}
+		reencoded = append(reencoded, again2)
+	}
+	for _, d := range reencoded {
+		b2, err := DecodeBatch(d)
+		if err != nil || b2.Count != b.Count || b2.First != b.First || b2.Epoch != b.Epoch || b2.RawBytes != b.RawBytes {
+			t.Fatalf("round trip: %v %+v %+v", err, b, b2)
+		}
+		for i := range b.Entries {
+			if !bytes.Equal(b.Entries[i], b2.Entries[i]) {
+				t.Fatalf("round trip: entry %d differs", i)
+			}
+		}
+	}
+	total := 0
+	for _, e := range b.Entries {
+		total += len(e)
+	}
+	if total > b.RawBytes || (b.Codec == CodecNone && total > len(data)) {
+		t.Fatalf("entries hold %d bytes, input %d, raw %d", total, len(data), b.RawBytes)
+	}
 }
 
 // fuzzSeeds are FuzzDecodeBatch's seeds: valid batches of both versions
