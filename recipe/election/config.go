@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/roomlog/roomlog/recipe/internal/zkr"
 	"github.com/roomlog/roomlog/zkx"
 )
 
@@ -61,8 +62,9 @@ type Config struct {
 	GUID string
 	// SuspendGrace is how long a term survives a disconnection (default 0:
 	// it ends at the first disconnection; a disconnected leader cannot
-	// know it still leads). Keep it below a third of the session timeout
-	// (see the package doc).
+	// know it still leads). It must be below a third of the client's
+	// session timeout (Validate refuses it otherwise; see the package
+	// doc).
 	SuspendGrace time.Duration
 	// DesignationTTL bounds how long a candidate honours a designation
 	// record naming another candidate, from when it first saw the record
@@ -78,6 +80,9 @@ func (c Config) Validate() error {
 	errs := validateCandidacy(c.Client, c.Dir, c.ID, c.Data, c.GUID)
 	if c.SuspendGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: SuspendGrace %v < 0", ErrBadConfig, c.SuspendGrace))
+	}
+	if err := zkr.CheckGrace(c.Client, c.SuspendGrace); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %v", ErrBadConfig, err))
 	}
 	if c.DesignationTTL < 0 {
 		errs = append(errs, fmt.Errorf("%w: DesignationTTL %v < 0", ErrBadConfig, c.DesignationTTL))

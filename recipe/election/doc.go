@@ -121,13 +121,18 @@
 // cannot know whether it still leads: its session may have expired on
 // the servers and another candidate may lead already. So it pauses at the
 // first disconnection, resumes if the same session comes back within the
-// grace, and stops for good at Done. Keep SuspendGrace below a third of
-// the session timeout: go-zookeeper notices a silent connection only after
-// two thirds of it (its read timeout), and the servers can elect another
+// grace, and stops for good at Done. SuspendGrace must stay below a third
+// of the client's session timeout (Config.Validate refuses it otherwise,
+// naming both): go-zookeeper notices a silent connection only after two
+// thirds of it (its read timeout), and the servers can elect another
 // leader only once the session expired, a whole timeout after they last
-// heard from it; so the term ends before another can begin. After a term
-// ended by the grace, a participant whose session survived and whose node
-// is still the lowest starts a new Term with the same token.
+// heard from it; so the term ends before another can begin. The term's
+// goroutine alone reads its session events, in order (guarded writes and
+// watches waiting for the session follow the client's state instead), so
+// a reconnection within the grace always stops the grace timer, however
+// many writes wait meanwhile. After a term ended by the grace, a
+// participant whose session survived and whose node is still the lowest
+// starts a new Term with the same token.
 //
 // None of this is timing-proof (a process can pause between checking
 // Active and writing). Writes that must not land after the term use

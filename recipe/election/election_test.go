@@ -247,8 +247,8 @@ func TestLeaderExpiry(t *testing.T) {
 // reconnected.
 func TestSuspendGrace(t *testing.T) {
 	ctx := recipetest.Ctx(t, 30*time.Second)
-	p := recipetest.DialProxiedSession(t, 4*time.Second)
-	patient := join(t, p.Client, recipetest.Dir(t), "patient", func(c *election.Config) { c.SuspendGrace = 10 * time.Second })
+	p := recipetest.DialProxiedSession(t, 9*time.Second)
+	patient := join(t, p.Client, recipetest.Dir(t), "patient", func(c *election.Config) { c.SuspendGrace = 2900 * time.Millisecond })
 	strict := join(t, p.Client, recipetest.Dir(t), "strict")
 	tp, err := patient.Await(ctx)
 	require.NoError(t, err)

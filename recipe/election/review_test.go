@@ -86,3 +86,14 @@ func TestUnreadableCandidate(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, tb.Token(), ta.Token())
 }
+
+// TestGraceBelowAThird: Validate refuses a SuspendGrace that is not below a
+// third of the client's session timeout, naming both values.
+func TestGraceBelowAThird(t *testing.T) {
+	c := recipetest.Dial(t, nil, 6*time.Second)
+	err := election.Config{Client: c, Dir: "/x", ID: "a", SuspendGrace: 2 * time.Second}.Validate()
+	require.ErrorIs(t, err, election.ErrBadConfig)
+	require.ErrorContains(t, err, "SuspendGrace 2s is not below a third of the client's session timeout 6s")
+	require.NoError(t, election.Config{Client: c, Dir: "/x", ID: "a", SuspendGrace: 1999 * time.Millisecond}.Validate())
+	require.NoError(t, election.Config{Client: c, Dir: "/x", ID: "a"}.Validate())
+}

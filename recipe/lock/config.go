@@ -42,7 +42,8 @@ type Config struct {
 	// ends with ErrLockLost (default 0: at the first disconnection, since a
 	// disconnected holder cannot know it still holds the lock). The node
 	// stays until Unlock or the session's end either way. Keep it below a
-	// third of the session timeout (see the package doc).
+	// third of the session timeout (Validate refuses it otherwise; see the
+	// package doc).
 	SuspendGrace time.Duration
 	// Logger receives the mutex's logs (nil: discard).
 	Logger *slog.Logger
@@ -64,6 +65,9 @@ func (c Config) Validate() error {
 	}
 	if c.SuspendGrace < 0 {
 		errs = append(errs, fmt.Errorf("%w: SuspendGrace %v < 0", ErrBadConfig, c.SuspendGrace))
+	}
+	if err := zkr.CheckGrace(c.Client, c.SuspendGrace); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %v", ErrBadConfig, err))
 	}
 	return errors.Join(errs...)
 }

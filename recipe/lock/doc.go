@@ -89,9 +89,13 @@
 // another contender may hold it). Its own goroutine follows the node and
 // the session. After a disconnection the node may well still exist: the
 // holder must still Unlock (which deletes it; Unlock then reports
-// ErrLockLost, since exclusion was not assured throughout). Keep
-// SuspendGrace below a third of the session timeout (go-zookeeper notices
-// a silent connection after two thirds of it).
+// ErrLockLost, since exclusion was not assured throughout). SuspendGrace
+// must stay below a third of the client's session timeout (Config.Validate
+// refuses it otherwise, naming both; go-zookeeper notices a silent
+// connection after two thirds of it). The lease's goroutine alone reads
+// its session events, in order (guarded writes waiting for the session
+// follow the client's state instead), so a reconnection within the grace
+// always keeps the lease, however many writes wait meanwhile.
 //
 // Active reports whether the lease lasts and the client is connected in
 // its session; it is advice. Lease.Multi (or Lease.Guard with zk.Conn's

@@ -250,10 +250,10 @@ func TestPausedHolderFenced(t *testing.T) {
 func TestSuspendGrace(t *testing.T) {
 	dir := recipetest.Dir(t)
 	ctx := recipetest.Ctx(t, 30*time.Second)
-	p := recipetest.DialProxiedSession(t, 4*time.Second)
+	p := recipetest.DialProxiedSession(t, 9*time.Second)
 	admin := recipetest.Dial(t, nil, 4*time.Second)
 
-	patient, err := lock.New(ctx, lock.Config{Client: p.Client, Dir: dir + "/patient", SuspendGrace: 10 * time.Second})
+	patient, err := lock.New(ctx, lock.Config{Client: p.Client, Dir: dir + "/patient", SuspendGrace: 2900 * time.Millisecond})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, patient.Close(ctx)) }()
 	strict := newMutex(t, p.Client, dir+"/strict", "strict")

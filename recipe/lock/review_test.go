@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/harness/recipetest"
@@ -69,4 +70,58 @@ func TestUnreadableContender(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("b did not get the lock after a unlocked")
 	}
+}
+
+// TestGraceSurvivesWaitingWrites: with SuspendGrace, a disconnection shorter
+// than the grace keeps the lease even while guarded writes wait for the
+// session: their wait must not take the reconnection event the lease's
+// own goroutine needs to stop its grace timer.
+func TestGraceSurvivesWaitingWrites(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	p := recipetest.DialProxiedSession(t, 6*time.Second)
+	m, err := lock.New(ctx, lock.Config{Client: p.Client, Dir: dir, SuspendGrace: 1900 * time.Millisecond, Logger: recipetest.Logger(t)})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m.Close(ctx)) }()
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	sid := p.SessionID()
+	for round := range 3 {
+		p.Proxy.Cut()
+		recipetest.Eventually(t, 10*time.Second, "the client notices the cut", func() bool { return p.State() != zk.StateHasSession })
+		const writers = 16
+		errs := make(chan error, writers)
+		for range writers {
+			go func() {
+				_, err := l.Multi(ctx, &zk.CheckVersionRequest{Path: l.Path(), Version: 0})
+				errs <- err
+			}()
+		}
+		p.Proxy.Heal()
+		recipetest.Eventually(t, 10*time.Second, "the same session is back", func() bool {
+			return p.State() == zk.StateHasSession && p.SessionID() == sid
+		})
+		for range writers {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+	}
+	select {
+	case <-l.Done():
+		t.Fatalf("the lease ended although the session came back within the grace: %v", l.Err())
+	case <-time.After(3 * time.Second):
+	}
+	require.NoError(t, l.Err())
+	require.True(t, l.Active())
+	require.NoError(t, l.Unlock(ctx))
+}
+
+// TestGraceBelowAThird: Validate refuses a SuspendGrace that is not below a
+// third of the client's session timeout, naming both values.
+func TestGraceBelowAThird(t *testing.T) {
+	c := recipetest.Dial(t, nil, 6*time.Second)
+	err := lock.Config{Client: c, Dir: "/x", SuspendGrace: 2 * time.Second}.Validate()
+	require.ErrorIs(t, err, lock.ErrBadConfig)
+	require.ErrorContains(t, err, "SuspendGrace 2s is not below a third of the client's session timeout 6s")
+	require.NoError(t, lock.Config{Client: c, Dir: "/x", SuspendGrace: 1999 * time.Millisecond}.Validate())
+	require.NoError(t, lock.Config{Client: c, Dir: "/x"}.Validate())
 }

@@ -142,6 +142,11 @@
 //
 // # Session events
 //
+// The watcher's loop alone reads its session events and follows them in
+// order (its requests waiting for the session follow the client's state
+// instead), so a disconnection that begins and ends while it re-reads the
+// directory is still reported, Suspended then Reconnected.
+//
 //   - Disconnected (Curator's SUSPENDED): the watcher reports Suspended
 //     and Stale() is true; Members keeps the last view, which may be out
 //     of date (members may have left, and our own session may be expiring

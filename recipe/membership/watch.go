@@ -253,18 +253,7 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 			return
 		case wakeSession:
 			w.log.Debug("membership: session event", "type", ev.Type, "state", ev.State, "now", w.sess.Client().State())
-			if !w.sess.Connected() {
-				if w.connected {
-					w.connected = false
-					w.setStale(true, Suspended)
-				}
-				continue
-			}
-			if w.sess.ID() == w.sid {
-				if !w.connected {
-					w.connected = true
-					w.setStale(false, Reconnected)
-				}
+			if !w.follow(ev) {
 				continue
 			}
 			// A new session: ours expired. refresh reports it.
@@ -285,6 +274,36 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 			}
 		}
 	}
+}
+
+// follow updates the loop's idea of the connection from one session
+// event, and reports whether the session changed (our session expired: the
+// directory must be read again, and refresh reports Lost). It follows the
+// events in order, not the state at the time it reads them: a
+// disconnection that began and ended while a refresh ran (the events wait
+// in the subscription meanwhile) is still reported, Suspended then
+// Reconnected.
+func (w *Watcher) follow(ev zk.Event) (expired bool) {
+	if ev.Type != zk.EventSession {
+		// NotWatching: the session expired (or the client closes).
+		return w.sess.Connected() && w.sess.ID() != w.sid
+	}
+	switch ev.State {
+	case zk.StateHasSession:
+		if w.sess.ID() != w.sid {
+			return w.sess.ID() != 0
+		}
+		if !w.connected {
+			w.connected = true
+			w.setStale(false, Reconnected)
+		}
+	case zk.StateDisconnected:
+		if w.connected {
+			w.connected = false
+			w.setStale(true, Suspended)
+		}
+	}
+	return false
 }
 
 // What woke the loop (next).

@@ -8,7 +8,10 @@
 // the msgpack bounds are zkx's; a Session is a zkx.Requester, so zkx's
 // requests run on it through Do.
 //
-// Every recipe object owns one Session. A request made through Do runs on
+// Every recipe object owns one Session, and one goroutine reads its
+// events (a Hold has a Session of its own): Do and WaitConnected wait on
+// the client's state, never on those events, so no waiting request takes
+// an event its reader needs. A request made through Do runs on
 // its own goroutine so that the caller's ctx bounds the wait; when ctx ends
 // first the request may still land, and Do hands its late result to a hook
 // the caller supplies (a create that lands after its caller gave up is

@@ -27,6 +27,22 @@ var (
 	ErrHoldSuspended = errors.New("disconnected longer than the grace period")
 )
 
+// CheckGrace checks a hold's SuspendGrace against the session timeout c
+// asked for: it must stay below a third of it. go-zookeeper notices a
+// silent connection only after two thirds of the timeout (its read
+// timeout), and the servers expire the session a whole timeout after they
+// last heard from it; a grace below the remaining third ends the hold
+// before another holder can begin. Nil when c is nil or grace <= 0.
+func CheckGrace(c *zkx.Client, grace time.Duration) error {
+	if c == nil || grace <= 0 {
+		return nil
+	}
+	if st := c.SessionTimeout(); grace*3 >= st {
+		return fmt.Errorf("SuspendGrace %v is not below a third of the client's session timeout %v (keep it under %v)", grace, st, st/3)
+	}
+	return nil
+}
+
 // Hold is a tenure tied to one ephemeral node of one session: a leadership
 // term or a lock lease. It ends (Done closes, Err says why) when the owner
 // releases it, the node is deleted, the session expires, or the client

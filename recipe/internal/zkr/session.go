@@ -52,10 +52,11 @@ func (s *Session) Conn() *zk.Conn { return s.c.Conn() }
 // ACL returns the ACL every create must use.
 func (s *Session) ACL() []zk.ACL { return s.c.ACL() }
 
-// Events returns the session events (EventSession, EventNotWatching). It is
-// closed when the client closes. A reader that also calls WaitConnected
-// shares the stream: neither sees every event, so decisions must rest on
-// State and ID, with events only as wake-ups.
+// Events returns the session events (EventSession, EventNotWatching), in
+// order. It is closed when the client closes. One goroutine reads it (the
+// recipe object's loop, or a Hold's): nothing else of the Session reads
+// it (WaitConnected and Do wait on the client's state instead), so that
+// reader sees every event but those the buffer dropped when full.
 func (s *Session) Events() <-chan zk.Event { return s.events }
 
 // ID returns the current session id: 0 while none (after an expiry, until
@@ -66,21 +67,15 @@ func (s *Session) ID() int64 { return s.c.SessionID() }
 func (s *Session) Connected() bool { return s.c.State() == zk.StateHasSession }
 
 // WaitConnected waits until the client has a session, ctx ends or the
-// client closes (ErrClientClosed).
+// client closes (ErrClientClosed). It follows the client's state, never
+// the Session's events: any number of requests may wait at once without
+// taking an event from the reader of Events.
 func (s *Session) WaitConnected(ctx context.Context) error {
-	for {
-		if s.Connected() {
-			return nil
-		}
-		select {
-		case _, ok := <-s.events:
-			if !ok {
-				return ErrClientClosed
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	err := s.c.WaitSession(ctx)
+	if errors.Is(err, zkx.ErrClosed) {
+		return ErrClientClosed
 	}
+	return err
 }
 
 // Settle waits for every request started by Do so far, abandoned ones

@@ -1,0 +1,60 @@
+package membership_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/harness/recipetest"
+	"github.com/roomlog/roomlog/recipe/membership"
+)
+
+// TestSuspendedDuringRefresh: the watcher's link goes down while it is
+// re-reading the directory (every byte is delayed, so a refresh of many
+// members is long) and comes back in the same session before that refresh
+// ends. The watcher still reports Suspended then Reconnected: the
+// disconnection is not lost to the refresh's own wait for the session.
+func TestSuspendedDuringRefresh(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	_, err := admin.Conn().Create(dir, nil, 0, admin.ACL())
+	require.NoError(t, err)
+	const members = 30
+	for i := range members {
+		_, err := admin.Conn().Create(fmt.Sprintf("%s/m%02d", dir, i), nil, zk.FlagEphemeral, admin.ACL())
+		require.NoError(t, err)
+	}
+	p := recipetest.DialProxiedSession(t, 6*time.Second)
+	rec := newRecorder()
+	w, err := membership.Watch(ctx, p.Client, dir, rec.options())
+	require.NoError(t, err)
+	defer w.Close()
+	require.Len(t, w.Members(), members)
+	sid := p.SessionID()
+
+	p.Proxy.Delay(20*time.Millisecond, 0) // a refresh: 31 round trips of 40ms
+	up := p.Proxy.Stats().BytesUp
+	_, err = admin.Conn().Create(dir+"/new", nil, zk.FlagEphemeral, admin.ACL())
+	require.NoError(t, err)
+	// The watch fires and the refresh starts: its first requests go up.
+	recipetest.Eventually(t, 10*time.Second, "the refresh starts", func() bool { return p.Proxy.Stats().BytesUp > up+100 })
+	p.Proxy.Cut()
+	recipetest.Eventually(t, 10*time.Second, "the client notices the cut", func() bool { return p.State() != zk.StateHasSession })
+	p.Proxy.Heal()
+	recipetest.Eventually(t, 10*time.Second, "the same session is back", func() bool {
+		return p.State() == zk.StateHasSession && p.SessionID() == sid
+	})
+	recipetest.Eventually(t, 10*time.Second, "the new member is seen", func() bool { return len(w.Members()) == members+1 })
+	recipetest.Eventually(t, 5*time.Second, "suspended then reconnected", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return slices.Equal(rec.sessions, []membership.SessionEvent{membership.Suspended, membership.Reconnected})
+	})
+	require.False(t, w.Stale())
+	rec.check(t)
+}
