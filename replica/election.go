@@ -43,7 +43,15 @@ func newElection(client *logroom.Client, dir, id, addr string, log *slog.Logger)
 // acceptCandidate is the replica's check on a candidate the recipe
 // accepted (a candidate name, ephemeral, data of format v1 with a valid
 // id): its data is the member's advertised address, which must parse.
+//
+// A candidate this client may not read (the recipe counts it on its Stat,
+// Unreadable) is foreign here: every member of a room uses the same
+// credentials, and a node of another identity cannot write the room (its
+// ACL), so it must not hold up the election either.
 func acceptCandidate(c elect.Candidate) error {
+	if c.Unreadable {
+		return errors.New(viewUnreadable)
+	}
 	return checkPeerIdentity(c.ID, string(c.Data))
 }
 
