@@ -20,7 +20,8 @@
 //
 // # Znode layout
 //
-//	<dir>                   PERSISTENT, created if missing.
+//	<dir>                   PERSISTENT, created if missing (by New, and
+//	                        again by a Lock that finds it deleted).
 //	<dir>/l-<guid>-<seq>    EPHEMERAL_SEQUENTIAL, one per waiting or holding
 //	                        contender. guid: 32 lowercase hex, random per
 //	                        Mutex; seq: ZooKeeper's 10-digit suffix, parsed
@@ -49,7 +50,8 @@
 //     goroutines queue locally, ctx-bounded).
 //  2. If an earlier create's fate was unknown, delete every node of our
 //     guid held by our session (the sweep).
-//  3. Create l-<guid>-<seq> (EPHEMERAL_SEQUENTIAL). On a connection loss,
+//  3. Create l-<guid>-<seq> (EPHEMERAL_SEQUENTIAL; NoNode: the directory
+//     was deleted, create it again and retry). On a connection loss,
 //     Sync, list, and adopt the lowest node of our guid held by our
 //     session (deleting the others of ours); create only if there is none.
 //  4. List (after a Sync when the session changed), keep the accepted

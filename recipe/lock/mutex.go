@@ -190,6 +190,9 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // accepted node), read afresh; ok is false when nobody does.
 func (m *Mutex) Holder(ctx context.Context) (Contender, bool, error) {
 	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
+	if errors.Is(err, zk.ErrNoNode) {
+		return Contender{}, false, nil // no directory: nobody holds it
+	}
 	if err != nil {
 		return Contender{}, false, fmt.Errorf("lock: holder of %s: %w", m.cfg.Dir, err)
 	}
@@ -272,7 +275,7 @@ func (m *Mutex) acquire(ctx context.Context) (*Lease, error) {
 		if sid := m.sess.ID(); sid != listedIn {
 			// A new session: read from an up-to-date server before
 			// concluding that our node is gone.
-			if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
+			if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return nil, err
 			}
 			listedIn = sid
@@ -373,6 +376,15 @@ func (m *Mutex) create(ctx context.Context) (string, error) {
 		if err == nil {
 			return path.Base(p), nil
 		}
+		if errors.Is(err, zk.ErrNoNode) {
+			// The directory is gone (deleted by someone): create it again,
+			// as New did.
+			m.log.Info("lock: the lock directory is missing; creating it again")
+			if err := zkx.EnsurePath(ctx, m.sess, m.cfg.Dir); err != nil {
+				return "", fmt.Errorf("create contender: %w", err)
+			}
+			continue
+		}
 		if !zkx.IsConnLoss(err) {
 			return "", fmt.Errorf("create contender: %w", err)
 		}
@@ -405,9 +417,11 @@ func (m *Mutex) create(ctx context.Context) (string, error) {
 // reported and ignored.
 func (m *Mutex) list(ctx context.Context, mine string) ([]Contender, error) {
 	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
-	if err != nil {
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("list contenders: %w", err)
 	}
+	// A missing directory holds nobody: ours is gone too, and create
+	// makes the directory again.
 	foreign := map[string]string{}
 	nodes := zkr.ParseListing(m.cfg.Dir, nodePrefix, names, "", m.stats, foreign)
 	var out []Contender
@@ -477,13 +491,15 @@ func (m *Mutex) sweep(ctx context.Context) error {
 		keep = path.Base(m.lease.Path())
 	}
 	m.mu.Unlock()
-	if err := zkx.Sync(ctx, m.sess, m.cfg.Dir); err != nil {
-		return err
+	err := zkx.Sync(ctx, m.sess, m.cfg.Dir)
+	var names []string
+	if err == nil {
+		names, err = zkx.Children(ctx, m.sess, m.cfg.Dir)
 	}
-	names, err := zkx.Children(ctx, m.sess, m.cfg.Dir)
-	if err != nil {
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("list contenders: %w", err)
 	}
+	// A missing directory holds no node of ours.
 	for _, n := range names {
 		sn, err := zkr.ParseSeqNode(nodePrefix, n)
 		if err != nil || sn.GUID != m.guid || n == keep {

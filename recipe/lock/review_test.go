@@ -125,3 +125,25 @@ func TestGraceBelowAThird(t *testing.T) {
 	require.NoError(t, lock.Config{Client: c, Dir: "/x", SuspendGrace: 1999 * time.Millisecond}.Validate())
 	require.NoError(t, lock.Config{Client: c, Dir: "/x"}.Validate())
 }
+
+// TestDeletedDirRecreated: the lock's directory is deleted (by an
+// operator, or a cleanup) between two leases; the next Lock re-creates
+// it instead of failing forever.
+func TestDeletedDirRecreated(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	m := newMutex(t, recipetest.Dial(t, nil, 4*time.Second), dir, "a")
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock(ctx))
+	require.NoError(t, admin.Conn().Delete(dir, -1))
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err = m.Lock(lctx)
+	require.NoError(t, err)
+	ok, _, err := admin.Conn().Exists(l.Path())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, l.Unlock(ctx))
+}

@@ -21,7 +21,8 @@
 // # Znode layout
 //
 //	<dir>                PERSISTENT, created if missing (empty data, the
-//	                     client's ACL).
+//	                     client's ACL), by Join, by Watch, and again by
+//	                     the rebuild if someone deleted it.
 //	<dir>/<id>           EPHEMERAL, one per live member. Data: the caller's
 //	                     bytes (Join's, then the last Update's), at most
 //	                     MaxDataBytes, never interpreted. Stat.Czxid names
@@ -46,7 +47,8 @@
 //
 //  1. Create <dir>/<id> (EPHEMERAL). A create whose fate is unknown
 //     (connection loss) is simply retried: the next one answers NodeExists
-//     if it landed.
+//     if it landed. NoNode: the directory was deleted; create it again and
+//     retry.
 //  2. On NodeExists: Sync, then Exists. Held by our session: adopt it (a
 //     create whose answer was lost). Persistent: ErrIDInUse at once (no
 //     expiry removes it; an operator must). Held by another session: watch

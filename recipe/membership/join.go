@@ -616,6 +616,14 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 			created = gen
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours (a lost answer: data unknown), or someone else's.
+		case errors.Is(err, zk.ErrNoNode):
+			// The directory is gone (deleted by someone): create it
+			// again, as Join did.
+			r.log.Info("membership: the directory is missing; creating it again")
+			if err := zkx.EnsurePath(ctx, r.sess, r.dir); err != nil {
+				return nil, nil, fmt.Errorf("create %s: %w", r.dir, err)
+			}
+			continue
 		case zkx.IsConnLoss(err):
 			var bo zkx.Backoff
 			if werr := bo.Wait(ctx); werr != nil {

@@ -58,3 +58,25 @@ func TestSuspendedDuringRefresh(t *testing.T) {
 	require.False(t, w.Stale())
 	rec.check(t)
 }
+
+// TestDeletedDirRebuilt: the member node and its directory are deleted at
+// once (one Multi, by an operator); the registration re-creates both.
+func TestDeletedDirRebuilt(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	c := recipetest.Dial(t, nil, 4*time.Second)
+	r, err := membership.Join(ctx, c, dir, "a", []byte("x"), membership.JoinOptions{Logger: recipetest.Logger(t)})
+	require.NoError(t, err)
+	defer r.Leave(ctx)
+	_, err = admin.Conn().Multi(&zk.DeleteRequest{Path: r.Path(), Version: -1}, &zk.DeleteRequest{Path: dir, Version: -1})
+	require.NoError(t, err)
+	recipetest.Eventually(t, 5*time.Second, "the member node is back", func() bool {
+		ok, st, err := admin.Conn().Exists(r.Path())
+		require.NoError(t, err)
+		return ok && st.EphemeralOwner == c.SessionID()
+	})
+	recipetest.Eventually(t, 5*time.Second, "registered again", r.Registered)
+	require.Equal(t, 1, r.Rebuilds())
+	require.NoError(t, r.Err())
+}
