@@ -437,8 +437,10 @@
 // peer hashes it compared and how many differed; cmd/roomlog verify
 // compares the members' published hashes at equal indexes.
 //
-// The log is audited the same way: every second a running member (primary
-// or standby) runs logroom.Room.Audit: its last applied batch must still
+// The log is audited the same way: every 3 s, and at once when its
+// once-a-second read of the channels shows a channel that lost a batch, a
+// running member (primary or standby) runs logroom.Room.Audit (a sync, the
+// chain, one batch read): its last applied batch must still
 // be in the log (ErrDiverged otherwise), the channel chain must still hold,
 // and no channel that is not being deleted may have lost a batch (a
 // channel znode's child version counts deletes). An acknowledged batch

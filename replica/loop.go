@@ -56,6 +56,7 @@ type loopState struct {
 	membersDirty bool
 	lastPublish  time.Time
 	lastChannels time.Time
+	refreshes    uint64 // channel refreshes queued (every auditEvery-th audits)
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
@@ -1047,18 +1048,27 @@ func (r *Replica) announceRole(role Role, epoch uint64, reason string) {
 // refreshChannels queues a read of the channels for the figures in Status
 // and the oldest first index the election uses.
 //
-// It is also the running member's audit of the log it has seen: the
-// channels are read through CheckChain, so a channel chain changed under
-// us or a batch deleted from a channel that is not being deleted (an
-// acknowledged entry gone, which no reader would read again) fails the
-// member within a second or two, primary or standby, instead of at the
-// next takeover or restart; and the log must still hold the last batch we
-// applied (MatchLog: divergence is reported first, naming our batch).
+// It is also the running member's audit of the log it has seen
+// (logroom's Room.Audit, every auditEvery-th refresh, and at once when
+// the channels read show a batch deleted from a channel that is not being
+// deleted: an acknowledged entry gone, which no reader would read again):
+// the log must still hold the last batch we applied (divergence is
+// reported first, naming our batch), the channel chain must hold, and no
+// channel may have lost a batch. Any of those fails the member within a
+// second or two of the change, primary or standby, instead of at the next
+// takeover or restart. The audit syncs first (a follower behind what we
+// applied must not look like a log that ends below it), so it runs less
+// often than the plain read.
 func (r *Replica) refreshChannels() {
 	lp := r.lp
 	lp.lastChannels = time.Now()
+	lp.refreshes++
+	audit := lp.refreshes%auditEvery == 1
 	r.enqueue(zkJob{name: "channels", bound: loopZKWait, run: func(ctx context.Context) func() {
-		chans, err := r.auditLog(ctx)
+		chans, err := r.room.Channels(ctx)
+		if err == nil && (audit || lostBatch(chans)) {
+			chans, err = r.auditLog(ctx)
+		}
 		if errors.Is(err, logroom.ErrCorrupt) || isFatal(err) {
 			return func() {
 				r.step(evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})
@@ -1118,6 +1128,21 @@ func (r *Replica) checkHashes() {
 			s.hashCompared, s.hashMismatches, s.hashReport = lp.hash.compared, lp.hash.mismatches, v.Report
 		})
 	}
+}
+
+// auditEvery: every auditEvery-th channel refresh (one a second) is a
+// full audit of the log (refreshChannels).
+const auditEvery = 3
+
+// lostBatch reports whether a channel that is not being deleted lost a
+// batch (logroom.ChannelInfo.Removed).
+func lostBatch(chans []logroom.ChannelInfo) bool {
+	for _, c := range chans {
+		if c.Removed > 0 && !c.Deleting {
+			return true
+		}
+	}
+	return false
 }
 
 // publishStatus copies the loop's view into the Status snapshot.
