@@ -426,8 +426,15 @@ func testDelayAll(t *testing.T, e *Ensemble) {
 	createRetry(t, conn, "/slow", nil, 10*time.Second)
 
 	require.NoError(t, e.DelayAll(0, 0))
-	began := time.Now()
-	_, err = fourLetter(ctx, late[0], "srvr")
-	require.NoError(t, err)
-	require.Less(t, time.Since(began), 2*d, "DelayAll(0, 0) removes the delay")
+	// With the delay on, every round trip takes 2d or more; so the fastest
+	// of a few does without it. (One round trip alone may take longer on a
+	// busy machine: the server is a JVM sharing its cores.)
+	fastest := time.Duration(1<<63 - 1)
+	for range 5 {
+		began := time.Now()
+		_, err = fourLetter(ctx, late[0], "srvr")
+		require.NoError(t, err)
+		fastest = min(fastest, time.Since(began))
+	}
+	require.Less(t, fastest, 2*d, "DelayAll(0, 0) removes the delay")
 }
