@@ -20,9 +20,9 @@ var (
 	// lead right now (no active term).
 	ErrNotLeader = errors.New("election: not the leader")
 	// ErrLeadershipLost: the term ended other than by StepDown, Designate
-	// or Resign — its node was deleted, its session expired, or the client
-	// stayed disconnected longer than SuspendGrace. A guarded write that
-	// gets it applied nothing.
+	// or Resign — its node was deleted or written by someone else, its
+	// session expired, or the client stayed disconnected longer than
+	// SuspendGrace. A guarded write that gets it applied nothing.
 	ErrLeadershipLost = errors.New("election: leadership lost")
 	// ErrSteppedDown: the term ended by StepDown, Designate or Resign.
 	ErrSteppedDown = errors.New("election: stepped down")

@@ -105,6 +105,11 @@
 //
 //   - StepDown, Designate or Resign (Err wraps ErrSteppedDown);
 //   - its node is deleted, by anyone (ErrLeadershipLost, "node deleted");
+//   - its node's Stat changes — a data version other than 0, another
+//     ctime or ephemeral owner: someone wrote it, and every guarded write
+//     would now fail (ErrLeadershipLost, "node changed by someone else");
+//     the participant then deletes that node and enters again at the
+//     back, rather than stay Active while nothing it writes can land;
 //   - its session expires (Curator's LOST; ErrLeadershipLost, "session
 //     expired"), seen as StateExpired, a new session id, or the watch on
 //     the node invalidated;

@@ -447,7 +447,14 @@ func (p *Participant) lead(ctx context.Context, cands []Candidate) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.Done():
-			p.endTerm(t.hold.Err()) // record it; nothing else to do
+			why := t.hold.Err()
+			p.endTerm(why) // record it
+			if errors.Is(why, zkr.ErrHoldNodeChanged) {
+				// Our node was written by someone else: no guarded write
+				// can land on it. Go to the back with a new one.
+				p.log.Warn("election: our candidate node was changed by someone else; entering again", "why", why)
+				return p.requeue(ctx)
+			}
 			return nil
 		case r := <-p.reqs:
 			err := p.serve(ctx, r, t)

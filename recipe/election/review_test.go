@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/harness/recipetest"
@@ -96,4 +97,33 @@ func TestGraceBelowAThird(t *testing.T) {
 	require.ErrorContains(t, err, "SuspendGrace 2s is not below a third of the client's session timeout 6s")
 	require.NoError(t, election.Config{Client: c, Dir: "/x", ID: "a", SuspendGrace: 1999 * time.Millisecond}.Validate())
 	require.NoError(t, election.Config{Client: c, Dir: "/x", ID: "a"}.Validate())
+}
+
+// TestForeignWriteEndsTerm: a foreign client writes the leader's node
+// (SetData: version 1). Every guarded write would fail from then on, so
+// the term ends at once with a named reason instead of staying Active.
+func TestForeignWriteEndsTerm(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	a := join(t, recipetest.Dial(t, nil, 4*time.Second), dir, "a")
+	term, err := a.Await(ctx)
+	require.NoError(t, err)
+	_, err = admin.Conn().Set(term.Node(), []byte("forged"), -1)
+	require.NoError(t, err)
+	select {
+	case <-term.Done():
+	case <-time.After(5 * time.Second):
+		_, merr := term.Multi(ctx, &zk.CheckVersionRequest{Path: term.Node(), Version: 1})
+		t.Fatalf("the term stays Active=%v after a foreign write; a guarded write gets: %v", term.Active(), merr)
+	}
+	require.ErrorIs(t, term.Err(), election.ErrLeadershipLost)
+	require.ErrorContains(t, term.Err(), "node changed")
+	require.False(t, term.Active())
+	// a goes to the back with a new node and leads again from it.
+	again, err := a.Await(ctx)
+	require.NoError(t, err)
+	require.Greater(t, again.Token(), term.Token())
+	_, err = again.Multi(ctx, &zk.CheckVersionRequest{Path: again.Node(), Version: 0})
+	require.NoError(t, err)
 }

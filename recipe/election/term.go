@@ -13,8 +13,9 @@ import (
 // Term is one stretch of leadership: from the moment the participant's
 // node was found to be the lowest candidate until StepDown, Designate or
 // Resign (Err wraps ErrSteppedDown), or until leadership is lost — the
-// node deleted, the session expired, or the client disconnected longer
-// than Config.SuspendGrace (Err wraps ErrLeadershipLost). Done closes when
+// node deleted or written by someone else, the session expired, or the
+// client disconnected longer than Config.SuspendGrace (Err wraps
+// ErrLeadershipLost). Done closes when
 // it ends; it never restarts (a new term is a new Term, possibly with the
 // same token if the same node is still the lowest).
 type Term struct {

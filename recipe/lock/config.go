@@ -16,7 +16,7 @@ var (
 	// ErrBadConfig: a Config field is invalid. Nothing was sent.
 	ErrBadConfig = errors.New("lock: bad config")
 	// ErrLockLost: the lease ended other than by Unlock — its node was
-	// deleted, its session expired, or the client stayed disconnected
+	// deleted or written by someone else, its session expired, or the client stayed disconnected
 	// longer than SuspendGrace — so the holder may no longer be the only
 	// one. A guarded write that gets it applied nothing.
 	ErrLockLost = errors.New("lock: lock lost")

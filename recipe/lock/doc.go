@@ -84,8 +84,11 @@
 // # Session events, and when a holder must stop
 //
 // A lease ends (Done closes, Err wraps ErrLockLost) when its node is
-// deleted, its session expires (Curator's LOST; the node is gone), or the
-// client stays disconnected (Curator's SUSPENDED) longer than
+// deleted, its node's Stat changes (a data version other than 0, another
+// ctime or ephemeral owner: someone wrote it, so every guarded write would
+// fail; "node changed by someone else" — the lease ends rather than stay
+// Active while nothing it writes can land), its session expires
+// (Curator's LOST; the node is gone), or the client stays disconnected (Curator's SUSPENDED) longer than
 // Config.SuspendGrace — 0 by default: a disconnected holder cannot know it
 // still holds the lock (its session may have expired on the servers and
 // another contender may hold it). Its own goroutine follows the node and

@@ -30,7 +30,8 @@ func (l *Lease) Token() int64 { return l.hold.Token() }
 func (l *Lease) Path() string { return l.hold.Path() }
 
 // Done is closed when the lease ends: Unlock, or the lock is lost (node
-// deleted, session expired, disconnected beyond Config.SuspendGrace).
+// deleted or written by someone else, session expired, disconnected
+// beyond Config.SuspendGrace).
 func (l *Lease) Done() <-chan struct{} { return l.hold.Done() }
 
 // Err returns nil while the lease lasts; then ErrNotLocked after Unlock,

@@ -147,3 +147,27 @@ func TestDeletedDirRecreated(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestForeignWriteEndsLease: a foreign client writes the holder's node
+// (SetData: version 1). Every guarded write would fail from then on, so
+// the lease ends at once with a named reason instead of staying Active.
+func TestForeignWriteEndsLease(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	m := newMutex(t, recipetest.Dial(t, nil, 4*time.Second), dir, "a")
+	l, err := m.Lock(ctx)
+	require.NoError(t, err)
+	_, err = admin.Conn().Set(l.Path(), []byte("forged"), -1)
+	require.NoError(t, err)
+	select {
+	case <-l.Done():
+	case <-time.After(5 * time.Second):
+		_, merr := l.Multi(ctx, &zk.CheckVersionRequest{Path: l.Path(), Version: 1})
+		t.Fatalf("the lease stays Active=%v after a foreign write; a guarded write gets: %v", l.Active(), merr)
+	}
+	require.ErrorIs(t, l.Err(), lock.ErrLockLost)
+	require.ErrorContains(t, l.Err(), "node changed")
+	require.False(t, l.Active())
+	require.ErrorIs(t, l.Unlock(ctx), lock.ErrLockLost)
+}

@@ -25,6 +25,11 @@ var (
 	// ErrHoldSuspended: disconnected for longer than the grace: the owner
 	// can no longer assume the node is still there.
 	ErrHoldSuspended = errors.New("disconnected longer than the grace period")
+	// ErrHoldNodeChanged: the node's Stat is no longer the one the hold
+	// began with (another data version, creation time or owner: written
+	// by someone else), so every guarded write would fail: the hold ends
+	// rather than stay Active and stall.
+	ErrHoldNodeChanged = errors.New("node changed by someone else")
 )
 
 // CheckGrace checks a hold's SuspendGrace against the session timeout c
@@ -45,8 +50,9 @@ func CheckGrace(c *zkx.Client, grace time.Duration) error {
 
 // Hold is a tenure tied to one ephemeral node of one session: a leadership
 // term or a lock lease. It ends (Done closes, Err says why) when the owner
-// releases it, the node is deleted, the session expires, or the client
-// stays disconnected for longer than the grace. A goroutine of its own
+// releases it, the node is deleted, the node's Stat changes (data
+// version, ctime or ephemeral owner: ErrHoldNodeChanged), the session
+// expires, or the client stays disconnected for longer than the grace. A goroutine of its own
 // watches the node and the session; End stops it and waits for it.
 type Hold struct {
 	sess  *Session // its own subscription
@@ -55,6 +61,9 @@ type Hold struct {
 	sid   int64
 	grace time.Duration
 	log   *slog.Logger
+	// ctime is the node's creation time, from the first Stat the watch
+	// read (0 until then). Owned by the watch.
+	ctime int64
 
 	done   chan struct{}
 	cancel context.CancelFunc
@@ -138,6 +147,24 @@ func (h *Hold) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error
 	return GuardedMulti(ctx, h.sess, h.path, 0, ops...)
 }
 
+// changed says how st differs from the Stat the hold began with ("" when
+// it does not): recipe nodes are never written after creation (version 0),
+// keep their creation time and stay owned by the holding session. The
+// first Stat read records the creation time. Called by the watch's arm
+// goroutines, one at a time.
+func (h *Hold) changed(st *zk.Stat) string {
+	switch {
+	case st.Version != 0:
+		return fmt.Sprintf("data version %d, not 0", st.Version)
+	case st.EphemeralOwner != h.sid:
+		return fmt.Sprintf("owned by session 0x%x, not 0x%x", st.EphemeralOwner, h.sid)
+	case h.ctime != 0 && st.Ctime != h.ctime:
+		return fmt.Sprintf("ctime %d, not %d", st.Ctime, h.ctime)
+	}
+	h.ctime = st.Ctime
+	return ""
+}
+
 // watch ends the hold when the node goes or the session is lost, or after
 // the grace when disconnected.
 func (h *Hold) watch(ctx context.Context) {
@@ -159,6 +186,10 @@ func (h *Hold) watch(ctx context.Context) {
 			case !ok || st.Czxid != h.czxid:
 				h.end(ErrHoldNodeGone)
 			default:
+				if why := h.changed(st); why != "" {
+					h.end(fmt.Errorf("%w: %s", ErrHoldNodeChanged, why))
+					return
+				}
 				armed <- ch
 			}
 		}()
@@ -188,6 +219,9 @@ func (h *Hold) watch(ctx context.Context) {
 				return
 			case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrSessionExpired):
 				h.end(ErrHoldSessionLost)
+				return
+			case ev.Type == zk.EventNodeDataChanged:
+				h.end(fmt.Errorf("%w: its data was written", ErrHoldNodeChanged))
 				return
 			default:
 				arm()
