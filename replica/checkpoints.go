@@ -510,7 +510,7 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 		if err != nil {
 			return fatal(fmt.Errorf("bootstrap failed (%v) and the old store does not reopen: %w", cause, err))
 		}
-		r.st = st
+		r.setStore(st)
 		return cause
 	}
 	if err := os.Rename(r.storeDir, aside); err != nil {
@@ -518,7 +518,7 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 		if oerr != nil {
 			return fatal(fmt.Errorf("bootstrap: move store aside: %v; reopen: %w", err, oerr))
 		}
-		r.st = st
+		r.setStore(st)
 		return fmt.Errorf("bootstrap: move store aside: %w", err)
 	}
 	// The move aside is durable before the restored store can appear.
@@ -534,7 +534,7 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	if err != nil {
 		return reopenOld(fmt.Errorf("bootstrap: %w: %w", errStoreOpen, err))
 	}
-	r.st = st
+	r.setStore(st)
 	tOpened := time.Now()
 	_ = os.RemoveAll(aside)
 	r.log.Info("bootstrap: store replaced", "lock_wait", tLocked.Sub(t0), "close_and_move_aside", tAside.Sub(tLocked),

@@ -110,7 +110,7 @@ func TestStoreReaderFollowsBootstrap(t *testing.T) {
 	t.Cleanup(func() { _ = restored.Close() })
 	r.storeMu.Lock()
 	require.NoError(t, old.Close())
-	r.st = restored
+	r.setStore(restored)
 	r.storeMu.Unlock()
 
 	v, err = rd.Get([]byte("k"))

@@ -51,6 +51,11 @@ type Replica struct {
 	// applying, checkpointing and reading hold the read lock.
 	storeMu sync.RWMutex
 	st      *store.Store
+	// stRun is st, for the running hash only (Store.RunHash and RunHashAt
+	// read memory, never the database, and work on a closed store), so
+	// Status and the loop never wait for storeMu while a bootstrap swaps
+	// the store.
+	stRun atomic.Pointer[store.Store]
 
 	// Apply progress. applied is the local applied index (== the store's
 	// after every Apply); it only grows. propMu is the one lock of the
@@ -223,7 +228,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: open store: %w", err)
 	}
-	r.st = st
+	r.setStore(st)
 	r.applied.Store(st.AppliedIndex())
 	r.appliedEpoch.Store(st.AppliedEpoch())
 	r.committedHi.Store(st.AppliedIndex())
@@ -481,16 +486,25 @@ func (r *Replica) StateHash() (hash string, index uint64, err error) {
 // doc, "Integrity"): the hash this member publishes and compares with its
 // peers'.
 func (r *Replica) RunHash() store.RunHash {
-	r.storeMu.RLock()
-	defer r.storeMu.RUnlock()
-	return r.st.RunHash()
+	if st := r.stRun.Load(); st != nil {
+		return st.RunHash()
+	}
+	return store.RunHash{}
 }
 
 // runHashAt is the running hash at index, if the store still keeps it.
 func (r *Replica) runHashAt(index uint64) (store.RunHash, bool) {
-	r.storeMu.RLock()
-	defer r.storeMu.RUnlock()
-	return r.st.RunHashAt(index)
+	if st := r.stRun.Load(); st != nil {
+		return st.RunHashAt(index)
+	}
+	return store.RunHash{}, false
+}
+
+// setStore makes st the replica's store (storeMu held for writing, or in
+// Open before anything else runs).
+func (r *Replica) setStore(st *store.Store) {
+	r.st = st
+	r.stRun.Store(st)
 }
 
 // Get reads key from the local store, safe across bootstraps.
