@@ -8,7 +8,8 @@
 //	    OnLeave:  func(m membership.Member) { ... },  // the seed's onDisConn
 //	    OnUpdate: func(old, cur membership.Member) { ... }, // optional: data changes
 //	})
-//	mates := w.Members()                           // the seed's GetOriginMates
+//	mates := w.Mates()                             // the seed's GetOriginMates: the others
+//	all := w.Members()                             // every member, ourselves included
 //	err = reg.Update(ctx, newData)                 // republish this member's data
 //	...
 //	w.Close(); reg.Leave(ctx)
@@ -94,7 +95,8 @@
 //  1. ChildrenW(<dir>): the listing and the re-armed watch come from one
 //     request, so a change after the listing always fires the watch.
 //  2. Get every child (data and Stat) and keep the accepted ones: that is
-//     the view (Members). Every child is read on every listing, so a
+//     the view (Members: every member, ours included; Mates: without the
+//     members our client's session holds). Every child is read on every listing, so a
 //     member deleted and re-created between two listings is seen as a new
 //     incarnation (another Czxid). Cost: one getChildren plus one getData
 //     per child per change of the directory, per watcher.

@@ -80,3 +80,28 @@ func TestDeletedDirRebuilt(t *testing.T) {
 	require.Equal(t, 1, r.Rebuilds())
 	require.NoError(t, r.Err())
 }
+
+// TestMatesExcludeSelf: Members is every member, the caller's own
+// included; Mates is the others only (the seed's GetOriginMates): the
+// members held by another session than the watcher's client's.
+func TestMatesExcludeSelf(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	a := recipetest.Dial(t, nil, 4*time.Second)
+	b := recipetest.Dial(t, nil, 4*time.Second)
+	ra, err := membership.Join(ctx, a, dir, "a", nil, membership.JoinOptions{})
+	require.NoError(t, err)
+	defer ra.Leave(ctx)
+	rb, err := membership.Join(ctx, b, dir, "b", nil, membership.JoinOptions{})
+	require.NoError(t, err)
+	defer rb.Leave(ctx)
+	w, err := membership.Watch(ctx, a, dir, membership.WatchOptions{})
+	require.NoError(t, err)
+	defer w.Close()
+	require.Equal(t, []string{"a", "b"}, ids(w.Members()))
+	require.Equal(t, []string{"b"}, ids(w.Mates()))
+	wb, err := membership.Watch(ctx, b, dir, membership.WatchOptions{})
+	require.NoError(t, err)
+	defer wb.Close()
+	require.Equal(t, []string{"a"}, ids(wb.Mates()))
+}

@@ -154,8 +154,9 @@ type Watcher struct {
 // current until Close: each child watch that fires is re-armed by the
 // listing that follows it, and that listing is compared with the previous
 // one, so a join or leave between a trigger and the re-arm is never
-// missed. When Watch returns, Members() holds the first listing (the
-// seed's GetOriginMates).
+// missed. When Watch returns, Members() holds the first listing, and
+// Mates() the same without this process's own members (the seed's
+// GetOriginMates).
 func Watch(ctx context.Context, c *zkx.Client, dir string, opts WatchOptions) (*Watcher, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: nil client", ErrBadName)
@@ -195,13 +196,30 @@ func Watch(ctx context.Context, c *zkx.Client, dir string, opts WatchOptions) (*
 	return w, nil
 }
 
-// Members returns the current view sorted by id. While the watcher is
-// disconnected (Stale) it is the last view read.
-func (w *Watcher) Members() []Member {
+// Members returns the current view sorted by id: every member, this
+// process's own included (a Registration through the same client is a
+// member like any other). While the watcher is disconnected (Stale) it is
+// the last view read. Mates leaves this process's own out.
+func (w *Watcher) Members() []Member { return w.members(0) }
+
+// Mates returns the current view sorted by id without the members this
+// process holds — those whose node is held by the session of the
+// watcher's client (a Registration through the same client): the others
+// only, as the seed's GetOriginMates. While the watcher is disconnected
+// (Stale) it is the last view read; after an expiry, until the next
+// listing, our own node of the old session may still be in it.
+func (w *Watcher) Mates() []Member { return w.members(w.sess.ID()) }
+
+// members returns the view sorted by id, without the members held by
+// session self (none when self is 0).
+func (w *Watcher) members(self int64) []Member {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]Member, 0, len(w.view))
 	for _, m := range w.view {
+		if self != 0 && m.Session == self {
+			continue
+		}
 		out = append(out, m.clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
