@@ -57,7 +57,10 @@
 // Version 1 (uncompressed; EncodeBatch, and every batch a Writer does not
 // compress): a msgpack array of 6 elements: [version=1, epoch, first
 // index, entry count, crc, payload]. payload is one msgpack bin holding
-// each entry as uvarint(len) followed by its bytes. crc is CRC32C
+// each entry as uvarint(len) followed by its bytes, the uvarint in its
+// minimal encoding (a padded one, e.g. 0x8a 0x00 for 10, is corrupt, so
+// that a batch decodes to one set of entries and re-encodes to the same
+// bytes). crc is CRC32C
 // (Castagnoli) over epoch, first and count as 8-byte big-endian integers
 // followed by the payload (covering the header fields too: a flipped bit
 // anywhere but in the version is a checksum error).

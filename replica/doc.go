@@ -371,8 +371,11 @@
 //     serve a bootstrap.
 //  2. Primary only: Writer.Rotate (seal the open channel), wait until its
 //     last index is applied.
-//  3. checkpoint.Create; checkpoint.Retain(KeepCheckpoints); publish the
-//     index in member data.
+//  3. Prune the local checkpoints to KeepCheckpoints-1 (the newest stay),
+//     checkpoint.Create, checkpoint.Retain(KeepCheckpoints) (so at most
+//     KeepCheckpoints exist at any moment, but for KeepCheckpoints 1 while
+//     the new one is made, or a bootstrap fetch overlapping a checkpoint);
+//     publish the index in member data.
 //  4. Primary only: record it in checkpoints; delete channels as
 //     invariant 5 allows, using a fresh read of every member's applied
 //     index. The same deletion is retried every 2s, as lagging members
