@@ -127,3 +127,43 @@ func TestForeignWriteEndsTerm(t *testing.T) {
 	_, err = again.Multi(ctx, &zk.CheckVersionRequest{Path: again.Node(), Version: 0})
 	require.NoError(t, err)
 }
+
+// TestGraceSurvivesWaitingWrites: with SuspendGrace, a disconnection shorter
+// than the grace keeps the term even while guarded writes wait for the
+// session: their wait must not take the reconnection event the term's own
+// goroutine needs to stop its grace timer.
+func TestGraceSurvivesWaitingWrites(t *testing.T) {
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	p := recipetest.DialProxiedSession(t, 6*time.Second)
+	a := join(t, p.Client, recipetest.Dir(t), "a", func(c *election.Config) { c.SuspendGrace = 1900 * time.Millisecond })
+	term, err := a.Await(ctx)
+	require.NoError(t, err)
+	sid := p.SessionID()
+	for round := range 3 {
+		p.Proxy.Cut()
+		recipetest.Eventually(t, 10*time.Second, "the client notices the cut", func() bool { return p.State() != zk.StateHasSession })
+		const writers = 16
+		errs := make(chan error, writers)
+		for range writers {
+			go func() {
+				_, err := term.Multi(ctx, &zk.CheckVersionRequest{Path: term.Node(), Version: 0})
+				errs <- err
+			}()
+		}
+		p.Proxy.Heal()
+		recipetest.Eventually(t, 10*time.Second, "the same session is back", func() bool {
+			return p.State() == zk.StateHasSession && p.SessionID() == sid
+		})
+		for range writers {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+	}
+	select {
+	case <-term.Done():
+		t.Fatalf("the term ended although the session came back within the grace: %v", term.Err())
+	case <-time.After(3 * time.Second):
+	}
+	require.NoError(t, term.Err())
+	require.True(t, term.Active())
+	require.Same(t, term, a.Term())
+}

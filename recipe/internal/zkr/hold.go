@@ -137,14 +137,21 @@ var ErrHoldEnded = errors.New("hold ended")
 
 // Multi runs ops in one Multi guarded by a check that the held node still
 // exists at version 0 (recipe nodes are never written after creation).
-// Once the hold ended it sends nothing (ErrHoldEnded wrapping why); a
+// Once the hold ended it sends nothing (ErrHoldEnded wrapping why, also
+// for a write that was waiting for the session when it ended); a
 // check that fails on the server is ErrGuardFailed. Either way nothing
 // was applied.
 func (h *Hold) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
 	if err := h.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrHoldEnded, err)
 	}
-	return GuardedMulti(ctx, h.sess, h.path, 0, ops...)
+	res, err := GuardedMulti(ctx, h.sess, h.path, 0, ops...)
+	if errors.Is(err, ErrSessionClosed) {
+		// The hold ended while the write waited for the session: nothing
+		// was sent.
+		return nil, fmt.Errorf("%w: %w", ErrHoldEnded, h.Err())
+	}
+	return res, err
 }
 
 // changed says how st differs from the Stat the hold began with ("" when

@@ -27,6 +27,9 @@ type Session struct {
 	c      *zkx.Client
 	events <-chan zk.Event
 	unsub  func()
+	// gone ends at Close: it wakes requests waiting for the session.
+	gone    context.Context
+	setGone context.CancelFunc
 
 	mu     sync.Mutex // guards closed, and orders calls.Add before calls.Wait
 	closed bool
@@ -40,7 +43,8 @@ var ErrSessionClosed = errors.New("recipe closed")
 // NewSession subscribes to c's session events.
 func NewSession(c *zkx.Client) *Session {
 	ch, unsub := c.Subscribe()
-	return &Session{c: c, events: ch, unsub: unsub}
+	gone, setGone := context.WithCancel(context.Background())
+	return &Session{c: c, events: ch, unsub: unsub, gone: gone, setGone: setGone}
 }
 
 // Client returns the shared client.
@@ -66,14 +70,22 @@ func (s *Session) ID() int64 { return s.c.SessionID() }
 // Connected reports whether the client has a session right now.
 func (s *Session) Connected() bool { return s.c.State() == zk.StateHasSession }
 
-// WaitConnected waits until the client has a session, ctx ends or the
-// client closes (ErrClientClosed). It follows the client's state, never
-// the Session's events: any number of requests may wait at once without
-// taking an event from the reader of Events.
+// WaitConnected waits until the client has a session, ctx ends, the
+// Session is closed (ErrSessionClosed) or the client closes
+// (ErrClientClosed). It follows the client's state, never the Session's
+// events: any number of requests may wait at once without taking an
+// event from the reader of Events.
 func (s *Session) WaitConnected(ctx context.Context) error {
-	err := s.c.WaitSession(ctx)
-	if errors.Is(err, zkx.ErrClosed) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.gone, cancel)
+	defer stop()
+	err := s.c.WaitSession(wctx)
+	switch {
+	case errors.Is(err, zkx.ErrClosed):
 		return ErrClientClosed
+	case err != nil && ctx.Err() == nil && s.gone.Err() != nil:
+		return ErrSessionClosed
 	}
 	return err
 }
@@ -90,6 +102,7 @@ func (s *Session) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.setGone()
 	s.unsub()
 	s.calls.Wait()
 }
