@@ -194,7 +194,7 @@ func (b *batch) Set(key, value []byte) error {
 		return err
 	}
 	if b.eh != nil {
-		b.eh.op('s', key, value)
+		b.eh.op('s', key, value, true)
 	}
 	b.key = appendUserKey(b.key[:0], key)
 	return b.b.Set(b.key, value, nil)
@@ -205,7 +205,7 @@ func (b *batch) Delete(key []byte) error {
 		return err
 	}
 	if b.eh != nil {
-		b.eh.op('d', key)
+		b.eh.op('d', key, nil, false)
 	}
 	b.key = appendUserKey(b.key[:0], key)
 	return b.b.Delete(b.key, nil)
@@ -219,7 +219,7 @@ func (b *batch) DeleteRange(start, end []byte) error {
 		return fmt.Errorf("%w: delete-range start %q >= end %q", ErrInvalid, start, end)
 	}
 	if b.eh != nil {
-		b.eh.op('r', start, end)
+		b.eh.op('r', start, end, true)
 	}
 	return b.b.DeleteRange(appendUserKey(nil, start), appendUserKey(nil, end), nil)
 }

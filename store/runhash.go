@@ -152,33 +152,43 @@ func (s *Store) RunHashAt(index uint64) (RunHash, bool) { return s.run.at(index)
 // entry's index, then each write as the Applier makes it, then the
 // request table's outcome (a deduplicated or conflicting request).
 type entryHasher struct {
-	h   hash.Hash
-	buf []byte
+	h     hash.Hash
+	buf   []byte
+	sum32 [32]byte // scratch for the previous and the new sum (no escape per call)
 }
 
 func newEntryHasher() *entryHasher { return &entryHasher{h: sha256.New()} }
 
 func (eh *entryHasher) begin(prev [32]byte, index uint64) {
 	eh.h.Reset()
-	eh.h.Write(prev[:])
+	eh.sum32 = prev
+	eh.h.Write(eh.sum32[:])
 	eh.buf = binary.BigEndian.AppendUint64(eh.buf[:0], index)
 	eh.h.Write(eh.buf)
 }
 
-// op writes one operation: its tag and each argument length-prefixed.
-func (eh *entryHasher) op(tag byte, args ...[]byte) {
+// op writes one operation: its tag and each argument (one or two; b nil:
+// one) length-prefixed.
+func (eh *entryHasher) op(tag byte, a, b []byte, two bool) {
 	eh.buf = append(eh.buf[:0], tag)
-	for _, a := range args {
-		eh.buf = binary.AppendUvarint(eh.buf, uint64(len(a)))
-		if len(a) <= 64 {
-			eh.buf = append(eh.buf, a...)
-			continue
-		}
-		eh.h.Write(eh.buf)
-		eh.h.Write(a)
-		eh.buf = eh.buf[:0]
+	eh.arg(a)
+	if two {
+		eh.arg(b)
 	}
 	eh.h.Write(eh.buf)
+}
+
+// arg appends one length-prefixed argument, writing a long one straight
+// through (it is not copied).
+func (eh *entryHasher) arg(a []byte) {
+	eh.buf = binary.AppendUvarint(eh.buf, uint64(len(a)))
+	if len(a) <= 256 {
+		eh.buf = append(eh.buf, a...)
+		return
+	}
+	eh.h.Write(eh.buf)
+	eh.h.Write(a)
+	eh.buf = eh.buf[:0]
 }
 
 func (eh *entryHasher) outcome(o Outcome) {
@@ -193,7 +203,7 @@ func (eh *entryHasher) outcome(o Outcome) {
 	eh.h.Write(eh.buf)
 }
 
-func (eh *entryHasher) sum() (s [32]byte) {
-	eh.h.Sum(s[:0])
-	return s
+func (eh *entryHasher) sum() [32]byte {
+	eh.h.Sum(eh.sum32[:0])
+	return eh.sum32
 }
