@@ -74,6 +74,12 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 // being deleted (ChannelInfo.Removed).
 func (r *Room) checkRemoved(infos []ChannelInfo) error {
 	for _, c := range infos {
+		if c.Deleting && !c.Sealed {
+			// DeleteChannel refuses the open channel: the mark is forged
+			// (and would exempt deletions from this check).
+			return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: the open channel (first index %d) is marked for deletion, which DeleteChannel never does: "+
+				"its meta was written by another client", ErrCorrupt, c.FirstIndex))
+		}
 		if c.Removed > 0 && !c.Deleting {
 			state := "open"
 			if c.Sealed {

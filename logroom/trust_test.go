@@ -385,6 +385,24 @@ func TestDeletedAcknowledgedBatch(t *testing.T) {
 		require.ErrorIs(t, err, ErrCorrupt)
 		require.Contains(t, err.Error(), "channel 1")
 	})
+	t.Run("forged deletion mark on the open channel", func(t *testing.T) {
+		// The mark would exempt the channel's deletions from the check;
+		// DeleteChannel never marks the open channel, so it is refused.
+		r := openRoom(t, c, "delbatch-forgedmark")
+		w := newWriter(t, r, WriterConfig{})
+		appendN(t, ctx, w, 1, 3)
+		data, stat, err := foreign.Conn().Get(r.channelPath(1))
+		require.NoError(t, err)
+		m, err := decodeChannelMeta(data)
+		require.NoError(t, err)
+		m.Deleting = true
+		_, err = foreign.Conn().Set(r.channelPath(1), encodeMeta(m), stat.Version)
+		require.NoError(t, err)
+		require.NoError(t, foreign.Conn().Delete(r.batchPath(1, 2), -1))
+		_, err = r.CheckChain(ctx)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), "open channel (first index 1) is marked for deletion")
+	})
 	t.Run("compaction passes", func(t *testing.T) {
 		r := openRoom(t, c, "delbatch-compact")
 		w := newWriter(t, r, WriterConfig{})

@@ -466,10 +466,16 @@ func (r *Replica) follow(ctx context.Context) error {
 // appliedBatch returns the identity of the last batch the store applied
 // from (zero for an empty store or one written before identities were
 // recorded).
+//
+// It reads the position without storeMu (AppliedPosition reads one atomic
+// pointer, also on a closed store), so the loop's ZooKeeper worker, which
+// audits the log with it, never waits for a bootstrap's store swap.
 func (r *Replica) appliedBatch() (logroom.BatchID, uint64) {
-	r.storeMu.RLock()
-	defer r.storeMu.RUnlock()
-	applied, epoch, ref := r.st.AppliedPosition() // one Apply's, never mixed
+	st := r.stRun.Load()
+	if st == nil {
+		return logroom.BatchID{}, 0
+	}
+	applied, epoch, ref := st.AppliedPosition() // one Apply's, never mixed
 	if ref == (store.BatchRef{}) {
 		return logroom.BatchID{}, applied
 	}

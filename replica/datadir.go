@@ -117,22 +117,40 @@ func checkDiverged(dataDir string) error {
 		ErrDiverged, path, strings.TrimSpace(string(b)))
 }
 
-// markDiverged records err in DataDir (divergedName), synced, so that a
-// restart refuses. It writes from its own goroutine (nothing waits for
-// it: the member has failed anyway, and a disk that hangs fails it too);
-// a failure is logged.
+// markDiverged records err in DataDir (divergedName), synced with its
+// directory, so that a restart refuses. It writes from a goroutine of the
+// replica's (Close waits for it, bounded like every wait on the disk);
+// a failure is logged (the member has failed anyway).
 func (r *Replica) markDiverged(err error) {
 	path := filepath.Join(r.cfg.DataDir, divergedName)
+	r.wg.Add(1)
 	go func() {
-		f, ferr := os.Create(path)
+		defer r.wg.Done()
+		tmp := path + ".tmp"
+		f, ferr := os.Create(tmp)
 		if ferr == nil {
 			_, ferr = f.WriteString(time.Now().UTC().Format(time.RFC3339) + " " + err.Error() + "\n")
 			ferr = errors.Join(ferr, f.Sync(), f.Close())
+		}
+		if ferr == nil {
+			ferr = os.Rename(tmp, path)
+		}
+		if ferr == nil {
+			ferr = syncDir(r.cfg.DataDir)
 		}
 		if ferr != nil {
 			r.log.Error("integrity check: could not record the divergence in the data dir", "path", path, "err", ferr)
 		}
 	}()
+}
+
+// syncDir fsyncs a directory (a rename or create in it is durable after).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 // dropBadCheckpoints runs in Open once the room's incarnation is known:

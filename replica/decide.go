@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
@@ -175,6 +176,10 @@ func decidePublish(f publishFacts) (due, settled bool) {
 	case !f.Published:
 		return true, false
 	case f.Last.Role != f.Own.Role || f.Last.Checkpoint != f.Own.Checkpoint || f.Last.CatchUp != f.Own.CatchUp:
+		return true, false
+	case !slices.Equal(f.Last.HashAgree, f.Own.HashAgree):
+		// Who agrees with us changed (a member joined, left, or
+		// diverged): the others' votes need it even in a quiet room.
 		return true, false
 	case f.Last.Applied == f.Own.Applied:
 		return false, false

@@ -109,7 +109,8 @@
 //
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
 //	                     "takeover", "primary"), epoch, applied, ckpt
-//	                     [, catch_up] [, hash, hash_at, hash_base]}: a live
+//	                     [, catch_up] [, hash, hash_at, hash_base,
+//	                     hash_agree]}: a live
 //	                     member, its advertised
 //	                     address, role, the epoch it leads (primary) or last
 //	                     applied, its applied index (published on role
@@ -123,7 +124,8 @@
 //	                     hash: its running state hash at index hash_at of
 //	                     a chain started at hash_base (see "Integrity";
 //	                     omitted before it applied anything), published
-//	                     with its applied index.
+//	                     with its applied index, and hash_agree: the peers
+//	                     whose latest hash it found equal to its own.
 //	                     Readers other than TransferLeadership (Status,
 //	                     metrics, deletion) see an applied index up to one
 //	                     interval old.
@@ -421,35 +423,58 @@
 // index agrees at every earlier one, and once two members differ they
 // differ at every later index.
 //
-// A difference is decided by a vote about the lowest index any peer
-// disagreed at (hashCheck): this member plus the peers that agreed with it
-// at that index or later, against the peers that disagreed. In the
-// minority, this member fails with ErrDiverged naming both members, the
-// index and both hashes, within a tick or two of the later of the two
-// applying it (peers publish at most twice per MemberUpdateInterval); a
+// A difference is decided by a vote (hashCheck). Our group is this member
+// and the peers whose latest comparable hash equals ours; the peers whose
+// latest hash differs form the other groups, joined where one publishes
+// that it agrees with another (member data hash_agree: the peers whose
+// latest hash it found equal to its own). Peers with nothing comparable
+// yet (behind, ahead of our history, another chain base) are undecided.
+// This member fails with ErrDiverged, naming both members, the index and
+// both hashes, only when another group is larger than ours would be even
+// if every undecided peer joined it: a lone divergent member of three or
+// more, once one other member has compared with both. In a room of exactly
+// two that both compared, the one that is not primary fails (the log
+// cannot say which state is right; the primary's is what clients read).
+// Anything else — a peer in the minority, members still undecided, or no
+// majority at all (three members, three histories) — is reported
+// (Status().HashReport, a Warn log, roomlog_replica_hash_mismatches_total)
+// and re-evaluated as publications arrive; a member never stops on a tie
+// it cannot settle. Detection follows the later member's publication of
+// the index (members publish their applied index at most twice per
+// MemberUpdateInterval, and at once when who agrees with them changes). A
 // failed member gets out of the way (below) and never leads. It also
-// records the verdict in DataDir (roomlog-diverged.txt), so Open on that
-// data dir refuses with ErrDiverged until the operator replaces it (moves
-// it away; the member then bootstraps from a peer's checkpoint). In the
-// majority it stays and reports (Status().HashReport, a Warn log). In a
-// tie it waits up to 2 s for the members that have not reached the index
-// to vote, then the one that is not primary fails: with two members, the
-// standby. Causes: an Applier that is not deterministic (a map iteration,
-// a clock read, a version skew between members), bit rot under Pebble, a
-// bug. Status() shows the member's Hash, HashIndex, HashBase, how many
-// peer hashes it compared and how many differed; cmd/roomlog verify
-// compares the members' published hashes at equal indexes.
+// records the verdict in DataDir (roomlog-diverged.txt, synced), so Open
+// on that data dir refuses with ErrDiverged until the operator replaces it
+// (moves it away; the member then bootstraps from a peer's checkpoint). A
+// peer that comes back on a healthy chain (a repaired member) counts by
+// its latest comparison; a peer that leaves no longer votes.
 //
-// The log is audited the same way: every 3 s, and at once when its
-// once-a-second read of the channels shows a channel that lost a batch, a
-// running member (primary or standby) runs logroom.Room.Audit (a sync, the
-// chain, one batch read): its last applied batch must still
-// be in the log (ErrDiverged otherwise), the channel chain must still hold,
-// and no channel that is not being deleted may have lost a batch (a
-// channel znode's child version counts deletes). An acknowledged batch
-// deleted by another client, which no reader would read again, fails
-// every member with ErrCorrupt within about a second: the primary stops
-// acknowledging instead of carrying on until the next takeover.
+// What it catches: members whose Applier made different writes for the
+// same entry — an Applier that is not deterministic (a map iteration, a
+// clock read, a version skew between members), or one that read state
+// that differs (bit rot or a bug under it) and wrote something else
+// because of it. It does not read the stored state: data the Applier
+// never reads again, corrupted at rest, or state that arrived in a
+// checkpoint image, is not re-hashed (StateHash, a full scan, compares
+// that on demand). Status() shows the member's Hash, HashIndex, HashBase,
+// how many peer hashes it compared and how many differed; cmd/roomlog
+// verify compares the members' published hashes at equal indexes. Chains
+// of different bases (members whose stores were written by a version
+// without the running hash, until they bootstrap from one another) do not
+// compare; verify warns about them.
+//
+// The log is audited too: every 3 s, and at once when its once-a-second
+// read of the channels shows a channel that lost a batch, a running member
+// (primary or standby) runs logroom.Room.Audit (a sync, the chain, one
+// batch read; bounded at 1 s, retried at the next interval;
+// Status().Audited says when one last completed): its last applied batch
+// must still be in the log (ErrDiverged otherwise), the channel chain must
+// still hold, and no channel that is not being deleted may have lost a
+// batch (a channel znode's child version counts deletes; an open channel
+// carrying a deletion mark is forged). An acknowledged batch deleted by
+// another client, which no reader would read again, fails every member
+// with ErrCorrupt within about a second: the primary stops acknowledging
+// instead of carrying on until the next takeover.
 //
 // # Errors
 //

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 )
 
 // The integrity check (package doc, "Integrity"): every member publishes
@@ -16,154 +15,206 @@ import (
 
 // hashObs is one member's published running hash: the hash (hex, the
 // first 16 bytes of store.RunHash.Sum) at index At of a chain that started
-// at Base.
+// at Base, and the peers whose latest hash it found equal to its own at
+// the same index (Agree).
 type hashObs struct {
 	At, Base uint64
 	Hash     string
+	Agree    []string
 }
 
-// hashDecideWait bounds how long a member that disagrees with as many
-// peers as agree with it waits for the members that have not reached the
-// index yet before it decides by role.
-const hashDecideWait = 2 * time.Second
+func (o hashObs) same(p hashObs) bool { return o.At == p.At && o.Base == p.Base && o.Hash == p.Hash }
 
 // hashVerdict is what one evaluation found.
 type hashVerdict struct {
-	// Fail: this member is in the minority (or, in a tie, not the
-	// primary): it must stop (ErrDiverged) and never lead.
+	// Fail: this member is provably in the minority (or, in a room of two,
+	// the one that is not primary): it must stop (ErrDiverged) and never
+	// lead.
 	Fail error
-	// Report: a peer disagrees with this member, which stays (the peer is
-	// in the minority, or this member is the primary in a tie). Empty when
-	// nothing disagrees.
+	// Report: a peer disagrees with this member, which stays (it is not
+	// provably in the minority, yet). Empty when nothing disagrees.
 	Report string
+	// Agree: the peers whose latest comparable hash equals ours; published
+	// with our member data so that others can tell which of them agree
+	// among themselves.
+	Agree []string
+}
+
+// peerState is what the latest comparison with one peer found.
+type peerState struct {
+	agree       bool
+	at          uint64
+	mine, their string
 }
 
 // hashCheck compares this member's running hashes with its peers'. The
-// run loop owns it.
+// run loop owns it; a new store (a bootstrap replaced our chain) needs a
+// new hashCheck.
 type hashCheck struct {
 	// compared counts comparisons made (a peer's publication at an index
 	// this member had the hash of), mismatches those that differed.
 	compared, mismatches uint64
-	// done: the last publication compared, per peer (a publication is
-	// compared once).
+	// done: the last publication compared, per peer (each is compared
+	// once).
 	done map[string]hashObs
-	// agreeAt and disagreeAt: per peer, the highest index it agreed with
-	// us at, and the lowest index it disagreed at (0: never).
-	agreeAt    map[string]uint64
-	disagreeAt map[string]uint64
-	theirs     map[string]string // their hash at disagreeAt
-	// firstMismatch: when the first disagreement was found (decision
-	// deadline for a tie with members still behind).
-	firstMismatch time.Time
+	// state: per live peer, its latest comparison. The chain is
+	// cumulative, so a peer that disagreed keeps disagreeing; one that
+	// agrees again replaced its chain (a repaired member bootstrapped from
+	// a healthy one), and only its latest comparison counts.
+	state map[string]peerState
 }
 
 func newHashCheck() *hashCheck {
-	return &hashCheck{done: map[string]hashObs{}, agreeAt: map[string]uint64{},
-		disagreeAt: map[string]uint64{}, theirs: map[string]string{}}
+	return &hashCheck{done: map[string]hashObs{}, state: map[string]peerState{}}
 }
 
 // hashInput is one evaluation's facts.
 type hashInput struct {
-	Now     time.Time
 	Self    string
 	Primary bool // this member is the primary
 	// Own: this member's current hash (At = its applied index), and a
 	// lookup of its hash at an earlier index (false: not kept).
 	Own   hashObs
 	OwnAt func(index uint64) (string, bool)
-	// Peers: the latest publication of every other live member (a member
-	// publishing no hash is absent).
+	// Peers: the latest member data of every other live member (Hash ""
+	// for one that publishes none).
 	Peers map[string]hashObs
 }
 
 // evaluate compares the peers' new publications and decides.
+//
+// The vote: our group is this member and the peers whose latest
+// comparison agreed; the other groups are the peers that disagree with
+// us, joined where one published that it agrees with another (a peer's
+// Agree list). Peers with nothing comparable yet (behind, ahead of our
+// history, another chain base, no hash) are undecided. This member fails
+// only when some other group is larger than ours would be even if every
+// undecided peer joined us; in a room of exactly two members that both
+// compared, a tie fails the one that is not primary. Anything else is a
+// report, re-evaluated as publications arrive: a divergence with no
+// majority (three members with three histories) is not this member's to
+// settle, and the operator sees it (Status, metrics, log).
 func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
+	for id := range hc.state {
+		if _, live := in.Peers[id]; !live {
+			hc.forget(id)
+		}
+	}
+	for id := range hc.done {
+		if _, live := in.Peers[id]; !live {
+			hc.forget(id)
+		}
+	}
 	for id, o := range in.Peers {
 		if prev, ok := hc.done[id]; ok && (o.Base != prev.Base || o.At < prev.At) {
 			hc.forget(id) // a new chain (restarted without it, or restored)
 		}
-		if o.Hash == "" || o.Base != in.Own.Base || o.At > in.Own.At || hc.done[id] == o {
-			continue // not comparable, not reached yet, or compared already
+		if o.Hash == "" || o.Base != in.Own.Base || o.At > in.Own.At {
+			continue // not comparable, or not reached yet
 		}
-		mine, ok := in.OwnAt(o.At)
-		if !ok {
-			hc.done[id] = o // applied too long ago: cannot be checked
-			continue
+		if prev, ok := hc.done[id]; ok && prev.same(o) {
+			continue // compared already
 		}
 		hc.done[id] = o
+		mine, ok := in.OwnAt(o.At)
+		if !ok {
+			continue // applied too long ago: cannot be checked
+		}
 		hc.compared++
-		if mine == o.Hash {
-			if o.At > hc.agreeAt[id] {
-				hc.agreeAt[id] = o.At
-			}
-			continue
+		st := peerState{agree: mine == o.Hash, at: o.At, mine: mine, their: o.Hash}
+		if !st.agree {
+			hc.mismatches++
 		}
-		hc.mismatches++
-		if d := hc.disagreeAt[id]; d == 0 || o.At < d {
-			hc.disagreeAt[id], hc.theirs[id] = o.At, o.Hash
-		}
-		if hc.firstMismatch.IsZero() {
-			hc.firstMismatch = in.Now
-		}
+		hc.state[id] = st
 	}
-	// The lowest index a live peer disagreed at: the votes are about it.
-	// A peer that agreed with us at that index or later agrees (the chain
-	// is cumulative); one that disagreed is against; any other (behind it,
-	// or not comparable) has not voted yet.
-	at, against := uint64(0), ""
+
+	var agreeing, disagreeing, undecided []string
 	for id := range in.Peers {
-		d := hc.disagreeAt[id]
-		if d != 0 && (at == 0 || d < at || (d == at && id < against)) {
-			at, against = d, id
-		}
-	}
-	if at == 0 {
-		return hashVerdict{}
-	}
-	agree, disagree, unknown := 1, 0, 0
-	var agreeing, disagreeing []string
-	for id := range in.Peers {
+		st, ok := hc.state[id]
 		switch {
-		case hc.disagreeAt[id] != 0:
-			disagree++
-			disagreeing = append(disagreeing, id)
-		case hc.agreeAt[id] >= at:
-			agree++
+		case !ok:
+			undecided = append(undecided, id)
+		case st.agree:
 			agreeing = append(agreeing, id)
 		default:
-			unknown++
+			disagreeing = append(disagreeing, id)
 		}
 	}
 	sort.Strings(agreeing)
 	sort.Strings(disagreeing)
-	mine, _ := in.OwnAt(at)
-	what := fmt.Sprintf("running state hash at index %d: member %s has %s, member %s has %s (agreeing with %s: %s; disagreeing: %s)",
-		at, in.Self, mine, against, hc.theirs[against], in.Self, orNone(agreeing), strings.Join(disagreeing, ", "))
+	sort.Strings(undecided)
+	v := hashVerdict{Agree: agreeing}
+	if len(disagreeing) == 0 {
+		return v
+	}
+	// The other groups: disagreeing peers joined by published agreement.
+	group := map[string]string{} // id -> group root
+	var find func(string) string
+	find = func(id string) string {
+		if r, ok := group[id]; ok && r != id {
+			root := find(r)
+			group[id] = root
+			return root
+		}
+		return id
+	}
+	isDis := map[string]bool{}
+	for _, id := range disagreeing {
+		isDis[id], group[id] = true, id
+	}
+	for _, id := range disagreeing {
+		for _, other := range in.Peers[id].Agree {
+			if isDis[other] {
+				group[find(id)] = find(other)
+			}
+		}
+	}
+	sizes := map[string]int{}
+	largest := 0
+	for _, id := range disagreeing {
+		r := find(id)
+		sizes[r]++
+		largest = max(largest, sizes[r])
+	}
+	ours := 1 + len(agreeing)
+
+	// The report names the lowest index a disagreeing peer was compared at.
+	first := disagreeing[0]
+	for _, id := range disagreeing {
+		if hc.state[id].at < hc.state[first].at {
+			first = id
+		}
+	}
+	fs := hc.state[first]
+	what := fmt.Sprintf("running state hash at index %d: member %s has %s, member %s has %s (agreeing with %s: %s; disagreeing: %s; undecided: %s)",
+		fs.at, in.Self, fs.mine, first, fs.their, in.Self, orNone(agreeing), strings.Join(disagreeing, ", "), orNone(undecided))
 	fail := func(why string) hashVerdict {
-		return hashVerdict{Fail: fmt.Errorf("%w: %s; %s: this member stops and cannot become primary "+
+		v.Fail = fmt.Errorf("%w: %s; %s: this member stops and cannot become primary "+
 			"(its Applier or its state differs from the others': compare them, then replace its data dir from a healthy member)",
-			ErrDiverged, what, why)}
+			ErrDiverged, what, why)
+		return v
 	}
 	switch {
-	case agree < disagree:
-		return fail(fmt.Sprintf("%d of %d members that reached it agree with it", agree, agree+disagree))
-	case agree > disagree:
-		return hashVerdict{Report: what + "; they are in the minority"}
-	case unknown > 0 && in.Now.Sub(hc.firstMismatch) < hashDecideWait:
-		return hashVerdict{Report: what + "; waiting for the members behind it"}
-	case !in.Primary:
-		return fail("as many members disagree as agree, and it is not the primary")
+	case largest > ours+len(undecided):
+		return fail(fmt.Sprintf("%d members agree with each other against %d on this one's side (itself included)", largest, ours))
+	case len(in.Peers) == 1 && len(undecided) == 0 && !in.Primary:
+		return fail("the room's two members disagree and this one is not the primary")
+	case largest < ours:
+		v.Report = what + "; they are in the minority"
+	case len(undecided) > 0:
+		v.Report = what + "; waiting for the undecided members"
+	case len(in.Peers) == 1:
+		v.Report = what + "; the primary of a room of two stays"
 	default:
-		return hashVerdict{Report: what + "; the primary stays in a tie"}
+		v.Report = what + "; no majority: an operator must decide which history is right"
 	}
+	return v
 }
 
 // forget drops what was recorded about peer id.
 func (hc *hashCheck) forget(id string) {
 	delete(hc.done, id)
-	delete(hc.agreeAt, id)
-	delete(hc.disagreeAt, id)
-	delete(hc.theirs, id)
+	delete(hc.state, id)
 }
 
 func orNone(ids []string) string {

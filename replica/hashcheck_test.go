@@ -1,80 +1,103 @@
 package replica
 
 import (
+	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 // TestHashCheckVotes: hashCheck's decisions, pure. Our hashes: index i has
-// "h<i>" up to 10; a peer that diverged at 6 publishes "x<i>" from 6 on.
+// "h<i>" up to 10; a peer that diverged publishes "x<i>" (or "y<i>": a
+// second, different divergence).
 func TestHashCheckVotes(t *testing.T) {
 	own := func(i uint64) (string, bool) {
 		if i == 0 || i > 10 {
 			return "", false
 		}
-		return "h" + string(rune('0'+i)), true
+		return "h" + strconv.Itoa(int(i)), true
 	}
-	good := func(at uint64) hashObs { h, _ := own(at); return hashObs{At: at, Hash: h} }
-	bad := func(at uint64) hashObs { return hashObs{At: at, Hash: "x" + string(rune('0'+at))} }
-	t0 := time.Unix(1000, 0)
-	in := func(now time.Duration, primary bool, peers map[string]hashObs) hashInput {
-		return hashInput{Now: t0.Add(now), Self: "me", Primary: primary, Own: hashObs{At: 10, Hash: "h:"}, OwnAt: own, Peers: peers}
+	good := func(at uint64, agree ...string) hashObs {
+		h, _ := own(at)
+		return hashObs{At: at, Hash: h, Agree: agree}
+	}
+	bad := func(at uint64, agree ...string) hashObs {
+		return hashObs{At: at, Hash: "x" + strconv.Itoa(int(at)), Agree: agree}
+	}
+	other := func(at uint64) hashObs { return hashObs{At: at, Hash: "y" + strconv.Itoa(int(at))} }
+	eval := func(hc *hashCheck, primary bool, peers map[string]hashObs) hashVerdict {
+		return hc.evaluate(hashInput{Self: "me", Primary: primary, Own: hashObs{At: 10, Hash: "h10"}, OwnAt: own, Peers: peers})
 	}
 
-	// Majority with us: we report and stay.
-	hc := newHashCheck()
-	v := hc.evaluate(in(0, false, map[string]hashObs{"a": good(8), "b": bad(7)}))
-	require.NoError(t, v.Fail)
-	require.Contains(t, v.Report, "minority")
-	require.EqualValues(t, 2, hc.compared)
-	require.EqualValues(t, 1, hc.mismatches)
-	// The same publications again are not compared twice.
-	hc.evaluate(in(time.Second, false, map[string]hashObs{"a": good(8), "b": bad(7)}))
-	require.EqualValues(t, 2, hc.compared)
-
-	// Minority: we fail, naming both members, the index and both hashes.
-	hc = newHashCheck()
-	v = hc.evaluate(in(0, true, map[string]hashObs{"a": bad(6), "b": bad(9)}))
-	require.ErrorIs(t, v.Fail, ErrDiverged)
-	require.Contains(t, v.Fail.Error(), "index 6: member me has h6, member a has x6")
-
-	// Tie with a member behind: wait, then the standby fails and the
-	// primary stays.
-	for _, primary := range []bool{false, true} {
-		hc = newHashCheck()
-		peers := map[string]hashObs{"a": bad(6), "b": good(3)}
-		v = hc.evaluate(in(0, primary, peers))
+	t.Run("majority with us", func(t *testing.T) {
+		hc := newHashCheck()
+		v := eval(hc, false, map[string]hashObs{"a": good(8), "b": bad(7)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "minority")
+		require.Equal(t, []string{"a"}, v.Agree)
+		require.EqualValues(t, 2, hc.compared)
+		require.EqualValues(t, 1, hc.mismatches)
+		eval(hc, false, map[string]hashObs{"a": good(8), "b": bad(7)})
+		require.EqualValues(t, 2, hc.compared, "a publication is compared once")
+	})
+	t.Run("outvoted by peers that agree among themselves", func(t *testing.T) {
+		hc := newHashCheck()
+		v := eval(hc, true, map[string]hashObs{"a": bad(6, "b"), "b": bad(9, "a")})
+		require.ErrorIs(t, v.Fail, ErrDiverged)
+		require.Contains(t, v.Fail.Error(), "index 6: member me has h6, member a has x6")
+		require.Contains(t, v.Fail.Error(), "2 members agree with each other against 1")
+	})
+	t.Run("two other histories: no majority, nobody fails", func(t *testing.T) {
+		hc := newHashCheck()
+		v := eval(hc, false, map[string]hashObs{"a": bad(6), "b": other(6)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "no majority")
+	})
+	t.Run("a peer behind is undecided: wait", func(t *testing.T) {
+		hc := newHashCheck()
+		peers := map[string]hashObs{"a": bad(6, "b"), "b": good(11)} // b ahead of our history
+		v := eval(hc, false, peers)
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "waiting")
-		v = hc.evaluate(in(hashDecideWait+time.Millisecond, primary, peers))
-		if primary {
-			require.NoError(t, v.Fail)
-			require.Contains(t, v.Report, "primary stays")
-		} else {
-			require.ErrorIs(t, v.Fail, ErrDiverged)
-		}
-	}
-	// Tie with a member behind that then votes with us: we stay.
-	hc = newHashCheck()
-	hc.evaluate(in(0, false, map[string]hashObs{"a": bad(6), "b": good(3)}))
-	v = hc.evaluate(in(time.Second, false, map[string]hashObs{"a": bad(6), "b": good(7)}))
-	require.NoError(t, v.Fail)
-
-	// Not comparable: another base, ahead of us, or too old to check.
-	hc = newHashCheck()
-	v = hc.evaluate(in(0, false, map[string]hashObs{
-		"a": {At: 6, Base: 4, Hash: "zz"}, "b": {At: 11, Hash: "zz"}, "c": {At: 0, Hash: "zz"}}))
-	require.Equal(t, hashVerdict{}, v)
-	require.Zero(t, hc.mismatches)
-
-	// A peer that left no longer votes; one that restarted on a new chain
-	// is forgotten.
-	hc = newHashCheck()
-	hc.evaluate(in(0, true, map[string]hashObs{"a": bad(6)}))
-	v = hc.evaluate(in(time.Second, false, map[string]hashObs{}))
-	require.Equal(t, hashVerdict{}, v)
-	v = hc.evaluate(in(time.Second, false, map[string]hashObs{"a": {At: 9, Base: 9, Hash: "new"}}))
-	require.Equal(t, hashVerdict{}, v)
+		// b reaches a comparable index and agrees with us: we stay, a is
+		// in the minority.
+		peers["b"] = good(9)
+		v = eval(hc, false, peers)
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "minority")
+	})
+	t.Run("room of two", func(t *testing.T) {
+		v := eval(newHashCheck(), false, map[string]hashObs{"p": bad(6)})
+		require.ErrorIs(t, v.Fail, ErrDiverged)
+		require.Contains(t, v.Fail.Error(), "two members disagree and this one is not the primary")
+		v = eval(newHashCheck(), true, map[string]hashObs{"s": bad(6)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "primary of a room of two stays")
+		// A peer with nothing comparable yet decides nothing.
+		v = eval(newHashCheck(), false, map[string]hashObs{"p": {At: 12, Hash: "zz"}})
+		require.Equal(t, hashVerdict{}, v)
+	})
+	t.Run("a repaired peer that agrees again counts as agreeing", func(t *testing.T) {
+		hc := newHashCheck()
+		v := eval(hc, true, map[string]hashObs{"x": bad(6)})
+		require.NotEmpty(t, v.Report)
+		v = eval(hc, false, map[string]hashObs{"x": good(9)}) // bootstrapped from a healthy member
+		require.NoError(t, v.Fail)
+		require.Empty(t, v.Report)
+		require.Equal(t, []string{"x"}, v.Agree)
+	})
+	t.Run("a peer that left no longer votes", func(t *testing.T) {
+		hc := newHashCheck()
+		eval(hc, true, map[string]hashObs{"x": bad(6), "a": good(7)})
+		v := eval(hc, false, map[string]hashObs{"a": good(7)})
+		require.Equal(t, hashVerdict{Agree: []string{"a"}}, v)
+		require.NotContains(t, hc.state, "x")
+	})
+	t.Run("not comparable", func(t *testing.T) {
+		hc := newHashCheck()
+		v := eval(hc, false, map[string]hashObs{
+			"a": {At: 6, Base: 4, Hash: "zz"}, "b": {At: 11, Hash: "zz"}, "c": {At: 3}})
+		require.Equal(t, hashVerdict{}, v)
+		require.Zero(t, hc.mismatches)
+	})
 }

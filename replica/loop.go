@@ -56,7 +56,8 @@ type loopState struct {
 	membersDirty bool
 	lastPublish  time.Time
 	lastChannels time.Time
-	refreshes    uint64 // channel refreshes queued (every auditEvery-th audits)
+	lastAudit    time.Time // when the last log audit was queued
+	auditSoon    bool      // a channel read found a lost batch: audit at once
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
@@ -68,6 +69,8 @@ type loopState struct {
 	seenMoved   time.Time
 	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
 	hash        *hashCheck
+	hashStore   *store.Store // the store hash's comparisons were made against
+	hashAgree   []string     // peers whose latest hash equals ours (published)
 	view        electionView
 	primaryID   string
 	primaryAddr string
@@ -438,6 +441,9 @@ func (r *Replica) reconcile() {
 	if time.Since(lp.lastChannels) >= time.Second && lp.pending["channels"] == 0 {
 		r.refreshChannels()
 	}
+	if r.auditLogDue() {
+		r.auditRoom()
+	}
 	r.publishStatus()
 }
 
@@ -526,6 +532,9 @@ func (r *Replica) ownMemberData() memberData {
 		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base}
 	if rh.Index == 0 {
 		d.Hash = "" // nothing applied: nothing to compare
+	}
+	if r.lp != nil {
+		d.HashAgree = r.lp.hashAgree
 	}
 	if r.lp != nil {
 		d.Role = r.lp.c.role.String()
@@ -1046,68 +1055,111 @@ func (r *Replica) announceRole(role Role, epoch uint64, reason string) {
 }
 
 // refreshChannels queues a read of the channels for the figures in Status
-// and the oldest first index the election uses.
-//
-// It is also the running member's audit of the log it has seen
-// (logroom's Room.Audit, every auditEvery-th refresh, and at once when
-// the channels read show a batch deleted from a channel that is not being
-// deleted: an acknowledged entry gone, which no reader would read again):
-// the log must still hold the last batch we applied (divergence is
-// reported first, naming our batch), the channel chain must hold, and no
-// channel may have lost a batch. Any of those fails the member within a
-// second or two of the change, primary or standby, instead of at the next
-// takeover or restart. The audit syncs first (a follower behind what we
-// applied must not look like a log that ends below it), so it runs less
-// often than the plain read.
+// and the oldest first index the election uses. A channel it finds that
+// lost a batch although it is not being deleted (an acknowledged entry
+// gone, which no reader would read again) brings the next audit forward.
 func (r *Replica) refreshChannels() {
 	lp := r.lp
 	lp.lastChannels = time.Now()
-	lp.refreshes++
-	audit := lp.refreshes%auditEvery == 1
 	r.enqueue(zkJob{name: "channels", bound: loopZKWait, run: func(ctx context.Context) func() {
 		chans, err := r.room.Channels(ctx)
-		if err == nil && (audit || lostBatch(chans)) {
-			chans, err = r.auditLog(ctx)
+		if err != nil {
+			return nil
 		}
+		return func() {
+			if lostBatch(chans) {
+				lp.auditSoon = true
+			}
+			r.channelFigures(chans)
+		}
+	}})
+}
+
+// channelFigures records what a read of the channels found.
+func (r *Replica) channelFigures(chans []logroom.ChannelInfo) {
+	lp := r.lp
+	var open uint64
+	var bytes int64
+	if len(chans) > 0 {
+		lp.oldestFirst = chans[0].FirstIndex
+	}
+	for _, c := range chans {
+		bytes += c.Bytes
+		if !c.Sealed {
+			open = c.Num
+		}
+	}
+	r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
+}
+
+// auditLogDue: the running member's audit of the log it has seen is due
+// every auditInterval, and at once when a channel read found a lost batch.
+func (r *Replica) auditLogDue() bool {
+	lp := r.lp
+	return lp.pending["audit"] == 0 && (lp.auditSoon || time.Since(lp.lastAudit) >= auditInterval)
+}
+
+// auditRoom queues the audit (logroom's Room.Audit): the log must still
+// hold the last batch we applied (divergence is reported first, naming our
+// batch), the channel chain must hold, and no channel that is not being
+// deleted may have lost a batch. Any of those fails the member within a
+// few seconds of the change, primary or standby, instead of at the next
+// takeover or restart. The audit syncs first (a follower behind what we
+// applied must not look like a log that ends below it), so it has its own
+// bound and runs less often than the plain read; Status().Audited says
+// when one last completed.
+func (r *Replica) auditRoom() {
+	lp := r.lp
+	lp.lastAudit, lp.auditSoon = time.Now(), false
+	r.enqueue(zkJob{name: "audit", bound: auditZKWait, run: func(ctx context.Context) func() {
+		chans, err := r.auditLog(ctx)
 		if errors.Is(err, logroom.ErrCorrupt) || isFatal(err) {
 			return func() {
 				r.step(evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})
 			}
 		}
 		if err != nil {
+			r.log.Debug("log audit did not complete; will retry", "err", err)
 			return nil
 		}
+		at := time.Now()
 		return func() {
-			var open uint64
-			var bytes int64
-			if len(chans) > 0 {
-				lp.oldestFirst = chans[0].FirstIndex
-			}
-			for _, c := range chans {
-				bytes += c.Bytes
-				if !c.Sealed {
-					open = c.Num
-				}
-			}
-			r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
+			r.channelFigures(chans)
+			r.publishSnap(func(s *statusSnap) { s.audited = at })
 		}
 	}})
 }
+
+// auditInterval is how often a running member audits the log; auditZKWait
+// bounds one audit (a sync, the channel listing and metas, one batch).
+const (
+	auditInterval = 3 * time.Second
+	auditZKWait   = time.Second
+)
 
 // checkHashes compares the running state hashes the peers published with
 // ours (hashCheck decides); a member that lost the vote fails.
 func (r *Replica) checkHashes() {
 	lp := r.lp
+	if st := r.stRun.Load(); st != lp.hashStore {
+		// A new store (Open, or a bootstrap replaced our chain): what we
+		// compared was against the old one.
+		n := newHashCheck()
+		if lp.hash != nil { // the counts only grow (they are counters)
+			n.compared, n.mismatches = lp.hash.compared, lp.hash.mismatches
+		}
+		lp.hash, lp.hashStore, lp.hashAgree = n, st, nil
+	}
 	own := r.RunHash()
 	peers := make(map[string]hashObs, len(lp.mem.known))
 	for id, d := range lp.mem.known {
-		if id != r.cfg.ID && d.Hash != "" {
-			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash}
+		if id != r.cfg.ID {
+			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash, Agree: d.HashAgree}
 		}
 	}
 	before := lp.hash.compared
 	v := lp.hash.evaluate(hashInput{
-		Now: time.Now(), Self: r.cfg.ID, Primary: lp.c.role == RolePrimary,
+		Self: r.cfg.ID, Primary: lp.c.role == RolePrimary,
 		Own: hashObs{At: own.Index, Base: own.Base, Hash: own.String()},
 		OwnAt: func(i uint64) (string, bool) {
 			h, ok := r.runHashAt(i)
@@ -1115,6 +1167,7 @@ func (r *Replica) checkHashes() {
 		},
 		Peers: peers,
 	})
+	lp.hashAgree = v.Agree
 	if v.Fail != nil {
 		r.log.Error("integrity check: this member diverged", "err", v.Fail)
 		r.markDiverged(v.Fail)
@@ -1130,15 +1183,12 @@ func (r *Replica) checkHashes() {
 	}
 }
 
-// auditEvery: every auditEvery-th channel refresh (one a second) is a
-// full audit of the log (refreshChannels).
-const auditEvery = 3
-
 // lostBatch reports whether a channel that is not being deleted lost a
-// batch (logroom.ChannelInfo.Removed).
+// batch (logroom.ChannelInfo.Removed), or the open channel carries a
+// deletion mark (only a foreign write puts one there).
 func lostBatch(chans []logroom.ChannelInfo) bool {
 	for _, c := range chans {
-		if c.Removed > 0 && !c.Deleting {
+		if (c.Removed > 0 && !(c.Deleting && c.Sealed)) || (c.Deleting && !c.Sealed) {
 			return true
 		}
 	}

@@ -145,6 +145,7 @@ type statusSnap struct {
 	// hash: the integrity check's counts and its last report.
 	hashCompared, hashMismatches uint64
 	hashReport                   string
+	audited                      time.Time // last completed log audit
 }
 
 // Result is the outcome of a committed and applied proposal.
@@ -544,9 +545,13 @@ func (r *Replica) Status() Status {
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
 		Pending:      len(r.sem),
 		HashCompared: s.hashCompared, HashMismatches: s.hashMismatches, HashReport: s.hashReport,
+		Audited: s.audited,
 	}
 	rh := r.RunHash()
-	st.HashIndex, st.HashBase, st.Hash = rh.Index, rh.Base, rh.String()
+	st.HashIndex, st.HashBase = rh.Index, rh.Base
+	if rh.Index > 0 {
+		st.Hash = rh.String()
+	}
 	if !s.suspended.IsZero() {
 		st.Suspended = time.Since(s.suspended)
 	}

@@ -119,14 +119,20 @@ type Status struct {
 	// state hash (Hash, at HashIndex, of a chain started at HashBase), how
 	// many peer hashes it compared and how many differed, and its last
 	// report of a disagreement it survived (a peer in the minority, or a
-	// tie it holds as primary; "" when none). A member that lost the vote
-	// fails with ErrDiverged (Err).
+	// room of two it holds as primary, or no majority; "" when none). A
+	// member that lost the vote fails with ErrDiverged (Err). Hash is ""
+	// before anything is applied.
 	Hash           string
 	HashIndex      uint64
 	HashBase       uint64
 	HashCompared   uint64
 	HashMismatches uint64
 	HashReport     string
+	// Audited: when this member last completed an audit of the room's log
+	// (every 3 s: its last applied batch still there, the channel chain
+	// whole, no batch deleted from a channel not being deleted; zero:
+	// none yet).
+	Audited time.Time
 }
 
 // ForeignZnode is a znode under the room's members/ or election/ that does

@@ -44,6 +44,10 @@ type memberData struct {
 	Hash     string `msgpack:"hash,omitempty"`
 	HashAt   uint64 `msgpack:"hash_at,omitempty"`
 	HashBase uint64 `msgpack:"hash_base,omitempty"`
+	// HashAgree: the peers whose latest published hash the member found
+	// equal to its own (so that a member outvoted by peers that agree
+	// among themselves can tell).
+	HashAgree []string `msgpack:"hash_agree,omitempty"`
 }
 
 // checkpointRecord is the data of /<room>/checkpoints: the newest checkpoint

@@ -84,7 +84,9 @@
 //     chains with the same base, must publish the same one; a difference
 //     is a fault naming the members, the index and the hashes. Members at
 //     other indexes cannot be compared (a quiet room's members all publish
-//     its last index); the summary says how many were compared.
+//     its last index); the summary says how many were compared. Live
+//     members whose chains have different bases (stores written by a
+//     version without the running hash) never compare: a warning.
 //
 // The members, rooms and checkpoints commands apply the same rules: rooms
 // counts only accepted members, checkpoints lists only them.

@@ -155,23 +155,29 @@ func TestCompareHashes(t *testing.T) {
 		return v
 	}
 	rv := &roomView{name: "r", root: "/b/r", in: &inspector{base: "/b"}}
-	var faults []string
+	var faults, warns []string
 	fault := func(ch uint64, znode, format string, args ...any) {
 		faults = append(faults, fmt.Sprintf(format, args...))
+	}
+	warn := func(ch uint64, znode, format string, args ...any) {
+		warns = append(warns, fmt.Sprintf(format, args...))
 	}
 	v := replica.RoomView{Members: []replica.MemberView{
 		mv("a", "h1", 10, 0), mv("b", "h1", 10, 0), mv("c", "h2", 10, 0),
 		mv("d", "h9", 11, 0), // alone at its index
 		mv("e", "h7", 10, 5), // another chain
 	}}
-	require.Equal(t, 3, compareHashes(v, rv, fault))
+	require.Equal(t, 3, compareHashes(v, rv, fault, warn))
 	require.Len(t, faults, 1)
+	require.Len(t, warns, 1)
+	require.Contains(t, warns[0], "e from index 5")
 	require.Contains(t, faults[0], "index 10")
 	require.Contains(t, faults[0], "a, b has h1")
 	require.Contains(t, faults[0], "c has h2")
 
-	faults = nil
+	faults, warns = nil, nil
 	v.Members = v.Members[:2]
-	require.Equal(t, 2, compareHashes(v, rv, fault))
+	require.Equal(t, 2, compareHashes(v, rv, fault, warn))
 	require.Empty(t, faults)
+	require.Empty(t, warns)
 }

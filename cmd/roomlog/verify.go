@@ -34,14 +34,26 @@ type verifySummary struct {
 // of chains with the same base must publish the same hash; each
 // disagreement is a fault naming the members, the index and the hashes.
 // It returns how many members were compared.
-func compareHashes(v replica.RoomView, rv *roomView, fault func(ch uint64, znode, format string, args ...any)) int {
+func compareHashes(v replica.RoomView, rv *roomView, fault, warn func(ch uint64, znode, format string, args ...any)) int {
 	type key struct{ base, at uint64 }
 	groups := map[key][]replica.MemberView{}
+	bases := map[uint64][]string{}
 	for _, m := range v.Members {
 		if m.Foreign == "" && m.Decoded && m.Hash != "" {
 			k := key{m.HashBase, m.HashAt}
 			groups[k] = append(groups[k], m)
+			bases[m.HashBase] = append(bases[m.HashBase], m.ID)
 		}
+	}
+	if len(bases) > 1 {
+		var parts []string
+		for b, ids := range bases {
+			sort.Strings(ids)
+			parts = append(parts, fmt.Sprintf("%s from index %d", strings.Join(ids, ", "), b))
+		}
+		sort.Strings(parts)
+		warn(0, rv.path("members"), "members' running state hashes are chains of different bases (%s): those do not compare "+
+			"(stores written by a version without the running hash; a member that bootstraps from another shares its chain)", strings.Join(parts, "; "))
 	}
 	keys := make([]key, 0, len(groups))
 	for k := range groups {
@@ -226,7 +238,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	for _, f := range append(memberForeign, electionForeign...) {
 		warn(0, f.Path, "foreign znode, ignored by replicas (%s); delete it", f.Reason)
 	}
-	out.Summary.HashesCompared = compareHashes(v, rv, fault)
+	out.Summary.HashesCompared = compareHashes(v, rv, fault, warn)
 	out.Summary.Epoch = roomEpoch
 	out.Summary.Faults, out.Summary.Warnings = len(out.Faults), len(out.Warnings)
 	out.OK = len(out.Faults) == 0
