@@ -3,7 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
-	"slices"
+	"maps"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
@@ -177,9 +177,14 @@ func decidePublish(f publishFacts) (due, settled bool) {
 		return true, false
 	case f.Last.Role != f.Own.Role || f.Last.Checkpoint != f.Own.Checkpoint || f.Last.CatchUp != f.Own.CatchUp:
 		return true, false
-	case !slices.Equal(f.Last.HashAgree, f.Own.HashAgree):
+	case !sameKeys(f.Last.HashAgree, f.Own.HashAgree):
 		// Who agrees with us changed (a member joined, left, or
 		// diverged): the others' votes need it even in a quiet room.
+		return true, false
+	case f.Last.Applied == f.Own.Applied && !maps.Equal(f.Last.HashAgree, f.Own.HashAgree):
+		// A quiet room: the indexes of our agreements moved (we compared
+		// a peer's newest publication) while our own index did not, so no
+		// publish of it would carry them. Under load they ride along.
 		return true, false
 	case f.Last.Applied == f.Own.Applied:
 		return false, false
@@ -192,6 +197,21 @@ func decidePublish(f publishFacts) (due, settled bool) {
 	}
 	settled = !f.SettleSpent && f.Now.Sub(f.SeenMoved) >= appliedQuiet && since >= f.Interval/10
 	return settled, settled
+}
+
+// sameKeys reports whether two agreement maps name the same peers (the
+// indexes they carry move with every comparison and ride along with the
+// next publish of the applied index).
+func sameKeys(a, b map[string]hashAgreement) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // deletion is one channel decideDeletions chose.

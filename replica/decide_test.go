@@ -135,7 +135,11 @@ func TestDecidePublish(t *testing.T) {
 		{"role changed", with(func(f *publishFacts) { f.Own.Role = roleStrPrimary }), true, false},
 		{"checkpoint changed", with(func(f *publishFacts) { f.Own.Checkpoint = 6 }), true, false},
 		{"our CatchUp changed", with(func(f *publishFacts) { f.Own.CatchUp = 30 }), true, false},
-		{"who agrees with our hash changed (a quiet room too)", with(func(f *publishFacts) { f.Own.HashAgree = []string{"m2"} }), true, false},
+		{"who agrees with our hash changed (a quiet room too)", with(func(f *publishFacts) { f.Own.HashAgree = map[string]hashAgreement{"m2": {At: 5, Hash: "h"}} }), true, false},
+		{"an agreement moved in a quiet room", with(func(f *publishFacts) {
+			f.Last.HashAgree = map[string]hashAgreement{"m2": {At: 4, Hash: "g"}}
+			f.Own.HashAgree = map[string]hashAgreement{"m2": {At: 5, Hash: "h"}}
+		}), true, false},
 		{"moved, settled, budget unspent", with(moved), true, true},
 		{"moved, settled, budget spent", with(func(f *publishFacts) { moved(f); f.SettleSpent = true }), false, false},
 		{"moved, still moving", with(func(f *publishFacts) { moved(f); f.SeenMoved = now.Add(-time.Millisecond) }), false, false},

@@ -125,7 +125,8 @@
 //	                     a chain started at hash_base (see "Integrity";
 //	                     omitted before it applied anything), published
 //	                     with its applied index, and hash_agree: the peers
-//	                     whose latest hash it found equal to its own.
+//	                     whose latest hash it found equal to its own,
+//	                     each with the index and hash it agreed at.
 //	                     Readers other than TransferLeadership (Status,
 //	                     metrics, deletion) see an applied index up to one
 //	                     interval old.
@@ -425,29 +426,39 @@
 //
 // A difference is decided by a vote (hashCheck). Our group is this member
 // and the peers whose latest comparable hash equals ours; the peers whose
-// latest hash differs form the other groups, joined where one publishes
-// that it agrees with another (member data hash_agree: the peers whose
-// latest hash it found equal to its own). Peers with nothing comparable
-// yet (behind, ahead of our history, another chain base) are undecided.
-// This member fails with ErrDiverged, naming both members, the index and
-// both hashes, only when another group is larger than ours would be even
-// if every undecided peer joined it: a lone divergent member of three or
-// more, once one other member has compared with both. In a room of exactly
-// two that both compared, the one that is not primary fails (the log
-// cannot say which state is right; the primary's is what clients read).
-// Anything else — a peer in the minority, members still undecided, or no
-// majority at all (three members, three histories) — is reported
-// (Status().HashReport, a Warn log, roomlog_replica_hash_mismatches_total)
-// and re-evaluated as publications arrive; a member never stops on a tie
-// it cannot settle. Detection follows the later member's publication of
-// the index (members publish their applied index at most twice per
-// MemberUpdateInterval, and at once when who agrees with them changes). A
-// failed member gets out of the way (below) and never leads. It also
-// records the verdict in DataDir (roomlog-diverged.txt, synced), so Open
-// on that data dir refuses with ErrDiverged until the operator replaces it
-// (moves it away; the member then bootstraps from a peer's checkpoint). A
-// peer that comes back on a healthy chain (a repaired member) counts by
-// its latest comparison; a peer that leaves no longer votes.
+// latest hash differs form the other groups. Two of them join only on a
+// comparison this member can check: one published (member data
+// hash_agree: each peer it agrees with, with the index and hash of that
+// comparison) that the other's hash equalled its own at an index where
+// that hash is not ours — both then differ from us there and share one
+// history; an agreement from before the divergence proves nothing. Peers
+// with nothing comparable yet (behind, another chain base) are undecided;
+// a publication seen ahead of our applied index is kept and compared once
+// we get there, so a member that lags behind every publication still
+// compares. This member fails with ErrDiverged, naming both members, the
+// index and both hashes, only when another group is larger than ours would
+// be even if every undecided peer joined it: a lone divergent member of
+// three or more, once the others have compared with each other. When only
+// two members are live and they disagree, the standby fails if the other
+// is the primary (the log cannot say which state is right; the primary's
+// is what clients read); that verdict is not recorded in the data dir (a
+// third member may only be away). Anything else — a peer in the minority,
+// members still undecided, no primary, or no majority at all (three
+// members, three histories) — is reported (Status().HashReport, a Warn
+// log, roomlog_replica_hash_mismatches_total) and re-evaluated as
+// publications arrive; a member never stops on a tie it cannot settle.
+// Detection follows the later member's publication of the index (members
+// publish their applied index at most twice per MemberUpdateInterval, and
+// at once when the set of peers they agree with changes). A failed member
+// gets out of the way (below) and never leads. When it was outvoted it
+// also records the verdict in DataDir (roomlog-diverged.txt, synced), so
+// Open on that data dir refuses with ErrDiverged until the operator
+// replaces it (moves it away; the member then bootstraps from a peer's
+// checkpoint). A peer that comes back on a healthy chain (a repaired
+// member) counts by its latest comparison; a peer that leaves no longer
+// votes. Known limit: a member that bootstraps from a divergent member's
+// checkpoint inherits its chain and then agrees with it, so it votes with
+// it as if it were an independent witness.
 //
 // What it catches: members whose Applier made different writes for the
 // same entry — an Applier that is not deterministic (a map iteration, a
@@ -466,8 +477,9 @@
 // The log is audited too: every 3 s, and at once when its once-a-second
 // read of the channels shows a channel that lost a batch, a running member
 // (primary or standby) runs logroom.Room.Audit (a sync, the chain, one
-// batch read; bounded at 1 s, retried at the next interval;
-// Status().Audited says when one last completed): its last applied batch
+// batch read; bounded at 1 s, retried at the next interval, a Warn after
+// five in a row did not complete; Status().Audited says when one last
+// completed): its last applied batch
 // must still be in the log (ErrDiverged otherwise), the channel chain must
 // still hold, and no channel that is not being deleted may have lost a
 // batch (a channel znode's child version counts deletes; an open channel

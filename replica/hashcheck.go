@@ -15,12 +15,23 @@ import (
 
 // hashObs is one member's published running hash: the hash (hex, the
 // first 16 bytes of store.RunHash.Sum) at index At of a chain that started
-// at Base, and the peers whose latest hash it found equal to its own at
-// the same index (Agree).
+// at Base; the peers whose latest comparable hash it found equal to its
+// own, each with the index and hash they agreed at (Agree); and whether it
+// is the primary.
 type hashObs struct {
 	At, Base uint64
 	Hash     string
-	Agree    []string
+	Agree    map[string]hashAgreement
+	Primary  bool
+}
+
+// hashAgreement is one agreement a member publishes: its peer's hash at
+// At equalled its own, Hash. It is a comparison others can check: if Hash
+// is not their own hash at At, both members share a history that is not
+// theirs.
+type hashAgreement struct {
+	At   uint64 `msgpack:"at"`
+	Hash string `msgpack:"hash"`
 }
 
 func (o hashObs) same(p hashObs) bool { return o.At == p.At && o.Base == p.Base && o.Hash == p.Hash }
@@ -34,10 +45,15 @@ type hashVerdict struct {
 	// Report: a peer disagrees with this member, which stays (it is not
 	// provably in the minority, yet). Empty when nothing disagrees.
 	Report string
-	// Agree: the peers whose latest comparable hash equals ours; published
-	// with our member data so that others can tell which of them agree
-	// among themselves.
-	Agree []string
+	// Agree: the peers whose latest comparable hash equals ours, with the
+	// index and hash of that comparison; published with our member data so
+	// that others can tell which of them agree among themselves.
+	Agree map[string]hashAgreement
+	// TwoVerdict: Fail came from the rule for a room of two (the standby
+	// of two that disagree), not from being outvoted: it says nothing
+	// about this member's state if a third member is only away, so it is
+	// not recorded in the data dir.
+	TwoVerdict bool
 }
 
 // peerState is what the latest comparison with one peer found.
@@ -62,10 +78,15 @@ type hashCheck struct {
 	// agrees again replaced its chain (a repaired member bootstrapped from
 	// a healthy one), and only its latest comparison counts.
 	state map[string]peerState
+	// ahead: per peer, the oldest publication seen ahead of our applied
+	// index and not compared yet: compared once we reach it, so a member
+	// that lags behind every publication under load still compares (each
+	// peer publishes its newest index only).
+	ahead map[string]hashObs
 }
 
 func newHashCheck() *hashCheck {
-	return &hashCheck{done: map[string]hashObs{}, state: map[string]peerState{}}
+	return &hashCheck{done: map[string]hashObs{}, state: map[string]peerState{}, ahead: map[string]hashObs{}}
 }
 
 // hashInput is one evaluation's facts.
@@ -85,12 +106,13 @@ type hashInput struct {
 //
 // The vote: our group is this member and the peers whose latest
 // comparison agreed; the other groups are the peers that disagree with
-// us, joined where one published that it agrees with another (a peer's
-// Agree list). Peers with nothing comparable yet (behind, ahead of our
-// history, another chain base, no hash) are undecided. This member fails
-// only when some other group is larger than ours would be even if every
-// undecided peer joined us; in a room of exactly two members that both
-// compared, a tie fails the one that is not primary. Anything else is a
+// us, joined where one published an agreement with another that we can
+// check is not with our history (a peer's Agree). Peers with nothing
+// comparable yet (behind, ahead of our history, another chain base, no
+// hash) are undecided. This member fails only when some other group is
+// larger than ours would be even if every undecided peer joined us; in a
+// room of two members (only two live) that disagree, the standby fails
+// when the other is the primary. Anything else is a
 // report, re-evaluated as publications arrive: a divergence with no
 // majority (three members with three histories) is not this member's to
 // settle, and the operator sees it (Status, metrics, log).
@@ -105,27 +127,33 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 			hc.forget(id)
 		}
 	}
+	for id := range hc.ahead {
+		if _, live := in.Peers[id]; !live {
+			hc.forget(id)
+		}
+	}
 	for id, o := range in.Peers {
 		if prev, ok := hc.done[id]; ok && (o.Base != prev.Base || o.At < prev.At) {
 			hc.forget(id) // a new chain (restarted without it, or restored)
 		}
-		if o.Hash == "" || o.Base != in.Own.Base || o.At > in.Own.At {
-			continue // not comparable, or not reached yet
+		if o.Hash == "" || o.Base != in.Own.Base {
+			continue // not comparable
 		}
-		if prev, ok := hc.done[id]; ok && prev.same(o) {
-			continue // compared already
+		// A publication kept from when it was ahead of us, once we got
+		// there; then the newest, or keep it until we get there.
+		if a, ok := hc.ahead[id]; ok && (a.Base != o.Base || a.At <= in.Own.At) {
+			delete(hc.ahead, id)
+			if a.Base == o.Base {
+				hc.compare(id, a, in)
+			}
 		}
-		hc.done[id] = o
-		mine, ok := in.OwnAt(o.At)
-		if !ok {
-			continue // applied too long ago: cannot be checked
+		if o.At > in.Own.At {
+			if _, ok := hc.ahead[id]; !ok {
+				hc.ahead[id] = o
+			}
+			continue
 		}
-		hc.compared++
-		st := peerState{agree: mine == o.Hash, at: o.At, mine: mine, their: o.Hash}
-		if !st.agree {
-			hc.mismatches++
-		}
-		hc.state[id] = st
+		hc.compare(id, o, in)
 	}
 
 	var agreeing, disagreeing, undecided []string
@@ -143,7 +171,13 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	sort.Strings(agreeing)
 	sort.Strings(disagreeing)
 	sort.Strings(undecided)
-	v := hashVerdict{Agree: agreeing}
+	v := hashVerdict{}
+	if len(agreeing) > 0 {
+		v.Agree = make(map[string]hashAgreement, len(agreeing))
+		for _, id := range agreeing {
+			v.Agree[id] = hashAgreement{At: hc.state[id].at, Hash: hc.state[id].mine}
+		}
+	}
 	if len(disagreeing) == 0 {
 		return v
 	}
@@ -162,9 +196,17 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	for _, id := range disagreeing {
 		isDis[id], group[id] = true, id
 	}
+	// Two disagreeing peers join only on a comparison we can check: one
+	// published that the other's hash at some index equalled its own, and
+	// that hash is not ours at that index. Then both differ from us there
+	// and share one history. An agreement from before the divergence (our
+	// hash too) or one we cannot check proves nothing.
 	for _, id := range disagreeing {
-		for _, other := range in.Peers[id].Agree {
-			if isDis[other] {
+		for other, ag := range in.Peers[id].Agree {
+			if !isDis[other] {
+				continue
+			}
+			if mine, ok := in.OwnAt(ag.At); ok && mine != ag.Hash {
 				group[find(id)] = find(other)
 			}
 		}
@@ -197,8 +239,9 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	switch {
 	case largest > ours+len(undecided):
 		return fail(fmt.Sprintf("%d members agree with each other against %d on this one's side (itself included)", largest, ours))
-	case len(in.Peers) == 1 && len(undecided) == 0 && !in.Primary:
-		return fail("the room's two members disagree and this one is not the primary")
+	case len(in.Peers) == 1 && len(undecided) == 0 && !in.Primary && in.Peers[disagreeing[0]].Primary:
+		v.TwoVerdict = true
+		return fail("the room's two members disagree and the other one is the primary")
 	case largest < ours:
 		v.Report = what + "; they are in the minority"
 	case len(undecided) > 0:
@@ -211,10 +254,30 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	return v
 }
 
+// compare compares publication o of peer id with our hash at its index,
+// once.
+func (hc *hashCheck) compare(id string, o hashObs, in hashInput) {
+	if prev, ok := hc.done[id]; ok && prev.same(o) {
+		return // compared already
+	}
+	hc.done[id] = o
+	mine, ok := in.OwnAt(o.At)
+	if !ok {
+		return // applied too long ago: cannot be checked
+	}
+	hc.compared++
+	st := peerState{agree: mine == o.Hash, at: o.At, mine: mine, their: o.Hash}
+	if !st.agree {
+		hc.mismatches++
+	}
+	hc.state[id] = st
+}
+
 // forget drops what was recorded about peer id.
 func (hc *hashCheck) forget(id string) {
 	delete(hc.done, id)
 	delete(hc.state, id)
+	delete(hc.ahead, id)
 }
 
 func orNone(ids []string) string {

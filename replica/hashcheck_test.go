@@ -7,26 +7,32 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHashCheckVotes: hashCheck's decisions, pure. Our hashes: index i has
-// "h<i>" up to 10; a peer that diverged publishes "x<i>" (or "y<i>": a
+// TestHashCheckVotes: hashCheck's decisions, pure. Our hash at index i is
+// "h<i>" (up to 20); a peer that diverged publishes "x<i>" (or "y<i>": a
 // second, different divergence).
 func TestHashCheckVotes(t *testing.T) {
 	own := func(i uint64) (string, bool) {
-		if i == 0 || i > 10 {
+		if i == 0 || i > 20 {
 			return "", false
 		}
 		return "h" + strconv.Itoa(int(i)), true
 	}
-	good := func(at uint64, agree ...string) hashObs {
-		h, _ := own(at)
-		return hashObs{At: at, Hash: h, Agree: agree}
+	h := func(p string, i uint64) string { return p + strconv.Itoa(int(i)) }
+	obs := func(p string, at uint64, agree map[string]hashAgreement) hashObs {
+		return hashObs{At: at, Hash: h(p, at), Agree: agree}
 	}
-	bad := func(at uint64, agree ...string) hashObs {
-		return hashObs{At: at, Hash: "x" + strconv.Itoa(int(at)), Agree: agree}
+	good := func(at uint64) hashObs { return obs("h", at, nil) }
+	bad := func(at uint64) hashObs { return obs("x", at, nil) }
+	// agreeing: peer publishes it agreed with other at index i on history p.
+	agreeing := func(o hashObs, other, p string, i uint64) hashObs {
+		o.Agree = map[string]hashAgreement{other: {At: i, Hash: h(p, i)}}
+		return o
 	}
-	other := func(at uint64) hashObs { return hashObs{At: at, Hash: "y" + strconv.Itoa(int(at))} }
+	evalAt := func(hc *hashCheck, ownAt uint64, primary bool, peers map[string]hashObs) hashVerdict {
+		return hc.evaluate(hashInput{Self: "me", Primary: primary, Own: hashObs{At: ownAt, Hash: h("h", ownAt)}, OwnAt: own, Peers: peers})
+	}
 	eval := func(hc *hashCheck, primary bool, peers map[string]hashObs) hashVerdict {
-		return hc.evaluate(hashInput{Self: "me", Primary: primary, Own: hashObs{At: 10, Hash: "h10"}, OwnAt: own, Peers: peers})
+		return evalAt(hc, 10, primary, peers)
 	}
 
 	t.Run("majority with us", func(t *testing.T) {
@@ -34,47 +40,72 @@ func TestHashCheckVotes(t *testing.T) {
 		v := eval(hc, false, map[string]hashObs{"a": good(8), "b": bad(7)})
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "minority")
-		require.Equal(t, []string{"a"}, v.Agree)
+		require.Equal(t, map[string]hashAgreement{"a": {At: 8, Hash: "h8"}}, v.Agree)
 		require.EqualValues(t, 2, hc.compared)
 		require.EqualValues(t, 1, hc.mismatches)
 		eval(hc, false, map[string]hashObs{"a": good(8), "b": bad(7)})
 		require.EqualValues(t, 2, hc.compared, "a publication is compared once")
 	})
-	t.Run("outvoted by peers that agree among themselves", func(t *testing.T) {
+	t.Run("outvoted by peers that agree among themselves on another history", func(t *testing.T) {
 		hc := newHashCheck()
-		v := eval(hc, true, map[string]hashObs{"a": bad(6, "b"), "b": bad(9, "a")})
+		v := eval(hc, true, map[string]hashObs{"a": agreeing(bad(6), "b", "x", 5), "b": bad(9)})
 		require.ErrorIs(t, v.Fail, ErrDiverged)
 		require.Contains(t, v.Fail.Error(), "index 6: member me has h6, member a has x6")
 		require.Contains(t, v.Fail.Error(), "2 members agree with each other against 1")
+		require.False(t, v.TwoVerdict)
 	})
-	t.Run("two other histories: no majority, nobody fails", func(t *testing.T) {
+	t.Run("an agreement from before the divergence proves nothing", func(t *testing.T) {
+		// a and b diverged differently after 5; each still publishes that
+		// it agreed with the other at 5, when all three agreed.
 		hc := newHashCheck()
-		v := eval(hc, false, map[string]hashObs{"a": bad(6), "b": other(6)})
+		v := eval(hc, true, map[string]hashObs{
+			"a": agreeing(bad(8), "b", "h", 5),
+			"b": agreeing(obs("y", 8, nil), "a", "h", 5)})
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "no majority")
 	})
-	t.Run("a peer behind is undecided: wait", func(t *testing.T) {
+	t.Run("two other histories: no majority, nobody fails", func(t *testing.T) {
 		hc := newHashCheck()
-		peers := map[string]hashObs{"a": bad(6, "b"), "b": good(11)} // b ahead of our history
-		v := eval(hc, false, peers)
+		v := eval(hc, false, map[string]hashObs{"a": bad(6), "b": obs("y", 6, nil)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "no majority")
+	})
+	t.Run("a peer ahead of us is undecided until we get there", func(t *testing.T) {
+		hc := newHashCheck()
+		peers := map[string]hashObs{"a": agreeing(bad(6), "b", "x", 12), "b": bad(12)}
+		v := evalAt(hc, 10, false, peers)
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "waiting")
-		// b reaches a comparable index and agrees with us: we stay, a is
-		// in the minority.
-		peers["b"] = good(9)
-		v = eval(hc, false, peers)
-		require.NoError(t, v.Fail)
-		require.Contains(t, v.Report, "minority")
+		// b moves on, still ahead; we reach 12: its publication at 12,
+		// kept, is compared.
+		peers["b"] = bad(15)
+		v = evalAt(hc, 12, false, peers)
+		require.ErrorIs(t, v.Fail, ErrDiverged)
+	})
+	t.Run("a lagging member still compares under load", func(t *testing.T) {
+		// Every publication of the peer is ahead of us when we see it.
+		hc := newHashCheck()
+		v := evalAt(hc, 10, false, map[string]hashObs{"p": bad(11)})
+		require.Equal(t, hashVerdict{}, v)
+		v = evalAt(hc, 12, false, map[string]hashObs{"p": bad(14)})
+		require.Len(t, hc.state, 1, "the publication at 11 was compared once we passed it")
+		require.False(t, hc.state["p"].agree)
 	})
 	t.Run("room of two", func(t *testing.T) {
-		v := eval(newHashCheck(), false, map[string]hashObs{"p": bad(6)})
+		prim := bad(6)
+		prim.Primary = true
+		v := eval(newHashCheck(), false, map[string]hashObs{"p": prim})
 		require.ErrorIs(t, v.Fail, ErrDiverged)
-		require.Contains(t, v.Fail.Error(), "two members disagree and this one is not the primary")
+		require.Contains(t, v.Fail.Error(), "two members disagree and the other one is the primary")
+		require.True(t, v.TwoVerdict, "not recorded in the data dir: a third member may only be away")
+		// Neither is primary (a takeover under way): nobody fails.
+		v = eval(newHashCheck(), false, map[string]hashObs{"s": bad(6)})
+		require.NoError(t, v.Fail)
 		v = eval(newHashCheck(), true, map[string]hashObs{"s": bad(6)})
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "primary of a room of two stays")
 		// A peer with nothing comparable yet decides nothing.
-		v = eval(newHashCheck(), false, map[string]hashObs{"p": {At: 12, Hash: "zz"}})
+		v = eval(newHashCheck(), false, map[string]hashObs{"p": {At: 22, Hash: "zz"}})
 		require.Equal(t, hashVerdict{}, v)
 	})
 	t.Run("a repaired peer that agrees again counts as agreeing", func(t *testing.T) {
@@ -84,19 +115,19 @@ func TestHashCheckVotes(t *testing.T) {
 		v = eval(hc, false, map[string]hashObs{"x": good(9)}) // bootstrapped from a healthy member
 		require.NoError(t, v.Fail)
 		require.Empty(t, v.Report)
-		require.Equal(t, []string{"x"}, v.Agree)
+		require.Contains(t, v.Agree, "x")
 	})
 	t.Run("a peer that left no longer votes", func(t *testing.T) {
 		hc := newHashCheck()
 		eval(hc, true, map[string]hashObs{"x": bad(6), "a": good(7)})
 		v := eval(hc, false, map[string]hashObs{"a": good(7)})
-		require.Equal(t, hashVerdict{Agree: []string{"a"}}, v)
+		require.Equal(t, hashVerdict{Agree: map[string]hashAgreement{"a": {At: 7, Hash: "h7"}}}, v)
 		require.NotContains(t, hc.state, "x")
 	})
 	t.Run("not comparable", func(t *testing.T) {
 		hc := newHashCheck()
 		v := eval(hc, false, map[string]hashObs{
-			"a": {At: 6, Base: 4, Hash: "zz"}, "b": {At: 11, Hash: "zz"}, "c": {At: 3}})
+			"a": {At: 6, Base: 4, Hash: "zz"}, "c": {At: 3}})
 		require.Equal(t, hashVerdict{}, v)
 		require.Zero(t, hc.mismatches)
 	})

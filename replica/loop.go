@@ -58,6 +58,7 @@ type loopState struct {
 	lastChannels time.Time
 	lastAudit    time.Time // when the last log audit was queued
 	auditSoon    bool      // a channel read found a lost batch: audit at once
+	auditFails   int       // consecutive audits that did not complete
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
@@ -69,8 +70,8 @@ type loopState struct {
 	seenMoved   time.Time
 	oldestFirst uint64 // first index of the oldest channel at the last refresh (0: unknown)
 	hash        *hashCheck
-	hashStore   *store.Store // the store hash's comparisons were made against
-	hashAgree   []string     // peers whose latest hash equals ours (published)
+	hashStore   *store.Store             // the store hash's comparisons were made against
+	hashAgree   map[string]hashAgreement // peers whose latest hash equals ours (published)
 	view        electionView
 	primaryID   string
 	primaryAddr string
@@ -1119,11 +1120,17 @@ func (r *Replica) auditRoom() {
 			}
 		}
 		if err != nil {
-			r.log.Debug("log audit did not complete; will retry", "err", err)
-			return nil
+			return func() {
+				lp.auditFails++
+				if lp.auditFails%auditWarnAfter == 0 {
+					r.log.Warn("log audit has not completed for a while (a deleted batch would go unnoticed meanwhile); retrying",
+						"attempts", lp.auditFails, "err", err)
+				}
+			}
 		}
 		at := time.Now()
 		return func() {
+			lp.auditFails = 0
 			r.channelFigures(chans)
 			r.publishSnap(func(s *statusSnap) { s.audited = at })
 		}
@@ -1133,8 +1140,9 @@ func (r *Replica) auditRoom() {
 // auditInterval is how often a running member audits the log; auditZKWait
 // bounds one audit (a sync, the channel listing and metas, one batch).
 const (
-	auditInterval = 3 * time.Second
-	auditZKWait   = time.Second
+	auditInterval  = 3 * time.Second
+	auditZKWait    = time.Second
+	auditWarnAfter = 5 // consecutive audits that did not complete before a Warn
 )
 
 // checkHashes compares the running state hashes the peers published with
@@ -1154,7 +1162,7 @@ func (r *Replica) checkHashes() {
 	peers := make(map[string]hashObs, len(lp.mem.known))
 	for id, d := range lp.mem.known {
 		if id != r.cfg.ID {
-			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash, Agree: d.HashAgree}
+			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash, Agree: d.HashAgree, Primary: d.Role == roleStrPrimary}
 		}
 	}
 	before := lp.hash.compared
@@ -1170,7 +1178,9 @@ func (r *Replica) checkHashes() {
 	lp.hashAgree = v.Agree
 	if v.Fail != nil {
 		r.log.Error("integrity check: this member diverged", "err", v.Fail)
-		r.markDiverged(v.Fail)
+		if !v.TwoVerdict {
+			r.markDiverged(v.Fail)
+		}
 		r.step(evFail{Err: v.Fail})
 	}
 	if v.Report != "" && v.Report != r.snap.Load().hashReport {

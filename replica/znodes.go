@@ -44,10 +44,11 @@ type memberData struct {
 	Hash     string `msgpack:"hash,omitempty"`
 	HashAt   uint64 `msgpack:"hash_at,omitempty"`
 	HashBase uint64 `msgpack:"hash_base,omitempty"`
-	// HashAgree: the peers whose latest published hash the member found
-	// equal to its own (so that a member outvoted by peers that agree
-	// among themselves can tell).
-	HashAgree []string `msgpack:"hash_agree,omitempty"`
+	// HashAgree: the peers whose latest comparable hash the member found
+	// equal to its own, with the index and the hash of that comparison
+	// (so that a member outvoted by peers that agree among themselves, on
+	// a history that is not its own, can check it).
+	HashAgree map[string]hashAgreement `msgpack:"hash_agree,omitempty"`
 }
 
 // checkpointRecord is the data of /<room>/checkpoints: the newest checkpoint
