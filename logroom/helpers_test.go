@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,10 +54,30 @@ func dial(t testing.TB, servers []string) *Client {
 
 // testBase is a base path unique to the test, one top-level component (no
 // shared parent: a test may protect its base with a digest ACL).
+// testBase is the base path of t's rooms: its name, and for every run of
+// it after the first in this process (-count) a run number, so a rerun
+// never finds the rooms an earlier run left (tampered with, say).
 func testBase(t testing.TB) string {
 	r := strings.NewReplacer("/", "_", " ", "_", "#", "_")
-	return "/t_" + r.Replace(t.Name())
+	base := "/t_" + r.Replace(t.Name())
+	basesMu.Lock()
+	defer basesMu.Unlock()
+	if b, ok := bases[t]; ok {
+		return b
+	}
+	runs[base]++
+	if n := runs[base]; n > 1 {
+		base += fmt.Sprintf("_run%d", n)
+	}
+	bases[t] = base
+	return base
 }
+
+var (
+	basesMu sync.Mutex
+	bases   = map[testing.TB]string{} // by test: its base
+	runs    = map[string]int{}        // by name: runs so far
+)
 
 func openRoom(t testing.TB, c *Client, name string) *Room {
 	t.Helper()

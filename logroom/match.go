@@ -74,20 +74,21 @@ func (r *Room) CheckChain(ctx context.Context) ([]ChannelInfo, error) {
 // being deleted (ChannelInfo.Removed).
 func (r *Room) checkRemoved(infos []ChannelInfo) error {
 	for _, c := range infos {
+		if !c.Tampered() {
+			continue
+		}
 		if c.Deleting && !c.Sealed {
 			// DeleteChannel refuses the open channel: the mark is forged
 			// (and would exempt deletions from this check).
 			return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: the open channel (first index %d) is marked for deletion, which DeleteChannel never does: "+
 				"its meta was written by another client", ErrCorrupt, c.FirstIndex))
 		}
-		if c.Removed > 0 && !c.Deleting {
-			state := "open"
-			if c.Sealed {
-				state = "sealed"
-			}
-			return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: %d batch znode(s) deleted from the %s channel (first index %d), which is not being deleted: "+
-				"acknowledged entries were removed by another client", ErrCorrupt, c.Removed, state, c.FirstIndex))
+		state := "open"
+		if c.Sealed {
+			state = "sealed"
 		}
+		return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: %d batch znode(s) deleted from the %s channel (first index %d), which is not being deleted: "+
+			"acknowledged entries were removed by another client", ErrCorrupt, c.Removed, state, c.FirstIndex))
 	}
 	return nil
 }

@@ -369,6 +369,14 @@ type ChannelInfo struct {
 	Removed int
 }
 
+// Tampered reports a channel that lost a batch although it is not being
+// deleted (Removed > 0 and not Deleting), or an open channel that carries
+// a deletion mark (DeleteChannel never marks the open channel, and the
+// mark would exempt its deletions): either is another client's doing.
+func (ci ChannelInfo) Tampered() bool {
+	return (ci.Removed > 0 && !ci.Deleting) || (ci.Deleting && !ci.Sealed)
+}
+
 // Charged is what the channel counts against WriterConfig.MaxRoomBytes:
 // Bytes plus ZnodeHeapBytes for each batch znode and the channel znode
 // (an open channel's Bytes and Batches are 0 until it is sealed).

@@ -136,21 +136,12 @@ func (r *Replica) markDiverged(err error) {
 			ferr = os.Rename(tmp, path)
 		}
 		if ferr == nil {
-			ferr = syncDir(r.cfg.DataDir)
+			ferr = fsyncDir(r.cfg.DataDir)
 		}
 		if ferr != nil {
 			r.log.Error("integrity check: could not record the divergence in the data dir", "path", path, "err", ferr)
 		}
 	}()
-}
-
-// syncDir fsyncs a directory (a rename or create in it is durable after).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // dropBadCheckpoints runs in Open once the room's incarnation is known:

@@ -60,10 +60,7 @@ func TestIntegrityNondeterministicApplier(t *testing.T) {
 			p := cl.waitPrimary(30 * time.Second)
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			for i := 0; i < 5; i++ {
-				_, err := p.Propose(ctx, setOp(fmt.Sprintf("k%d", i), "v"))
-				require.NoError(t, err)
-			}
+			proposeN(t, ctx, p, 5)
 			bad := cl.other(p)
 			if tc.onPrim {
 				bad = p

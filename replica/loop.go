@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -1197,12 +1198,7 @@ func (r *Replica) checkHashes() {
 // batch (logroom.ChannelInfo.Removed), or the open channel carries a
 // deletion mark (only a foreign write puts one there).
 func lostBatch(chans []logroom.ChannelInfo) bool {
-	for _, c := range chans {
-		if (c.Removed > 0 && !(c.Deleting && c.Sealed)) || (c.Deleting && !c.Sealed) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(chans, logroom.ChannelInfo.Tampered)
 }
 
 // publishStatus copies the loop's view into the Status snapshot.

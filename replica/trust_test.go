@@ -80,6 +80,18 @@ func snapshotStates(t *testing.T, reps []*Replica) map[string]memberState {
 	return out
 }
 
+// proposeN proposes n entries k0..k<n-1> on p and returns the last index.
+func proposeN(t *testing.T, ctx context.Context, p *Replica, n int) uint64 {
+	t.Helper()
+	var last uint64
+	for i := 0; i < n; i++ {
+		res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%d", i), "v"))
+		require.NoError(t, err)
+		last = res.Index
+	}
+	return last
+}
+
 // waitFailed waits until r reports a failure that wraps one of want.
 func waitFailed(t *testing.T, r *Replica, d time.Duration, want ...error) error {
 	t.Helper()
@@ -111,12 +123,7 @@ func TestDeletedOpenChannelEveryReplicaRefuses(t *testing.T) {
 	p := cl.waitPrimary(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var last uint64
-	for i := 0; i < 20; i++ {
-		res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%d", i), "v"))
-		require.NoError(t, err)
-		last = res.Index
-	}
+	last := proposeN(t, ctx, p, 20)
 	cl.waitConverged(last, 20*time.Second)
 	before := snapshotStates(t, reps)
 
@@ -259,12 +266,7 @@ func TestDeletedAcknowledgedBatchNoticed(t *testing.T) {
 	p := cl.waitPrimary(30 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var last uint64
-	for i := 0; i < 10; i++ {
-		res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%d", i), "v"))
-		require.NoError(t, err)
-		last = res.Index
-	}
+	last := proposeN(t, ctx, p, 10)
 	cl.waitConverged(last, 20*time.Second)
 
 	f := newForger(t, cl)

@@ -184,9 +184,12 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		if !m.Sealed && !last {
 			fault(num, chPath, "channel is open but channel %d follows it (only the newest channel may be open)", nums[len(nums)-1])
 		}
-		if m.Deleting {
+		switch {
+		case m.Deleting && !m.Sealed:
+			fault(num, chPath, "the open channel is marked for deletion, which DeleteChannel never does: its meta was written by another client (replicas refuse the room)")
+		case m.Deleting:
 			warn(num, chPath, "channel is being deleted (DeleteChannel in progress, or interrupted: the next deletion finishes it)")
-		} else if m.Removed > 0 {
+		case m.Tampered():
 			fault(num, chPath, "%d batch znode(s) were deleted from this channel, which is not being deleted: acknowledged entries were removed by another client (replicas refuse the room)", m.Removed)
 		}
 		if m.Sealed && last {
