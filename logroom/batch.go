@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/vmihailenco/msgpack/v5"
+
+	vers "github.com/roomlog/roomlog/version"
 )
 
 // Batch format versions. This package reads both; a batch with another
@@ -34,7 +38,54 @@ const (
 	// CodecS2: the payload is one S2 block (github.com/klauspost/compress/s2,
 	// s2.Encode), whose decoded length prefix must equal rawLen.
 	CodecS2 Codec = 1
+	// CodecZstd: the payload is one zstd frame
+	// (github.com/klauspost/compress/zstd) announcing its content size,
+	// which must equal rawLen. Room version 2 and later only: a batch in a
+	// channel opened at room version 1 that uses it is refused, and readers
+	// from before room version 2 refuse it as an unknown codec.
+	CodecZstd Codec = 2
 )
+
+// minRoomVersion is the room version that first allows codec c.
+func (c Codec) minRoomVersion() int {
+	if c == CodecZstd {
+		return 2
+	}
+	return 1
+}
+
+// zstd coders shared by every Writer and reader of the process: EncodeAll
+// and DecodeAll are safe for concurrent use. The decoder inflates into a
+// buffer of exactly rawLen bytes and never past it (DecodeAllCapLimit),
+// with a window no larger than MaxBatchRawBytes.
+var (
+	zstdOnce sync.Once
+	zstdEnc  *zstd.Encoder
+	zstdDec  *zstd.Decoder
+)
+
+func zstdCoders() (*zstd.Encoder, *zstd.Decoder) {
+	zstdOnce.Do(func() {
+		var err error
+		zstdEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+			zstd.WithSingleSegment(true), zstd.WithEncoderConcurrency(2), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(fmt.Sprintf("logroom: zstd encoder: %v", err))
+		}
+		zstdDec, err = zstd.NewReader(nil, zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderConcurrency(0),
+			zstd.WithDecoderMaxWindow(MaxBatchRawBytes), zstd.WithDecoderMaxMemory(MaxBatchRawBytes))
+		if err != nil {
+			panic(fmt.Sprintf("logroom: zstd decoder: %v", err))
+		}
+	})
+	return zstdEnc, zstdDec
+}
+
+// zstdEncode appends raw's zstd frame to dst.
+func zstdEncode(dst, raw []byte) []byte {
+	enc, _ := zstdCoders()
+	return enc.EncodeAll(raw, dst)
+}
 
 func (c Codec) String() string {
 	switch c {
@@ -42,6 +93,8 @@ func (c Codec) String() string {
 		return "none"
 	case CodecS2:
 		return "s2"
+	case CodecZstd:
+		return "zstd"
 	}
 	return fmt.Sprintf("codec(%d)", uint8(c))
 }
@@ -169,7 +222,7 @@ func encodeBatchCodec(epoch, first uint64, entries [][]byte, codec Codec) ([]byt
 	if first == 0 {
 		return nil, fmt.Errorf("logroom: encode batch: first index must be >= 1")
 	}
-	if codec != CodecNone && codec != CodecS2 {
+	if codec != CodecNone && codec != CodecS2 && codec != CodecZstd {
 		return nil, fmt.Errorf("logroom: encode batch: unknown codec %v", codec)
 	}
 	size := 0
@@ -189,10 +242,30 @@ func encodeBatchCodec(epoch, first uint64, entries [][]byte, codec Codec) ([]byt
 		raw = append(raw, e...)
 	}
 	stored := raw
-	if codec == CodecS2 {
+	switch codec {
+	case CodecS2:
 		stored = s2.Encode(nil, raw)
+	case CodecZstd:
+		stored = zstdEncode(nil, raw)
 	}
 	out, _ := encodeBatchV2(epoch, first, len(entries), codec, len(raw), stored)
+	return out, nil
+}
+
+// zstdInflate decodes a zstd frame that must announce and inflate to
+// exactly rawLen bytes (rawLen already checked against MaxBatchRawBytes).
+func zstdInflate(stored []byte, rawLen int) ([]byte, error) {
+	var hdr zstd.Header
+	if err := hdr.Decode(stored); err != nil || !hdr.HasFCS || hdr.FrameContentSize != uint64(rawLen) {
+		return nil, fmt.Errorf("%w: zstd payload announces %d bytes (content size known: %v, %v), raw length %d",
+			ErrCorrupt, hdr.FrameContentSize, hdr.HasFCS, err, rawLen)
+	}
+	_, dec := zstdCoders()
+	buf := make([]byte, 0, rawLen)
+	out, err := dec.DecodeAll(stored, buf)
+	if err != nil || len(out) != rawLen || (rawLen > 0 && &out[0] != &buf[:1][0]) {
+		return nil, fmt.Errorf("%w: zstd payload does not inflate to its %d raw bytes: %v", ErrCorrupt, rawLen, err)
+	}
 	return out, nil
 }
 
@@ -312,8 +385,13 @@ func DecodeBatch(data []byte) (Batch, error) {
 		want = batchFields
 	case BatchFormatVersion2:
 		want = batchFieldsV2
-	default:
+	case 0:
 		return b, fmt.Errorf("%w: unknown batch format version %d", ErrCorrupt, version)
+	default:
+		// Nothing after the version can be checked (its fields are not
+		// known): it is either, and the error says both.
+		return b, fmt.Errorf("%w: %w: batch format version %d (a newer writer's, or corrupt); this binary (%s) reads versions 1 and 2",
+			ErrUnsupportedVersion, ErrCorrupt, version, vers.Release)
 	}
 	if n != want {
 		return b, fmt.Errorf("%w: batch header: %d fields, want %d for version %d", ErrCorrupt, n, want, version)
@@ -354,7 +432,7 @@ func DecodeBatch(data []byte) (Batch, error) {
 		rawLen = uint64(plen)
 	}
 	switch {
-	case codec != uint64(CodecNone) && codec != uint64(CodecS2):
+	case codec > 255:
 		return b, fmt.Errorf("%w: unknown batch codec %d", ErrCorrupt, codec)
 	case rawLen > MaxBatchRawBytes && b.Version == BatchFormatVersion2:
 		return b, fmt.Errorf("%w: batch raw length %d exceeds %d", ErrCorrupt, rawLen, MaxBatchRawBytes)
@@ -384,7 +462,19 @@ func DecodeBatch(data []byte) (Batch, error) {
 		return b, fmt.Errorf("%w: batch checksum mismatch", ErrCorrupt)
 	}
 	b.CRC = uint32(crc)
+	if b.Codec > CodecZstd {
+		// The checksum holds: a newer writer's codec, not corruption.
+		return Batch{}, fmt.Errorf("%w: batch codec %d; this binary (%s) reads codecs none, s2 and zstd",
+			ErrUnsupportedVersion, codec, vers.Release)
+	}
 	payload := stored
+	if b.Codec == CodecZstd {
+		buf, err := zstdInflate(stored, b.RawBytes)
+		if err != nil {
+			return Batch{}, err
+		}
+		payload = buf
+	}
 	if b.Codec == CodecS2 {
 		// The block's own length prefix must announce exactly rawLen before
 		// anything is allocated; s2.Decode then fills exactly that buffer

@@ -197,7 +197,7 @@ func TestBatchV2Corruption(t *testing.T) {
 		"compressed first":    flip(good, len(good)-len(good)/2),
 		"none payload":        flip(goodNone, len(goodNone)-1),
 		"six fields":          append([]byte{0x96}, good[1:]...),
-		"unknown codec":       mustHeaderV2(t, 1, 1, 1, 2, 2, raw),
+		"zstd garbage":        mustHeaderV2(t, 1, 1, 1, CodecZstd, 2, raw),
 		"none rawLen short":   mustHeaderV2(t, 1, 1, 1, CodecNone, 1, raw),
 		"none rawLen long":    mustHeaderV2(t, 1, 1, 1, CodecNone, 3, raw),
 		"count over rawLen":   mustHeaderV2(t, 1, 1, 3, CodecNone, 2, raw),

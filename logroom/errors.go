@@ -57,6 +57,12 @@ var (
 	// must decide which side is right. The message names room, channel,
 	// znode and both batch identities.
 	ErrDiverged = errors.New("logroom: local state diverged from the log")
+	// ErrUnsupportedVersion: the room, or a znode in it, uses a room
+	// version or a format this binary does not read (it was written by a
+	// newer roomlog, see package version). Nothing was applied from it.
+	// The message names the znode, the version found and the binary's
+	// range; upgrade this binary or lower the room version.
+	ErrUnsupportedVersion = errors.New("logroom: unsupported room version")
 	// ErrForeignACL: OpenRoom found a room whose znodes carry another ACL
 	// than the client's (e.g. a world-writable room opened with digest
 	// credentials, which anyone could fence). Nothing was changed.

@@ -224,7 +224,7 @@ func (w *Writer) fill() {
 // estimated ratio (with a margin), at most maxRaw.
 func (w *Writer) rawLimit() int {
 	limit := w.cfg.MaxBatchBytes - batchOverhead
-	if w.cfg.Compression != CompressionS2 {
+	if w.cfg.Compression == CompressionNone {
 		return limit
 	}
 	est := float64(limit) * w.ls.ratio * ratioMargin
@@ -372,7 +372,7 @@ func (w *Writer) formBatch() []*batch {
 	b.entries = entries
 	b.path, b.chPath = w.room.batchPath(ls.ch, b.first), ls.chPath
 	ls.next += uint64(count)
-	if w.cfg.Compression != CompressionS2 {
+	if w.cfg.Compression == CompressionNone {
 		b.data, b.crc = encodeBatchParts(w.epoch, b.first, count, size, parts...)
 		return []*batch{b}
 	}
@@ -420,12 +420,19 @@ func (w *Writer) encodeCompressed(b *batch, parts [][]byte) []*batch {
 func (w *Writer) encodePieces(out []*batch, first uint64, count int, raw []byte) []*batch {
 	ls := &w.ls
 	if len(raw) >= minCompressBytes {
-		z := s2.Encode(ls.zBuf[:cap(ls.zBuf)], raw)
+		codec := CodecS2
+		var z []byte
+		if w.cfg.Compression == CompressionZstd && w.RoomVersion() >= CodecZstd.minRoomVersion() {
+			codec = CodecZstd
+			z = zstdEncode(ls.zBuf[:0], raw)
+		} else {
+			z = s2.Encode(ls.zBuf[:cap(ls.zBuf)], raw)
+		}
 		ls.zBuf = z[:0]
 		fits := len(z)+batchOverhead <= w.cfg.MaxBatchBytes
 		w.observeRatio(len(raw), len(z), fits)
 		if fits && len(z) <= len(raw)-len(raw)/minSavingDiv {
-			data, crc := encodeBatchV2(w.epoch, first, count, CodecS2, len(raw), z)
+			data, crc := encodeBatchV2(w.epoch, first, count, codec, len(raw), z)
 			return append(out, &batch{first: first, count: count, data: data, crc: crc})
 		}
 	}
@@ -854,12 +861,22 @@ func (w *Writer) channelGoing(path string) (bool, error) {
 func (w *Writer) sealOps() (sealed, next channelMeta, nextNum uint64, ops []interface{}) {
 	ls := &w.ls
 	sealed = channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
-		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches}
-	next = channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch}
+		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches, Room: roomField(w.RoomVersion())}
+	target := w.RoomVersion()
+	for _, rq := range ls.rotateWaiters {
+		if rq.roomVersion != 0 {
+			target = rq.roomVersion
+		}
+	}
+	next = channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch, Room: roomField(target)}
 	nextNum = ls.ch + 1
 	ops = []interface{}{
 		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(sealed), Version: ls.chVersion},
 		&zk.CreateRequest{Path: w.room.channelPath(nextNum), Data: encodeMeta(next), Acl: w.c.ACL()},
+	}
+	if target != w.RoomVersion() {
+		meta := roomMetaFor(w.roomCreated, target, ls.next, w.epoch)
+		ops = append(ops, &zk.SetDataRequest{Path: w.room.root, Data: encodeMeta(meta), Version: w.roomMetaVer})
 	}
 	return sealed, next, nextNum, ops
 }
@@ -936,6 +953,11 @@ func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
 	ls.chBatches, ls.chBytes = 0, 0
 	ls.autoRotate, ls.sealFailed = false, false
 	w.m.rotated()
+	if v := next.roomVersion(); v != w.RoomVersion() {
+		w.log.Info("room version changed", "from", w.RoomVersion(), "to", v, "since", next.First, "channel", nextNum)
+		w.roomVer.Store(int32(v))
+		w.roomMetaVer++
+	}
 	for _, rq := range ls.rotateWaiters {
 		rq.done <- rotateResult{info: info}
 	}

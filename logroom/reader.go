@@ -629,6 +629,10 @@ func (rd *Reader) deliver(path string, data []byte, ctime int64) ([]Entry, error
 			return nil, err // connection trouble: Next retries this batch
 		}
 	}
+	if err == nil && b.Codec.minRoomVersion() > rd.meta.roomVersion() {
+		err = fmt.Errorf("%w: batch uses codec %v, which needs room version %d; channel %d was opened at room version %d",
+			ErrCorrupt, b.Codec, b.Codec.minRoomVersion(), rd.ch, rd.meta.roomVersion())
+	}
 	if err == nil && rd.meta.Sealed && b.Last() > rd.meta.Last {
 		err = fmt.Errorf("%w: batch ends at %d, past the channel's seal at %d", ErrCorrupt, b.Last(), rd.meta.Last)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/roomlog/roomlog/version"
 	"github.com/roomlog/roomlog/zkx"
 )
 
@@ -27,6 +28,7 @@ const MaxNameBytes = 200
 
 const (
 	roomFormatVersion    = 1
+	roomFormatVersion2   = 2
 	channelFormatVersion = 1
 	epochFormatVersion   = 1
 
@@ -101,10 +103,38 @@ func nameProblem(name string, childOK bool) string {
 	return ""
 }
 
-// roomMeta is the data of the room znode.
+// roomMeta is the data of the room znode. Record version 1 is a room at
+// room version 1; record version 2 carries the room version (2 or more)
+// and refuses binaries from before room versions (v0.1.0 refuses any
+// record version but 1 when it opens the room).
 type roomMeta struct {
 	Version int   `msgpack:"v"`
 	Created int64 `msgpack:"created"` // unix milliseconds
+	// Room is the room version (record version 2 only; 1 when omitted).
+	Room int `msgpack:"room,omitempty"`
+	// Since is the first index written under Room (0: since the room
+	// began); Epoch the epoch of the writer that set it. Omitted until the
+	// room version first changes.
+	Since uint64 `msgpack:"since,omitempty"`
+	Epoch uint64 `msgpack:"epoch,omitempty"`
+}
+
+// roomVersion is the room version the meta records.
+func (m roomMeta) roomVersion() int {
+	if m.Version == roomFormatVersion {
+		return 1
+	}
+	return m.Room
+}
+
+// roomMetaFor returns the meta recording room version v from index since,
+// set by a writer of epoch, keeping created.
+func roomMetaFor(created int64, v int, since, epoch uint64) roomMeta {
+	m := roomMeta{Version: roomFormatVersion, Created: created, Since: since, Epoch: epoch}
+	if v > 1 {
+		m.Version, m.Room = roomFormatVersion2, v
+	}
+	return m
 }
 
 // epochMeta is the data of the epoch znode. Its znode version is the fence.
@@ -130,6 +160,26 @@ type channelMeta struct {
 	// batches, so a reader that finds a batch missing can tell compaction
 	// from corruption.
 	Deleting bool `msgpack:"deleting,omitempty"`
+	// Room is the room version the channel was opened under (2 or more;
+	// omitted for 1, so a channel of room version 1 is byte-identical to
+	// v0.1.0's). It names the formats its batches may use.
+	Room int `msgpack:"room,omitempty"`
+}
+
+// roomVersion is the room version the channel was opened under.
+func (m channelMeta) roomVersion() int {
+	if m.Room == 0 {
+		return 1
+	}
+	return m.Room
+}
+
+// roomField is what a channel opened at room version v records.
+func roomField(v int) int {
+	if v <= 1 {
+		return 0
+	}
+	return v
 }
 
 func encodeMeta(v any) []byte {
@@ -151,6 +201,13 @@ func decodeChannelMeta(data []byte) (channelMeta, error) {
 	}
 	if m.Version != channelFormatVersion {
 		return m, fmt.Errorf("%w: channel meta: unknown format version %d", ErrCorrupt, m.Version)
+	}
+	if m.Room > version.RoomMax {
+		return m, fmt.Errorf("%w: channel opened at room version %d; this binary (%s) reads room versions %d..%d",
+			ErrUnsupportedVersion, m.Room, version.Release, version.RoomMin, version.RoomMax)
+	}
+	if m.Room == 1 {
+		return m, fmt.Errorf("%w: channel meta: room version 1 written out (it is omitted)", ErrCorrupt)
 	}
 	if m.First == 0 || (m.Sealed && m.Last+1 < m.First) {
 		return m, fmt.Errorf("%w: channel meta: first %d last %d sealed %v", ErrCorrupt, m.First, m.Last, m.Sealed)
@@ -180,14 +237,31 @@ func decodeRoomMeta(data []byte) (roomMeta, error) {
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: room meta: %v", ErrCorrupt, err)
 	}
-	if m.Version != roomFormatVersion {
+	switch {
+	case m.Version == roomFormatVersion:
+		if m.Room != 0 {
+			return m, fmt.Errorf("%w: room meta: record version 1 with room version %d", ErrCorrupt, m.Room)
+		}
+	case m.Version == roomFormatVersion2:
+		if m.Room < 2 {
+			return m, fmt.Errorf("%w: room meta: record version 2 with room version %d", ErrCorrupt, m.Room)
+		}
+		if m.Room > version.RoomMax {
+			return m, fmt.Errorf("%w: the room is at room version %d; this binary (%s) reads room versions %d..%d",
+				ErrUnsupportedVersion, m.Room, version.Release, version.RoomMin, version.RoomMax)
+		}
+	case m.Version > roomFormatVersion2:
+		return m, fmt.Errorf("%w: room meta record version %d is newer than this binary (%s, room versions %d..%d) reads",
+			ErrUnsupportedVersion, m.Version, version.Release, version.RoomMin, version.RoomMax)
+	default:
 		return m, fmt.Errorf("%w: room meta: unknown format version %d", ErrCorrupt, m.Version)
 	}
 	return m, nil
 }
 
 func (m channelMeta) info(num uint64) ChannelInfo {
-	ci := ChannelInfo{Num: num, FirstIndex: m.First, LastIndex: m.First - 1, Epoch: m.Epoch, Sealed: m.Sealed}
+	ci := ChannelInfo{Num: num, FirstIndex: m.First, LastIndex: m.First - 1, Epoch: m.Epoch, Sealed: m.Sealed,
+		RoomVersion: m.roomVersion()}
 	if m.Sealed {
 		ci.LastIndex, ci.Bytes, ci.Batches = m.Last, m.Bytes, m.Batches
 	}
@@ -260,12 +334,49 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 		return nil, zkError("logroom: open room "+r.root, err)
 	}
 	if _, err := decodeRoomMeta(data); err != nil {
+		if errors.Is(err, ErrUnsupportedVersion) {
+			return nil, fmt.Errorf("%w: room %q (znode %s)", err, name, r.root)
+		}
 		return nil, fmt.Errorf("%w: room %q: znode %s is not a room", err, name, r.root)
 	}
 	if err := r.checkACL(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// RoomVersion is what the room meta records of the room's version
+// (package doc, "Room version").
+type RoomVersion struct {
+	Version int    // the room version (1 for a room meta of record version 1)
+	Since   uint64 // first index written under it (0: since the room began)
+	Epoch   uint64 // epoch of the writer that set it (0: never changed)
+}
+
+// RoomVersion reads the room's version from its meta (synced first, so a
+// member that just saw a rotation reads at least what it recorded).
+func (r *Room) RoomVersion(ctx context.Context) (RoomVersion, error) {
+	m, _, err := r.readRoomMeta(ctx)
+	if err != nil {
+		return RoomVersion{}, err
+	}
+	return RoomVersion{Version: m.roomVersion(), Since: m.Since, Epoch: m.Epoch}, nil
+}
+
+// readRoomMeta reads and decodes the room meta with its znode version.
+func (r *Room) readRoomMeta(ctx context.Context) (roomMeta, int32, error) {
+	if err := zkx.Sync(ctx, r.c, r.root); err != nil {
+		return roomMeta{}, 0, zkError("logroom: sync "+r.root, err)
+	}
+	data, st, err := zkx.Get(ctx, r.c, r.root)
+	if err != nil {
+		return roomMeta{}, 0, zkError("logroom: read room "+r.root, err)
+	}
+	m, err := decodeRoomMeta(data)
+	if err != nil {
+		return roomMeta{}, 0, corruptZnode(r.name, 0, r.root, err)
+	}
+	return m, st.Version, nil
 }
 
 // checkACL refuses a room whose own znodes (room, epoch, channels) carry
@@ -326,6 +437,9 @@ func (r *Room) batchPath(num, first uint64) string {
 
 // corrupt builds an ErrCorrupt naming room, channel and znode.
 func (r *Room) corrupt(num uint64, path string, err error) error {
+	if errors.Is(err, ErrUnsupportedVersion) {
+		return unsupportedZnode(r.name, num, path, err)
+	}
 	msg := strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")
 	return fmt.Errorf("%w: room %q channel %d znode %s: %s", ErrCorrupt, r.name, num, path, msg)
 }
@@ -367,6 +481,9 @@ type ChannelInfo struct {
 	// channel that is not Deleting has Removed == 0 unless another client
 	// deleted a batch: CheckChain refuses it.
 	Removed int
+	// RoomVersion is the room version the channel was opened under (the
+	// formats its batches may use).
+	RoomVersion int
 }
 
 // Tampered reports a channel that lost a batch although it is not being

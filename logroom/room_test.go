@@ -134,9 +134,9 @@ func TestDialConfigValidate(t *testing.T) {
 func TestWriterConfigValidate(t *testing.T) {
 	require.NoError(t, WriterConfig{}.Validate())
 	err := WriterConfig{MaxBatchBytes: HardMaxBatchBytes + 1, Linger: -2, MaxInFlight: -1, EagerInFlight: 9,
-		MaxChannelBatches: MaxChannelBatchesLimit + 1, MaxRoomBytes: -1, Compression: CompressionS2 + 1}.Validate()
+		MaxChannelBatches: MaxChannelBatchesLimit + 1, MaxRoomBytes: -1, Compression: CompressionZstd + 1, MaxRoomVersion: -1}.Validate()
 	require.ErrorIs(t, err, ErrBadConfig)
-	for _, want := range []string{"MaxBatchBytes", "Linger", "MaxInFlight", "EagerInFlight", "MaxChannelBatches", "MaxRoomBytes", "Compression"} {
+	for _, want := range []string{"MaxBatchBytes", "Linger", "MaxInFlight", "EagerInFlight", "MaxChannelBatches", "MaxRoomBytes", "Compression", "MaxRoomVersion"} {
 		require.Contains(t, err.Error(), want)
 	}
 }

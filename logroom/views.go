@@ -78,9 +78,24 @@ func (e *CorruptZnodeError) Error() string {
 func (e *CorruptZnodeError) Unwrap() error { return ErrCorrupt }
 
 // corruptZnode builds a CorruptZnodeError from a decoder's error.
+// A decoder's ErrUnsupportedVersion stays that (naming the znode): it is
+// not corruption but a newer writer's format.
 func corruptZnode(room string, channel uint64, znode string, err error) error {
+	if errors.Is(err, ErrUnsupportedVersion) {
+		return unsupportedZnode(room, channel, znode, err)
+	}
 	return &CorruptZnodeError{Room: room, Channel: channel, Znode: znode,
 		Problem: strings.TrimPrefix(err.Error(), ErrCorrupt.Error()+": ")}
+}
+
+// unsupportedZnode names the znode whose format a decoder found newer
+// than this binary reads.
+func unsupportedZnode(room string, channel uint64, znode string, err error) error {
+	ch := ""
+	if channel != 0 {
+		ch = fmt.Sprintf(" channel %d", channel)
+	}
+	return fmt.Errorf("room %q%s znode %s: %w", room, ch, znode, err)
 }
 
 // checkView validates the arguments every view takes. An empty base is
@@ -108,6 +123,8 @@ type RoomInfo struct {
 	// incarnation (a room deleted and created again under the same name
 	// has another).
 	Czxid int64
+	// RoomVersion is the room version its meta records.
+	RoomVersion RoomVersion
 }
 
 // ReadRoomInfo syncs with the ZooKeeper leader (what follows sees at least
@@ -135,7 +152,8 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 	if err != nil {
 		return RoomInfo{}, corruptZnode(name, 0, root, err)
 	}
-	return RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid}, nil
+	return RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
+		RoomVersion: RoomVersion{Version: m.roomVersion(), Since: m.Since, Epoch: m.Epoch}}, nil
 }
 
 // EpochInfo is the room's epoch znode.

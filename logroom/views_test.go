@@ -29,7 +29,7 @@ func TestReadViews(t *testing.T) {
 	require.NoError(t, err)
 	_, st, err := conn.Get(r.Path())
 	require.NoError(t, err)
-	require.Equal(t, RoomInfo{Name: "v", Path: r.Path(), Created: info.Created, Czxid: st.Czxid}, info)
+	require.Equal(t, RoomInfo{Name: "v", Path: r.Path(), Created: info.Created, Czxid: st.Czxid, RoomVersion: RoomVersion{Version: 1}}, info)
 	require.GreaterOrEqual(t, info.Created, before-1000)
 	require.LessOrEqual(t, info.Created, time.Now().UnixMilli()+1000)
 	require.Equal(t, RoomPath(base, "v"), r.Path())

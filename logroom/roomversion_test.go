@@ -1,0 +1,248 @@
+package logroom
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/roomlog/roomlog/version"
+)
+
+// TestRoomVersionRotation: a zstd writer stores S2 at room version 1,
+// zstd after RotateToVersion(2) and S2 again after RotateToVersion(1);
+// each change is one rotation recorded in the room meta (record version 2
+// at room version 2, 1 at 1) and in the new channel's meta; readers read
+// the whole mixed log; a writer taking over a room at version 2 writes
+// zstd at once.
+func TestRoomVersionRotation(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	ctx := testCtx(t, 60*time.Second)
+	r := openRoom(t, c, "rv-rotate")
+	a := newAcked()
+	w := newWriter(t, r, WriterConfig{Compression: CompressionZstd, MaxBatchBytes: 8 << 10})
+	require.Equal(t, 1, w.RoomVersion())
+	entries := dfsEntries("rv", 900)
+	appendPart := func(w *Writer, es [][]byte) {
+		last, err := w.Append(ctx, es...)
+		a.record(t, es, last, err)
+		require.NoError(t, err)
+	}
+	appendPart(w, entries[:300])
+
+	info, err := w.RotateToVersion(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, w.RoomVersion())
+	rv, err := r.RoomVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, RoomVersion{Version: 2, Since: info.LastIndex + 1, Epoch: w.Epoch()}, rv)
+	raw, _, err := c.Conn().Get(r.root)
+	require.NoError(t, err)
+	var meta map[string]any
+	require.NoError(t, msgpack.Unmarshal(raw, &meta))
+	require.EqualValues(t, 2, meta["v"], "room version 2 is room meta record version 2, which v0.1.0 refuses to open")
+	appendPart(w, entries[300:600])
+
+	info2, err := w.RotateToVersion(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, w.RoomVersion())
+	raw, _, err = c.Conn().Get(r.root)
+	require.NoError(t, err)
+	meta = nil
+	require.NoError(t, msgpack.Unmarshal(raw, &meta))
+	require.EqualValues(t, 1, meta["v"], "back at room version 1 the meta is record version 1 again")
+	require.NotContains(t, meta, "room")
+	appendPart(w, entries[600:])
+
+	log := readAll(t, ctx, r, w.LastCommitted())
+	checkLog(t, log, a)
+
+	// Every batch's codec is the one its channel's room version allows.
+	infos, err := r.Channels(ctx)
+	require.NoError(t, err)
+	perChannel := map[uint64]map[string]int{}
+	for _, sb := range storedBatches(t, ctx, c, r) {
+		num, _ := ParseChannelName(sb.path[len(r.Path(channelsNode))+1 : len(r.Path(channelsNode))+1+len(channelName(1))])
+		if perChannel[num] == nil {
+			perChannel[num] = map[string]int{}
+		}
+		perChannel[num][sb.b.Codec.String()]++
+	}
+	for _, ci := range infos {
+		m, _, err := r.readChannel(ctx, ci.Num)
+		require.NoError(t, err)
+		switch {
+		case ci.LastIndex <= info.LastIndex && ci.Sealed:
+			require.Equal(t, 1, m.roomVersion())
+			require.Zero(t, perChannel[ci.Num]["zstd"], "channel %d", ci.Num)
+		case ci.FirstIndex > info.LastIndex && ci.LastIndex <= info2.LastIndex && ci.Sealed:
+			require.Equal(t, 2, m.roomVersion())
+			require.Positive(t, perChannel[ci.Num]["zstd"], "channel %d at room version 2 holds zstd batches", ci.Num)
+			require.Zero(t, perChannel[ci.Num]["s2"], "channel %d", ci.Num)
+		case ci.FirstIndex > info2.LastIndex:
+			require.Equal(t, 1, m.roomVersion())
+			require.Zero(t, perChannel[ci.Num]["zstd"], "channel %d", ci.Num)
+			require.Positive(t, perChannel[ci.Num]["s2"], "channel %d", ci.Num)
+		}
+	}
+	t.Logf("codecs per channel: %v", perChannel)
+
+	// Back to 2, then a new writer takes over: it reads the room version
+	// under its fence and writes zstd at once.
+	_, err = w.RotateToVersion(ctx, 2)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	w2 := newWriter(t, r, WriterConfig{Compression: CompressionZstd})
+	require.Equal(t, 2, w2.RoomVersion())
+	last, err := w2.Append(ctx, entries[:200]...)
+	require.NoError(t, err)
+	bs := storedBatches(t, ctx, c, r)
+	require.Equal(t, CodecZstd, bs[len(bs)-1].b.Codec)
+	require.Equal(t, last, bs[len(bs)-1].b.Last())
+
+	// A writer capped at room version 1 refuses the room by name.
+	require.NoError(t, w2.Close())
+	_, err = r.NewWriter(ctx, WriterConfig{MaxRoomVersion: 1})
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+	require.Contains(t, err.Error(), "room version 2")
+}
+
+// TestRoomVersionRefusals: a room meta or channel meta from a newer
+// binary is refused with ErrUnsupportedVersion naming the znode, not as
+// corruption; a zstd batch in a channel of room version 1 is refused as
+// corrupt, naming the batch znode.
+func TestRoomVersionRefusals(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	ctx := testCtx(t, 60*time.Second)
+
+	t.Run("room meta", func(t *testing.T) {
+		for _, m := range []roomMeta{
+			{Version: 2, Room: version.RoomMax + 1},
+			{Version: 3, Room: 2},
+		} {
+			r := openRoom(t, c, "rv-newer")
+			_, err := c.Conn().Set(r.root, encodeMeta(m), -1)
+			require.NoError(t, err)
+			_, err = OpenRoom(ctx, c, "rv-newer", RoomOptions{Base: testBase(t)})
+			require.ErrorIs(t, err, ErrUnsupportedVersion, "%+v", m)
+			require.NotErrorIs(t, err, ErrCorrupt)
+			require.Contains(t, err.Error(), r.root)
+			_, err = ReadRoomInfo(ctx, c, testBase(t), "rv-newer")
+			require.ErrorIs(t, err, ErrUnsupportedVersion)
+			_, err = r.NewWriter(ctx, WriterConfig{})
+			require.ErrorIs(t, err, ErrUnsupportedVersion)
+			_, err = c.Conn().Set(r.root, encodeMeta(roomMeta{Version: 1}), -1)
+			require.NoError(t, err)
+		}
+		// Record version 2 claiming room version 1 is nobody's format.
+		r := openRoom(t, c, "rv-bad")
+		_, err := c.Conn().Set(r.root, encodeMeta(roomMeta{Version: 2, Room: 1}), -1)
+		require.NoError(t, err)
+		_, err = OpenRoom(ctx, c, "rv-bad", RoomOptions{Base: testBase(t)})
+		require.ErrorIs(t, err, ErrCorrupt)
+	})
+
+	t.Run("channel meta", func(t *testing.T) {
+		r := openRoom(t, c, "rv-channel")
+		w := newWriter(t, r, WriterConfig{})
+		_, err := w.Append(ctx, []byte("one"))
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		infos, err := r.Channels(ctx)
+		require.NoError(t, err)
+		p := r.channelPath(infos[len(infos)-1].Num)
+		m, ver, err := r.readChannel(ctx, infos[len(infos)-1].Num)
+		require.NoError(t, err)
+		m.Room = version.RoomMax + 1
+		_, err = c.Conn().Set(p, encodeMeta(m), ver)
+		require.NoError(t, err)
+		rd, err := r.Tail(ctx, 1)
+		if err == nil {
+			defer rd.Close()
+			_, err = rd.Next(ctx)
+		}
+		require.ErrorIs(t, err, ErrUnsupportedVersion)
+		require.Contains(t, err.Error(), p)
+	})
+
+	t.Run("zstd batch at room version 1", func(t *testing.T) {
+		r := openRoom(t, c, "rv-forged")
+		w := newWriter(t, r, WriterConfig{})
+		_, err := w.Append(ctx, []byte("one"))
+		require.NoError(t, err)
+		ep := w.Epoch()
+		require.NoError(t, w.Close())
+		infos, err := r.Channels(ctx)
+		require.NoError(t, err)
+		num := infos[len(infos)-1].Num
+		data, err := encodeBatchCodec(ep, 2, [][]byte{[]byte("forged zstd entry")}, CodecZstd)
+		require.NoError(t, err)
+		path := r.batchPath(num, 2)
+		_, err = c.Conn().Create(path, data, 0, c.ACL())
+		require.NoError(t, err)
+		rd, err := r.Tail(ctx, 1)
+		require.NoError(t, err)
+		defer rd.Close()
+		_, err = rd.Next(ctx)
+		require.NoError(t, err)
+		_, err = rd.Next(ctx)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), path)
+		require.Contains(t, err.Error(), "needs room version 2")
+	})
+}
+
+// TestDecodeBatchNewerFormats: a checksum-valid batch of an unknown codec,
+// and a batch of an unknown format version, are ErrUnsupportedVersion (a
+// newer writer's), while the zstd codec round-trips and a zstd frame that
+// does not announce its raw length is corrupt.
+func TestDecodeBatchNewerFormats(t *testing.T) {
+	entries := [][]byte{[]byte("alpha"), []byte("beta")}
+	var raw []byte
+	for _, e := range entries {
+		raw = binary.AppendUvarint(raw, uint64(len(e)))
+		raw = append(raw, e...)
+	}
+	data, _ := encodeBatchV2(3, 7, 2, Codec(9), len(raw), raw)
+	_, err := DecodeBatch(data)
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+	require.NotErrorIs(t, err, ErrCorrupt)
+
+	v3, err := msgpack.Marshal([]any{3, 3, 7, 2, 0, raw})
+	require.NoError(t, err)
+	_, err = DecodeBatch(v3)
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+
+	z, err := encodeBatchCodec(3, 7, entries, CodecZstd)
+	require.NoError(t, err)
+	b, err := DecodeBatch(z)
+	require.NoError(t, err)
+	require.Equal(t, CodecZstd, b.Codec)
+	require.Equal(t, entries, b.Entries)
+
+	// A frame without a content size: refused before inflating.
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf)
+	require.NoError(t, err)
+	_, err = zw.Write(raw)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	noFCS := buf.Bytes()
+	data, _ = encodeBatchV2(3, 7, 2, CodecZstd, len(raw), noFCS)
+	_, err = DecodeBatch(data)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "zstd payload announces")
+
+	// A frame announcing its size but inflating to more: refused.
+	big := append(append([]byte{}, raw...), raw...)
+	zb := zstdEncode(nil, big)
+	data, _ = encodeBatchV2(3, 7, 2, CodecZstd, len(raw), zb)
+	_, err = DecodeBatch(data)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
