@@ -335,6 +335,10 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			return nil
 		}
 		r.setTailErr(err)
+		if errors.Is(err, logroom.ErrUnsupportedVersion) {
+			// A newer writer's format: waiting will not make it readable.
+			return fatal(err)
+		}
 		if r.applied.Load() != before {
 			corrupt = 0
 		}

@@ -25,16 +25,25 @@ import (
 type ckptRequest struct {
 	ctx   context.Context
 	reply chan error
+	// roomVersion, when not 0, moves the room to that room version with
+	// the checkpoint's rotation (primary only).
+	roomVersion int
 }
 
 // Checkpoint makes a local checkpoint now. On the primary it first rotates
 // the log to a new channel, then records the checkpoint in the room and
 // deletes the channels invariant 6 allows (see the package doc).
 func (r *Replica) Checkpoint(ctx context.Context) error {
+	return r.checkpointAt(ctx, 0)
+}
+
+// checkpointAt is Checkpoint whose rotation, when roomVersion is not 0,
+// also moves the room to that room version (primary only).
+func (r *Replica) checkpointAt(ctx context.Context, roomVersion int) error {
 	if err := r.usable(); err != nil {
 		return err
 	}
-	req := ckptRequest{ctx: ctx, reply: make(chan error, 1)}
+	req := ckptRequest{ctx: ctx, reply: make(chan error, 1), roomVersion: roomVersion}
 	select {
 	case r.ckptReq <- req:
 	case <-ctx.Done():
@@ -62,12 +71,12 @@ func (r *Replica) runCheckpointer(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.ckptTrig.C():
-			if err := r.doCheckpoint(ctx); err != nil && ctx.Err() == nil {
+			if err := r.doCheckpoint(ctx, 0); err != nil && ctx.Err() == nil {
 				r.log.Warn("policy checkpoint failed", "err", err)
 			}
 		case req := <-r.ckptReq:
 			cctx, cancel := mergeCtx(ctx, req.ctx)
-			req.reply <- r.doCheckpoint(cctx)
+			req.reply <- r.doCheckpoint(cctx, req.roomVersion)
 			cancel()
 		case <-sweep.C:
 			// What we advertise follows what is on disk (the handler moves
@@ -91,22 +100,34 @@ func mergeCtx(a, b context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() { stop(); cancel() }
 }
 
-func (r *Replica) doCheckpoint(ctx context.Context) error {
+func (r *Replica) doCheckpoint(ctx context.Context, roomVersion int) error {
 	if err := r.usable(); err != nil {
 		return err
 	}
 	start := time.Now()
-	bytes, err := r.checkpointNow(ctx)
+	bytes, err := r.checkpointNow(ctx, roomVersion)
 	r.m.checkpointed(time.Since(start), bytes, err)
 	return err
 }
 
-// checkpointNow takes one checkpoint and returns its size.
-func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
+// checkpointNow takes one checkpoint and returns its size. With
+// roomVersion not 0 the primary's rotation moves the room to it (and a
+// failed rotation fails the checkpoint; a member that is not primary
+// refuses).
+func (r *Replica) checkpointNow(ctx context.Context, roomVersion int) (int64, error) {
 	t := r.currentTerm()
+	if roomVersion != 0 && t == nil {
+		return 0, fmt.Errorf("replica: move to room version %d: %w", roomVersion, ErrNotPrimary)
+	}
 	if t != nil {
 		// Seal the open channel so the checkpoint covers whole channels.
-		sealed, err := t.w.Rotate(ctx)
+		var sealed logroom.ChannelInfo
+		var err error
+		if roomVersion != 0 {
+			sealed, err = t.w.RotateToVersion(ctx, roomVersion)
+		} else {
+			sealed, err = t.w.Rotate(ctx)
+		}
 		switch {
 		case err == nil:
 			if err := r.waitApplied(ctx, sealed.LastIndex, t.done, false); err != nil && !errors.Is(err, errTermEnded) {
@@ -115,8 +136,13 @@ func (r *Replica) checkpointNow(ctx context.Context) (int64, error) {
 		case errors.Is(err, logroom.ErrFenced), errors.Is(err, logroom.ErrOutcomeUnknown), errors.Is(err, logroom.ErrClosed):
 			r.writerFailed(t, err)
 			t = nil
+		case roomVersion != 0:
+			return 0, fmt.Errorf("replica: move to room version %d: %w", roomVersion, err)
 		default:
 			r.log.Warn("checkpoint: rotate failed; checkpointing without it", "err", err)
+		}
+		if roomVersion != 0 && t == nil {
+			return 0, fmt.Errorf("replica: move to room version %d: the writer stopped", roomVersion)
 		}
 	}
 	// The counters restart now: entries applied from here on count toward

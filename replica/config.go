@@ -14,6 +14,7 @@ import (
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/version"
 
 	"github.com/roomlog/roomlog/zkx"
 )
@@ -163,6 +164,12 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil discards.
 	Logger *slog.Logger
+	// MaxRoomVersion caps the room versions this member supports (0: its
+	// binary's version.RoomMax). It advertises the capped range, so the
+	// room is never moved past it while the member is live (an operator
+	// keeps a room downgradable by capping), and it refuses a room above
+	// it with ErrUnsupportedVersion.
+	MaxRoomVersion int
 	// Writer tunes the primary's logroom writer (batching, channel rotation,
 	// MaxRoomBytes backpressure). Owner and OnCommit are set by the replica
 	// and must be left zero.
@@ -235,6 +242,9 @@ func (c Config) Validate() error {
 	}
 	if c.MemberUpdateInterval < 0 || c.MemberUpdateInterval > time.Minute {
 		bad("MemberUpdateInterval", "%v is outside [0, 1m]", c.MemberUpdateInterval)
+	}
+	if c.MaxRoomVersion != 0 && (c.MaxRoomVersion < version.RoomMin || c.MaxRoomVersion > version.RoomMax) {
+		bad("MaxRoomVersion", "%d is outside this binary's room versions %d..%d", c.MaxRoomVersion, version.RoomMin, version.RoomMax)
 	}
 	if c.Writer.Owner != "" {
 		bad("Writer.Owner", "set by the replica (its ID); leave empty")

@@ -135,7 +135,7 @@ func decideTakeover(err error, corrupt int) (takeoverAction, int) {
 	switch {
 	case err == nil:
 		return toLead, 0
-	case isFatal(err) || errors.Is(err, logroom.ErrDiverged):
+	case isFatal(err) || errors.Is(err, logroom.ErrDiverged) || errors.Is(err, logroom.ErrUnsupportedVersion):
 		return toFail, corrupt
 	case errors.Is(err, logroom.ErrCorrupt):
 		if corrupt+1 >= confirmCorruptTakeovers {

@@ -110,7 +110,7 @@
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
 //	                     "takeover", "primary"), epoch, applied, ckpt
 //	                     [, catch_up] [, hash, hash_at, hash_base,
-//	                     hash_agree]}: a live
+//	                     hash_agree], rv_min, rv_max}: a live
 //	                     member, its advertised
 //	                     address, role, the epoch it leads (primary) or last
 //	                     applied, its applied index (published on role
@@ -126,7 +126,14 @@
 //	                     omitted before it applied anything), published
 //	                     with its applied index, and hash_agree: the peers
 //	                     whose latest hash it found equal to its own,
-//	                     each with the index and hash it agreed at.
+//	                     each with the index and hash it agreed at;
+//	                     rv_min..rv_max: the room versions it supports
+//	                     (see "Room version"; absent in a v0.1.0 member's
+//	                     data, which counts as 1..1). Fields are added
+//	                     only where a reader that ignores them stays right
+//	                     (msgpack maps: every release ignores unknown
+//	                     keys); anything else raises v, which makes the
+//	                     node foreign to older members.
 //	                     Readers other than TransferLeadership (Status,
 //	                     metrics, deletion) see an applied index up to one
 //	                     interval old.
@@ -136,15 +143,18 @@
 //	                     {v:1, id, data}, data = the member's AdvertiseAddr.
 //	                     guid: 32 hex chars, random per Replica; seq:
 //	                     ZooKeeper's 10-digit suffix, parsed as an integer.
-//	                     Lowest wins. (Until 2026-11-24 the data was
-//	                     {v:1, id, addr}: members of both versions must not
-//	                     share a room.)
+//	                     Lowest wins. (Until 2026-11-24, before release
+//	                     v0.1.0, the data was {v:1, id, addr}.)
 //	transfer             EPHEMERAL (of the handing-over primary). msgpack
 //	                     {v:1, from, to, epoch, deadline (unix ms)}.
 //	checkpoints          PERSISTENT. msgpack {v:1, index, epoch, id, addr,
 //	                     created (unix ms)}: the newest checkpoint the primary
 //	                     made after rotating (informational: bootstrap picks
 //	                     its source from member data).
+//	version              PERSISTENT. msgpack {v:1, target, set (unix ms)}:
+//	                     the room version an operator asked for
+//	                     (SetRoomVersionTarget, roomlog room-version --set);
+//	                     absent: none (the room stays where it is).
 //
 // Acceptance (trust boundary): a members/ or election/ child counts only if
 // it is ephemeral (Stat.EphemeralOwner != 0), readable, and its data passes
@@ -488,12 +498,53 @@
 // with ErrCorrupt within about a second: the primary stops acknowledging
 // instead of carrying on until the next takeover.
 //
+// # Room version
+//
+// A room version (package version) names every format a writer in the
+// room may use. The room meta records it (logroom, "Room version"), each
+// channel records the version it was opened under, members advertise the
+// versions they support (member data rv_min, rv_max: the binary's range,
+// capped by Config.MaxRoomVersion; 1..1 for a member without them, a
+// v0.1.0 binary), and an operator records a target (the version znode).
+//
+// Decisions (decideRoomVersion, table-tested): once a second every member
+// reads the room version and the target with the channels. A member whose
+// range excludes the room's version fails with ErrUnsupportedVersion
+// (Open refuses before it applies anything; logroom's readers refuse a
+// channel or batch beyond the binary at once). The primary moves the room
+// to the target only when every live member's range holds it, one move at
+// a time: a checkpoint whose rotation is Writer.RotateToVersion, so one
+// fenced Multi seals the open channel, opens the next at the new version
+// and rewrites the room meta; the checkpoint then covers everything
+// written under the old version, and channel deletion (invariant 6)
+// removes those channels as for any checkpoint. Otherwise every member's
+// Status().RoomVersionBlocked (and ReadRoomVersion's Blocked) names the
+// members that do not support it. Nothing moves the room without a
+// target: after a rolling upgrade it stays at the old version until the
+// operator raises it (so a rollback needs no downgrade until then).
+//
+// A move past a member that joined between the primary's read of the
+// members and its write (or a forged meta) is caught by that member's
+// once-a-second read: it fails with ErrUnsupportedVersion, never applies
+// a format it does not know (its readers refuse those by name).
+//
+// Downgrade: set the lower target (every live member supports it). The
+// primary writes only the lower version's formats from the change on.
+// ReadRoomVersion says Complete once every live member has applied past
+// the change and no channel of another version remains; from then on a
+// binary that supports only the lower version can join, on its own data
+// dir (it reads from its applied index, past the change) or from a
+// checkpoint (taken at or after the change). Room version 2 to 1 is
+// possible (every store, manifest and member format is shared); v0.1.0
+// binaries then join again.
+//
 // # Errors
 //
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
 // ErrFenced, ErrQueueFull, ErrRequestConflict, ErrClosed, ErrFailed, ErrTransfer,
 // ErrDuplicateID, ErrWrongDataDir, ErrInvalidConfig,
-// ErrNoCheckpointSource, ErrDiverged (= logroom.ErrDiverged); logroom's
+// ErrNoCheckpointSource, ErrUnsupportedVersion (= logroom's),
+// ErrDiverged (= logroom.ErrDiverged); logroom's
 // ErrEntryTooLarge, ErrRoomFull and ErrCorrupt pass through (wrapped).
 //
 // # Trust boundary

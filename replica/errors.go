@@ -55,6 +55,13 @@ var (
 	// fails (Status().Err) instead of continuing on either history. It is
 	// logroom.ErrDiverged, so errors.Is works with both.
 	ErrDiverged = logroom.ErrDiverged
+	// ErrUnsupportedVersion: the room is at a room version this member
+	// does not support (its binary's range, capped by
+	// Config.MaxRoomVersion), or its log holds a format this binary does
+	// not read. Open refuses with it before applying anything; a running
+	// member fails with it (Status().Err) when the room moves past its
+	// range. It is logroom.ErrUnsupportedVersion.
+	ErrUnsupportedVersion = logroom.ErrUnsupportedVersion
 	// ErrTransfer: TransferLeadership could not hand over (target not a live,
 	// caught-up standby, or it did not take over in time).
 	ErrTransfer = errors.New("replica: leadership transfer failed")

@@ -73,9 +73,12 @@ type loopState struct {
 	hash        *hashCheck
 	hashStore   *store.Store             // the store hash's comparisons were made against
 	hashAgree   map[string]hashAgreement // peers whose latest hash equals ours (published)
-	view        electionView
-	primaryID   string
-	primaryAddr string
+	// versionBlocked: why the room is not at the target room version, as
+	// last decided (logged when it changes).
+	versionBlocked string
+	view           electionView
+	primaryID      string
+	primaryAddr    string
 }
 
 func newLoopState(r *Replica) (*loopState, error) {
@@ -532,6 +535,7 @@ func (r *Replica) ownMemberData() memberData {
 	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
 		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp(),
 		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base}
+	d.RVMin, d.RVMax = r.roomVersions()
 	if rh.Index == 0 {
 		d.Hash = "" // nothing applied: nothing to compare
 	}
@@ -1068,11 +1072,26 @@ func (r *Replica) refreshChannels() {
 		if err != nil {
 			return nil
 		}
+		// The room version and the operator's target (package doc, "Room
+		// version"): read with the channels, once a second.
+		rv, verr := r.room.RoomVersion(ctx)
+		var target int
+		if verr == nil {
+			target, verr = readVersionTarget(ctx, r.client, r.room.Path(versionZ))
+		}
 		return func() {
 			if lostBatch(chans) {
 				lp.auditSoon = true
 			}
 			r.channelFigures(chans)
+			switch {
+			case verr == nil:
+				r.onRoomVersion(rv, target)
+			case errors.Is(verr, ErrUnsupportedVersion):
+				r.step(evFail{Err: fmt.Errorf("replica: %w", verr)})
+			default:
+				r.log.Debug("room version not read", "err", verr)
+			}
 		}
 	}})
 }

@@ -184,8 +184,7 @@ func (m *membership) close(ctx context.Context) error {
 func (m *membership) snapshot() []MemberStatus {
 	out := make([]MemberStatus, 0, len(m.known))
 	for _, d := range m.known {
-		out = append(out, MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Epoch: d.Epoch, Applied: d.Applied, Checkpoint: d.Checkpoint,
-			Hash: d.Hash, HashAt: d.HashAt, HashBase: d.HashBase})
+		out = append(out, d.memberStatus())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -294,6 +294,10 @@ var (
 		"Peers' running state hashes this replica compared with its own (integrity check).", nil, nil)
 	descHashMismatches = prometheus.NewDesc("roomlog_replica_hash_mismatches_total",
 		"Peers' running state hashes that differed from this replica's at the same index.", nil, nil)
+	descRoomVersion = prometheus.NewDesc("roomlog_room_version",
+		"The room's version as this replica last read it (package version: the formats writers may use; 0 before the first read).", nil, nil)
+	descRoomVersionTarget = prometheus.NewDesc("roomlog_room_version_target",
+		"The operator's target room version (0: none set); differs from roomlog_room_version while a move is blocked or under way.", nil, nil)
 	descDiverged = prometheus.NewDesc("roomlog_replica_diverged",
 		"1 when this replica stopped because its state diverged (ErrDiverged: the integrity check or the log), else 0.", nil, nil)
 )
@@ -303,7 +307,7 @@ var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, Ro
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
-		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged} {
+		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget} {
 		ch <- d
 	}
 }
@@ -351,4 +355,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		diverged = 1
 	}
 	gauge(descDiverged, diverged)
+	gauge(descRoomVersion, float64(s.RoomVersion))
+	gauge(descRoomVersionTarget, float64(s.RoomVersionTarget))
 }

@@ -523,6 +523,9 @@ func (r *Replica) startTakeover() *takeoverRun {
 	wcfg := r.cfg.Writer
 	wcfg.Owner = r.cfg.ID
 	wcfg.OnCommit = tr.q.push
+	if _, hi := r.roomVersions(); wcfg.MaxRoomVersion == 0 || wcfg.MaxRoomVersion > hi {
+		wcfg.MaxRoomVersion = hi
+	}
 	if wcfg.Logger == nil {
 		wcfg.Logger = r.cfg.Logger
 	}

@@ -57,6 +57,10 @@ type Replica struct {
 	// the store.
 	stRun atomic.Pointer[store.Store]
 
+	// versionMoving: a move of the room version (a checkpoint whose
+	// rotation records it) is under way.
+	versionMoving atomic.Bool
+
 	// Apply progress. applied is the local applied index (== the store's
 	// after every Apply); it only grows. propMu is the one lock of the
 	// proposal bookkeeping: it guards waiters, resps and inflight, each
@@ -146,6 +150,11 @@ type statusSnap struct {
 	hashCompared, hashMismatches uint64
 	hashReport                   string
 	audited                      time.Time // last completed log audit
+	// The room version as last read, the operator's target and why the
+	// room is not there ("" when it is).
+	roomVersion, roomVersionTarget int
+	roomVersionSince               uint64
+	roomVersionBlocked             string
 }
 
 // Result is the outcome of a committed and applied proposal.
@@ -255,6 +264,16 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
+	// Before anything is applied: the room's version must be one we
+	// support (OpenRoom already refused one beyond this binary).
+	rv, err := r.room.RoomVersion(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	if _, hi := r.roomVersions(); rv.Version > hi {
+		return nil, r.unsupportedRoom(rv.Version)
+	}
+	r.publishSnap(func(s *statusSnap) { s.roomVersion, s.roomVersionSince = rv.Version, rv.Since })
 	_, roomStat, err := r.conn.Exists(r.room.Path())
 	if err != nil {
 		return nil, fmt.Errorf("replica: stat room: %w", err)
@@ -545,8 +564,11 @@ func (r *Replica) Status() Status {
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
 		Pending:      len(r.sem),
 		HashCompared: s.hashCompared, HashMismatches: s.hashMismatches, HashReport: s.hashReport,
-		Audited: s.audited,
+		Audited:     s.audited,
+		RoomVersion: s.roomVersion, RoomVersionSince: s.roomVersionSince, RoomVersionTarget: s.roomVersionTarget,
+		RoomVersionBlocked: s.roomVersionBlocked,
 	}
+	st.RoomVersionMin, st.RoomVersionMax = r.roomVersions()
 	rh := r.RunHash()
 	st.HashIndex, st.HashBase = rh.Index, rh.Base
 	if rh.Index > 0 {

@@ -74,6 +74,10 @@ type MemberStatus struct {
 	// at HashBase (package doc, "Integrity"; "": it publishes none).
 	Hash             string
 	HashAt, HashBase uint64
+	// RoomVersionMin..RoomVersionMax: the room versions it advertises
+	// (1..1 for a member that advertises none: a binary from before room
+	// versions).
+	RoomVersionMin, RoomVersionMax int
 }
 
 // Status is a point-in-time view of a replica. Everything a test or an
@@ -133,6 +137,19 @@ type Status struct {
 	// whole, no batch deleted from a channel not being deleted; zero:
 	// none yet).
 	Audited time.Time
+
+	// Room version (package doc, "Room version"): the room's version and
+	// the index it applies from, the operator's target (0: none set), and
+	// why this member, as primary, does not move the room to the target
+	// ("" when at the target or not primary). RoomVersionMin and
+	// RoomVersionMax are what this member advertises (its binary's range,
+	// capped by Config.MaxRoomVersion).
+	RoomVersion        int
+	RoomVersionSince   uint64
+	RoomVersionTarget  int
+	RoomVersionBlocked string
+	RoomVersionMin     int
+	RoomVersionMax     int
 }
 
 // ForeignZnode is a znode under the room's members/ or election/ that does

@@ -58,8 +58,7 @@ func DescribeMemberZnode(room, path string, data []byte, ephemeralOwner int64) M
 	var d memberData
 	if decode(data, &d) == nil && d.V == formatVersion1 {
 		v.Decoded = true
-		v.MemberStatus = MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Epoch: d.Epoch,
-			Applied: d.Applied, Checkpoint: d.Checkpoint, Hash: d.Hash, HashAt: d.HashAt, HashBase: d.HashBase}
+		v.MemberStatus = d.memberStatus()
 		v.CatchUp = d.CatchUp
 	}
 	if _, err := acceptMember(name, data, ephemeralOwner); err != nil {

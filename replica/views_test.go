@@ -179,10 +179,11 @@ func TestReadRoomViewForged(t *testing.T) {
 		require.Equal(t, gotForeign[m.Path], m.Foreign, m.Name)
 	}
 	require.Equal(t, MemberView{Name: "m1", Path: r.Path(membersDir, "m1"), Session: sid, Decoded: true,
-		MemberStatus: MemberStatus{ID: "m1", Addr: "10.0.0.1:80", Role: RolePrimary, Epoch: 3, Applied: 10, Checkpoint: 5},
+		MemberStatus: MemberStatus{ID: "m1", Addr: "10.0.0.1:80", Role: RolePrimary, Epoch: 3, Applied: 10, Checkpoint: 5,
+			RoomVersionMin: 1, RoomVersionMax: 1},
 		CatchUp:      12, CheckpointURL: "http://10.0.0.1:80" + CheckpointPath(room)}, byName["m1"])
 	require.Equal(t, MemberView{Name: "m2", Path: r.Path(membersDir, "m2"), Session: sid, Decoded: true,
-		MemberStatus: MemberStatus{ID: "m2", Role: RoleTakingOver, Epoch: 2, Applied: 9}}, byName["m2"])
+		MemberStatus: MemberStatus{ID: "m2", Role: RoleTakingOver, Epoch: 2, Applied: 9, RoomVersionMin: 1, RoomVersionMax: 1}}, byName["m2"])
 	// A persistent forgery: what it claims is shown, and it is foreign.
 	evil := byName["evil"]
 	require.True(t, evil.Decoded)
@@ -390,7 +391,16 @@ func TestMemberViewHostile(t *testing.T) {
 	m := DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(memberData{V: 1, ID: "m0", Addr: "https://h:8443/base/",
 		Role: roleStrStandby, Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7}), 0x1234)
 	require.Empty(t, m.Foreign)
-	require.Equal(t, MemberStatus{ID: "m0", Addr: "https://h:8443/base/", Role: RoleStandby, Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7}, m.MemberStatus)
+	require.Equal(t, MemberStatus{ID: "m0", Addr: "https://h:8443/base/", Role: RoleStandby, Epoch: 1 << 40, Applied: 1 << 62, Checkpoint: 7,
+		RoomVersionMin: 1, RoomVersionMax: 1}, m.MemberStatus, "a member that advertises no room versions supports 1..1")
+	// Advertised room versions: shown as published; an empty range is foreign.
+	rv := DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(memberData{V: 1, ID: "m0", RVMin: 1, RVMax: 2}), 0x1234)
+	require.Empty(t, rv.Foreign)
+	require.Equal(t, [2]int{1, 2}, [2]int{rv.RoomVersionMin, rv.RoomVersionMax})
+	for _, bad := range []memberData{{V: 1, ID: "m0", RVMin: 2, RVMax: 1}, {V: 1, ID: "m0", RVMax: 2}, {V: 1, ID: "m0", RVMin: -1, RVMax: 1}} {
+		rv = DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(bad), 0x1234)
+		require.Contains(t, rv.Foreign, "bad room versions", "%+v", bad)
+	}
 	require.Equal(t, "https://h:8443/base"+CheckpointPath("r"), m.CheckpointURL)
 	rec, why := viewCheckpointRecord("r", encode(checkpointRecord{V: 1, Index: 5, Created: -1, Addr: "bad addr"}))
 	require.Empty(t, why)

@@ -15,6 +15,7 @@ const (
 	electionDir    = "election"
 	checkpointsZ   = "checkpoints"
 	transferZ      = "transfer"
+	versionZ       = "version"
 	formatVersion1 = 1
 )
 
@@ -49,6 +50,35 @@ type memberData struct {
 	// (so that a member outvoted by peers that agree among themselves, on
 	// a history that is not its own, can check it).
 	HashAgree map[string]hashAgreement `msgpack:"hash_agree,omitempty"`
+	// RVMin..RVMax: the room versions the member's binary reads and writes
+	// (capped by its Config.MaxRoomVersion). Omitted by members from
+	// before room versions, which count as 1..1.
+	RVMin int `msgpack:"rv_min,omitempty"`
+	RVMax int `msgpack:"rv_max,omitempty"`
+}
+
+// roomVersions is the range of room versions the member advertises.
+func (d memberData) roomVersions() (lo, hi int) {
+	if d.RVMin == 0 && d.RVMax == 0 {
+		return 1, 1
+	}
+	return d.RVMin, d.RVMax
+}
+
+// memberStatus is what Status and the views show of a member's data.
+func (d memberData) memberStatus() MemberStatus {
+	lo, hi := d.roomVersions()
+	return MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Epoch: d.Epoch, Applied: d.Applied,
+		Checkpoint: d.Checkpoint, Hash: d.Hash, HashAt: d.HashAt, HashBase: d.HashBase,
+		RoomVersionMin: lo, RoomVersionMax: hi}
+}
+
+// roomVersionTarget is the data of the persistent /<room>/version: the
+// room version an operator asked for (SetRoomVersionTarget).
+type roomVersionTarget struct {
+	V      int   `msgpack:"v"`
+	Target int   `msgpack:"target"`
+	Set    int64 `msgpack:"set"` // unix ms, informational
 }
 
 // checkpointRecord is the data of /<room>/checkpoints: the newest checkpoint
@@ -121,6 +151,9 @@ func acceptMember(name string, data []byte, ephemeralOwner int64) (memberData, e
 	}
 	if d.ID == "" {
 		return memberData{}, errors.New("no member id in its data")
+	}
+	if lo, hi := d.roomVersions(); lo < 1 || hi < lo {
+		return memberData{}, fmt.Errorf("bad room versions %d..%d", d.RVMin, d.RVMax)
 	}
 	if d.ID != name {
 		return memberData{}, fmt.Errorf("node name %q but its data names member %q", name, d.ID)

@@ -97,9 +97,12 @@
 // records behind it until the window pushes it out. Both are
 // deterministic on every replica; the window bound holds regardless.
 //
-// Upgrades: a store from before the request table passes an envelope to
-// its Applier as plain data, so every member of a room must run a version
-// with the table before any member proposes with request ids.
+// Upgrades: every release (v0.1.0 on, see RELEASES) has the request
+// table; stores from before it (earlier development builds) passed an
+// envelope to the Applier as plain data. The store format is shared by
+// room versions 1 and 2, so a data dir written by v0.2.0 opens under
+// v0.1.0 (which ignores roomlog/runhash) and back (a running hash at
+// another index than the applied one starts a new chain, below).
 //
 // Bounds: at most window records (the largest window in effect); a record
 // costs about 90 bytes plus its response. A retry that arrives after its
