@@ -181,7 +181,7 @@ func TestReadRoomViewForged(t *testing.T) {
 	require.Equal(t, MemberView{Name: "m1", Path: r.Path(membersDir, "m1"), Session: sid, Decoded: true,
 		MemberStatus: MemberStatus{ID: "m1", Addr: "10.0.0.1:80", Role: RolePrimary, Epoch: 3, Applied: 10, Checkpoint: 5,
 			RoomVersionMin: 1, RoomVersionMax: 1},
-		CatchUp:      12, CheckpointURL: "http://10.0.0.1:80" + CheckpointPath(room)}, byName["m1"])
+		CatchUp: 12, CheckpointURL: "http://10.0.0.1:80" + CheckpointPath(room)}, byName["m1"])
 	require.Equal(t, MemberView{Name: "m2", Path: r.Path(membersDir, "m2"), Session: sid, Decoded: true,
 		MemberStatus: MemberStatus{ID: "m2", Role: RoleTakingOver, Epoch: 2, Applied: 9, RoomVersionMin: 1, RoomVersionMax: 1}}, byName["m2"])
 	// A persistent forgery: what it claims is shown, and it is foreign.
