@@ -11,12 +11,16 @@
 //
 // # Znode layout
 //
-//	<base>/R                        room meta: msgpack {v: 1, created: unix ms}
+//	<base>/R                        room meta: msgpack {v: 1, created: unix ms
+//	                                [, since, epoch]} at room version 1, {v: 2,
+//	                                created, room: N, since, epoch} at room
+//	                                version N >= 2 (see "Room version")
 //	<base>/R/epoch                  msgpack {v: 1, epoch, owner, nonce}; its znode
 //	                                VERSION is the fence
 //	<base>/R/channels/ch-%020d      channel N (N = 1, 2, 3…), data = msgpack
 //	                                {v: 1, first, epoch, sealed, last, bytes, batches,
-//	                                deleting (omitted unless set)}
+//	                                deleting (omitted unless set), room (the room
+//	                                version it was opened under; omitted for 1)}
 //	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
 //	<base>/R/members, /election, /checkpoints   reserved for package replica
 //
@@ -39,6 +43,30 @@
 // creates that reach the server out of order are harmless (a reader waits
 // for the exact next name), and a reader needs no listing to find its next
 // batch.
+//
+// # Room version
+//
+// The room meta records the room's version (package version: the formats
+// a writer may use); every channel records the version it was opened
+// under, so each channel's batches use one version's formats. Room
+// version 1 is release v0.1.0's formats byte for byte: room meta record
+// version 1, channel metas without room, batch versions 1 and 2 with
+// codecs none and S2. Room version 2 adds codec zstd and records itself in
+// room meta record version 2, which v0.1.0's OpenRoom refuses ("room
+// meta: unknown format version 2"), so an old binary refuses such a room
+// before it joins instead of meeting a batch it cannot read.
+//
+// Only a writer changes it, with Writer.RotateToVersion: the rotation's
+// fenced Multi (epoch check, seal the open channel, create the next at the
+// new version) also sets the room meta with a version check on the meta's
+// znode version read at takeover. Since is the new channel's first index.
+// A new writer reads the room version after its epoch CAS (nothing else
+// can change it then) and opens its channel at it; a writer refuses a room
+// above this binary's range or WriterConfig.MaxRoomVersion with
+// ErrUnsupportedVersion, as OpenRoom, the views and the readers do for a
+// room meta, channel meta or batch beyond this binary. Which members
+// support a version, and when to change it, is package replica's
+// decision.
 //
 // # Read-only views
 //
@@ -71,7 +99,14 @@
 // "raw payload") are stored encoded with codec: 0 none (payload
 // is the raw payload, rawLen == its length), 1 S2 (payload is one S2 block,
 // github.com/klauspost/compress/s2 block format, whose decoded-length
-// prefix equals rawLen). Other codec values are corrupt. crc is CRC32C over
+// prefix equals rawLen), 2 zstd (room version 2 and later: payload is one
+// zstd frame, github.com/klauspost/compress/zstd, that announces its
+// content size, equal to rawLen; the decoder inflates into exactly rawLen
+// bytes and no further). A checksum-valid batch of another codec, or of a
+// format version above 2, is a newer writer's: ErrUnsupportedVersion
+// naming the znode (a version above 2 may as well be corruption: it
+// wraps ErrCorrupt too). A zstd batch in a channel opened at room version
+// 1 is corrupt. crc is CRC32C over
 // version, epoch, first, count, codec and rawLen as 8-byte big-endian
 // integers followed by the stored payload: it covers what is stored, so a
 // corrupt compressed payload is caught before it is inflated. Bounds:
@@ -85,10 +120,8 @@
 // 16 MiB is 18 times HardMaxBatchBytes, above what S2 gives on realistic
 // entries (about 5x, bench/README.md) at the largest batch size.
 //
-// Readers read both versions; readers from before version 2 existed
-// refuse version-2 batches as corrupt, so upgrade every reader before a
-// writer compresses (WriterConfig.Compression: CompressionNone keeps a
-// writer on version 1). The entries of a compressed batch alias a buffer
+// Readers read both versions and every codec (release v0.1.0 reads none
+// and S2). The entries of a compressed batch alias a buffer
 // DecodeBatch allocated, those of an uncompressed one the input. Either
 // way DecodeBatch never panics, and allocates O(len(input)) for an
 // uncompressed batch, O(rawLen) (at most about 22 MiB with the entry
@@ -100,8 +133,8 @@
 // one may be larger. BatchID.CRC is the stored crc: the same stored bytes
 // at the same name are the same entries.
 //
-// A Writer with CompressionS2 (the default; CompressionNone for a rolling
-// upgrade from readers that predate version 2) forms a batch by its
+// A Writer with CompressionS2 (the default) or CompressionZstd (zstd in
+// channels of room version 2 and later, S2 below) forms a batch by its
 // raw payload: up to (MaxBatchBytes - 48) times its running estimate of
 // the compression ratio times 0.85, at least what fits uncompressed, at
 // most 16 x MaxBatchBytes, MaxBatchRawBytes and MaxQueuedBytes, and at
