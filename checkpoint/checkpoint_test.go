@@ -336,3 +336,19 @@ func TestFetchProgressStages(t *testing.T) {
 	require.Equal(t, streamed.Bytes, verified.Bytes)
 	require.GreaterOrEqual(t, verified.Elapsed, streamed.Elapsed)
 }
+
+// TestManifestNewerFormat: a manifest of a newer format version, even one
+// with fields this binary does not know, is ErrUnsupportedVersion (a newer
+// roomlog's checkpoint, kept), not corruption (which replicas delete);
+// unknown fields in a manifest of a known version stay corrupt.
+func TestManifestNewerFormat(t *testing.T) {
+	newer := []byte(`{"FormatVersion":3,"Room":"r","RoomCzxid":1,"Epoch":1,"Index":2,"Created":"2026-01-01T00:00:00Z","Files":[],"Extents":[1,2],"Checksum":"x"}`)
+	_, err := ParseManifest(newer)
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+	require.NotErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "format version 3")
+
+	known := []byte(`{"FormatVersion":2,"Room":"r","RoomCzxid":1,"Epoch":1,"Index":2,"Created":"2026-01-01T00:00:00Z","Files":[],"Extents":[1,2],"Checksum":"x"}`)
+	_, err = ParseManifest(known)
+	require.ErrorIs(t, err, ErrCorrupt)
+}

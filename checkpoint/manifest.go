@@ -26,6 +26,11 @@ var (
 	// incarnation of the room (Origin differs), or records no origin at all
 	// (a format-1 manifest). It is valid as such, but not for this room.
 	ErrForeign = errors.New("checkpoint: checkpoint of another room or room incarnation")
+	// ErrUnsupportedVersion: a manifest of a format version newer than
+	// this binary reads (a newer roomlog made the checkpoint). It is not
+	// corruption: the checkpoint is kept, and a bootstrap looks for
+	// another source.
+	ErrUnsupportedVersion = errors.New("checkpoint: unsupported manifest format version")
 	// ErrTooLarge: a fetched checkpoint declares more bytes than
 	// FetchOptions.MaxBytes allows; nothing of it was written.
 	ErrTooLarge = errors.New("checkpoint: checkpoint larger than the fetch limit")
@@ -171,6 +176,13 @@ func ParseManifest(b []byte) (Manifest, error) {
 	var m Manifest
 	if len(b) > maxManifestBytes {
 		return m, fmt.Errorf("%w: manifest is %d bytes, limit %d", ErrCorrupt, len(b), maxManifestBytes)
+	}
+	// The format version first, leniently: a newer format may add fields
+	// that the strict decode below would call corrupt.
+	var head struct{ FormatVersion int }
+	if err := json.Unmarshal(b, &head); err == nil && head.FormatVersion > FormatVersion {
+		return Manifest{}, fmt.Errorf("%w: manifest format version %d; this binary reads %d and %d",
+			ErrUnsupportedVersion, head.FormatVersion, legacyFormatVersion, FormatVersion)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -199,6 +199,10 @@ func decodeChannelMeta(data []byte) (channelMeta, error) {
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: channel meta: %v", ErrCorrupt, err)
 	}
+	if m.Version > channelFormatVersion {
+		return m, fmt.Errorf("%w: channel meta record version %d; this binary (%s) reads %d",
+			ErrUnsupportedVersion, m.Version, version.Release, channelFormatVersion)
+	}
 	if m.Version != channelFormatVersion {
 		return m, fmt.Errorf("%w: channel meta: unknown format version %d", ErrCorrupt, m.Version)
 	}
@@ -222,6 +226,10 @@ func decodeEpochMeta(data []byte) (epochMeta, error) {
 	}
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: epoch znode: %v", ErrCorrupt, err)
+	}
+	if m.Version > epochFormatVersion {
+		return m, fmt.Errorf("%w: epoch znode record version %d; this binary (%s) reads %d",
+			ErrUnsupportedVersion, m.Version, version.Release, epochFormatVersion)
 	}
 	if m.Version != epochFormatVersion {
 		return m, fmt.Errorf("%w: epoch znode: unknown format version %d", ErrCorrupt, m.Version)

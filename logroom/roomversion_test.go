@@ -171,6 +171,48 @@ func TestRoomVersionRefusals(t *testing.T) {
 		require.Contains(t, err.Error(), p)
 	})
 
+	t.Run("newer record versions", func(t *testing.T) {
+		r := openRoom(t, c, "rv-records")
+		w := newWriter(t, r, WriterConfig{})
+		_, err := w.Append(ctx, []byte("one"))
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		// A channel meta of record version 2 (with a field we do not know).
+		infos, err := r.Channels(ctx)
+		require.NoError(t, err)
+		num := infos[len(infos)-1].Num
+		var cm map[string]any
+		raw, _, err := c.Conn().Get(r.channelPath(num))
+		require.NoError(t, err)
+		require.NoError(t, msgpack.Unmarshal(raw, &cm))
+		cm["v"], cm["extents"] = 2, []int{1, 2}
+		b, err := msgpack.Marshal(cm)
+		require.NoError(t, err)
+		_, err = c.Conn().Set(r.channelPath(num), b, -1)
+		require.NoError(t, err)
+		_, err = ReadChannel(ctx, c, testBase(t), "rv-records", num)
+		require.ErrorIs(t, err, ErrUnsupportedVersion)
+		require.Contains(t, err.Error(), r.channelPath(num))
+		// An epoch znode of record version 2.
+		_, err = c.Conn().Set(r.Path(epochNode), encodeMeta(epochMeta{Version: 2, Epoch: 9}), -1)
+		require.NoError(t, err)
+		_, err = ReadEpoch(ctx, c, testBase(t), "rv-records")
+		require.ErrorIs(t, err, ErrUnsupportedVersion)
+		_, err = r.NewWriter(ctx, WriterConfig{})
+		require.ErrorIs(t, err, ErrUnsupportedVersion)
+		require.Contains(t, err.Error(), r.Path(epochNode))
+		// Unknown fields in a record of a known version are ignored (what
+		// v0.1.0 does with the fields room version 2 adds).
+		cm["v"] = 1
+		b, err = msgpack.Marshal(cm)
+		require.NoError(t, err)
+		_, err = c.Conn().Set(r.channelPath(num), b, -1)
+		require.NoError(t, err)
+		ch, err := ReadChannel(ctx, c, testBase(t), "rv-records", num)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), ch.FirstIndex)
+	})
+
 	t.Run("zstd batch at room version 1", func(t *testing.T) {
 		r := openRoom(t, c, "rv-forged")
 		w := newWriter(t, r, WriterConfig{})

@@ -397,6 +397,12 @@ func TestMemberViewHostile(t *testing.T) {
 	rv := DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(memberData{V: 1, ID: "m0", RVMin: 1, RVMax: 2}), 0x1234)
 	require.Empty(t, rv.Foreign)
 	require.Equal(t, [2]int{1, 2}, [2]int{rv.RoomVersionMin, rv.RoomVersionMax})
+	// A later release's added field is ignored (fields are only ever added
+	// where ignoring them is right; anything else raises v, below).
+	rv = DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(map[string]any{"v": 1, "id": "m0", "later_field": []int{1, 2}}), 0x1234)
+	require.Empty(t, rv.Foreign)
+	rv = DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(map[string]any{"v": 2, "id": "m0"}), 0x1234)
+	require.Contains(t, rv.Foreign, "unknown format version 2")
 	for _, bad := range []memberData{{V: 1, ID: "m0", RVMin: 2, RVMax: 1}, {V: 1, ID: "m0", RVMax: 2}, {V: 1, ID: "m0", RVMin: -1, RVMax: 1}} {
 		rv = DescribeMemberZnode("r", "/roomlog/r/members/m0", encode(bad), 0x1234)
 		require.Contains(t, rv.Foreign, "bad room versions", "%+v", bad)

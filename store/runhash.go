@@ -52,6 +52,10 @@ func encodeRunHash(h RunHash) []byte {
 	return b
 }
 
+// maxRunHashVersion bounds the record versions a later release may write
+// (a first byte at or past it is corruption, not a newer record).
+const maxRunHashVersion = 16
+
 func decodeRunHash(v []byte) (RunHash, error) {
 	if len(v) != 49 || v[0] != runHashVersion {
 		return RunHash{}, fmt.Errorf("%w: running hash is %d bytes (version %d), want 49 (version %d)", ErrCorrupt, len(v), firstByte(v), runHashVersion)
@@ -78,6 +82,13 @@ func loadRunHash(r reader, applied uint64) (h RunHash, restarted bool, err error
 	}
 	if err != nil {
 		return RunHash{}, false, fmt.Errorf("store: read running hash: %w", err)
+	}
+	if len(v) > 0 && v[0] > runHashVersion && v[0] < maxRunHashVersion {
+		// A newer release's record (derived data, like one from before the
+		// running hash): start a new chain rather than refuse the store.
+		// Bytes past the versions releases may use are corruption.
+		closer.Close()
+		return RunHash{Index: applied, Base: applied}, true, nil
 	}
 	h, err = decodeRunHash(v)
 	closer.Close()

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,6 +106,25 @@ func TestRunHashRestartsWithoutRecord(t *testing.T) {
 	_, err = Open(dir, &Options{})
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), "running hash")
+
+	// A newer release's record (version 2, another length): derived data,
+	// so the store opens and starts a new chain instead of refusing.
+	db, err = pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	require.NoError(t, db.Set(keyRunHash, append([]byte{2}, make([]byte, 60)...), pebble.Sync))
+	require.NoError(t, db.Close())
+	s = openTest(t, dir, nil)
+	require.Equal(t, RunHash{Index: 25, Base: 25}, s.RunHash())
+	require.NoError(t, s.Close())
+
+	// A store of a newer format is refused by name, not as corruption.
+	db, err = pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	require.NoError(t, db.Set(keyFormat, binary.AppendUvarint(nil, formatVersion+1), pebble.Sync))
+	require.NoError(t, db.Close())
+	_, err = Open(dir, &Options{})
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+	require.NotErrorIs(t, err, ErrCorrupt)
 	_ = os.RemoveAll(dir)
 }
 

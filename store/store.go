@@ -28,6 +28,10 @@ var (
 	// ErrCorrupt: the directory holds something that is not a valid store
 	// (missing or malformed internal keys, unknown format, foreign keys).
 	ErrCorrupt = errors.New("store: corrupt")
+	// ErrUnsupportedVersion: the directory holds a store of a newer format
+	// than this binary reads (a newer roomlog wrote it). Nothing was
+	// changed; run a binary that reads it.
+	ErrUnsupportedVersion = errors.New("store: unsupported store format")
 	// ErrInvalid: a caller's argument is invalid (empty key, start >= end,
 	// bad options, malformed ops entry).
 	ErrInvalid = errors.New("store: invalid argument")
@@ -535,6 +539,9 @@ func (s *Store) loadPosition() error {
 	closer.Close()
 	if bad {
 		return fmt.Errorf("%w: %s: malformed format marker", ErrCorrupt, s.dir)
+	}
+	if ver > formatVersion {
+		return fmt.Errorf("%w: %s: store format version %d; this binary reads %d", ErrUnsupportedVersion, s.dir, ver, formatVersion)
 	}
 	if ver != formatVersion {
 		return fmt.Errorf("%w: %s: unknown format version %d", ErrCorrupt, s.dir, ver)
