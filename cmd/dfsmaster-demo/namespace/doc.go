@@ -31,6 +31,14 @@
 // order, and its error messages are built only from the command and the state.
 // Two stores fed the same entries hold the same bytes (equal StateHash).
 //
+// Versions: the command and record decoders are strict (an unknown field
+// or version byte is a rejected command), so a master of another release
+// that decoded a command differently would hold another state. Every
+// release so far (v0.1.0, v0.2.0) has the same command, response and
+// record formats; a change to any of them must be gated by a room version
+// (package version): written only once the room's version says every
+// member reads it.
+//
 // # Key layout
 //
 // Every key lives under "ns/". Inode ids are 8-byte big-endian integers; the
