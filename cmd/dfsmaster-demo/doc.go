@@ -119,12 +119,17 @@
 //     endpoint's fixed path, "checkpoint" (the checkpoint handler: a 401
 //     there is a peer or a client without the token), "/metrics", or
 //     "other" for any unknown path, so the label's values stay bounded;
+//   - roomlog_build_info{release,commit,goversion}, always 1: the binary's
+//     release, commit (40 hex digits, "+dirty" for a modified tree,
+//     "unknown" when not built from a checkout) and Go version, without
+//     the room and member labels (it describes the process);
 //   - Go runtime (go_*) and process (process_*) collectors, and promhttp's
 //     own promhttp_metric_handler_*.
 //
 // Example queries: roomlog_replica_applied_index{room="ns1"} (each
 // member's applied index), roomlog_replica_role{role="primary"} == 1 (who
-// is primary), rate(roomlog_demo_http_requests_total{code=~"5.."}[5m]).
+// is primary), rate(roomlog_demo_http_requests_total{code=~"5.."}[5m]),
+// count by (release) (roomlog_build_info) (how far a rolling upgrade got).
 // /metrics needs no credentials and shows no secrets; the
 // TestServeMetricsPrometheus test checks the bodies with promtool and
 // queries a real Prometheus scraping a pair.
@@ -295,6 +300,18 @@
 // 10 minutes by default) applies it at most once and prints the original
 // answer with "replayed": true if the first run had been applied. The same
 // key with another command is refused (422 idempotency_key_reused).
+//
+// # version
+//
+//	dfsmaster-demo version        (or dfsmaster-demo --version)
+//
+// prints one line, exit 0: the release, the commit the binary was built
+// from (12 hex digits, "+dirty" for a modified tree, "unknown" when not
+// built from a checkout), the Go version and the room versions it reads and
+// writes (package version), e.g. "v0.2.0 (commit cf602c2c9d9e, go1.26.8,
+// room versions 1..2)". A running master shows the same in /v1/status
+// ("version", "commit", "room_version_min", "room_version_max") and on
+// /metrics (roomlog_build_info).
 //
 // Subcommands are listed in subcommands() (main.go); the master plugs into
 // package api through its Master interface.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/roomlog/roomlog/version"
 )
 
 func main() {
@@ -27,6 +29,7 @@ func subcommands() []subcommand {
 		{"serve", "run one namespace master (a roomlog replica behind the HTTP API)", runServe},
 		{"pair", "demo: a primary/standby pair on a local ZooKeeper survives kill -9", runPair},
 		{"ctl", "command-line client for a master's HTTP API", runCtl},
+		{"version", "print the release, commit, Go version and room versions (also --version)", runVersion},
 	}
 }
 
@@ -46,6 +49,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		return runVersion(ctx, args[1:], stdout, stderr)
+	}
 	for _, sc := range subcommands() {
 		if sc.name == args[0] {
 			return sc.run(ctx, args[1:], stdout, stderr)
@@ -62,4 +68,30 @@ func usage(w io.Writer) {
 	for _, sc := range subcommands() {
 		fmt.Fprintf(w, "  %-8s %s\n", sc.name, sc.summary)
 	}
+}
+
+// runVersion prints version.Info's line: the release, the commit the binary
+// was built from, the Go version and the room versions it reads and writes.
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "dfsmaster-demo version: unexpected arguments %q\n", args)
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, version.Info().String())
+	return exitOK
+}
+
+// buildCommit is the commit label of the build info metric and of
+// /v1/status: the full commit, "+dirty" when the work tree had
+// uncommitted changes, "unknown" when the binary was not built from a
+// checkout.
+func buildCommit(b version.Build) string {
+	c := b.Commit
+	if c == "" {
+		c = "unknown"
+	}
+	if b.Modified {
+		c += "+dirty"
+	}
+	return c
 }

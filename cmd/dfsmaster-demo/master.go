@@ -12,6 +12,7 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/version"
 )
 
 // channelRefresh is how often replicaMaster re-reads the room's channel
@@ -207,12 +208,23 @@ func (m *replicaMaster) Store() store.Reader { return m.r.Store() }
 
 // Status implements api.Master; it never touches ZooKeeper.
 func (m *replicaMaster) Status() api.Status {
-	s := m.r.Status()
+	out := statusFromReplica(m.r.Status(), m.addr, version.Info())
+	m.mu.Lock()
+	out.Channels = append([]api.Channel(nil), m.channels...)
+	m.mu.Unlock()
+	out.RoleChanges = m.roleHistory()
+	return out
+}
+
+// statusFromReplica is the API's status of a master advertised at addr,
+// from its replica's status and its binary's build; Channels and
+// RoleChanges are the adapter's and left empty.
+func statusFromReplica(s replica.Status, addr string, b version.Build) api.Status {
 	out := api.Status{
 		ID:              s.ID,
 		Room:            s.Room,
 		Role:            roleName(s.Role),
-		Addr:            m.addr,
+		Addr:            addr,
 		Epoch:           s.Epoch,
 		AppliedIndex:    s.Applied,
 		CommittedIndex:  s.Committed,
@@ -229,15 +241,20 @@ func (m *replicaMaster) Status() api.Status {
 		HashCompared:    s.HashCompared,
 		HashMismatches:  s.HashMismatches,
 		HashReport:      s.HashReport,
+
+		Version:            b.Release,
+		Commit:             buildCommit(b),
+		RoomVersion:        s.RoomVersion,
+		RoomVersionSince:   s.RoomVersionSince,
+		RoomVersionTarget:  s.RoomVersionTarget,
+		RoomVersionBlocked: s.RoomVersionBlocked,
+		RoomVersionMin:     s.RoomVersionMin,
+		RoomVersionMax:     s.RoomVersionMax,
 	}
 	if s.Err != nil {
 		out.Error = s.Err.Error()
 	}
 	out.Members = apiMembers(s)
-	m.mu.Lock()
-	out.Channels = append([]api.Channel(nil), m.channels...)
-	m.mu.Unlock()
-	out.RoleChanges = m.roleHistory()
 	return out
 }
 
@@ -270,7 +287,8 @@ func apiMembers(s replica.Status) []api.Member {
 		if ref > applied[i] {
 			lag = ref - applied[i]
 		}
-		out[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role), AppliedIndex: applied[i], Lag: lag}
+		out[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role), AppliedIndex: applied[i], Lag: lag,
+			RoomVersionMin: mem.RoomVersionMin, RoomVersionMax: mem.RoomVersionMax}
 	}
 	return out
 }

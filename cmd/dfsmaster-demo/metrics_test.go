@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/promserver"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/version"
 )
 
 // getMetrics fetches a master's /metrics body.
@@ -43,6 +45,8 @@ func query(t *testing.T, ctx context.Context, prom *promserver.Server, promql, b
 // collectors), promtool accepts each body, and a real Prometheus scraping
 // both answers PromQL with the standby's applied index (equal to the
 // primary's after a barrier), both roles, and the API's request counts.
+// Each body has roomlog_build_info naming this binary and roomlog_room_version
+// the room's version, as /v1/status does.
 // It fails under CI=true when Prometheus is missing (promserver.Require).
 func TestServeMetricsPrometheus(t *testing.T) {
 	_, promtool := promserver.Require(t)
@@ -73,6 +77,9 @@ func TestServeMetricsPrometheus(t *testing.T) {
 	require.GreaterOrEqual(t, idx, uint64(writes))
 
 	for _, m := range []*master{m1, m2} {
+		var st api.Status
+		require.Eventually(t, func() bool { st = apiStatus(t, m.Addr()); return st.RoomVersion >= 1 },
+			30*time.Second, 20*time.Millisecond, "%s has read the room's version", m.rep.ID())
 		body := getMetrics(t, m.Addr())
 		require.NoError(t, promserver.CheckMetrics(ctx, promtool, []byte(body)), "promtool on %s's /metrics", m.rep.ID())
 		id := m.rep.ID()
@@ -82,8 +89,17 @@ func TestServeMetricsPrometheus(t *testing.T) {
 			fmt.Sprintf(`roomlog_writer_entries_total{member=%q,room=%q}`, id, room),
 			fmt.Sprintf(`roomlog_demo_http_requests_total{code="200",member=%q,room=%q,route="/v1/status"}`, id, room),
 			"go_goroutines ", "process_resident_memory_bytes ",
+			fmt.Sprintf(`roomlog_build_info{commit=%q,goversion=%q,release=%q} 1`, buildCommit(version.Info()), runtime.Version(), version.Release),
+			// Nothing raises the room's version during the test.
+			fmt.Sprintf("roomlog_room_version{member=%q,room=%q} %d\n", id, room, st.RoomVersion),
 		} {
 			require.Contains(t, body, want, "%s's /metrics", id)
+		}
+		require.Equal(t, version.Release, st.Version, "%s's /v1/status", id)
+		require.Equal(t, buildCommit(version.Info()), st.Commit, "%s's /v1/status", id)
+		require.Equal(t, [2]int{version.RoomMin, version.RoomMax}, [2]int{st.RoomVersionMin, st.RoomVersionMax}, "%s's /v1/status", id)
+		for _, mem := range st.Members {
+			require.Equal(t, [2]int{version.RoomMin, version.RoomMax}, [2]int{mem.RoomVersionMin, mem.RoomVersionMax}, "%s's /v1/status, member %s", id, mem.ID)
 		}
 		if id == "m1" {
 			t.Logf("m1 /metrics, a sample:\n%s", sampleLines(body, "roomlog_replica_", "roomlog_demo_http_requests_total", "roomlog_writer_entries_total"))

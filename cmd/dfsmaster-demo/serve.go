@@ -23,6 +23,7 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/version"
 )
 
 const serveUsage = `usage: dfsmaster-demo serve --zk host:port[,host:port...] --id ID --data DIR [flags]
@@ -108,12 +109,26 @@ type master struct {
 const metricsPath = "/metrics"
 
 // newRegistry is a master's own metrics registry (never the global one):
-// the Go runtime's and the process's collectors; the replica and the API
-// register theirs into it.
+// the Go runtime's and the process's collectors and the binary's build
+// info; the replica and the API register theirs into it.
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfoGauge(version.Info()))
 	return reg
+}
+
+// buildInfoGauge is roomlog_build_info: always 1, labelled with the
+// binary's release, commit (buildCommit) and Go version, as Prometheus'
+// own prometheus_build_info.
+func buildInfoGauge(b version.Build) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "roomlog_build_info",
+		Help:        "Always 1; the labels name this binary's release, commit and Go version.",
+		ConstLabels: prometheus.Labels{"release": b.Release, "commit": buildCommit(b), "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // openMaster listens, opens the replica (advertising the address actually

@@ -24,6 +24,11 @@
 //	checkpoints ROOM       the checkpoint record of the room, the channels
 //	                       it covers, each member's newest checkpoint and
 //	                       the URL it is served at
+//	version                this binary's release, commit, Go version and the
+//	                       room versions it reads and writes (package
+//	                       version); --json prints release, commit, modified,
+//	                       go, room_min and room_max. It checks no flag about
+//	                       ZooKeeper and connects to none
 //
 // Flags may appear anywhere on the line ("--" ends them). --zk defaults to
 // $ROOMLOG_ZK, else 127.0.0.1:2181. Credentials for rooms with a digest ACL:

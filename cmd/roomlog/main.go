@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/version"
 )
 
 // Exit codes.
@@ -42,6 +43,8 @@ commands:
                               decoded entries, one JSON object per line
   verify ROOM                 check every channel and batch znode; exit 1 on any fault
   checkpoints ROOM            the checkpoint record and the members' checkpoints
+  version                     this binary's release, commit, Go version and room versions
+                              (needs no ZooKeeper)
 
 flags (anywhere on the line):
 `
@@ -124,19 +127,22 @@ func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
 }
 
 // command is one subcommand: the number of positional arguments it takes
-// and its implementation.
+// and its implementation. A command with local set runs before anything
+// about ZooKeeper is checked or dialled, and gets a nil inspector.
 type command struct {
-	args int
-	run  func(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error
+	args  int
+	run   func(ctx context.Context, in *inspector, o options, args []string, stdout, stderr io.Writer) error
+	local bool
 }
 
 var commands = map[string]command{
-	"rooms":       {0, cmdRooms},
-	"channels":    {1, cmdChannels},
-	"members":     {1, cmdMembers},
-	"dump":        {1, cmdDump},
-	"verify":      {1, cmdVerify},
-	"checkpoints": {1, cmdCheckpoints},
+	"rooms":       {args: 0, run: cmdRooms},
+	"channels":    {args: 1, run: cmdChannels},
+	"members":     {args: 1, run: cmdMembers},
+	"dump":        {args: 1, run: cmdDump},
+	"verify":      {args: 1, run: cmdVerify},
+	"checkpoints": {args: 1, run: cmdCheckpoints},
+	"version":     {args: 0, run: cmdVersion, local: true},
 }
 
 // errFaults is returned by verify when it found faults (already printed).
@@ -181,6 +187,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if o.set["to"] && o.to == 0 {
 		return usageErr("--to must be >= 1")
+	}
+	if cmd.local {
+		return finish(name, cmd.run(ctx, nil, o, pos[1:], stdout, stderr), stderr)
 	}
 	if err := logroom.ValidateBase(o.base); err != nil {
 		return usageErr("--base: %v", err)
@@ -237,7 +246,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer stopAfter()
 
 	in := &inspector{c: c, base: o.base, timeout: o.timeout}
-	err = cmd.run(ctx, in, o, pos[1:], stdout, stderr)
+	return finish(name, cmd.run(ctx, in, o, pos[1:], stdout, stderr), stderr)
+}
+
+// finish turns command name's error into the exit code, printing it unless
+// the command already did (errFaults).
+func finish(name string, err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return exitOK
@@ -247,6 +261,28 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "roomlog %s: %v\n", name, err)
 		return exitFail
 	}
+}
+
+// versionJSON is what version --json prints.
+type versionJSON struct {
+	Release  string `json:"release"`
+	Commit   string `json:"commit"` // "" when not built from a checkout
+	Modified bool   `json:"modified"`
+	Go       string `json:"go"`
+	RoomMin  int    `json:"room_min"`
+	RoomMax  int    `json:"room_max"`
+}
+
+// cmdVersion prints this binary's build (version.Info): one line, or with
+// --json one object. It touches no ZooKeeper.
+func cmdVersion(_ context.Context, _ *inspector, o options, _ []string, stdout, _ io.Writer) error {
+	b := version.Info()
+	if o.json {
+		return writeJSON(stdout, versionJSON{Release: b.Release, Commit: b.Commit, Modified: b.Modified,
+			Go: b.GoVersion, RoomMin: version.RoomMin, RoomMax: version.RoomMax})
+	}
+	_, err := fmt.Fprintln(stdout, b.String())
+	return err
 }
 
 // formatTime renders unix milliseconds (0: "-").

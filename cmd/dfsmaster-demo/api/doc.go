@@ -15,7 +15,7 @@
 //	POST /v1/delete    {"path":"/a","recursive":true}      -> {"index":N}
 //	GET  /v1/ls        ?path=/a[&min_index=N]              -> {"index":N,"entries":[{"name","type","size","replication","blocks"}...]}
 //	GET  /v1/stat      ?path=/a/f[&min_index=N]            -> {"index":N,"path","type","size","replication","blocks","block_list":[{"id","size"}...]}
-//	GET  /v1/status                                        -> Status (members with their lag, role_changes)
+//	GET  /v1/status                                        -> Status (members with their lag, role_changes, versions)
 //	GET  /v1/hash      [?min_index=N]                      -> {"applied_index":N,"hash":"..."}
 //	GET  /v1/health                                        -> {"status":"ok","id","role","applied_index"}, or 503 (below)
 //	GET  /                                                 -> HTML status page, refreshes itself
@@ -27,6 +27,26 @@
 // last MaxRoleChanges role changes, newest first ("role_changes":
 // [{"at","role","epoch","reason"}]); a failed master's reason stays in
 // "failure" and on the page.
+//
+// Status also names this master's binary and the room version (replica
+// package doc, "Room version"), so an operator follows a rolling upgrade
+// from any member:
+//
+//	"version"               this master's release ("v0.2.0")
+//	"commit"                the commit it was built from: 40 hex digits, "+dirty" when
+//	                        built from a modified tree, "unknown" when not built from a checkout
+//	"room_version"          the room's version as this master sees it
+//	"room_version_since"    the first index written under it (0: since the room began)
+//	"room_version_target"   the version an operator asked for (0: none set)
+//	"room_version_blocked"  why this master, as primary, does not move the room to the
+//	                        target: the members that do not support it ("" when at the
+//	                        target, or not primary)
+//	"room_version_min", "room_version_max"
+//	                        the room versions this master reads and writes
+//
+// and each member of "members" has "room_version_min" and
+// "room_version_max", the range it advertises (1..1 for a member whose
+// binary predates room versions, v0.1.0). The page shows the same.
 //
 // "index" is the log index the answer reflects: for a mutation, the index of
 // its entry; for a read, the applied index of the consistent view it read.

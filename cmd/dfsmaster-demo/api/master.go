@@ -138,6 +138,24 @@ type Status struct {
 	// RoleChanges are this master's last role changes, newest first (at
 	// most MaxRoleChanges; older ones are dropped).
 	RoleChanges []RoleChange `json:"role_changes"`
+
+	// This master's binary: its release ("v0.2.0") and the commit it was
+	// built from (40 hex digits, "+dirty" when the work tree had
+	// uncommitted changes, "unknown" when not built from a checkout).
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	// The room version (replica package doc, "Room version") as this
+	// master sees it: the room's version and the first index written
+	// under it (0: since the room began), the operator's target (0: none
+	// set), and why this master, as primary, does not move the room to the
+	// target ("" when it is there, or not primary). RoomVersionMin and
+	// RoomVersionMax are the room versions this master advertises.
+	RoomVersion        int    `json:"room_version"`
+	RoomVersionSince   uint64 `json:"room_version_since"`
+	RoomVersionTarget  int    `json:"room_version_target"`
+	RoomVersionBlocked string `json:"room_version_blocked"`
+	RoomVersionMin     int    `json:"room_version_min"`
+	RoomVersionMax     int    `json:"room_version_max"`
 }
 
 // MaxRoleChanges bounds Status.RoleChanges.
@@ -178,6 +196,10 @@ type Member struct {
 	// behind (the primary itself: 0). With no primary known, it is
 	// measured against the highest applied index among the members.
 	Lag uint64 `json:"lag"`
+	// RoomVersionMin..RoomVersionMax: the room versions the member
+	// advertises (1..1 for a member whose binary predates room versions).
+	RoomVersionMin int `json:"room_version_min"`
+	RoomVersionMax int `json:"room_version_max"`
 }
 
 // Channel is one channel (log segment) of the room.

@@ -30,6 +30,8 @@ td.l, th.l { text-align: left; }
 (<a href="/v1/health">/v1/health</a> answers 503). Its state stays as it was; an operator must find the cause before restarting it.</p>{{end}}
 <table>
 <tr><th class="l">room</th><td class="l">{{.S.Room}}</td></tr>
+<tr><th class="l">room version</th><td class="l">{{.S.RoomVersion}}{{if .S.RoomVersionTarget}} (target {{.S.RoomVersionTarget}}{{if .S.RoomVersionBlocked}}, blocked: {{.S.RoomVersionBlocked}}{{end}}){{end}}</td></tr>
+<tr><th class="l">binary</th><td class="l">{{.S.Version}} (commit {{.S.Commit}}), room versions {{.S.RoomVersionMin}}..{{.S.RoomVersionMax}}</td></tr>
 <tr><th class="l">epoch</th><td>{{.S.Epoch}}</td></tr>
 <tr><th class="l">applied index</th><td>{{.S.AppliedIndex}}</td></tr>
 <tr><th class="l">committed index</th><td>{{.S.CommittedIndex}}</td></tr>
@@ -42,9 +44,9 @@ td.l, th.l { text-align: left; }
 </table>
 <h2>Members</h2>
 <table>
-<tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>behind the primary (entries)</th></tr>
-{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td{{if .Lag}} class="behind"{{end}}>{{.Lag}}</td></tr>
-{{else}}<tr><td colspan="5" class="l">none</td></tr>
+<tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>behind the primary (entries)</th><th class="l">room versions</th></tr>
+{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td{{if .Lag}} class="behind"{{end}}>{{.Lag}}</td><td class="l">{{.RoomVersionMin}}..{{.RoomVersionMax}}</td></tr>
+{{else}}<tr><td colspan="6" class="l">none</td></tr>
 {{end}}</table>
 <h2>Role changes of this master</h2>
 <table>
