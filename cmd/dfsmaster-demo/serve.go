@@ -30,8 +30,12 @@ const serveUsage = `usage: dfsmaster-demo serve --zk host:port[,host:port...] --
 
 Runs one namespace master: a roomlog replica (primary or standby) behind the
 HTTP JSON API, with the replica's checkpoint handler on the same server.
-SIGINT or SIGTERM shuts it down gracefully: the replica leaves the room
-first (a standby takes over at once), then the HTTP server stops.
+SIGINT or SIGTERM shuts it down gracefully: a primary first hands its role
+to the most caught-up standby (replica.TransferLeadership, bounded by
+--handoff-timeout; clients are redirected to it meanwhile), then the
+replica leaves the room (were the hand-off to fail, a standby takes over at
+once all the same), then the HTTP server stops. That is the step of a
+rolling upgrade (README, "Upgrade and roll back without downtime").
 
 When the replica fails (an unrecoverable error: a broken applier,
 corruption, divergence from the log, a local disk stalled past
@@ -82,6 +86,15 @@ type serveConfig struct {
 	// CheckpointToken: the bearer token the checkpoint endpoint requires
 	// and checkpoint fetches send (--checkpoint-token-file). "": none.
 	CheckpointToken string
+	// MaxRoomVersion caps the room versions this master advertises and
+	// accepts (replica.Config.MaxRoomVersion; 0: the binary's).
+	MaxRoomVersion int
+	// Compression is the primary's batch compression (logroom); the room
+	// version decides whether zstd may be used.
+	Compression logroom.Compression
+	// HandoffTimeout bounds Close's hand-off of the primary role to the
+	// most caught-up standby (0: no hand-off, the replica just leaves).
+	HandoffTimeout time.Duration
 	// Applier is the replica's applier; nil means namespace.Applier{}.
 	// Tests set one that breaks, to make a replica fail for real.
 	Applier store.Applier
@@ -96,6 +109,7 @@ type serveOptions struct {
 // master is one running dfsmaster: listener, HTTP server, replica and the
 // adapter between them. Close stops them in that order.
 type master struct {
+	handoff time.Duration // see serveConfig.HandoffTimeout
 	rep     *replica.Replica
 	adapter *replicaMaster
 	srv     *http.Server
@@ -170,6 +184,8 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		CheckpointToken:        cfg.CheckpointToken,
 		Registerer:             reg,
 		Logger:                 log.With("component", "replica"),
+		MaxRoomVersion:         cfg.MaxRoomVersion,
+		Writer:                 logroom.WriterConfig{Compression: cfg.Compression},
 	})
 	if err != nil {
 		ln.Close()
@@ -189,7 +205,8 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 			Registry: reg, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})))
 	m := &master{
-		rep: rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1), reg: reg,
+		handoff: cfg.HandoffTimeout,
+		rep:     rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1), reg: reg,
 		srv: newHTTPServer(h, log),
 	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
@@ -279,6 +296,7 @@ func (m *master) Addr() string { return m.addr }
 // never used). Idempotent.
 func (m *master) Close() error {
 	var errs []error
+	m.handOff()
 	m.adapter.Close()
 	if err := m.rep.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("serve: close replica: %w", err))
@@ -294,6 +312,35 @@ func (m *master) Close() error {
 	}
 	m.served <- http.ErrServerClosed // Close stays idempotent
 	return errors.Join(errs...)
+}
+
+// handOff: a primary hands its role to the live standby that has applied
+// the most before it leaves, so the new primary is chosen and caught up
+// while this one still redirects clients to it. Bounded by m.handoff; on
+// failure Close leaves the room as it would have without (a standby then
+// takes over at once).
+func (m *master) handOff() {
+	st := m.rep.Status()
+	if m.handoff <= 0 || st.Role != replica.RolePrimary {
+		return
+	}
+	to, applied := "", uint64(0)
+	for _, mem := range st.Members {
+		if mem.ID != st.ID && mem.Role == replica.RoleStandby && (to == "" || mem.Applied > applied) {
+			to, applied = mem.ID, mem.Applied
+		}
+	}
+	if to == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.handoff)
+	defer cancel()
+	start := time.Now()
+	if err := m.rep.TransferLeadership(ctx, to); err != nil {
+		m.log.Warn("stopping: hand-off of the primary role failed; leaving the room instead", "to", to, "err", err)
+		return
+	}
+	m.log.Info("stopping: handed the primary role over", "to", to, "took", time.Since(start))
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -327,6 +374,10 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	tokenFile := fs.String("checkpoint-token-file", os.Getenv(envTokenFile), "`FILE` holding the checkpoint bearer token (env "+envTokenFile+"): "+
 		"the checkpoint endpoint then answers 401 without it, and fetches from peers send it. Every master of the room needs the same")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
+	maxRoomVersion := fs.Int("max-room-version", 0, fmt.Sprintf("highest room version this master supports and advertises (0: the binary's, %d); "+
+		"caps the room so that binaries of an older release can still join", version.RoomMax))
+	compression := fs.String("compression", "s2", "batch compression when primary: none, s2, or zstd (zstd only in rooms at room version 2 or later; s2 below)")
+	handoff := fs.Duration("handoff-timeout", 2*time.Second, "on SIGINT/SIGTERM a primary first hands its role to the most caught-up standby, for at most this long (0: it just leaves)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -373,6 +424,16 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			bad = append(bad, fmt.Sprintf("--checkpoint-token-file: %v", err))
 		}
 	}
+	if *maxRoomVersion < 0 || *maxRoomVersion > version.RoomMax || (*maxRoomVersion != 0 && *maxRoomVersion < version.RoomMin) {
+		bad = append(bad, fmt.Sprintf("--max-room-version %d: this binary supports room versions %d..%d (0: all)", *maxRoomVersion, version.RoomMin, version.RoomMax))
+	}
+	comp, compOK := map[string]logroom.Compression{"none": logroom.CompressionNone, "s2": logroom.CompressionS2, "zstd": logroom.CompressionZstd}[*compression]
+	if !compOK {
+		bad = append(bad, fmt.Sprintf("--compression %q: want none, s2 or zstd", *compression))
+	}
+	if *handoff < 0 || *handoff > time.Minute {
+		bad = append(bad, fmt.Sprintf("--handoff-timeout %v: must be within [0, 1m]", *handoff))
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
@@ -388,6 +449,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery,
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
+			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true
