@@ -1,6 +1,7 @@
-// Command roomlog is an operator's read-only inspection tool for roomlog
-// rooms in ZooKeeper, in the spirit of HDFS's offline edits viewer and
-// DistributedLog's tool.
+// Command roomlog is an operator's inspection tool for roomlog rooms in
+// ZooKeeper, in the spirit of HDFS's offline edits viewer and
+// DistributedLog's tool. It is read-only except for one command,
+// room-version --set, which records a room version target (see "Writes").
 //
 //	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE] [--json] COMMAND [ARGS]
 //
@@ -24,6 +25,28 @@
 //	checkpoints ROOM       the checkpoint record of the room, the channels
 //	                       it covers, each member's newest checkpoint and
 //	                       the URL it is served at
+//	room-version ROOM      the room version (replica.ReadRoomVersion): the
+//	                       version, the index it applies since, the
+//	                       operator's target (or none), whether the change
+//	                       is complete (and if not, why), why the room is
+//	                       not at the target (blocked), the room version of
+//	                       the oldest channel, and a table of the live
+//	                       members: id, role, applied index, the room
+//	                       versions each supports (min..max). --json prints
+//	                       room, version, since, target, blocked, complete,
+//	                       incomplete (reasons, when not complete),
+//	                       oldest_channel_version and members (id, addr,
+//	                       role, epoch, applied, room_version_min,
+//	                       room_version_max)
+//	room-version ROOM --set N [--wait DURATION]
+//	                       WRITES the room's target version N (see
+//	                       "Writes"); N outside this binary's room versions
+//	                       (version.RoomMin..RoomMax) is a usage error.
+//	                       With --wait, polls the status until the room is
+//	                       at N and complete (exit 0) or DURATION passes
+//	                       (exit 1, with the last reason); default 0: no
+//	                       wait. --json prints set, previous_target, wait,
+//	                       reached and the status as above
 //	version                this binary's release, commit, Go version and the
 //	                       room versions it reads and writes (package
 //	                       version); --json prints release, commit, modified,
@@ -40,8 +63,8 @@
 //
 // # Read-only
 //
-// The tool calls only ZooKeeper's read operations (Get, Children, Exists,
-// Sync). It does not use logroom.OpenRoom, which creates a missing room
+// Every command but room-version --set calls only ZooKeeper's read
+// operations (Get, Children, Exists, Sync). It does not use logroom.OpenRoom, which creates a missing room
 // and base path, and it decodes no znode format itself: each is decoded by
 // the package that owns it, through its read-only views — the room, epoch
 // and channel metas by logroom (ReadRoomInfo, ReadEpoch, ListChannels,
@@ -52,6 +75,24 @@
 // value, bounded nesting, every length within the input) before it is
 // decoded, so a hostile znode costs memory linear in its size and no deep
 // recursion. Each view waits at most --timeout for a ZooKeeper session.
+//
+// # Writes
+//
+// room-version ROOM --set N is the tool's only write. It reads the room
+// first (a missing room or a permission error is reported before anything
+// is written; a missing room is never created), then calls
+// replica.SetRoomVersionTarget, which creates or overwrites the persistent
+// znode ROOM/version ({v:1, target, set}; replica package doc, "Znodes")
+// with the ACL of the tool's credentials: for a room with a digest ACL,
+// pass --zk-digest-file with the room's credentials (without them the
+// write is refused, "permission denied"). It never moves the room itself:
+// the primary moves it, with a fenced checkpoint, once every live member
+// supports N; until then blocked names the members that do not (replica
+// package doc, "Room version", which also describes the downgrade
+// procedure). "Complete" is ReadRoomVersion's: the room at the target,
+// every live member past the change, no channel of another room version
+// left; only then may a binary that supports only N join (after a
+// downgrade, an older release).
 //
 // # What verify checks
 //
@@ -102,6 +143,8 @@
 // # Exit codes
 //
 // 0 success; 1 an error (unreachable ZooKeeper, missing room, permission
-// denied, corrupt data met by dump) or a fault found by verify; 2 bad usage
-// (unknown command, bad flag, bad room name).
+// denied, corrupt data met by dump), a fault found by verify, or
+// room-version --set --wait that ran out of time; 2 bad usage (unknown
+// command, bad flag, bad room name, a room version outside this binary's
+// range).
 package main

@@ -105,8 +105,10 @@ func TestUnreachable(t *testing.T) {
 }
 
 // TestMissingAndReadOnly: missing rooms and bases are clear errors, and no
-// command writes anything: the whole tree is the same before and after
-// every command ran, including on a missing room and a missing base.
+// command writes anything (room-version without --set included; --set is
+// the one write, TestRoomVersionErrors): the whole tree is the same before
+// and after every command ran, including on a missing room and a missing
+// base.
 func TestMissingAndReadOnly(t *testing.T) {
 	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
 	c := dialZK(t, e, nil)
@@ -117,7 +119,7 @@ func TestMissingAndReadOnly(t *testing.T) {
 	code, _, errs := cl.run("channels", "nosuch")
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errs, `room "nosuch" not found under /ro`)
-	for _, cmd := range []string{"members", "dump", "verify", "checkpoints"} {
+	for _, cmd := range []string{"members", "dump", "verify", "checkpoints", "room-version"} {
 		code, _, errs = cl.run(cmd, "nosuch")
 		require.Equal(t, exitFail, code, cmd)
 		require.Contains(t, errs, "not found", cmd)
@@ -131,6 +133,7 @@ func TestMissingAndReadOnly(t *testing.T) {
 	for _, args := range [][]string{
 		{"rooms"}, {"channels", "r"}, {"members", "r"}, {"dump", "r"}, {"dump", "r", "--from", "20"},
 		{"verify", "r"}, {"checkpoints", "r"}, {"rooms", "--json"}, {"verify", "r", "--json"},
+		{"room-version", "r"}, {"room-version", "r", "--json"}, // read-only without --set
 	} {
 		cl.ok(args...)
 	}

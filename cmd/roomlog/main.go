@@ -33,7 +33,8 @@ const (
 
 const usageText = `usage: roomlog [flags] COMMAND [ARGS]
 
-Read-only inspection of roomlog rooms in ZooKeeper (nothing is ever written).
+Inspection of roomlog rooms in ZooKeeper. Read-only, except 'room-version --set',
+the one command that writes (a room version target).
 
 commands:
   rooms                       the rooms under --base
@@ -43,6 +44,15 @@ commands:
                               decoded entries, one JSON object per line
   verify ROOM                 check every channel and batch znode; exit 1 on any fault
   checkpoints ROOM            the checkpoint record and the members' checkpoints
+  room-version ROOM           the room version, since index, target, whether complete, why
+                              blocked, the oldest channel's room version, and each live
+                              member's role, applied index and room versions (min..max)
+  room-version ROOM --set N [--wait DURATION]
+                              WRITES: records room version N as the room's target (needs
+                              write access: --zk-digest-file for a room with an ACL); the
+                              primary moves the room when every live member supports N.
+                              --wait polls until the room is at N and complete (exit 0),
+                              or exits 1 after DURATION with why not (default 0: no wait)
   version                     this binary's release, commit, Go version and room versions
                               (needs no ZooKeeper)
 
@@ -73,6 +83,8 @@ type options struct {
 	from       uint64
 	to         uint64
 	noOps      bool
+	setVersion int
+	wait       time.Duration
 	set        map[string]bool
 }
 
@@ -95,6 +107,8 @@ func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
 	fs.Uint64Var(&o.from, "from", 0, "dump: first index (default: the oldest retained)")
 	fs.Uint64Var(&o.to, "to", 0, "dump: last index (default: the end of the log)")
 	fs.BoolVar(&o.noOps, "no-ops", false, "dump: do not decode entries as store ops")
+	fs.IntVar(&o.setVersion, "set", 0, fmt.Sprintf("room-version: record this room version (%d..%d) as the room's target: the tool's only write", version.RoomMin, version.RoomMax))
+	fs.DurationVar(&o.wait, "wait", 0, "room-version --set: wait this long for the room to reach the target, complete (0: do not wait)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
@@ -142,7 +156,9 @@ var commands = map[string]command{
 	"dump":        {args: 1, run: cmdDump},
 	"verify":      {args: 1, run: cmdVerify},
 	"checkpoints": {args: 1, run: cmdCheckpoints},
-	"version":     {args: 0, run: cmdVersion, local: true},
+	// The one command that may write (with --set).
+	"room-version": {args: 1, run: cmdRoomVersion},
+	"version":      {args: 0, run: cmdVersion, local: true},
 }
 
 // errFaults is returned by verify when it found faults (already printed).
@@ -187,6 +203,18 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if o.set["to"] && o.to == 0 {
 		return usageErr("--to must be >= 1")
+	}
+	if name != "room-version" && (o.set["set"] || o.set["wait"]) {
+		return usageErr("--set and --wait apply to room-version only")
+	}
+	if o.set["wait"] && !o.set["set"] {
+		return usageErr("--wait applies to room-version --set only")
+	}
+	if o.wait < 0 {
+		return usageErr("--wait must be >= 0")
+	}
+	if o.set["set"] && (o.setVersion < version.RoomMin || o.setVersion > version.RoomMax) {
+		return usageErr("--set %d: this binary (%s) knows room versions %d..%d", o.setVersion, version.Release, version.RoomMin, version.RoomMax)
 	}
 	if cmd.local {
 		return finish(name, cmd.run(ctx, nil, o, pos[1:], stdout, stderr), stderr)
