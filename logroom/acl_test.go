@@ -158,7 +158,7 @@ func TestDigestACLDeniesOthers(t *testing.T) {
 	infos, err := r.Channels(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 2)
-	require.Equal(t, ChannelInfo{Num: 1, FirstIndex: 1, LastIndex: 10, Epoch: 1, Sealed: true, Bytes: infos[0].Bytes, Batches: 10}, infos[0])
+	require.Equal(t, ChannelInfo{Num: 1, FirstIndex: 1, LastIndex: 10, Epoch: 1, Sealed: true, Bytes: infos[0].Bytes, Batches: 10, RoomVersion: 1}, infos[0])
 
 	// The owner's writer was not fenced, and a reader gets everything.
 	last, err = w.Append(ctx, payload(14))

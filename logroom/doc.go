@@ -56,15 +56,30 @@
 // meta: unknown format version 2"), so an old binary refuses such a room
 // before it joins instead of meeting a batch it cannot read.
 //
+// Record version 2 at room version 1 is a downgrade in progress
+// (RoomVersion.Lowering): the room is at 1, but channels opened at a
+// higher version may remain, so v0.1.0 is still kept out;
+// RotateToVersion(1) on such a room writes record 1 (the caller makes
+// sure no such channel remains first).
+//
 // Only a writer changes it, with Writer.RotateToVersion: the rotation's
 // fenced Multi (epoch check, seal the open channel, create the next at the
 // new version) also sets the room meta with a version check on the meta's
 // znode version read at takeover. Since is the new channel's first index.
 // A new writer reads the room version after its epoch CAS (nothing else
-// can change it then) and opens its channel at it; a writer refuses a room
+// can change it then), refuses a meta whose version is not the newest
+// channel's (ErrCorrupt: no rotation wrote it), and opens its channel at
+// it; a failed compare-and-set of the meta or the open channel's meta in
+// a rotation is ErrCorrupt naming both; a rotation that changes the meta
+// never goes out early (it waits for the batches in flight), and answers
+// only the Rotate calls it was planned for. A writer refuses a room
 // above this binary's range or WriterConfig.MaxRoomVersion with
 // ErrUnsupportedVersion, as OpenRoom, the views and the readers do for a
-// room meta, channel meta or batch beyond this binary. Which members
+// room meta, channel meta or batch beyond this binary
+// (RoomOptions.MaxRoomVersion caps what a Room's readers read below the
+// binary). A checksum-valid batch of an unknown format in a channel of a
+// room version this binary reads is corrupt, not a newer writer's (no
+// room version it reads has that format). Which members
 // support a version, and when to change it, is package replica's
 // decision.
 //

@@ -26,8 +26,8 @@ func FuzzDecodeChannelMeta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeChannelMeta(data)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error without ErrCorrupt: %v", err)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+				t.Fatalf("error without ErrCorrupt or ErrUnsupportedVersion: %v", err)
 			}
 			return
 		}
@@ -52,8 +52,8 @@ func FuzzDecodeEpochMeta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeEpochMeta(data)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error without ErrCorrupt: %v", err)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+				t.Fatalf("error without ErrCorrupt or ErrUnsupportedVersion: %v", err)
 			}
 			return
 		}
@@ -78,13 +78,13 @@ func FuzzDecodeRoomMeta(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := decodeRoomMeta(data)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error without ErrCorrupt: %v", err)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
+				t.Fatalf("error without ErrCorrupt or ErrUnsupportedVersion: %v", err)
 			}
 			return
 		}
-		if m.Version != roomFormatVersion {
-			t.Fatalf("accepted version %d", m.Version)
+		if (m.Version != roomFormatVersion || m.Room != 0) && (m.Version != roomFormatVersion2 || m.Room < 1) {
+			t.Fatalf("accepted version %d room %d", m.Version, m.Room)
 		}
 		again, err := decodeRoomMeta(encodeMeta(m))
 		if err != nil || again != m {

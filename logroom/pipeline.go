@@ -669,7 +669,9 @@ func (w *Writer) die(i int, err error) {
 	}
 	w.failQueued(err)
 	for _, rq := range ls.rotateWaiters {
-		rq.done <- rotateResult{err: err}
+		// A rotation waiter gets the error itself (its rotation may be
+		// what failed).
+		rq.done <- rotateResult{err: ls.dead}
 	}
 	ls.rotateWaiters = nil
 	w.log.Warn("writer stopped", "err", err)
@@ -856,51 +858,87 @@ func (w *Writer) channelGoing(path string) (bool, error) {
 	return m.Deleting, nil
 }
 
-// sealOps returns the metas and ops that seal the open channel at next-1
-// and create the next channel.
-func (w *Writer) sealOps() (sealed, next channelMeta, nextNum uint64, ops []interface{}) {
+// sealPlan is one rotation: the seal of the open channel, the next
+// channel, the ops, and what it changes of the room meta.
+type sealPlan struct {
+	sealed, next channelMeta
+	nextNum      uint64
+	ops          []interface{}
+	// metaChanged: the ops rewrite the room meta (a room version change,
+	// or the end of a downgrade); lowering is what Lowering is after it.
+	metaChanged, lowering bool
+	// waiters: how many of rotateWaiters (the first ones) it answers.
+	waiters int
+}
+
+// sealOps plans the rotation that seals the open channel at next-1 and
+// creates the next channel, for the Rotate and RotateToVersion calls
+// waiting now. The newest RotateToVersion among them sets the room
+// version: raising writes room meta record 2; lowering to 1 also writes
+// record 2 (Lowering: v0.1.0 stays out while channels of the higher
+// version remain), and RotateToVersion(1) on a room already at 1 but
+// Lowering writes record 1, ending the downgrade (the caller has made
+// sure no channel above 1 remains).
+func (w *Writer) sealOps() sealPlan {
 	ls := &w.ls
-	sealed = channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
-		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches, Room: roomField(w.RoomVersion())}
-	target := w.RoomVersion()
+	cur := w.RoomVersion()
+	target, asked := cur, false
 	for _, rq := range ls.rotateWaiters {
 		if rq.roomVersion != 0 {
-			target = rq.roomVersion
+			target, asked = rq.roomVersion, true
 		}
 	}
-	next = channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch, Room: roomField(target)}
-	nextNum = ls.ch + 1
-	ops = []interface{}{
-		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(sealed), Version: ls.chVersion},
-		&zk.CreateRequest{Path: w.room.channelPath(nextNum), Data: encodeMeta(next), Acl: w.c.ACL()},
+	p := sealPlan{nextNum: ls.ch + 1, waiters: len(ls.rotateWaiters), lowering: w.lowering}
+	p.sealed = channelMeta{Version: channelFormatVersion, First: ls.chFirst, Epoch: w.epoch, Sealed: true,
+		Last: ls.next - 1, Bytes: ls.chBytes, Batches: ls.chBatches, Room: roomField(cur)}
+	p.next = channelMeta{Version: channelFormatVersion, First: ls.next, Epoch: w.epoch, Room: roomField(target)}
+	p.ops = []interface{}{
+		&zk.SetDataRequest{Path: ls.chPath, Data: encodeMeta(p.sealed), Version: ls.chVersion},
+		&zk.CreateRequest{Path: w.room.channelPath(p.nextNum), Data: encodeMeta(p.next), Acl: w.c.ACL()},
 	}
-	if target != w.RoomVersion() {
-		meta := roomMetaFor(w.roomCreated, target, ls.next, w.epoch)
-		ops = append(ops, &zk.SetDataRequest{Path: w.room.root, Data: encodeMeta(meta), Version: w.roomMetaVer})
+	switch {
+	case target != cur:
+		p.metaChanged, p.lowering = true, target == 1
+	case asked && target == 1 && w.lowering:
+		p.metaChanged, p.lowering = true, false
 	}
-	return sealed, next, nextNum, ops
+	if p.metaChanged {
+		since := ls.next
+		if target == cur {
+			since = w.roomSince // the end of a downgrade: the version has not changed
+		}
+		meta := roomMetaFor(w.roomCreated, target, since, w.epoch, p.lowering)
+		p.ops = append(p.ops, &zk.SetDataRequest{Path: w.room.root, Data: encodeMeta(meta), Version: w.roomMetaVer})
+	}
+	return p
 }
 
 // rotate seals the open channel at next-1 and opens the next one (one
 // fenced Multi, resolved on connection loss); called with nothing in flight.
 func (w *Writer) rotate() {
-	sealed, next, nextNum, ops := w.sealOps()
-	nextPath := w.room.channelPath(nextNum)
-	err := w.fencedWrite(w.lifeCtx, "rotate", w.hasData(nextPath, encodeMeta(next)), ops...)
+	p := w.sealOps()
+	nextPath := w.room.channelPath(p.nextNum)
+	err := w.fencedWrite(w.lifeCtx, "rotate", w.hasData(nextPath, encodeMeta(p.next)), p.ops...)
 	if err != nil {
-		if !errors.Is(err, ErrFenced) && !errors.Is(err, ErrOutcomeUnknown) {
+		switch {
+		case errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, ErrFenced):
+			// Not our fence: a znode we compare-and-set (the open
+			// channel's meta, or the room meta) was written by another
+			// client since we read it.
+			err = fmt.Errorf("%w: room %q: rotate: the open channel's meta %s (version %d) or the room meta %s (version %d) was changed by another client: %w",
+				ErrCorrupt, w.room.name, w.ls.chPath, w.ls.chVersion, w.room.root, w.roomMetaVer, err)
+		case !errors.Is(err, ErrFenced) && !errors.Is(err, ErrOutcomeUnknown):
 			err = fmt.Errorf("%w: rotate: %w", ErrOutcomeUnknown, err)
 		}
 		w.die(0, err)
 		return
 	}
-	w.switchChannel(sealed, next, nextNum)
+	w.switchChannel(p)
 }
 
 type sealResult struct {
-	sealed, next channelMeta
-	nextNum      uint64
-	err          error
+	plan sealPlan
+	err  error
 }
 
 // startSeal sends the seal while batches are still in flight, so a
@@ -908,22 +946,29 @@ type sealResult struct {
 // unacknowledged batch of the channel exists, so it cannot seal past a
 // batch that failed. If it fails for any reason, the seal waits for the
 // in-flight batches and goes through rotate(), whose read-back makes a seal
-// that landed despite a lost reply harmless.
+// that landed despite a lost reply harmless. A rotation that changes the
+// room meta never goes early: it waits for the batches in flight, so that
+// rotate() is the only path that writes the meta, and a lost reply is
+// read back against the very plan that was sent.
 func (w *Writer) startSeal() {
 	ls := &w.ls
-	sealed, next, nextNum, ops := w.sealOps()
+	p := w.sealOps()
+	if p.metaChanged {
+		ls.sealFailed = true // go through rotate() once nothing is in flight
+		return
+	}
 	checks := []interface{}{w.fenceOp()}
 	for _, b := range ls.inflight {
 		if b.state != batchLanded {
 			checks = append(checks, &zk.CheckVersionRequest{Path: b.path, Version: 0})
 		}
 	}
-	ops = append(checks, ops...)
+	ops := append(checks, p.ops...)
 	ls.sealing = true
 	ls.sending++
 	go func() {
 		_, err := multiErr(w.c.Conn().Multi(ops...))
-		w.sealResults <- sealResult{sealed: sealed, next: next, nextNum: nextNum, err: err}
+		w.sealResults <- sealResult{plan: p, err: err}
 	}()
 }
 
@@ -937,13 +982,16 @@ func (w *Writer) onSeal(res sealResult) {
 		return
 	}
 	w.stats.earlySeals.Add(1)
-	w.switchChannel(res.sealed, res.next, res.nextNum)
+	w.switchChannel(res.plan)
 }
 
-// switchChannel makes the freshly created channel nextNum the open one and
-// answers the Rotate calls.
-func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
+// switchChannel makes the freshly created channel p.nextNum the open one
+// and answers the Rotate calls the plan was made for (later ones wait for
+// the next rotation: theirs may ask for a room version this one did not
+// write).
+func (w *Writer) switchChannel(p sealPlan) {
 	ls := &w.ls
+	sealed, next, nextNum := p.sealed, p.next, p.nextNum
 	info := sealed.info(ls.ch)
 	w.log.Info("channel rotated", "sealed", ls.ch, "first", sealed.First, "last", sealed.Last,
 		"batches", sealed.Batches, "bytes", sealed.Bytes, "next", nextNum)
@@ -953,13 +1001,20 @@ func (w *Writer) switchChannel(sealed, next channelMeta, nextNum uint64) {
 	ls.chBatches, ls.chBytes = 0, 0
 	ls.autoRotate, ls.sealFailed = false, false
 	w.m.rotated()
-	if v := next.roomVersion(); v != w.RoomVersion() {
-		w.log.Info("room version changed", "from", w.RoomVersion(), "to", v, "since", next.First, "channel", nextNum)
+	if p.metaChanged {
+		v := next.roomVersion()
+		w.log.Info("room version recorded", "from", w.RoomVersion(), "to", v, "since", next.First, "channel", nextNum,
+			"lowering", p.lowering)
+		if v != w.RoomVersion() {
+			w.roomSince = next.First
+		}
 		w.roomVer.Store(int32(v))
+		w.lowering = p.lowering
 		w.roomMetaVer++
 	}
-	for _, rq := range ls.rotateWaiters {
+	n := min(p.waiters, len(ls.rotateWaiters))
+	for _, rq := range ls.rotateWaiters[:n] {
 		rq.done <- rotateResult{info: info}
 	}
-	ls.rotateWaiters = nil
+	ls.rotateWaiters = append([]*rotateReq(nil), ls.rotateWaiters[n:]...)
 }

@@ -199,6 +199,9 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q: index %d (channel %d deleted)", ErrCompacted, r.name, pos, infos[i].Num)
 	}
+	if err == nil {
+		err = r.checkCap(infos[i].Num, m)
+	}
 	if err != nil {
 		return err
 	}
@@ -391,6 +394,9 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		if err != nil {
 			return nil, rd.room.corrupt(rd.ch, rd.chPath, err)
 		}
+		if err := rd.room.checkCap(rd.ch, m); err != nil {
+			return nil, err
+		}
 		if !m.Sealed {
 			if m, err = rd.checkNoSuccessor(ctx, m); err != nil {
 				return nil, err
@@ -485,6 +491,9 @@ func (rd *Reader) checkChannelEpoch(epoch uint64) error {
 	}
 	m, err := decodeChannelMeta(data)
 	if err != nil {
+		return err
+	}
+	if err := rd.room.checkCap(rd.ch, m); err != nil {
 		return err
 	}
 	rd.meta = m
@@ -592,6 +601,9 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 	if err != nil {
 		return r.corrupt(num, path, err)
 	}
+	if err := r.checkCap(num, m); err != nil {
+		return err
+	}
 	if m.First != rd.meta.Last+1 {
 		return r.corrupt(num, path, fmt.Errorf("%w: channel first index %d, previous channel %d sealed at %d",
 			ErrCorrupt, m.First, rd.ch, rd.meta.Last))
@@ -613,6 +625,11 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 func (rd *Reader) deliver(path string, data []byte, ctime int64) ([]Entry, error) {
 	b, err := DecodeBatch(data)
 	switch {
+	case errors.Is(err, ErrUnsupportedVersion):
+		// The channel's meta names a room version this binary reads, and
+		// no room version it reads has this format: not a newer writer's
+		// batch, a forged or corrupt one.
+		err = fmt.Errorf("%w: a format room version %d does not have (channel %d): %v", ErrCorrupt, rd.meta.roomVersion(), rd.ch, err)
 	case err != nil:
 	case b.First != rd.bpos:
 		err = fmt.Errorf("%w: batch first index %d, expected %d", ErrCorrupt, b.First, rd.bpos)

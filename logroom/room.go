@@ -39,7 +39,7 @@ const (
 // reservedNames may not be used as room names: "zookeeper" is reserved by
 // ZooKeeper itself, the others are the children of a room, reserved so that
 // a room can never be confused with a room's subtree when base paths nest.
-var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints"}
+var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints", "transfer", "version"}
 
 // ValidateName checks a room name: non-empty, at most MaxNameBytes bytes,
 // valid UTF-8, no '/', not "." or "..", not reserved, and no control or
@@ -104,9 +104,12 @@ func nameProblem(name string, childOK bool) string {
 }
 
 // roomMeta is the data of the room znode. Record version 1 is a room at
-// room version 1; record version 2 carries the room version (2 or more)
-// and refuses binaries from before room versions (v0.1.0 refuses any
-// record version but 1 when it opens the room).
+// room version 1; record version 2 carries the room version and refuses
+// binaries from before room versions (v0.1.0 refuses any record version
+// but 1 when it opens the room). Record version 2 at room version 1 is a
+// downgrade in progress: the room is at 1, but channels written under a
+// higher version may remain, so v0.1.0 must still be kept out; the
+// primary writes record version 1 once they are gone.
 type roomMeta struct {
 	Version int   `msgpack:"v"`
 	Created int64 `msgpack:"created"` // unix milliseconds
@@ -128,10 +131,11 @@ func (m roomMeta) roomVersion() int {
 }
 
 // roomMetaFor returns the meta recording room version v from index since,
-// set by a writer of epoch, keeping created.
-func roomMetaFor(created int64, v int, since, epoch uint64) roomMeta {
+// set by a writer of epoch, keeping created. record2 keeps record version
+// 2 at room version 1 (a downgrade whose earlier channels remain).
+func roomMetaFor(created int64, v int, since, epoch uint64, record2 bool) roomMeta {
 	m := roomMeta{Version: roomFormatVersion, Created: created, Since: since, Epoch: epoch}
-	if v > 1 {
+	if v > 1 || record2 {
 		m.Version, m.Room = roomFormatVersion2, v
 	}
 	return m
@@ -251,7 +255,7 @@ func decodeRoomMeta(data []byte) (roomMeta, error) {
 			return m, fmt.Errorf("%w: room meta: record version 1 with room version %d", ErrCorrupt, m.Room)
 		}
 	case m.Version == roomFormatVersion2:
-		if m.Room < 2 {
+		if m.Room < 1 {
 			return m, fmt.Errorf("%w: room meta: record version 2 with room version %d", ErrCorrupt, m.Room)
 		}
 		if m.Room > version.RoomMax {
@@ -280,6 +284,10 @@ func (m channelMeta) info(num uint64) ChannelInfo {
 type RoomOptions struct {
 	Base   string       // parent znode of rooms, default DefaultBase
 	Logger *slog.Logger // nil: discard
+	// MaxRoomVersion caps the room versions readers of this Room read (0:
+	// the binary's version.RoomMax): a channel opened above it is refused
+	// with ErrUnsupportedVersion.
+	MaxRoomVersion int
 	// Metrics receives the room's metrics (channel counts and bytes,
 	// deletions), its Readers' (Tail), and its Writers' unless
 	// WriterConfig.Metrics says otherwise. nil: none. See NewMetrics.
@@ -290,11 +298,12 @@ type RoomOptions struct {
 // concurrent use; it holds no state but paths, metrics and a deletion
 // counter.
 type Room struct {
-	c       *Client
-	name    string
-	root    string
-	log     *slog.Logger
-	metrics *Metrics
+	c              *Client
+	name           string
+	root           string
+	log            *slog.Logger
+	metrics        *Metrics
+	maxRoomVersion int // RoomOptions.MaxRoomVersion
 	// deletions counts DeleteChannel calls through this Room, so a Writer on
 	// it refreshes its byte accounting promptly after space was freed.
 	deletions atomic.Uint64
@@ -315,7 +324,7 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if err := ValidateBase(opts.Base); err != nil {
 		return nil, err
 	}
-	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics}
+	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics, maxRoomVersion: opts.MaxRoomVersion}
 	r.log = discardLogger(opts.Logger).With("room", name)
 	if err := zkx.EnsurePath(ctx, c, opts.Base); err != nil {
 		return nil, zkError("logroom: base "+opts.Base, err)
@@ -353,12 +362,28 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	return r, nil
 }
 
+// checkCap refuses a channel opened at a room version above
+// RoomOptions.MaxRoomVersion (a member capped below its binary's range
+// must not read what it does not advertise).
+func (r *Room) checkCap(num uint64, m channelMeta) error {
+	if r.maxRoomVersion == 0 || m.roomVersion() <= r.maxRoomVersion {
+		return nil
+	}
+	return fmt.Errorf("%w: room %q channel %d (%s) was opened at room version %d; this member is capped at %d (RoomOptions.MaxRoomVersion)",
+		ErrUnsupportedVersion, r.name, num, r.channelPath(num), m.roomVersion(), r.maxRoomVersion)
+}
+
 // RoomVersion is what the room meta records of the room's version
 // (package doc, "Room version").
 type RoomVersion struct {
 	Version int    // the room version (1 for a room meta of record version 1)
 	Since   uint64 // first index written under it (0: since the room began)
 	Epoch   uint64 // epoch of the writer that set it (0: never changed)
+	// Lowering: the room is at Version 1 but its meta is still record
+	// version 2 (which v0.1.0 refuses) because channels written under a
+	// higher version may remain; Writer.RotateToVersion(1) ends it once
+	// they are gone.
+	Lowering bool
 }
 
 // RoomVersion reads the room's version from its meta (synced first, so a
@@ -368,7 +393,12 @@ func (r *Room) RoomVersion(ctx context.Context) (RoomVersion, error) {
 	if err != nil {
 		return RoomVersion{}, err
 	}
-	return RoomVersion{Version: m.roomVersion(), Since: m.Since, Epoch: m.Epoch}, nil
+	return m.info(), nil
+}
+
+func (m roomMeta) info() RoomVersion {
+	return RoomVersion{Version: m.roomVersion(), Since: m.Since, Epoch: m.Epoch,
+		Lowering: m.Version == roomFormatVersion2 && m.Room == 1}
 }
 
 // readRoomMeta reads and decodes the room meta with its znode version.

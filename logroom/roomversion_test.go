@@ -55,9 +55,25 @@ func TestRoomVersionRotation(t *testing.T) {
 	require.NoError(t, err)
 	meta = nil
 	require.NoError(t, msgpack.Unmarshal(raw, &meta))
-	require.EqualValues(t, 1, meta["v"], "back at room version 1 the meta is record version 1 again")
-	require.NotContains(t, meta, "room")
+	require.EqualValues(t, 2, meta["v"], "lowering: the meta stays record version 2 (v0.1.0 stays out) while channels of room version 2 remain")
+	rv, err = r.RoomVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, RoomVersion{Version: 1, Since: info2.LastIndex + 1, Epoch: w.Epoch(), Lowering: true}, rv)
 	appendPart(w, entries[600:])
+
+	// The caller (package replica) saw the channels of room version 2
+	// deleted: RotateToVersion(1) ends the downgrade with record version 1.
+	_, err = w.RotateToVersion(ctx, 1)
+	require.NoError(t, err)
+	raw, _, err = c.Conn().Get(r.root)
+	require.NoError(t, err)
+	meta = nil
+	require.NoError(t, msgpack.Unmarshal(raw, &meta))
+	require.EqualValues(t, 1, meta["v"], "the downgrade ended: record version 1, which v0.1.0 opens")
+	require.NotContains(t, meta, "room")
+	rv, err = r.RoomVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, RoomVersion{Version: 1, Since: info2.LastIndex + 1, Epoch: w.Epoch()}, rv, "since stays where the version changed")
 
 	log := readAll(t, ctx, r, w.LastCommitted())
 	checkLog(t, log, a)
@@ -66,6 +82,7 @@ func TestRoomVersionRotation(t *testing.T) {
 	infos, err := r.Channels(ctx)
 	require.NoError(t, err)
 	perChannel := map[uint64]map[string]int{}
+	s2After := 0
 	for _, sb := range storedBatches(t, ctx, c, r) {
 		num, _ := ParseChannelName(sb.path[len(r.Path(channelsNode))+1 : len(r.Path(channelsNode))+1+len(channelName(1))])
 		if perChannel[num] == nil {
@@ -87,9 +104,10 @@ func TestRoomVersionRotation(t *testing.T) {
 		case ci.FirstIndex > info2.LastIndex:
 			require.Equal(t, 1, m.roomVersion())
 			require.Zero(t, perChannel[ci.Num]["zstd"], "channel %d", ci.Num)
-			require.Positive(t, perChannel[ci.Num]["s2"], "channel %d", ci.Num)
+			s2After += perChannel[ci.Num]["s2"]
 		}
 	}
+	require.Positive(t, s2After, "back at room version 1 the writer stores S2")
 	t.Logf("codecs per channel: %v", perChannel)
 
 	// Back to 2, then a new writer takes over: it reads the room version
@@ -140,9 +158,9 @@ func TestRoomVersionRefusals(t *testing.T) {
 			_, err = c.Conn().Set(r.root, encodeMeta(roomMeta{Version: 1}), -1)
 			require.NoError(t, err)
 		}
-		// Record version 2 claiming room version 1 is nobody's format.
+		// Record version 2 without a room version is nobody's format.
 		r := openRoom(t, c, "rv-bad")
-		_, err := c.Conn().Set(r.root, encodeMeta(roomMeta{Version: 2, Room: 1}), -1)
+		_, err := c.Conn().Set(r.root, encodeMeta(roomMeta{Version: 2}), -1)
 		require.NoError(t, err)
 		_, err = OpenRoom(ctx, c, "rv-bad", RoomOptions{Base: testBase(t)})
 		require.ErrorIs(t, err, ErrCorrupt)
@@ -169,6 +187,53 @@ func TestRoomVersionRefusals(t *testing.T) {
 		}
 		require.ErrorIs(t, err, ErrUnsupportedVersion)
 		require.Contains(t, err.Error(), p)
+	})
+
+	t.Run("forged room meta", func(t *testing.T) {
+		r := openRoom(t, c, "rv-forged-meta")
+		w := newWriter(t, r, WriterConfig{})
+		_, err := w.Append(ctx, []byte("one"))
+		require.NoError(t, err)
+		// Another client raises the room meta behind the writer's back:
+		// the writer's next change of it (its compare-and-set) fails,
+		// named, as corruption.
+		forged := encodeMeta(roomMeta{Version: 2, Room: 2, Created: 1})
+		_, err = c.Conn().Set(r.root, forged, -1)
+		require.NoError(t, err)
+		_, err = w.RotateToVersion(ctx, 2)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), r.root)
+		require.Contains(t, err.Error(), "changed by another client")
+		// The next writer does not adopt it: the newest channel was
+		// opened at room version 1.
+		_, err = r.NewWriter(ctx, WriterConfig{})
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Contains(t, err.Error(), "records room version 2")
+	})
+
+	t.Run("capped reader", func(t *testing.T) {
+		r := openRoom(t, c, "rv-capped")
+		w := newWriter(t, r, WriterConfig{})
+		_, err := w.Append(ctx, []byte("one"))
+		require.NoError(t, err)
+		_, err = w.RotateToVersion(ctx, 2)
+		require.NoError(t, err)
+		_, err = w.Append(ctx, []byte("two"))
+		require.NoError(t, err)
+		capped, err := OpenRoom(ctx, c, "rv-capped", RoomOptions{Base: testBase(t), MaxRoomVersion: 1})
+		require.NoError(t, err)
+		rd, err := capped.Tail(ctx, 1)
+		require.NoError(t, err)
+		defer rd.Close()
+		es, err := rd.Next(ctx)
+		require.NoError(t, err)
+		require.Len(t, es, 1)
+		require.Equal(t, "one", string(es[0].Data))
+		_, err = rd.Next(ctx)
+		require.ErrorIs(t, err, ErrUnsupportedVersion, "a reader capped at 1 refuses the channel of room version 2")
+		require.Contains(t, err.Error(), "capped at 1")
+		_, err = capped.Tail(ctx, 2)
+		require.ErrorIs(t, err, ErrUnsupportedVersion)
 	})
 
 	t.Run("newer record versions", func(t *testing.T) {

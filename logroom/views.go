@@ -153,7 +153,7 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 		return RoomInfo{}, corruptZnode(name, 0, root, err)
 	}
 	return RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
-		RoomVersion: RoomVersion{Version: m.roomVersion(), Since: m.Since, Epoch: m.Epoch}}, nil
+		RoomVersion: m.info()}, nil
 }
 
 // EpochInfo is the room's epoch znode.

@@ -160,7 +160,7 @@ func TestCorruptZnodeView(t *testing.T) {
 	bad := map[string][]byte{
 		"garbage":      []byte("garbage"),
 		"empty":        {},
-		"version 2":    pack(map[string]any{"v": 2, "first": 1, "epoch": 1, "created": 1}),
+		"version 0":    pack(map[string]any{"v": 0, "first": 1, "epoch": 1, "created": 1}),
 		"huge string":  {0x81, 0xa5, 'o', 'w', 'n', 'e', 'r', 0xdb, 0xff, 0xff, 0xff, 0xff, 'x'},
 		"deep nesting": append([]byte{0x81, 0xa1, 'x'}, bytes.Repeat([]byte{0x91}, 64)...),
 		"trailing":     append(pack(map[string]any{"v": 1, "first": 1}), 0xc0),
@@ -282,8 +282,8 @@ func TestMetaViewHostile(t *testing.T) {
 	// What the library writes passes.
 	v, err := channelView(4, encodeMeta(channelMeta{Version: 1, First: 7, Epoch: 2, Sealed: true, Last: 9, Bytes: 1 << 33, Batches: 3, Deleting: true}))
 	require.NoError(t, err)
-	require.Equal(t, ChannelView{ChannelInfo: ChannelInfo{Num: 4, FirstIndex: 7, LastIndex: 9, Epoch: 2, Sealed: true, Bytes: 1 << 33, Batches: 3, Deleting: true}}, v)
+	require.Equal(t, ChannelView{ChannelInfo: ChannelInfo{Num: 4, FirstIndex: 7, LastIndex: 9, Epoch: 2, Sealed: true, Bytes: 1 << 33, Batches: 3, Deleting: true, RoomVersion: 1}}, v)
 	v, err = channelView(5, encodeMeta(channelMeta{Version: 1, First: 10, Epoch: 3}))
 	require.NoError(t, err)
-	require.Equal(t, ChannelView{ChannelInfo: ChannelInfo{Num: 5, FirstIndex: 10, LastIndex: 9, Epoch: 3}}, v)
+	require.Equal(t, ChannelView{ChannelInfo: ChannelInfo{Num: 5, FirstIndex: 10, LastIndex: 9, Epoch: 3, RoomVersion: 1}}, v)
 }

@@ -275,8 +275,11 @@ type Writer struct {
 	roomVer     atomic.Int32
 	roomMetaVer int32
 	roomCreated int64
-	stats       writerStats
-	m           *Metrics // nil: no metrics
+	// roomSince is the room meta's since; lowering its Lowering.
+	roomSince uint64
+	lowering  bool
+	stats     writerStats
+	m         *Metrics // nil: no metrics
 
 	// lifeCtx ends when Close is called; it bounds every wait of the loop.
 	lifeCtx    context.Context
@@ -391,6 +394,14 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if cfg.maxBatchEntries > 0 {
 		w.maxCount = min(w.maxCount, cfg.maxBatchEntries)
 	}
+	// A room this writer may not write is refused before the epoch CAS,
+	// which would fence the sitting primary for nothing (checked again
+	// after it, when nothing else can change it).
+	if m, _, err := r.readRoomMeta(ctx); err != nil {
+		return nil, err
+	} else if err := cfg.checkRoomVersion(m.roomVersion()); err != nil {
+		return nil, fmt.Errorf("logroom: room %q (%s): %w", r.name, r.root, err)
+	}
 	if err := w.takeEpoch(ctx); err != nil {
 		return nil, err
 	}
@@ -479,11 +490,25 @@ func (w *Writer) readRoomVersion(ctx context.Context) error {
 		return err
 	}
 	if err := w.cfg.checkRoomVersion(m.roomVersion()); err != nil {
-		return fmt.Errorf("logroom: room %q: %w", w.room.name, err)
+		return fmt.Errorf("logroom: room %q (%s): %w", w.room.name, w.room.root, err)
 	}
 	w.roomVer.Store(int32(m.roomVersion()))
 	w.roomMetaVer, w.roomCreated = ver, m.Created
+	w.roomSince, w.lowering = m.Since, m.info().Lowering
 	return nil
+}
+
+// checkRoomChannel refuses a takeover whose room meta and newest channel
+// disagree on the room version: only a rotation changes either, and it
+// changes both in one Multi, so the meta (or the channel) was written by
+// another client. Adopting it would write the formats of a version the
+// members never agreed to.
+func (w *Writer) checkRoomChannel(num uint64, path string, m channelMeta) error {
+	if m.roomVersion() == w.RoomVersion() {
+		return nil
+	}
+	return fmt.Errorf("%w: room %q: the room meta %s records room version %d, but channel %d (%s) was opened at room version %d: one of them was written by another client",
+		ErrCorrupt, w.room.name, w.room.root, w.RoomVersion(), num, path, m.roomVersion())
 }
 
 // checkRoomVersion refuses a room version this binary does not write or
@@ -604,6 +629,9 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		return err
 	}
 	path := r.channelPath(last.Num)
+	if err := w.checkRoomChannel(last.Num, path, m); err != nil {
+		return err
+	}
 	if m.Sealed {
 		// CheckChain saw it open; only a foreign write seals a channel
 		// without opening its successor.
@@ -720,6 +748,13 @@ func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names
 			}
 			path := r.batchPath(num, pos)
 			b, err := DecodeBatch(datas[i])
+			if errors.Is(err, ErrUnsupportedVersion) {
+				// In a channel of a room version we read: forged or corrupt.
+				err = fmt.Errorf("%w: a format room version %d does not have: %v", ErrCorrupt, m.roomVersion(), err)
+			} else if err == nil && b.Codec.minRoomVersion() > m.roomVersion() {
+				err = fmt.Errorf("%w: batch uses codec %v, which needs room version %d; the channel was opened at room version %d",
+					ErrCorrupt, b.Codec, b.Codec.minRoomVersion(), m.roomVersion())
+			}
 			if err == nil && (b.First != pos || b.Count == 0 || b.Epoch != m.Epoch) {
 				err = fmt.Errorf("%w: batch first %d count %d epoch %d, expected first %d epoch %d (the channel's)",
 					ErrCorrupt, b.First, b.Count, b.Epoch, pos, m.Epoch)

@@ -297,7 +297,7 @@ func TestRoomFullAndDelete(t *testing.T) {
 	sealed, err := w.Rotate(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ChannelInfo{Num: 1, FirstIndex: 1, LastIndex: last, Epoch: 1, Sealed: true,
-		Bytes: sealed.Bytes, Batches: sealed.Batches}, sealed)
+		Bytes: sealed.Bytes, Batches: sealed.Batches, RoomVersion: 1}, sealed)
 	require.Equal(t, n, sealed.Bytes)
 	_, err = w.Append(ctx, entry)
 	require.ErrorIs(t, err, ErrRoomFull, "rotation frees nothing")

@@ -124,6 +124,12 @@ func (r *Replica) checkpointNow(ctx context.Context, roomVersion int) (int64, er
 		var sealed logroom.ChannelInfo
 		var err error
 		if roomVersion != 0 {
+			// The loop decided on its cached view of the members, maybe a
+			// policy checkpoint ago: decide again on fresh reads, so that
+			// a member that joined meanwhile is not moved past.
+			if err := r.recheckMove(ctx, roomVersion); err != nil {
+				return 0, err
+			}
 			sealed, err = t.w.RotateToVersion(ctx, roomVersion)
 		} else {
 			sealed, err = t.w.Rotate(ctx)

@@ -523,20 +523,34 @@
 // target: after a rolling upgrade it stays at the old version until the
 // operator raises it (so a rollback needs no downgrade until then).
 //
-// A move past a member that joined between the primary's read of the
-// members and its write (or a forged meta) is caught by that member's
-// once-a-second read: it fails with ErrUnsupportedVersion, never applies
-// a format it does not know (its readers refuse those by name).
+// The loop decides on its cached view of the members; right before the
+// rotation the primary decides again on fresh reads (room meta, target,
+// channels, every member's data after a sync), so only a member that
+// joins within that last round trip can be moved past. Such a member of
+// this release or later meets the new version at its next once-a-second
+// read, or a channel above its range in its reader (a member capped by
+// MaxRoomVersion reads through a capped room), and fails with
+// ErrUnsupportedVersion without applying anything of it. A v0.1.0 binary
+// knows none of this: if zstd is in use it stops at the first zstd batch
+// with a corruption error (after its usual confirmations), and applies
+// nothing of it either. A room meta that disagrees with the newest
+// channel (no rotation wrote it) is not obeyed: members report it in
+// RoomVersionBlocked, and the next takeover refuses it as ErrCorrupt.
 //
 // Downgrade: set the lower target (every live member supports it). The
-// primary writes only the lower version's formats from the change on.
-// ReadRoomVersion says Complete once every live member has applied past
-// the change and no channel of another version remains; from then on a
-// binary that supports only the lower version can join, on its own data
-// dir (it reads from its applied index, past the change) or from a
-// checkpoint (taken at or after the change). Room version 2 to 1 is
-// possible (every store, manifest and member format is shared); v0.1.0
-// binaries then join again.
+// primary's rotation opens the next channel at 1 and writes the room
+// meta as record 2 at room version 1 (Lowering: still refused by v0.1.0),
+// and writes only room version 1's formats from then on. Once no channel
+// of a higher version remains (the change's checkpoint lets channel
+// deletion remove them, invariant 6) and every live member has applied
+// past the change, the primary rotates once more to write room meta
+// record 1, which v0.1.0 opens: the downgrade is Complete
+// (ReadRoomVersion). From then on a binary that supports only room
+// version 1 can join, on its own data dir (it reads from its applied
+// index, past the change) or from a checkpoint (taken at or after it).
+// Room version 2 to 1 is the one downgrade there is (every store,
+// manifest and member format is shared); v0.1.0 binaries then join
+// again.
 //
 // # Errors
 //

@@ -1069,28 +1069,40 @@ func (r *Replica) refreshChannels() {
 	lp.lastChannels = time.Now()
 	r.enqueue(zkJob{name: "channels", bound: loopZKWait, run: func(ctx context.Context) func() {
 		chans, err := r.room.Channels(ctx)
+		if errors.Is(err, ErrUnsupportedVersion) {
+			// A channel beyond this binary: the log holds what it cannot read.
+			return func() { r.step(evFail{Err: fmt.Errorf("replica: %w", err)}) }
+		}
 		if err != nil {
 			return nil
 		}
 		// The room version and the operator's target (package doc, "Room
 		// version"): read with the channels, once a second.
-		rv, verr := r.room.RoomVersion(ctx)
-		var target int
-		if verr == nil {
-			target, verr = readVersionTarget(ctx, r.client, r.room.Path(versionZ))
+		rd := roomVersionRead{maxChannel: maxChannelVersion(chans)}
+		rd.rv, rd.err = r.room.RoomVersion(ctx)
+		if rd.err != nil && !errors.Is(rd.err, ErrUnsupportedVersion) && !errors.Is(rd.err, logroom.ErrCorrupt) {
+			rd.err = nil // connection trouble: no verdict this time
+			return func() {
+				if lostBatch(chans) {
+					lp.auditSoon = true
+				}
+				r.channelFigures(chans)
+			}
+		}
+		decide := true
+		if rd.err == nil {
+			rd.target, rd.targetErr = readVersionTarget(ctx, r.client, r.room.Path(versionZ))
+			if rd.targetErr != nil && !errors.Is(rd.targetErr, errBadZnodeData) {
+				decide = false // connection trouble: no verdict this time
+			}
 		}
 		return func() {
 			if lostBatch(chans) {
 				lp.auditSoon = true
 			}
 			r.channelFigures(chans)
-			switch {
-			case verr == nil:
-				r.onRoomVersion(rv, target)
-			case errors.Is(verr, ErrUnsupportedVersion):
-				r.step(evFail{Err: fmt.Errorf("replica: %w", verr)})
-			default:
-				r.log.Debug("room version not read", "err", verr)
+			if decide {
+				r.onRoomVersion(rd)
 			}
 		}
 	}})

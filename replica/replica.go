@@ -260,7 +260,8 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	r.events, r.unsubscribe = r.client.Subscribe()
 	r.conn, r.acl = r.client.Conn(), r.client.ACL()
-	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger, Metrics: r.m.roomMetrics()})
+	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger, Metrics: r.m.roomMetrics(),
+		MaxRoomVersion: cfg.MaxRoomVersion})
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}

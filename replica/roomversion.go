@@ -36,16 +36,22 @@ type RoomVersionStatus struct {
 	// Blocked says why the room is not at Target: members that do not
 	// support it, or no primary ("" when it is at Target or none is set).
 	Blocked string
-	// Complete: the room is at Target (or none is set), every live member
-	// applied Since-1 or more, and no channel opened under another room
-	// version remains (the primary's checkpoint at the change let them be
-	// deleted): a member restarted on any binary that supports Version,
-	// on its own data dir or from a peer's checkpoint, reads nothing
-	// written under an earlier room version.
+	// Complete: the room is at Target (or none is set), no downgrade is
+	// in progress (Lowering), every live member applied Since-1 or more,
+	// and no channel opened under a higher room version remains (the
+	// primary's checkpoint at the change let them be deleted): a member
+	// restarted on any binary that supports Version, on its own data dir
+	// or from a peer's checkpoint, reads nothing written under a higher
+	// room version.
 	Complete bool
-	// OldestChannelVersion is the room version of the oldest channel still
-	// in the room (0: no channel).
-	OldestChannelVersion int
+	// OldestChannelVersion and MaxChannelVersion are the room versions of
+	// the oldest channel still in the room and the highest among them (0:
+	// no channel).
+	OldestChannelVersion, MaxChannelVersion int
+	// Lowering: the room is back at room version 1, but its meta keeps
+	// binaries from before room versions out until no channel of a higher
+	// version remains (the primary then ends the downgrade).
+	Lowering bool
 }
 
 // roomVersions is the range this member advertises: its binary's, capped
@@ -70,50 +76,83 @@ func (r *Replica) unsupportedRoom(v int) error {
 	if r.cfg.MaxRoomVersion > 0 && r.cfg.MaxRoomVersion < version.RoomMax {
 		capped = fmt.Sprintf(", capped by Config.MaxRoomVersion %d", r.cfg.MaxRoomVersion)
 	}
-	return fmt.Errorf("replica: %w: room %q is at room version %d; this member (%s) supports room versions %d..%d%s",
-		ErrUnsupportedVersion, r.cfg.Room, v, version.Release, lo, hi, capped)
+	return fmt.Errorf("replica: %w: room %q (%s) is at room version %d; this member (%s) supports room versions %d..%d%s",
+		ErrUnsupportedVersion, r.cfg.Room, r.room.Path(), v, version.Release, lo, hi, capped)
+}
+
+// memberVersions is what decideRoomVersion needs of a live member.
+type memberVersions struct {
+	Lo, Hi  int    // advertised room versions
+	Applied uint64 // its applied index
 }
 
 // versionFacts is what decideRoomVersion decides on.
 type versionFacts struct {
 	Primary bool
 	Current int // the room's version
-	Target  int // the operator's target (0: none)
-	// Members: every live member's advertised range, by id (this member's
-	// own included).
-	Members map[string][2]int
-	Moving  bool // a move is already under way
+	// Lowering: the room is at 1 but its meta is still record version 2
+	// (logroom RoomVersion.Lowering): channels of a higher version may
+	// remain; Since is where the room went back to 1.
+	Lowering bool
+	Since    uint64
+	Target   int // the operator's target (0: none)
+	// Members: every live member, by id (this member's own included).
+	Members map[string]memberVersions
+	// MaxChannel is the highest room version among the room's channels.
+	MaxChannel int
+	Moving     bool // a move is already under way
 }
 
-// decideRoomVersion: whether this member, as primary, moves the room to
-// the target now, and otherwise why the room is not there ("" when it is,
-// or no target is set). Only the primary moves it, and only when every
-// live member supports the target.
-func decideRoomVersion(f versionFacts) (move bool, blocked string) {
-	if f.Target == 0 || f.Target == f.Current {
-		return false, ""
-	}
-	var refuse []string
+// decideRoomVersion: the room version this member, as primary, moves the
+// room to now (0: none), and otherwise why the room is not where it is
+// going ("" when it is there, or no target is set). Only the primary
+// moves it: to the target when every live member supports it; and, once
+// the room is back at 1 (Lowering), to 1 again to end the downgrade (room
+// meta record 1, which v0.1.0 opens) when no channel of a higher version
+// remains and every live member has applied past the change.
+func decideRoomVersion(f versionFacts) (move int, blocked string) {
 	ids := make([]string, 0, len(f.Members))
 	for id := range f.Members {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		rg := f.Members[id]
-		if f.Target < rg[0] || f.Target > rg[1] {
-			refuse = append(refuse, fmt.Sprintf("%s (supports %d..%d)", id, rg[0], rg[1]))
-		}
-	}
 	switch {
-	case len(refuse) > 0:
-		return false, fmt.Sprintf("target room version %d is not supported by live member(s) %s", f.Target, strings.Join(refuse, ", "))
-	case f.Moving:
-		return false, fmt.Sprintf("moving to room version %d", f.Target)
-	case !f.Primary:
-		return false, fmt.Sprintf("the primary moves the room to room version %d", f.Target)
+	case f.Target != 0 && f.Target != f.Current:
+		var refuse []string
+		for _, id := range ids {
+			m := f.Members[id]
+			if f.Target < m.Lo || f.Target > m.Hi {
+				refuse = append(refuse, fmt.Sprintf("%s (supports %d..%d)", id, m.Lo, m.Hi))
+			}
+		}
+		if len(refuse) > 0 {
+			return 0, fmt.Sprintf("target room version %d is not supported by live member(s) %s", f.Target, strings.Join(refuse, ", "))
+		}
+	case f.Current == 1 && f.Lowering && (f.Target == 0 || f.Target == 1):
+		if f.MaxChannel > 1 {
+			return 0, fmt.Sprintf("lowering to room version 1: channels of room version %d remain (deleted once a checkpoint covers them and every member serves one); "+
+				"until then the room meta keeps binaries of v0.1.0 out", f.MaxChannel)
+		}
+		var behind []string
+		for _, id := range ids {
+			if m := f.Members[id]; f.Since > 0 && m.Applied+1 < f.Since {
+				behind = append(behind, fmt.Sprintf("%s (applied %d)", id, m.Applied))
+			}
+		}
+		if len(behind) > 0 {
+			return 0, fmt.Sprintf("lowering to room version 1: live member(s) %s have not applied past the change at index %d", strings.Join(behind, ", "), f.Since)
+		}
+	default:
+		return 0, ""
 	}
-	return true, ""
+	target := max(f.Target, 1)
+	switch {
+	case f.Moving:
+		return 0, fmt.Sprintf("moving to room version %d", target)
+	case !f.Primary:
+		return 0, fmt.Sprintf("waiting for the primary to move the room to room version %d", target)
+	}
+	return target, ""
 }
 
 // readVersionTarget reads the operator's target (0: none set). A target
@@ -147,7 +186,7 @@ func ReadRoomVersion(ctx context.Context, c *logroom.Client, base, room string) 
 	if err != nil {
 		return RoomVersionStatus{}, err
 	}
-	st := RoomVersionStatus{Room: room, Version: info.RoomVersion.Version, Since: info.RoomVersion.Since}
+	st := RoomVersionStatus{Room: room, Version: info.RoomVersion.Version, Since: info.RoomVersion.Since, Lowering: info.RoomVersion.Lowering}
 	if st.Target, err = readVersionTarget(ctx, c, logroom.RoomPath(base, room, versionZ)); err != nil {
 		return st, err
 	}
@@ -160,25 +199,30 @@ func ReadRoomVersion(ctx context.Context, c *logroom.Client, base, room string) 
 	if err != nil {
 		return st, err
 	}
-	if len(listing.Nums) > 0 {
-		ch, err := logroom.ReadChannel(ctx, c, base, room, listing.Nums[0])
+	for i, num := range listing.Nums {
+		ch, err := logroom.ReadChannel(ctx, c, base, room, num)
+		if errors.Is(err, logroom.ErrNoRoom) {
+			continue // deleted since the listing
+		}
 		if err != nil {
 			return st, err
 		}
-		st.OldestChannelVersion = ch.RoomVersion
+		if i == 0 || st.OldestChannelVersion == 0 {
+			st.OldestChannelVersion = ch.RoomVersion
+		}
+		st.MaxChannelVersion = max(st.MaxChannelVersion, ch.RoomVersion)
 	}
-	ranges := map[string][2]int{}
-	primary := false
+	f := versionFacts{Current: st.Version, Lowering: st.Lowering, Since: st.Since, Target: st.Target,
+		Members: map[string]memberVersions{}, MaxChannel: st.MaxChannelVersion}
 	for _, m := range st.Members {
-		ranges[m.ID] = [2]int{m.RoomVersionMin, m.RoomVersionMax}
-		primary = primary || m.Role == RolePrimary
+		f.Members[m.ID] = memberVersions{Lo: m.RoomVersionMin, Hi: m.RoomVersionMax, Applied: m.Applied}
+		f.Primary = f.Primary || m.Role == RolePrimary
 	}
-	_, st.Blocked = decideRoomVersion(versionFacts{Primary: primary, Current: st.Version, Target: st.Target, Members: ranges})
-	if !primary && st.Target != 0 && st.Target != st.Version && st.Blocked == "" {
-		st.Blocked = "no primary"
+	_, st.Blocked = decideRoomVersion(f)
+	if !f.Primary && st.Blocked != "" && !strings.Contains(st.Blocked, "not supported") {
+		st.Blocked = "no live member is primary (only a primary moves the room): " + st.Blocked
 	}
-	st.Complete = (st.Target == 0 || st.Target == st.Version) &&
-		(st.OldestChannelVersion == 0 || st.OldestChannelVersion == st.Version)
+	st.Complete = (st.Target == 0 || st.Target == st.Version) && !st.Lowering && st.MaxChannelVersion <= st.Version
 	for _, m := range st.Members {
 		if st.Since > 0 && m.Applied+1 < st.Since {
 			st.Complete = false
@@ -252,46 +296,140 @@ func (r *Replica) SetRoomVersion(ctx context.Context, v int) error {
 	}
 }
 
+// roomVersionRead is what the loop's once-a-second job read of the room
+// version: the room meta's version (err when it did not read), the
+// operator's target (targetErr when the znode is malformed), and the
+// highest room version among the channels.
+type roomVersionRead struct {
+	rv         logroom.RoomVersion
+	err        error
+	target     int
+	targetErr  error
+	maxChannel int
+}
+
 // onRoomVersion is the loop's handling of a read of the room's version
-// and target: a version this member does not support fails it; as
-// primary, a target every live member supports starts the move.
-func (r *Replica) onRoomVersion(rv logroom.RoomVersion, target int) {
+// and target: a version outside this member's range fails it (only when
+// the channels say so too: a room meta alone beyond it, which no rotation
+// wrote, is reported as forged); as primary, a target every live member
+// supports, or the end of a downgrade, starts the move.
+func (r *Replica) onRoomVersion(rd roomVersionRead) {
 	lp := r.lp
-	if _, hi := r.roomVersions(); rv.Version > hi {
-		r.step(evFail{Err: r.unsupportedRoom(rv.Version)})
+	lo, hi := r.roomVersions()
+	var report string
+	switch {
+	case rd.maxChannel > hi:
+		r.step(evFail{Err: r.unsupportedRoom(rd.maxChannel)})
+		return
+	case errors.Is(rd.err, ErrUnsupportedVersion):
+		report = fmt.Sprintf("the room meta %s is beyond this member (%v), but no channel is: written by another client?", r.room.Path(), rd.err)
+	case rd.err != nil:
+		report = fmt.Sprintf("the room meta %s does not read: %v", r.room.Path(), rd.err)
+	case rd.rv.Version > hi || rd.rv.Version < lo:
+		if rd.maxChannel > 0 && rd.maxChannel <= hi && rd.maxChannel >= lo {
+			report = fmt.Sprintf("the room meta %s says room version %d, outside this member's %d..%d, but no channel is: written by another client?",
+				r.room.Path(), rd.rv.Version, lo, hi)
+		} else {
+			r.step(evFail{Err: r.unsupportedRoom(rd.rv.Version)})
+			return
+		}
+	}
+	if report != "" {
+		r.setVersionBlocked(report, true)
 		return
 	}
-	ranges := map[string][2]int{}
-	for id, d := range lp.mem.known {
-		lo, hi := d.roomVersions()
-		ranges[id] = [2]int{lo, hi}
-	}
-	lo, hi := r.roomVersions()
-	ranges[r.cfg.ID] = [2]int{lo, hi}
 	t := r.currentTerm()
-	primary := lp.c.role == RolePrimary && t != nil
-	move, blocked := decideRoomVersion(versionFacts{Primary: primary, Current: rv.Version, Target: target,
-		Members: ranges, Moving: r.versionMoving.Load()})
-	if blocked != lp.versionBlocked && blocked != "" && primary {
-		r.log.Warn("room version target not reached", "version", rv.Version, "target", target, "why", blocked)
+	f := r.versionFacts(rd.rv, rd.target, lp.mem.known, rd.maxChannel)
+	f.Primary = lp.c.role == RolePrimary && t != nil
+	move, blocked := decideRoomVersion(f)
+	if rd.targetErr != nil {
+		blocked = fmt.Sprintf("the room version target does not read, ignored: %v", rd.targetErr)
 	}
-	lp.versionBlocked = blocked
 	r.publishSnap(func(s *statusSnap) {
-		s.roomVersion, s.roomVersionSince, s.roomVersionTarget, s.roomVersionBlocked = rv.Version, rv.Since, target, blocked
+		s.roomVersion, s.roomVersionSince, s.roomVersionTarget = rd.rv.Version, rd.rv.Since, rd.target
 	})
-	if !move {
+	r.setVersionBlocked(blocked, f.Primary || rd.targetErr != nil)
+	if move == 0 {
 		return
 	}
 	r.versionMoving.Store(true)
-	r.log.Info("moving the room version", "from", rv.Version, "to", target, "members", len(ranges))
+	r.log.Info("moving the room version", "from", rd.rv.Version, "to", move, "lowering", rd.rv.Lowering, "members", len(f.Members))
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer r.versionMoving.Store(false)
 		ctx, cancel := context.WithTimeout(r.bgCtx, time.Minute)
 		defer cancel()
-		if err := r.checkpointAt(ctx, target); err != nil && ctx.Err() == nil {
-			r.log.Warn("room version move failed; will retry", "to", target, "err", err)
+		if err := r.checkpointAt(ctx, move); err != nil && ctx.Err() == nil {
+			r.log.Warn("room version move not made; will retry", "to", move, "err", err)
 		}
 	}()
+}
+
+// setVersionBlocked publishes why the room is not where it is going, and
+// logs it (Warn) when it changes and warn says so.
+func (r *Replica) setVersionBlocked(blocked string, warn bool) {
+	lp := r.lp
+	if blocked != lp.versionBlocked && blocked != "" && warn {
+		r.log.Warn("room version", "why", blocked)
+	}
+	lp.versionBlocked = blocked
+	r.publishSnap(func(s *statusSnap) { s.roomVersionBlocked = blocked })
+}
+
+// versionFacts gathers decideRoomVersion's facts from a read of the room
+// version, the target, the members' data and the channels (Primary is
+// the caller's to set).
+func (r *Replica) versionFacts(rv logroom.RoomVersion, target int, members map[string]memberData, maxChannel int) versionFacts {
+	f := versionFacts{Current: rv.Version, Lowering: rv.Lowering, Since: rv.Since, Target: target,
+		Members: map[string]memberVersions{}, MaxChannel: maxChannel, Moving: r.versionMoving.Load()}
+	for id, d := range members {
+		lo, hi := d.roomVersions()
+		f.Members[id] = memberVersions{Lo: lo, Hi: hi, Applied: d.Applied}
+	}
+	lo, hi := r.roomVersions()
+	f.Members[r.cfg.ID] = memberVersions{Lo: lo, Hi: hi, Applied: r.applied.Load()}
+	return f
+}
+
+// recheckMove decides again, on fresh reads (synced room meta, target,
+// channels, and every member's data read afresh rather than the cached
+// view), whether the move to v may be made now: the decision the loop
+// made may be up to a checkpoint's wait old, and a member that joined
+// meanwhile must not be moved past. It returns nil when it may.
+func (r *Replica) recheckMove(ctx context.Context, v int) error {
+	rv, err := r.room.RoomVersion(ctx)
+	if err != nil {
+		return err
+	}
+	target, err := readVersionTarget(ctx, r.client, r.room.Path(versionZ))
+	if err != nil {
+		return err
+	}
+	chans, err := r.room.Channels(ctx)
+	if err != nil {
+		return err
+	}
+	if err := zkx.Sync(ctx, r.client, r.room.Path(membersDir)); err != nil {
+		return err
+	}
+	members, err := readMembers(r.conn, r.room.Path(membersDir))
+	if err != nil {
+		return err
+	}
+	f := r.versionFacts(rv, target, members, maxChannelVersion(chans))
+	f.Primary, f.Moving = true, false
+	if move, blocked := decideRoomVersion(f); move != v {
+		return fmt.Errorf("replica: move to room version %d no longer decided (now: %d): %s", v, move, blocked)
+	}
+	return nil
+}
+
+// maxChannelVersion is the highest room version among chans (0: none).
+func maxChannelVersion(chans []logroom.ChannelInfo) int {
+	m := 0
+	for _, c := range chans {
+		m = max(m, c.RoomVersion)
+	}
+	return m
 }

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,24 +18,36 @@ import (
 // TestDecideRoomVersion: the primary moves the room only to a target every
 // live member supports, one move at a time; everyone else says why not.
 func TestDecideRoomVersion(t *testing.T) {
-	both := map[string][2]int{"a": {1, 2}, "b": {1, 2}}
-	old := map[string][2]int{"a": {1, 2}, "b": {1, 1}, "c": {1, 1}}
+	mv := func(lo, hi int, applied uint64) memberVersions {
+		return memberVersions{Lo: lo, Hi: hi, Applied: applied}
+	}
+	both := map[string]memberVersions{"a": mv(1, 2, 100), "b": mv(1, 2, 100)}
+	old := map[string]memberVersions{"a": mv(1, 2, 100), "b": mv(1, 1, 100), "c": mv(1, 1, 100)}
 	for _, tc := range []struct {
 		name    string
 		f       versionFacts
-		move    bool
+		move    int
 		blocked string
 	}{
-		{"no target", versionFacts{Primary: true, Current: 1, Members: both}, false, ""},
-		{"at target", versionFacts{Primary: true, Current: 2, Target: 2, Members: both}, false, ""},
-		{"raise", versionFacts{Primary: true, Current: 1, Target: 2, Members: both}, true, ""},
-		{"lower", versionFacts{Primary: true, Current: 2, Target: 1, Members: both}, true, ""},
-		{"raise past an old member", versionFacts{Primary: true, Current: 1, Target: 2, Members: old}, false,
+		{"no target", versionFacts{Primary: true, Current: 1, Members: both}, 0, ""},
+		{"at target", versionFacts{Primary: true, Current: 2, Target: 2, Members: both}, 0, ""},
+		{"raise", versionFacts{Primary: true, Current: 1, Target: 2, Members: both}, 2, ""},
+		{"lower", versionFacts{Primary: true, Current: 2, Target: 1, Members: both, MaxChannel: 2}, 1, ""},
+		{"raise past an old member", versionFacts{Primary: true, Current: 1, Target: 2, Members: old}, 0,
 			"target room version 2 is not supported by live member(s) b (supports 1..1), c (supports 1..1)"},
-		{"lower below a new-only member", versionFacts{Primary: true, Current: 2, Target: 1, Members: map[string][2]int{"a": {1, 2}, "n": {2, 3}}}, false,
+		{"lower below a new-only member", versionFacts{Primary: true, Current: 2, Target: 1, Members: map[string]memberVersions{"a": mv(1, 2, 0), "n": mv(2, 3, 0)}}, 0,
 			"target room version 1 is not supported by live member(s) n (supports 2..3)"},
-		{"standby", versionFacts{Current: 1, Target: 2, Members: both}, false, "the primary moves the room to room version 2"},
-		{"already moving", versionFacts{Primary: true, Current: 1, Target: 2, Members: both, Moving: true}, false, "moving to room version 2"},
+		{"standby", versionFacts{Current: 1, Target: 2, Members: both}, 0, "waiting for the primary to move the room to room version 2"},
+		{"already moving", versionFacts{Primary: true, Current: 1, Target: 2, Members: both, Moving: true}, 0, "moving to room version 2"},
+		{"lowering, old channels remain", versionFacts{Primary: true, Current: 1, Target: 1, Lowering: true, Since: 50, Members: both, MaxChannel: 2}, 0,
+			"lowering to room version 1: channels of room version 2 remain (deleted once a checkpoint covers them and every member serves one); until then the room meta keeps binaries of v0.1.0 out"},
+		{"lowering, a member behind", versionFacts{Primary: true, Current: 1, Target: 1, Lowering: true, Since: 150, Members: both, MaxChannel: 1}, 0,
+			"lowering to room version 1: live member(s) a (applied 100), b (applied 100) have not applied past the change at index 150"},
+		{"lowering ends", versionFacts{Primary: true, Current: 1, Target: 1, Lowering: true, Since: 101, Members: both, MaxChannel: 1}, 1, ""},
+		{"lowering ends without a target", versionFacts{Primary: true, Current: 1, Lowering: true, Since: 101, Members: both, MaxChannel: 1}, 1, ""},
+		{"lowering ends on the primary only", versionFacts{Current: 1, Target: 1, Lowering: true, Since: 101, Members: both, MaxChannel: 1}, 0,
+			"waiting for the primary to move the room to room version 1"},
+		{"raise again while lowering", versionFacts{Primary: true, Current: 1, Target: 2, Lowering: true, Since: 101, Members: both, MaxChannel: 2}, 2, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			move, blocked := decideRoomVersion(tc.f)
@@ -150,16 +163,36 @@ func TestRoomVersionNegotiated(t *testing.T) {
 	cl.waitConverged(last, 30*time.Second)
 	require.Equal(t, 1, m3.Status().RoomVersionMax)
 
-	// The room moved past a running member's range (a forged meta here;
-	// SetRoomVersion never does it while m3 is live): m3 fails by name.
-	raw, _, err := zc.Conn().Get(logroom.RoomPath(logroom.DefaultBase, cl.room))
+	// A room meta moved past a running member's range with no channel to
+	// match (a forged meta: no rotation wrote it) is reported, not obeyed:
+	// one foreign write must not stop the room.
+	root := logroom.RoomPath(logroom.DefaultBase, cl.room)
+	raw, _, err := zc.Conn().Get(root)
 	require.NoError(t, err)
 	var meta map[string]any
 	require.NoError(t, msgpack.Unmarshal(raw, &meta))
 	meta["v"], meta["room"] = 2, version.RoomMax
 	forged, err := msgpack.Marshal(meta)
 	require.NoError(t, err)
-	_, err = zc.Conn().Set(logroom.RoomPath(logroom.DefaultBase, cl.room), forged, -1)
+	_, err = zc.Conn().Set(root, forged, -1)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return strings.Contains(m3.Status().RoomVersionBlocked, "written by another client") },
+		10*time.Second, 20*time.Millisecond, "m3 reports the forged meta: %q", m3.Status().RoomVersionBlocked)
+	require.NotEqual(t, RoleFailed, m3.Status().Role)
+
+	// With the open channel at room version 2 as well, the log holds what
+	// m3 (capped at 1) does not read: it fails by name.
+	channels, err = logroom.ListChannels(ctx, zc, "", cl.room)
+	require.NoError(t, err)
+	chPath := logroom.RoomPath(logroom.DefaultBase, cl.room, "channels", logroom.ChannelName(channels.Nums[len(channels.Nums)-1]))
+	raw, _, err = zc.Conn().Get(chPath)
+	require.NoError(t, err)
+	var cm map[string]any
+	require.NoError(t, msgpack.Unmarshal(raw, &cm))
+	cm["room"] = 2
+	forged, err = msgpack.Marshal(cm)
+	require.NoError(t, err)
+	_, err = zc.Conn().Set(chPath, forged, -1)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return m3.Status().Role == RoleFailed }, 10*time.Second, 20*time.Millisecond)
 	require.ErrorIs(t, m3.Status().Err, ErrUnsupportedVersion)

@@ -19,15 +19,20 @@
 // and writes every room version from RoomMin to RoomMax:
 //
 //	room version 1   the formats of release v0.1.0 (commit db29903): batch
-//	                 versions 1 and 2 with codecs none and S2, member data
-//	                 v 1 (fields a v0.1.0 reader ignores may be added), room
-//	                 meta v 1, checkpoint manifest v 1, store format 1
-//	room version 2   adds codec zstd (3) for version-2 batches, and the room
-//	                 meta record v 2 that carries the room version; a reader
-//	                 of room version 1 (every v0.1.0 binary) refuses both
+//	                 versions 1 and 2 with codecs none (0) and S2 (1), member
+//	                 data v 1 (fields a v0.1.0 reader ignores may be added),
+//	                 room meta record 1, channel meta v 1, checkpoint
+//	                 manifest format 2, store format 1, the demo's command
+//	                 codec 1
+//	room version 2   adds codec zstd (2) for version-2 batches, and room meta
+//	                 record 2 that carries the room version; a reader of room
+//	                 version 1 (every v0.1.0 binary) refuses both (the meta
+//	                 when it opens the room, a zstd batch as corrupt)
 //
 // A binary from before room versions existed (v0.1.0) advertises nothing
 // and counts as supporting room version 1 only. The room version rises
-// and falls only by a fenced write of the primary, and only when every
-// live member supports the new one (package replica, "Room version").
+// and falls only by the primary's fenced rotation, and only when every
+// live member supports the new one (package replica, "Room version"); a
+// room meta written by anyone else is refused at the next takeover (it
+// disagrees with the newest channel) and reported, never obeyed.
 package version
