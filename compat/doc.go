@@ -15,7 +15,9 @@
 //     temporary directory (the checkout is not touched) and runs `go
 //     build` there (retrying with -mod=mod if the old go.sum is short of
 //     an entry);
-//   - this tree: `go build` at the repository root.
+//   - this tree: `go build` at the repository root. Its members run with
+//     --compression zstd, which the room version gates: S2 at room
+//     version 1, zstd from 2.
 //
 // Neither is built with -race: they run as separate processes and the
 // figures should be those of ordinary binaries. When the release's commit
@@ -40,8 +42,10 @@
 //     its index and the time its answer arrived. A baseline window with no
 //     fault shows what the machine stalls anyway.
 //  3. Rolling upgrade: the two standbys, then the primary, one at a time.
-//     Each member gets SIGTERM (for the primary: it drains its proposals
-//     and resigns, and a standby takes over at once), must exit with
+//     Each member gets SIGTERM (a previous-release primary drains its
+//     proposals and resigns, and a standby takes over at once; this
+//     tree's primary first hands its role to the most caught-up standby),
+//     must exit with
 //     status 0 within 30 s, and is started on this tree's binary with the
 //     same id, data directory and HTTP port; the step ends when the room
 //     is settled again: one primary, two connected standbys that have
@@ -54,12 +58,16 @@
 //     member must report the same state hash at the same applied index,
 //     and the integrity check of this tree's binaries must have found no
 //     mismatch.
-//  5. Room version steps (hooks, off until replica.SetRoomVersionTarget
-//     and ReadRoomVersion land; see roomVersionHooks): raise the room
-//     version to 2 and wait until the change is complete; check that a
-//     previous-release binary started against the room exits non-zero
-//     with "unknown format version 2"; lower the room version to 1 and
-//     wait until the downgrade is complete.
+//  5. Room version steps: raise the room version to 2
+//     (replica.SetRoomVersionTarget) and wait until ReadRoomVersion says
+//     it is complete, then until zstd batches are in the room (a burst of
+//     64 concurrent mkdirs fills batches big enough to compress); a
+//     previous-release binary started against the room must exit non-zero
+//     saying "unknown format version 2", and this tree's binary capped
+//     with --max-room-version 1 must exit non-zero saying "unsupported
+//     room version"; lower the room version to 1 and wait until the
+//     downgrade is complete (no channel of version 2 left, no zstd batch
+//     in the room).
 //  6. Rolling rollback to the previous release, standbys first, primary
 //     last, as in 3.
 //  7. The load stops. Every acknowledged directory must be listed by

@@ -18,6 +18,7 @@ import (
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/spawn"
+	"github.com/roomlog/roomlog/version"
 )
 
 const (
@@ -157,7 +158,11 @@ func (r *room) start(ctx context.Context, m *member, bin, rel string) error {
 	if m.proc != nil && !m.proc.Exited() {
 		return fmt.Errorf("compat: %s is already running", m.id)
 	}
-	p, logPath, err := r.launch(bin, rel, m.id, m.dataDir, m.addr)
+	var extra []string
+	if rel == version.Release {
+		extra = newReleaseFlags
+	}
+	p, logPath, err := r.launch(bin, rel, m.id, m.dataDir, m.addr, extra...)
 	if err != nil {
 		return err
 	}

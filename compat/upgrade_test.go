@@ -140,12 +140,8 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 	var steps []stepResult
 	steps = append(steps, roll(t, ctx, r, l, b.NewBin, newRel, "upgrade")...)
 	checkConverged(t, ctx, r, l, "after the rolling upgrade")
-	if roomVersionHooksOn() {
-		for _, s := range roomVersionSteps(b.OldBin, oldRel) {
-			steps = append(steps, runStep(t, ctx, r, l, s))
-		}
-	} else {
-		t.Logf("room version steps are off (roomVersionHooks in roomversion_test.go)")
+	for _, s := range roomVersionSteps(b.OldBin, oldRel, b.NewBin, newRel) {
+		steps = append(steps, runStep(t, ctx, r, l, s))
 	}
 	steps = append(steps, roll(t, ctx, r, l, b.OldBin, oldRel, "rollback")...)
 
@@ -157,7 +153,7 @@ func TestRollingUpgradeAndRollback(t *testing.T) {
 		OldRelease: oldRel, OldCommit: b.Old.Commit, NewRelease: newRel,
 		BuildOldS: b.OldTook.Seconds(), BuildNewS: b.NewTook.Seconds(), OldNeededModMod: b.OldModMod,
 		SessionTimeoutMS: ms(sessionTimeout), Writers: writers, TargetGapMS: ms(targetGap),
-		BaselineGapMS: ms(baseGap), BaselineAcks: baseN, RoomVersionSteps: roomVersionHooksOn(),
+		BaselineGapMS: ms(baseGap), BaselineAcks: baseN, RoomVersionSteps: true,
 		Steps: steps, Acked: len(acks), Errors: errs, FinalIndex: final.index, FinalHash: final.hash,
 		CheckpointEvery: checkpointEvery, Checkpoints: final.checkpoints,
 		ScenarioS: time.Since(began).Seconds(),
