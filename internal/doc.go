@@ -20,7 +20,8 @@
 // The library (zkx, store, logroom, checkpoint, recipe/..., replica)
 // imports nothing under internal/ in its non-test files: only tests reach
 // up into the harness. TestFloors (floors_test.go) holds the floors of the
-// library and of internal/infra: zkx imports nothing of roomlog, the
+// library and of internal/infra: version and zkx import nothing of
+// roomlog (store, logroom, checkpoint and replica may import version), the
 // recipes import only zkx and each other (never logroom), no library
 // package imports internal/, and internal/infra imports nothing of
 // roomlog outside its own floor.

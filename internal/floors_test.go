@@ -14,7 +14,8 @@ const module = "github.com/roomlog/roomlog/"
 // files of each floor may import ("x/" stands for x and every package
 // under it). A package that matches no entry (cmd/, bench/, chaos/,
 // failover/, internal/harness/) may import anything: it is above them all.
-// Together the entries say: zkx imports nothing of roomlog; the recipes
+// Together the entries say: version (what a binary is and which room
+// versions it speaks) and zkx import nothing of roomlog; the recipes
 // sit on zkx alone, never on logroom; no library package imports internal/
 // (neither the harness nor its ground floor); the ground floor of the
 // harness imports nothing of roomlog but itself.
@@ -22,12 +23,13 @@ var floors = []struct {
 	pkg string
 	may []string
 }{
+	{"version", nil},
 	{"zkx", nil},
-	{"store", nil},
-	{"logroom", []string{"zkx"}},
-	{"checkpoint", []string{"store"}},
+	{"store", []string{"version"}},
+	{"logroom", []string{"zkx", "version"}},
+	{"checkpoint", []string{"store", "version"}},
 	{"recipe/", []string{"zkx", "recipe/"}},
-	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "recipe/", "replica/"}},
+	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "recipe/", "replica/", "version"}},
 	{"internal/infra/", []string{"internal/infra/"}},
 }
 
