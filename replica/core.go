@@ -420,6 +420,8 @@ func (c *core) onElection(ev evElection) []action {
 		return []action{c.requeue("lowest, but leadership is being transferred to " + f.Transfer.To)}
 	case elRequeueBehind:
 		return []action{c.requeue("lowest, but our state is behind the deleted log and another candidate is not")}
+	case elRequeueLagging:
+		return []action{c.requeue(fmt.Sprintf("lowest, but another candidate has applied more than %d entries more: it leads without a catch-up", f.LagBound))}
 	case elTakeOver:
 		return append([]action{{Kind: aStartTakeover}}, c.setRole(RoleTakingOver, "elected")...)
 	}

@@ -30,7 +30,7 @@ import (
 //	watch [gen=N | stale]
 //	election [lowest] [not-ready] t=D [err=E]
 //	         [transfer-to=ID transfer-in=D transfer-epoch=N [transfer-live] room-epoch=N]
-//	         [oldest-first=N applied=N others=N,N]
+//	         [oldest-first=N applied=N others=N,N] [lag-bound=N]
 //	takeover-done t=D [err=E]
 //	tail-stopped applied=N start=N epoch=N [err=E]
 //	writer-failed epoch=N [fenced]
@@ -95,6 +95,7 @@ func TestCoreScenarios(t *testing.T) {
 				}
 				scanUint(t, d, "oldest-first", &f.OldestFirst)
 				scanUint(t, d, "applied", &f.Applied)
+				scanUint(t, d, "lag-bound", &f.LagBound)
 				if d.HasArg("others") {
 					var others string
 					d.ScanArgs(t, "others", &others)

@@ -36,7 +36,11 @@ type electionFacts struct {
 
 	// Compaction: OldestFirst is the first index of the oldest channel (0:
 	// unknown); Applied ours; OthersApplied the applied index of every
-	// other live candidate (from its member data).
+	// other live candidate (from its member data, so up to one
+	// MemberUpdateInterval old: never ahead of the truth).
+	// LagBound: a lowest candidate that another live candidate is ahead of
+	// by more than this many entries requeues behind it (0: no bound).
+	LagBound      uint64
 	OldestFirst   uint64
 	Applied       uint64
 	OthersApplied []uint64
@@ -53,9 +57,11 @@ const (
 	elRequeueTransfer                // lowest, but leadership is being handed to another live candidate
 	elRequeueBehind                  // lowest, but our state is behind the deleted log and another candidate's is not
 	elTakeOver                       // lowest and ready: start a takeover
+	elRequeueLagging                 // lowest, but another live candidate has applied more than LagBound entries more
 )
 
-var electionActionNames = [...]string{"none", "end term", "abort takeover", "retry later", "requeue: transfer", "requeue: behind compaction", "take over"}
+var electionActionNames = [...]string{"none", "end term", "abort takeover", "retry later", "requeue: transfer", "requeue: behind compaction", "take over",
+	"requeue: lagging"}
 
 func (a electionAction) String() string {
 	if int(a) < len(electionActionNames) {
@@ -97,7 +103,30 @@ func decideElection(f electionFacts) electionAction {
 	if behindCompaction(f.OldestFirst, f.Applied, f.OthersApplied) {
 		return elRequeueBehind
 	}
+	if t := f.Transfer; t != nil && t.To == f.Self && f.Now.UnixMilli() < t.Deadline {
+		return elTakeOver // handed to us: the old primary waited for our catch-up
+	}
+	if lagging(f.Applied, f.OthersApplied, f.LagBound) {
+		return elRequeueLagging
+	}
 	return elTakeOver
+}
+
+// lagging: another live candidate has applied more than bound entries more
+// than we have, so a takeover by us would include that catch-up while it
+// could lead at once. Their indexes come from member data, published at
+// most an interval late, so they only ever look less ahead than they are:
+// a candidate requeues only behind one that is truly ahead. bound 0: never.
+func lagging(applied uint64, others []uint64, bound uint64) bool {
+	if bound == 0 {
+		return false
+	}
+	for _, a := range others {
+		if a > applied && a-applied > bound {
+			return true
+		}
+	}
+	return false
 }
 
 // behindCompaction: we would have to bootstrap from a checkpoint before
