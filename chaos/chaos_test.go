@@ -39,8 +39,8 @@ func shortDuration(t *testing.T) time.Duration {
 
 // TestChaosShort is the CI subset of `make chaos`: two bounded schedules
 // (the fixed seed, then a random one whose seed is logged: rerun it with
-// `go run ./chaos -seed N -duration …`) against 3 replica processes and one
-// shared 3-server ensemble. Any violation, stall, crash or failure to
+// `go run ./chaos -seed N -duration …`) against 3 replica processes and an
+// observer process, and one shared 3-server ensemble. Any violation, stall, crash or failure to
 // converge fails it.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
@@ -97,6 +97,12 @@ func TestChaosShort(t *testing.T) {
 			}
 			require.Equal(t, rp.MetUnknown-rp.ResolvedByRetry, rp.Unknown, "only an unknown attempt leaves a proposal unknown")
 			require.LessOrEqual(t, rp.Dedup, rp.Retried)
+			// Rule 10 (OK covers it, these name it): the observer ran as
+			// one, was watched, never led, and ends with the others' state.
+			require.Equal(t, 1, rp.Observers, "one observer ran")
+			require.Positive(t, rp.ObserverSamples, "the observer's status was sampled")
+			require.Positive(t, rp.EpochOwners, "the epoch znode's owners were read")
+			require.Zero(t, rp.ObserverViolations, "the observer led, or ran without the flag, or ends with another state")
 			t.Logf("requests: %d proposals met an unknown outcome, %d resolved by a resend, %d left unknown, %d answered duplicate, %d deduplicated copies",
 				rp.MetUnknown, rp.ResolvedByRetry, rp.Unknown, rp.Dedup, rp.DedupCopies)
 		})

@@ -101,6 +101,16 @@ type Report struct {
 	// violation.
 	Reads ReadReport
 
+	// Observers (rule 10, observer.go, AddObservers): how many ran, the
+	// status samples taken of them, and the violations: an observer that
+	// led, one that did not run as an observer, one whose final state
+	// differs from the others'. EpochOwners: epochs whose owner the
+	// epoch znode showed; UnseenEpochs: epochs of the log it did not show
+	// (counts, not violations).
+	Observers, ObserverSamples int
+	ObserverViolations         int
+	EpochOwners, UnseenEpochs  int
+
 	Violations []string
 }
 
@@ -114,7 +124,7 @@ func (r *Report) violation(format string, args ...any) {
 func (r Report) Total() int {
 	return r.Lost + r.Duplicated + r.Divergent + r.EpochRegressions + r.Gaps +
 		r.Phantom + r.Foreign + r.HashMismatch + r.ZKMismatch + r.IDsTwice + r.AckedIDsNotOnce +
-		r.Reads.Illegal
+		r.Reads.Illegal + r.ObserverViolations
 }
 
 // AddReads records the verdict of CheckReads: its explanations become

@@ -4,21 +4,29 @@
 //
 // Usage:
 //
-//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-workers 4] [-v] [-keep]
+//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-v] [-keep]
 //	make chaos CHAOSFLAGS="-duration 30m -seed 42"
 //
 // The world is a 3-server ZooKeeper ensemble (internal/infra/zkensemble, tickTime
 // 200 ms) and -replicas replicas of one room, each a separate OS process
 // (internal/harness/testnode's roomlog-testnode, session timeout 2 s, a checkpoint
 // every 300 entries, a channel rotation every 20 batches, so checkpoints,
-// rotations and channel deletions happen all the time), under -workers
-// concurrent proposers. The first line printed is the seed;
-// every fault is printed as it starts (time since start, kind, target) and
+// rotations and channel deletions happen all the time), plus -observers
+// observer processes (ids o0, …; replica.Config.Observer: they apply,
+// serve reads and checkpoints, and must never lead), under -workers
+// concurrent proposers. The observer is a fourth process rather than one
+// of the three replicas turned observer: that would leave two candidates,
+// so a kill-standby held across a kill-primary would leave no member able
+// to lead (a stall by design, not a finding), and every failover would
+// have one possible successor. A fourth process costs one more applier on
+// the 2 cores; TestChaosShort's time barely moves. The first line printed
+// is the seed; every fault is printed as it starts (time since start, kind, target) and
 // what came of it on the lines below; the last line is the summary:
 //
 //	CHAOS seed=… faults=… acked=… lost=0 duplicated=0 divergent=0 unknown=… …
 //	      ids_applied_twice=0 acked_ids_not_once=0 retried=… dedup=…
 //	      unknown_resolved_by_retry=… dedup_copies=… …
+//	      observers=1 observer_samples=… observer_violations=0 …
 //
 // preceded by one VIOLATION (or ANOMALY) line per problem found. Exit
 // status: 0 clean, 1 a violation, a stall, a crash or no convergence, 2 the
@@ -56,6 +64,10 @@
 //	                        peer's checkpoint if its log is gone
 //	checkpoint (3)          on-demand checkpoint on the primary (2/3) or a standby
 //	transfer (1)            graceful leadership transfer to a standby
+//
+// "A standby" is drawn among every live member but the primary, the
+// observers included (they are killed, paused, wiped and checkpointed like
+// standbys), except for a transfer, whose target is never an observer.
 //
 // Network faults run on internal/infra/faultnet proxies: every replica reaches
 // each ZooKeeper server through its own link ("n0->zk1"), and peers reach
@@ -239,6 +251,19 @@
 //     outcome that a resend acknowledged or showed committed), unknown
 //     (those left unknown at the end: out of attempts, or cut by the
 //     stop) and dedup_copies (indexes holding a deduplicated copy).
+//  10. Observers (observer.go): an observer never leads. Two sources, read
+//     from the first primary to the final checks: each observer's status,
+//     sampled every 100 ms while it runs, must never show role takeover
+//     or primary and must say it is an observer (else the run proved
+//     nothing; a run with no sample answered fails too); and the room's
+//     epoch znode, read after every change (an exists watch), must never
+//     name an observer as the owner of an epoch (the owner is the member
+//     id of the writer that set it). At the end each observer must hold
+//     the other replicas' applied index and state hash ("observer
+//     state"). Epochs of the log whose owner the watch did not read
+//     (two changes inside one watch round trip) are counted
+//     (unseen_epochs), not violations. The run prints one line of it:
+//     the samples, the epochs and their owners.
 //
 // Besides violations the run reports anomalies, which also fail it: a
 // stall (no primary or no acknowledged proposal within 60 s after a fault),
@@ -250,7 +275,8 @@
 // chaos_test.go runs a bounded subset in `go test` (a fixed seed and a
 // random one, printed, sharing one ensemble), asserts rule 9 by name (no
 // id applied twice, every acknowledged id exactly once, and some resends
-// whenever an outcome was unknown), and proves that the checker detects
+// whenever an outcome was unknown) and rule 10 (one observer, sampled,
+// never led, same final state), and proves that the checker detects
 // each kind of violation in synthetic histories (checker_test.go,
 // TestCheckerRequests for rule 9).
 package main

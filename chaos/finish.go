@@ -58,6 +58,9 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	r.stopRecorder(dctx, &zk, end)
 	r.res.Report = Check(r.h.Proposals(), nodes, zk)
+	r.res.Observer = r.obsWatch.stop()
+	r.res.Report.AddObservers(r.res.Observer, nodes, zk)
+	r.out.f("%s", observerLine(r.res.Observer, r.res.Report))
 	rp := r.res.Report
 	r.out.f("requests: %d proposals met an unknown outcome, %d resolved by a resend (%d answered duplicate), %d left unknown; %d proposals resent; %d deduplicated copies in the log",
 		rp.MetUnknown, rp.ResolvedByRetry, rp.Dedup, rp.Unknown, rp.Retried, rp.DedupCopies)

@@ -35,6 +35,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", 10*time.Minute, "start faults until this much time has passed")
 	faults := fs.Int("faults", 0, "stop after this many faults (0: no limit but -duration)")
 	replicas := fs.Int("replicas", 3, "replica processes")
+	observers := fs.Int("observers", 1, "observer processes besides the replicas (replica.Config.Observer: they must never lead; 0: none)")
 	workers := fs.Int("workers", 4, "concurrent proposers")
 	session := fs.Duration("session", 2*time.Second, "replicas' ZooKeeper session timeout")
 	dir := fs.String("dir", "", "parent of the work dir (default: the temp dir)")
@@ -54,8 +55,8 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
 	}
-	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d workers=%d session=%v latency=%v (rerun: go run ./chaos -seed %d)\n",
-		*seed, *duration, *faults, *replicas, *workers, *session, *latency, *seed)
+	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d observers=%d workers=%d session=%v latency=%v (rerun: go run ./chaos -seed %d)\n",
+		*seed, *duration, *faults, *replicas, *observers, *workers, *session, *latency, *seed)
 	if err := zkensemble.Available(); err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
@@ -64,8 +65,12 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	defer testnode.RemoveBuilds()
 
+	obs := *observers
+	if obs == 0 {
+		obs = -1 // Config's zero value is the default, one
+	}
 	res, err := Run(ctx, Config{
-		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Workers: *workers,
+		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Observers: obs, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
 		Latency: *latency, Force: forced, FetchIdle: *fetchIdle,
 	})

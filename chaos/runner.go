@@ -25,8 +25,12 @@ type Config struct {
 	Duration time.Duration // faults are started until it has passed
 	Faults   int           // > 0: stop after this many faults (whichever comes first)
 	Replicas int           // replica processes, default 3 (at least 2)
-	Workers  int           // concurrent proposers, default 4
-	Session  time.Duration // replicas' ZooKeeper session timeout, default 2s
+	// Observers: observer processes (replica.Config.Observer) besides
+	// Replicas, ids "o0", "o1", …; default 1, <0 none. They take faults
+	// like standbys, are never a transfer target, and must never lead.
+	Observers int
+	Workers   int           // concurrent proposers, default 4
+	Session   time.Duration // replicas' ZooKeeper session timeout, default 2s
 	// HealTimeout bounds the wait, after each fault, for one primary and
 	// proposals acknowledged again; past it the fault counts as a stall.
 	// Default 60s.
@@ -64,6 +68,12 @@ func (c *Config) setDefaults() {
 	if c.Replicas == 0 {
 		c.Replicas = 3
 	}
+	if c.Observers == 0 {
+		c.Observers = 1
+	}
+	if c.Observers < 0 {
+		c.Observers = 0
+	}
 	if c.Workers == 0 {
 		c.Workers = 4
 	}
@@ -95,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 2 || c.Replicas > 7 {
 		errs = append(errs, fmt.Errorf("Replicas %d: want 2..7", c.Replicas))
+	}
+	if c.Observers > 3 {
+		errs = append(errs, fmt.Errorf("Observers %d: want at most 3", c.Observers))
 	}
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("Workers %d: want >= 1", c.Workers))
@@ -146,6 +159,9 @@ type Result struct {
 	// that still reported role primary two session timeouts later (not a
 	// violation: they acknowledge nothing while disconnected).
 	SlowStepDowns int
+	// Observer is what the observer watch saw (rule 10; its violations
+	// are in Report).
+	Observer ObserverReport
 }
 
 // OK reports whether the run found nothing wrong.
@@ -160,11 +176,13 @@ func (r Result) Line() string {
 		" unknown_applied=%d failed=%d epoch_regressions=%d gaps=%d phantom=%d foreign=%d state_mismatch=%d zk_mismatch=%d"+
 		" ids_applied_twice=%d acked_ids_not_once=%d retried=%d dedup=%d unknown_resolved_by_retry=%d dedup_copies=%d"+
 		" reads=%d reads_failed=%d reads_linearizable=%s"+
+		" observers=%d observer_samples=%d observer_violations=%d epoch_owners=%d unseen_epochs=%d"+
 		" stalls=%d crashes=%d converged=%v index=%d epochs=%d bootstraps=%d partial_replicas=%d channels_deleted=%d max_failover=%v slow_failovers=%d elapsed=%v",
 		r.Seed, r.Faults, p.Acked, p.Lost, p.Duplicated, p.Divergent, p.Unknown,
 		p.UnknownApplied, p.Failed, p.EpochRegressions, p.Gaps, p.Phantom, p.Foreign, p.HashMismatch, p.ZKMismatch,
 		p.IDsTwice, p.AckedIDsNotOnce, p.Retried, p.Dedup, p.ResolvedByRetry, p.DedupCopies,
 		p.Reads.Reads, p.Reads.Failed, p.Reads.Linearizable(),
+		p.Observers, p.ObserverSamples, p.ObserverViolations, p.EpochOwners, p.UnseenEpochs,
 		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
 		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts())
 }
@@ -229,6 +247,10 @@ type runner struct {
 	bootstrapped map[string]bool
 	// restores: the bootstraps already counted, per node and launch.
 	restores map[string]restoreCount
+	// observers: the ids of the observer nodes; obsWatch samples them
+	// (observer.go) from the first primary to the final checks.
+	observers map[string]bool
+	obsWatch  *observerWatch
 }
 
 type restoreCount struct{ launch, count int }
@@ -332,10 +354,22 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, fmt.Errorf("chaos: start replicas: %w", err)
 	}
 	defer c.Close()
+	observers := map[string]bool{}
+	for i := range cfg.Observers {
+		id := fmt.Sprintf("o%d", i)
+		actx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		_, err := c.Add(actx, id, func(o *testnode.NodeOptions) { o.Observer = true })
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("chaos: start observer %s: %w", id, err)
+		}
+		observers[id] = true
+	}
 
 	r := &runner{
 		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
+		observers: observers,
 	}
 	if err := r.run(ctx); err != nil {
 		keep = true
@@ -359,7 +393,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("chaos: first primary: %w", err)
 	}
-	r.out.f("room %s: %d replicas, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, p.ID(), r.cfg.Workers)
+	r.out.f("room %s: %d replicas and %d observers, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, r.cfg.Observers, p.ID(), r.cfg.Workers)
+	r.obsWatch = startObserverWatch(ctx, r)
+	defer r.obsWatch.stop()
 
 	r.rec, err = testnode.StartLogRecorder(ctx, r.ens.Addrs(), r.c.Room())
 	if err != nil {
@@ -430,7 +466,8 @@ func (r *runner) primary(ctx context.Context, d time.Duration) (*testnode.Node, 
 	return r.c.WaitPrimary(wctx)
 }
 
-// standbys returns the live replicas other than p, by id.
+// standbys returns the live replicas other than p, by id (observers
+// included: they take a standby's faults).
 func (r *runner) standbys(p *testnode.Node) []*testnode.Node {
 	var out []*testnode.Node
 	for _, n := range r.c.Live() {
@@ -586,6 +623,14 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 	var s *testnode.Node
 	if p != nil {
 		sb = r.standbys(p)
+		if len(sb) > 0 {
+			s = sb[f.Pick%len(sb)]
+		}
+	}
+	if f.Kind == Transfer {
+		// Leadership goes to a standby that may lead: never an observer.
+		sb = slices.DeleteFunc(sb, func(n *testnode.Node) bool { return r.observers[n.ID()] })
+		s = nil
 		if len(sb) > 0 {
 			s = sb[f.Pick%len(sb)]
 		}

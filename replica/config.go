@@ -39,7 +39,8 @@ const (
 )
 
 // Config configures a Replica. Zero values take the documented defaults;
-// Validate names every bad field at once.
+// Validate names every bad field at once. A member joins as a standby that
+// may lead; with Observer set it joins as an observer, which never leads.
 type Config struct {
 	// Servers are the ZooKeeper client addresses ("host:port"). Required.
 	Servers []string
@@ -78,6 +79,16 @@ type Config struct {
 	// on this address ("host:port"; ":0" picks a port, see
 	// Replica.ListenAddr). Leave empty when the embedder mounts the handler.
 	ListenAddr string
+	// Observer makes this member an observer (package doc, "Roles:
+	// observers"): it tails and applies the log, serves reads
+	// (WaitApplied, Barrier, Store), makes and serves checkpoints and
+	// counts for channel deletion like any member, and appears in Status
+	// and metrics, but it never becomes a candidate: it creates no
+	// election node, so it never takes over, not even as the last member
+	// left, and TransferLeadership refuses it as a target. Its member data
+	// says so (observer: true) beside role "standby". Default false: a
+	// standby, which may lead.
+	Observer bool
 
 	// Applier turns entries into state. Default store.OpsApplier{} (or
 	// StoreOptions.Applier when that is set). Must be deterministic.

@@ -105,12 +105,32 @@
 //	   ▲                                │                                   │
 //	   └──── session expired / fenced / step down / transfer / lost lowest ─┘
 //
+// Observers (Config.Observer) are members that must never lead: a read
+// replica, or a checkpoint producer in another rack (HDFS's Observer
+// NameNode, etcd's learners). An observer joins the membership and does
+// what a standby does — it tails and applies the log, serves reads
+// (WaitApplied, Barrier, Store), makes checkpoints by policy and on
+// demand, serves them to bootstrapping peers, counts for deletion's
+// served-checkpoint rule and takes part in the integrity vote — and its
+// member data says observer: true beside role "standby" (which members
+// that predate observers read). It never holds an election candidate:
+// Open does not enter the election, the run loop never reads it (the
+// core's election simply stays due; nothing polls it), and the election
+// refuses to enter, evaluate or requeue for an observer, so no re-queue,
+// session expiry or reconnect can create a candidate for it. Its role
+// stays standby until it fails or closes, also when it is the last
+// member left (the room then has no primary until a candidate joins).
+// Candidates decide on the line only (decideElection), so an observer
+// neither holds up nor steers a failover; TransferLeadership refuses it
+// as a target (ErrTransfer). Status().Observer, MemberStatus.Observer and
+// roomlog_replica_observer show it.
+//
 // # Znodes (owned by this package, under the room /<base>/<room>)
 //
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
 //	                     "takeover", "primary"), epoch, applied, ckpt
 //	                     [, catch_up] [, hash, hash_at, hash_base,
-//	                     hash_agree], rv_min, rv_max}: a live
+//	                     hash_agree], rv_min, rv_max [, observer]}: a live
 //	                     member, its advertised
 //	                     address, role, the epoch it leads (primary) or last
 //	                     applied, its applied index (published on role
@@ -129,7 +149,10 @@
 //	                     each with the index and hash it agreed at;
 //	                     rv_min..rv_max: the room versions it supports
 //	                     (see "Room version"; absent in a v0.1.0 member's
-//	                     data, which counts as 1..1). Fields are added
+//	                     data, which counts as 1..1); observer: true for
+//	                     an observer (Config.Observer; omitted
+//	                     otherwise), whose role stays "standby" and
+//	                     which holds no election node. Fields are added
 //	                     only where a reader that ignores them stays right
 //	                     (msgpack maps: every release ignores unknown
 //	                     keys); anything else raises v, which makes the
@@ -249,13 +272,14 @@
 //     that bound. The watcher's view, diffed listing against listing,
 //     wakes the loop, which reloads it (members, the primary's applied
 //     index as the committed hint, a primary's catch_up).
-//  6. Create the election candidate (protected, see Election).
+//  6. Create the election candidate (protected, see Election); an
+//     observer skips this step and never holds one.
 //  7. Start the checkpointer and the run loop (which starts the standby
-//     tail from applied+1 and evaluates the election).
+//     tail from applied+1 and evaluates the election, unless an observer).
 //
-// Election (run loop; steps 1–3 are the election recipe's Line, step 4
-// the replica's policy, decideElection; every step bounded by 1 s, the
-// tick retries what failed):
+// Election (run loop, never on an observer; steps 1–3 are the election
+// recipe's Line, step 4 the replica's policy, decideElection; every step
+// bounded by 1 s, the tick retries what failed):
 //
 //  1. Create election/c-<guid>-<seq> (EPHEMERAL_SEQUENTIAL). If the create
 //     fails with a connection loss, its fate is unknown: before creating
@@ -603,8 +627,8 @@
 // # Observability
 //
 // Status() reports everything without touching ZooKeeper: role, epoch,
-// applied, committed seen, lag, members (id, addr, role, applied,
-// checkpoint), primary id/addr, connection state, open channel, room bytes,
+// applied, committed seen, lag, whether it is an observer, members (id,
+// addr, role, observer, applied, checkpoint), primary id/addr, connection state, open channel, room bytes,
 // local checkpoint, bootstraps. RoleChanges() delivers role changes on a
 // buffered channel that drops the oldest when the consumer lags.
 //
@@ -616,6 +640,7 @@
 // from Status when scraped and cost nothing between scrapes.
 //
 //	roomlog_replica_role{role}                 gauge (scrape) 1 for the current role: who leads, is anyone failed?
+//	roomlog_replica_observer                   gauge (scrape) 1 for an observer (Config.Observer: never leads)
 //	roomlog_replica_epoch                      gauge (scrape) did a failover happen (it grows)?
 //	roomlog_replica_applied_index              gauge (scrape) how far has this member applied?
 //	roomlog_replica_committed_index            gauge (scrape) how far is the log committed, as seen here?

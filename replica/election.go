@@ -26,9 +26,19 @@ import (
 // the order, the predecessor watch, the primary's identity,
 // isLiveCandidate, ...). Everything else is reported as foreign and
 // otherwise ignored: never watched, adopted or deleted.
+//
+// An observer's election (Config.Observer) never holds a candidate: ensure
+// and requeue do nothing and evaluate refuses (errObserver), whatever path
+// asks (Open, the loop, a requeue action), so no path puts an observer in
+// the line. It keeps the line only to resign and close like any member.
 type election struct {
-	line *elect.Line
+	line     *elect.Line
+	observer bool // Config.Observer (set by newLoopState, before any use)
 }
+
+// errObserver: an observer's election was asked to evaluate (it never
+// holds a candidate).
+var errObserver = errors.New("election: an observer holds no candidate")
 
 func newElection(client *logroom.Client, dir, id, addr string, log *slog.Logger) (*election, error) {
 	line, err := elect.NewLine(elect.LineConfig{
@@ -71,12 +81,21 @@ func (v electionView) lowest() (elect.Candidate, bool) {
 	return v.cands[0], true
 }
 
-// ensure makes sure we hold a candidate node (protected create).
-func (e *election) ensure(ctx context.Context) error { return e.line.Enter(ctx) }
+// ensure makes sure we hold a candidate node (protected create); an
+// observer holds none.
+func (e *election) ensure(ctx context.Context) error {
+	if e.observer {
+		return nil
+	}
+	return e.line.Enter(ctx)
+}
 
 // evaluate ensures our candidacy and reports our position. When we are not
 // the lowest it watches only our predecessor (no herd effect).
 func (e *election) evaluate(ctx context.Context) (electionView, error) {
+	if e.observer {
+		return electionView{}, errObserver
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		if err := e.line.Enter(ctx); err != nil {
 			return electionView{}, err
@@ -106,8 +125,14 @@ func (e *election) evaluate(ctx context.Context) (electionView, error) {
 }
 
 // requeue moves us to the back of the line: delete our node, create anew
-// (a failed delete keeps our node and place; the caller retries).
-func (e *election) requeue(ctx context.Context) error { return e.line.Requeue(ctx) }
+// (a failed delete keeps our node and place; the caller retries). An
+// observer is in no line.
+func (e *election) requeue(ctx context.Context) error {
+	if e.observer {
+		return nil
+	}
+	return e.line.Requeue(ctx)
+}
 
 // resign deletes our candidate node (and strays of ours when a create's
 // fate was unknown); a failed delete is retried by the next call.

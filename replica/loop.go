@@ -86,6 +86,7 @@ func newLoopState(r *Replica) (*loopState, error) {
 	if err != nil {
 		return nil, err
 	}
+	el.observer = r.cfg.Observer
 	return &loopState{
 		c:       newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID()),
 		el:      el,
@@ -440,7 +441,9 @@ func (r *Replica) reconcile() {
 	if lp.c.failed {
 		return
 	}
-	if lp.c.electionDue() && lp.pending["election"] == 0 {
+	// An observer never reads the election: it holds no candidate, and
+	// the core's election stays due (dirty) without anything polling it.
+	if !r.cfg.Observer && lp.c.electionDue() && lp.pending["election"] == 0 {
 		r.evaluateElection()
 	}
 	if time.Since(lp.lastChannels) >= time.Second && lp.pending["channels"] == 0 {
@@ -534,7 +537,7 @@ func (r *Replica) ownMemberData() memberData {
 	rh := r.RunHash()
 	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
 		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp(),
-		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base}
+		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base, Observer: r.cfg.Observer}
 	d.RVMin, d.RVMax = r.roomVersions()
 	if rh.Index == 0 {
 		d.Hash = "" // nothing applied: nothing to compare

@@ -262,6 +262,8 @@ type statusCollector struct{ r *Replica }
 var (
 	descRole = prometheus.NewDesc("roomlog_replica_role",
 		"1 for the replica's current role, 0 for the others.", []string{"role"}, nil)
+	descObserver = prometheus.NewDesc("roomlog_replica_observer",
+		"1 when this replica is an observer (Config.Observer: it never leads), else 0.", nil, nil)
 	descEpoch = prometheus.NewDesc("roomlog_replica_epoch",
 		"Epoch led (primary) or of the last applied entry (standby).", nil, nil)
 	descApplied = prometheus.NewDesc("roomlog_replica_applied_index",
@@ -305,7 +307,7 @@ var (
 var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, RoleClosed}
 
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
+	for _, d := range []*prometheus.Desc{descRole, descObserver, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
 		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget} {
 		ch <- d
@@ -324,6 +326,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRole, v, role.String())
 	}
+	observer := 0.0
+	if s.Observer {
+		observer = 1
+	}
+	gauge(descObserver, observer)
 	gauge(descEpoch, float64(s.Epoch))
 	gauge(descApplied, float64(s.Applied))
 	gauge(descCommitted, float64(s.Committed))

@@ -418,7 +418,8 @@ func (r *Replica) drain(ctx context.Context, t *term) error {
 // applied everything committed, records the transfer in the room, steps
 // down, and waits until toID is primary (all bounded by ctx). Proposals
 // that arrive meanwhile get ErrNotPrimary naming the old primary; retry
-// them with the new one.
+// them with the new one. An observer (MemberStatus.Observer) is refused
+// as a target with ErrTransfer, before anything stops.
 func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	if err := r.usable(); err != nil {
 		return err
@@ -430,8 +431,12 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	if t == nil {
 		return r.notPrimary()
 	}
-	if _, ok := r.member(toID); !ok {
+	m, ok := r.member(toID)
+	if !ok {
 		return fmt.Errorf("%w: %q is not a live member", ErrTransfer, toID)
+	}
+	if m.Observer {
+		return fmt.Errorf("%w: %q is an observer (it never leads)", ErrTransfer, toID)
 	}
 	t.mu.Lock()
 	t.handoff = toID

@@ -170,7 +170,9 @@ type Result struct {
 // Open validates cfg, opens the local store, connects to ZooKeeper, joins
 // the room's membership and election, and starts the replica as a standby
 // (it becomes primary if it wins the election). It returns once the
-// membership node and the election candidate exist.
+// membership node and the election candidate exist. An observer
+// (Config.Observer) joins the membership only: it never enters the
+// election.
 func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -304,16 +306,18 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.lp.el.close()
 		return nil, fmt.Errorf("replica: join membership: %w", err)
 	}
-	ectx, ecancel := context.WithTimeout(ctx, cfg.SessionTimeout)
-	err = r.lp.el.ensure(ectx)
-	ecancel()
-	if err != nil {
-		lctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = r.lp.el.resign(lctx)
-		r.lp.el.close()
-		_ = r.lp.mem.close(lctx)
-		cancel()
-		return nil, fmt.Errorf("replica: enter election: %w", err)
+	if !cfg.Observer { // an observer never holds a candidate
+		ectx, ecancel := context.WithTimeout(ctx, cfg.SessionTimeout)
+		err := r.lp.el.ensure(ectx)
+		ecancel()
+		if err != nil {
+			lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = r.lp.el.resign(lctx)
+			r.lp.el.close()
+			_ = r.lp.mem.close(lctx)
+			cancel()
+			return nil, fmt.Errorf("replica: enter election: %w", err)
+		}
 	}
 	r.setConnected(r.client.State() == zk.StateHasSession)
 	r.wg.Add(1)
@@ -559,6 +563,7 @@ func (r *Replica) Status() Status {
 	st := Status{
 		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
 		Applied: applied, Committed: committed, Lag: committed - applied,
+		Observer:  r.cfg.Observer,
 		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: foreign,
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,

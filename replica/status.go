@@ -64,9 +64,13 @@ type RoleChange struct {
 
 // MemberStatus is one live member as seen through its membership node.
 type MemberStatus struct {
-	ID         string
-	Addr       string
-	Role       Role
+	ID   string
+	Addr string
+	Role Role
+	// Observer: the member joined as an observer (Config.Observer): it
+	// never leads (its Role stays RoleStandby) and is never a transfer
+	// target.
+	Observer   bool
 	Epoch      uint64
 	Applied    uint64 // its applied index (published at most every MemberUpdateInterval)
 	Checkpoint uint64 // index of its newest local checkpoint (0: none)
@@ -87,6 +91,9 @@ type Status struct {
 	Room  string
 	Role  Role
 	Epoch uint64 // epoch led when primary, else the epoch of the last applied entry
+	// Observer: this member is an observer (Config.Observer): its Role is
+	// RoleStandby (or RoleFailed, RoleClosed), never a leading one.
+	Observer bool
 
 	Applied   uint64 // local applied index
 	Committed uint64 // highest committed index this replica has seen (own writer, primary's published applied index)

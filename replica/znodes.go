@@ -55,6 +55,11 @@ type memberData struct {
 	// before room versions, which count as 1..1.
 	RVMin int `msgpack:"rv_min,omitempty"`
 	RVMax int `msgpack:"rv_max,omitempty"`
+	// Observer: the member is an observer (Config.Observer) and never a
+	// candidate; its Role stays "standby", which members that predate
+	// observers read. Omitted when false, so a standby's data is
+	// byte-identical to before.
+	Observer bool `msgpack:"observer,omitempty"`
 }
 
 // roomVersions is the range of room versions the member advertises.
@@ -68,7 +73,7 @@ func (d memberData) roomVersions() (lo, hi int) {
 // memberStatus is what Status and the views show of a member's data.
 func (d memberData) memberStatus() MemberStatus {
 	lo, hi := d.roomVersions()
-	return MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Epoch: d.Epoch, Applied: d.Applied,
+	return MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Observer: d.Observer, Epoch: d.Epoch, Applied: d.Applied,
 		Checkpoint: d.Checkpoint, Hash: d.Hash, HashAt: d.HashAt, HashBase: d.HashBase,
 		RoomVersionMin: lo, RoomVersionMax: hi}
 }

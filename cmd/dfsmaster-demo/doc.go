@@ -39,6 +39,12 @@
 //	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N]
 //	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
 //	    [--zk-digest-file FILE] [--checkpoint-token-file FILE] [--disk-stall-timeout D]
+//	    [--observer]
+//
+// --observer makes the master an observer (replica.Config.Observer): it
+// applies the log and serves reads and checkpoints but never becomes
+// primary; /v1/status says "observer": true and a stopping primary never
+// hands its role to it.
 //
 // One master: replica.Open with namespace.Applier, AdvertiseAddr = the HTTP
 // address (what a standby's 307 points at and where peers fetch

@@ -224,6 +224,7 @@ func statusFromReplica(s replica.Status, addr string, b version.Build) api.Statu
 		ID:              s.ID,
 		Room:            s.Room,
 		Role:            roleName(s.Role),
+		Observer:        s.Observer,
 		Addr:            addr,
 		Epoch:           s.Epoch,
 		AppliedIndex:    s.Applied,
@@ -287,7 +288,7 @@ func apiMembers(s replica.Status) []api.Member {
 		if ref > applied[i] {
 			lag = ref - applied[i]
 		}
-		out[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role), AppliedIndex: applied[i], Lag: lag,
+		out[i] = api.Member{ID: mem.ID, Addr: mem.Addr, Role: roleName(mem.Role), Observer: mem.Observer, AppliedIndex: applied[i], Lag: lag,
 			RoomVersionMin: mem.RoomVersionMin, RoomVersionMax: mem.RoomVersionMax}
 	}
 	return out

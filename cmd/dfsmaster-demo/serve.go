@@ -37,6 +37,12 @@ replica leaves the room (were the hand-off to fail, a standby takes over at
 once all the same), then the HTTP server stops. That is the step of a
 rolling upgrade (README, "Upgrade and roll back without downtime").
 
+--observer starts an observer (replica.Config.Observer): a master that
+applies the log, serves reads and checkpoints, but never becomes primary
+(a read replica, or a checkpoint producer in another rack). It holds no
+election candidate; /v1/status and the page say "observer"; a stopping
+primary never hands its role to it.
+
 When the replica fails (an unrecoverable error: a broken applier,
 corruption, divergence from the log, a local disk stalled past
 --disk-stall-timeout), serve keeps running so the failure
@@ -95,6 +101,9 @@ type serveConfig struct {
 	// HandoffTimeout bounds Close's hand-off of the primary role to the
 	// most caught-up standby (0: no hand-off, the replica just leaves).
 	HandoffTimeout time.Duration
+	// Observer makes the master an observer (replica.Config.Observer): it
+	// never becomes primary (--observer).
+	Observer bool
 	// Applier is the replica's applier; nil means namespace.Applier{}.
 	// Tests set one that breaks, to make a replica fail for real.
 	Applier store.Applier
@@ -170,6 +179,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	reg := newRegistry()
 	rep, err := replica.Open(ctx, replica.Config{
 		Servers:                cfg.Servers,
+		Observer:               cfg.Observer,
 		SessionTimeout:         cfg.SessionTimeout,
 		Room:                   cfg.Room,
 		ID:                     cfg.ID,
@@ -315,10 +325,10 @@ func (m *master) Close() error {
 }
 
 // handOff: a primary hands its role to the live standby that has applied
-// the most before it leaves, so the new primary is chosen and caught up
-// while this one still redirects clients to it. Bounded by m.handoff; on
-// failure Close leaves the room as it would have without (a standby then
-// takes over at once).
+// the most (never an observer, which does not lead) before it leaves, so
+// the new primary is chosen and caught up while this one still redirects
+// clients to it. Bounded by m.handoff; on failure Close leaves the room as
+// it would have without (a standby then takes over at once).
 func (m *master) handOff() {
 	st := m.rep.Status()
 	if m.handoff <= 0 || st.Role != replica.RolePrimary {
@@ -326,7 +336,7 @@ func (m *master) handOff() {
 	}
 	to, applied := "", uint64(0)
 	for _, mem := range st.Members {
-		if mem.ID != st.ID && mem.Role == replica.RoleStandby && (to == "" || mem.Applied > applied) {
+		if mem.ID != st.ID && mem.Role == replica.RoleStandby && !mem.Observer && (to == "" || mem.Applied > applied) {
 			to, applied = mem.ID, mem.Applied
 		}
 	}
@@ -378,6 +388,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 		"caps the room so that binaries of an older release can still join", version.RoomMax))
 	compression := fs.String("compression", "s2", "batch compression when primary: none, s2, or zstd (zstd only in rooms at room version 2 or later; s2 below)")
 	handoff := fs.Duration("handoff-timeout", 2*time.Second, "on SIGINT/SIGTERM a primary first hands its role to the most caught-up standby, for at most this long (0: it just leaves)")
+	observer := fs.Bool("observer", false, "join as an observer: apply the log, serve reads and checkpoints, never become primary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -450,6 +461,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
+			Observer: *observer,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

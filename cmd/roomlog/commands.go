@@ -213,6 +213,9 @@ type memberRow struct {
 	// Election is the member's place in the election line (1 = the lowest
 	// candidate, primary or about to be; 0 = no candidate node).
 	Election int `json:"election"`
+	// Observer: the member is an observer (replica.Config.Observer): it
+	// holds no candidate node and never leads.
+	Observer bool `json:"observer,omitempty"`
 	// Session is the ZooKeeper session holding the ephemeral node (hex;
 	// 0x0: a persistent node).
 	Session string `json:"session"`
@@ -263,6 +266,7 @@ func memberRows(v replica.RoomView) (rows []memberRow, memberForeign, electionFo
 		}
 		if m.Decoded {
 			row.Addr, row.Role, row.Epoch, row.Applied, row.Checkpoint = m.Addr, m.Role.String(), m.Epoch, m.Applied, m.Checkpoint
+			row.Observer = m.Observer
 		}
 		if m.Foreign != "" {
 			row.Foreign, row.Error = true, m.Foreign
@@ -311,6 +315,8 @@ func cmdMembers(ctx context.Context, in *inspector, o options, args []string, st
 		note := r.Error
 		if r.Foreign {
 			note = "FOREIGN (ignored by replicas): " + r.Error
+		} else if r.Observer {
+			note = "observer (never leads)"
 		}
 		t.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), el, r.Session, note)
 	}

@@ -11,7 +11,8 @@
 //	                       batches, bytes, entries (the open channel's last
 //	                       index, batches and bytes are read from its chain)
 //	members ROOM           live members: id, addr, role, epoch, applied,
-//	                       checkpoint, place in the election line, session;
+//	                       checkpoint, place in the election line, session,
+//	                       "observer" for an observer (no place in the line);
 //	                       a leadership transfer record if one exists (or
 //	                       why it is malformed);
 //	                       znodes under members/ and election/ that

@@ -21,12 +21,16 @@
 //	GET  /                                                 -> HTML status page, refreshes itself
 //
 // Status (/v1/status, and the page) includes each member's lag behind the
-// primary ("members": [{"id","addr","role","applied_index","lag"}]: the
+// primary ("members": [{"id","addr","role","observer","applied_index","lag"}]: the
 // primary's applied index minus the member's, from the replica's member
 // list, which each member refreshes at most every 50 ms) and this master's
 // last MaxRoleChanges role changes, newest first ("role_changes":
 // [{"at","role","epoch","reason"}]); a failed master's reason stays in
-// "failure" and on the page.
+// "failure" and on the page. "observer" is true for a master started with
+// serve --observer (replica.Config.Observer), in Status and in its row of
+// "members": it applies the log and serves reads and checkpoints like a
+// standby, but never becomes primary (its "role" stays "standby"); the
+// page marks it "observer".
 //
 // Status also names this master's binary and the room version (replica
 // package doc, "Room version"), so an operator follows a rolling upgrade

@@ -108,9 +108,13 @@ const (
 
 // Status is what /v1/status and the HTML page show.
 type Status struct {
-	ID              string    `json:"id"`
-	Room            string    `json:"room"`
-	Role            string    `json:"role"` // RolePrimary, RoleStandby, RoleFailed, RoleClosed, or a transitional role of the replica
+	ID   string `json:"id"`
+	Room string `json:"room"`
+	Role string `json:"role"` // RolePrimary, RoleStandby, RoleFailed, RoleClosed, or a transitional role of the replica
+	// Observer: this master is an observer (serve --observer,
+	// replica.Config.Observer): it serves reads and checkpoints but never
+	// becomes primary; its Role stays RoleStandby.
+	Observer        bool      `json:"observer"`
 	Addr            string    `json:"addr"` // this master's advertised HTTP address
 	Epoch           uint64    `json:"epoch"`
 	AppliedIndex    uint64    `json:"applied_index"`
@@ -187,9 +191,11 @@ type HealthResponse struct {
 // membership data (a member publishes its applied index at most every
 // replica.Config.MemberUpdateInterval, 50ms by default).
 type Member struct {
-	ID           string `json:"id"`
-	Addr         string `json:"addr"`
-	Role         string `json:"role"`
+	ID   string `json:"id"`
+	Addr string `json:"addr"`
+	Role string `json:"role"`
+	// Observer: the member is an observer (it never becomes primary).
+	Observer     bool   `json:"observer"`
 	AppliedIndex uint64 `json:"applied_index"`
 	// Lag is how far this member's applied index is behind the primary's:
 	// the primary's applied index minus this one's, 0 when it is not

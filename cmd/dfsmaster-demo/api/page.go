@@ -11,7 +11,7 @@ const statusPage = `<!DOCTYPE html>
 <head>
 <meta charset="utf-8">
 <meta http-equiv="refresh" content="{{.RefreshSeconds}}">
-<title>dfsmaster {{.S.ID}} · {{.S.Role}} · room {{.S.Room}}</title>
+<title>dfsmaster {{.S.ID}} · {{.S.Role}}{{if .S.Observer}} (observer){{end}} · room {{.S.Room}}</title>
 <style>
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
@@ -21,10 +21,12 @@ td.l, th.l { text-align: left; }
 .primary { font-weight: bold; color: #0a6b0a; }
 .failure, .failed { color: #b00; font-weight: bold; }
 .behind { color: #a60; font-weight: bold; }
+.observer { color: #336; font-style: italic; }
 </style>
 </head>
 <body>
-<h1>dfsmaster <code>{{.S.ID}}</code> <span class="{{.S.Role}}">{{.S.Role}}</span></h1>
+<h1>dfsmaster <code>{{.S.ID}}</code> <span class="{{.S.Role}}">{{.S.Role}}</span>{{if .S.Observer}} <span class="observer">observer</span>{{end}}</h1>
+{{if .S.Observer}}<p class="observer">This master is an observer: it applies the log, serves reads and checkpoints, and never becomes primary.</p>{{end}}
 {{if .S.Error}}<p class="failure">failed: {{.S.Error}}</p>
 <p>This master no longer takes part in the room: it applies nothing, accepts no commands and serves no reads
 (<a href="/v1/health">/v1/health</a> answers 503). Its state stays as it was; an operator must find the cause before restarting it.</p>{{end}}
@@ -45,7 +47,7 @@ td.l, th.l { text-align: left; }
 <h2>Members</h2>
 <table>
 <tr><th class="l">id</th><th class="l">address</th><th class="l">role</th><th>applied index</th><th>behind the primary (entries)</th><th class="l">room versions</th></tr>
-{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}</td><td>{{.AppliedIndex}}</td><td{{if .Lag}} class="behind"{{end}}>{{.Lag}}</td><td class="l">{{.RoomVersionMin}}..{{.RoomVersionMax}}</td></tr>
+{{range .S.Members}}<tr><td class="l">{{.ID}}</td><td class="l">{{if .Addr}}<a href="{{href .Addr}}">{{.Addr}}</a>{{end}}</td><td class="l {{.Role}}">{{.Role}}{{if .Observer}} <span class="observer">(observer)</span>{{end}}</td><td>{{.AppliedIndex}}</td><td{{if .Lag}} class="behind"{{end}}>{{.Lag}}</td><td class="l">{{.RoomVersionMin}}..{{.RoomVersionMax}}</td></tr>
 {{else}}<tr><td colspan="6" class="l">none</td></tr>
 {{end}}</table>
 <h2>Role changes of this master</h2>

@@ -200,6 +200,7 @@ type MemberJSON struct {
 	ID         string `json:"id"`
 	Addr       string `json:"addr"`
 	Role       string `json:"role"`
+	Observer   bool   `json:"observer,omitempty"`
 	Epoch      uint64 `json:"epoch"`
 	Applied    uint64 `json:"applied"`
 	Checkpoint uint64 `json:"checkpoint"`
@@ -209,7 +210,8 @@ type MemberJSON struct {
 type StatusJSON struct {
 	ID              string       `json:"id"`
 	Room            string       `json:"room"`
-	Role            string       `json:"role"` // replica.Role.String(): "standby", "takeover", "primary", "failed", "closed"
+	Role            string       `json:"role"`     // replica.Role.String(): "standby", "takeover", "primary", "failed", "closed"
+	Observer        bool         `json:"observer"` // replica.Config.Observer: the node never leads
 	Epoch           uint64       `json:"epoch"`
 	Applied         uint64       `json:"applied"`
 	Committed       uint64       `json:"committed"`
@@ -241,7 +243,7 @@ const (
 
 func statusJSON(s replica.Status, pid int) StatusJSON {
 	out := StatusJSON{
-		ID: s.ID, Room: s.Room, Role: s.Role.String(), Epoch: s.Epoch,
+		ID: s.ID, Room: s.Room, Role: s.Role.String(), Observer: s.Observer, Epoch: s.Epoch,
 		Applied: s.Applied, Committed: s.Committed, Lag: s.Lag,
 		PrimaryID: s.PrimaryID, PrimaryAddr: s.PrimaryAddr,
 		Members:   make([]MemberJSON, 0, len(s.Members)),
@@ -252,7 +254,7 @@ func statusJSON(s replica.Status, pid int) StatusJSON {
 	}
 	for _, m := range s.Members {
 		out.Members = append(out.Members, MemberJSON{
-			ID: m.ID, Addr: m.Addr, Role: m.Role.String(), Epoch: m.Epoch,
+			ID: m.ID, Addr: m.Addr, Role: m.Role.String(), Observer: m.Observer, Epoch: m.Epoch,
 			Applied: m.Applied, Checkpoint: m.Checkpoint,
 		})
 	}

@@ -69,7 +69,7 @@
 //	                         200 {"index":N,"response":"<base64>","duplicate":D}
 //	                         (D: the id was already applied; N and the
 //	                         response are the original application's)
-//	GET  /status             200 StatusJSON (replica.Status, role as a string, pid)
+//	GET  /status             200 StatusJSON (replica.Status, role as a string, observer, pid)
 //	GET  /hash?min_index=N   waits until applied >= N; 200 {"hash":"…","index":N}
 //	POST /barrier            200 {"index":N} (linearizable read point, applied)
 //	POST /stepdown           200 {}

@@ -89,8 +89,11 @@ type NodeOptions struct {
 	TransferTimeout      time.Duration
 	MemberUpdate         time.Duration
 	Sync                 string // "every" (default) or "group"
-	LogLevel             string // default "info"
-	ExtraArgs            []string
+	// Observer starts the replica as an observer (--observer,
+	// replica.Config.Observer): it never leads.
+	Observer  bool
+	LogLevel  string // default "info"
+	ExtraArgs []string
 
 	// StartTimeout bounds a launch until the API serves /status (the
 	// replica is open). Default 90s.
@@ -168,6 +171,9 @@ func (o NodeOptions) args(httpAddr, addrFile string) []string {
 	}
 	if o.LogLevel != "" {
 		a = append(a, "--log-level", o.LogLevel)
+	}
+	if o.Observer {
+		a = append(a, "--observer")
 	}
 	return append(a, o.ExtraArgs...)
 }

@@ -50,7 +50,7 @@ type flags struct {
 	checkpointEvery, keepCheckpoints, maxPending, maxBatchBytes             int
 	maxChannelBatches                                                       int
 	checkpointEveryBytes, retainBytes, maxRoomBytes, maxChannelBytes        int64
-	diskFaults                                                              bool
+	diskFaults, observer                                                    bool
 	diskStallTimeout                                                        time.Duration
 }
 
@@ -83,6 +83,7 @@ func parseFlags() (flags, error) {
 	fs.Int64Var(&f.maxChannelBytes, "max-channel-bytes", 0, "auto-rotate after N bytes (0: default)")
 	fs.BoolVar(&f.diskFaults, "disk-faults", false, "serve POST /fault/disk?stall=true|false, stalling the store's disk writes")
 	fs.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 0, "store: longest disk operation before the store fails (0: store default)")
+	fs.BoolVar(&f.observer, "observer", false, "join as an observer (replica.Config.Observer): never a candidate, never primary")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return f, err
 	}
@@ -142,6 +143,7 @@ func run() error {
 	}
 	cfg := replica.Config{
 		Servers:                strings.Split(f.zk, ","),
+		Observer:               f.observer,
 		SessionTimeout:         f.sessionTimeout,
 		Base:                   f.base,
 		Room:                   f.room,
