@@ -37,6 +37,55 @@ func TestKillPrimary(t *testing.T) {
 	require.Equal(t, testnode.RoleStandby, e.roleOf(p).Role)
 }
 
+// TestKillPrimaryBeforeSessionExpiry (issue 28): kill -9 of the primary
+// is proven by its liveness stream (the kernel closes it and refuses the
+// address), so the next in line deposes its candidate and a standby leads
+// well before the session (2 s here) could have expired; the deposition is
+// counted, and not as wrong once the dead session has expired.
+func TestKillPrimaryBeforeSessionExpiry(t *testing.T) {
+	e := newEnv(t, 3, 3*time.Minute, nil)
+	l := e.load(testnode.LoadOptions{Workers: 4})
+	e.waitAcked(l, 200, 30*time.Second)
+	// Twice: the second time the line has changed under the standbys (the
+	// first victim came back at its end), which a standby that watched
+	// only its first view of the line would miss.
+	deposedBy := func(skip *testnode.Node) (deposed, wrong uint64) {
+		for _, n := range e.c.Nodes() {
+			if n != skip {
+				s := e.roleOf(n)
+				deposed += s.Depositions
+				wrong += s.DepositionsWrong
+			}
+		}
+		return deposed, wrong
+	}
+	for round := 1; round <= 2; round++ {
+		p := e.primary()
+		before, _ := deposedBy(p)
+		killed := time.Now()
+		require.NoError(t, p.Kill())
+		np, elected := e.waitNewPrimary(p, sessionTimeout+10*time.Second)
+		took := elected.Sub(killed)
+		t.Logf("round %d: %s killed; %s primary after %v (session timeout %v)", round, p.ID(), np.ID(), took, sessionTimeout)
+		require.Less(t, took, sessionTimeout, "the takeover waited for the session to expire: the liveness proof did not depose the dead primary")
+		e.waitAcked(l, 200, 30*time.Second)
+		first, ok := e.h.FirstAckAfter(killed, p.ID())
+		require.True(t, ok)
+		t.Logf("round %d: first proposal acknowledged by the new primary %v after the kill", round, first.End.Sub(killed))
+		// One deposition, by the member next in line, and once the dead
+		// session has expired it is not counted wrong.
+		var deposed, wrong uint64
+		e.waitFor(2*sessionTimeout+5*time.Second, "the deposition counted, and not found wrong", func() bool {
+			deposed, wrong = deposedBy(p)
+			return deposed == before+1 && time.Since(killed) > sessionTimeout+2*time.Second
+		})
+		require.Zero(t, wrong, "the killed primary's session expired: the evidence was right")
+		require.NoError(t, p.Restart(e.ctx))
+		e.waitAcked(l, 100, 30*time.Second)
+	}
+	e.settle(l)
+}
+
 // TestPausePrimary: SIGSTOP the primary past its session timeout, then
 // SIGCONT it: fencing rejects its late writes, it learns it was deposed
 // and converges as a standby.
@@ -253,6 +302,9 @@ func TestPrimaryPausedBriefly(t *testing.T) {
 	require.Equal(t, testnode.RolePrimary, after.Role)
 	require.Equal(t, before.Epoch, after.Epoch, "no new epoch for a pause shorter than the session")
 	require.Equal(t, before.SessionID, after.SessionID)
+	for _, n := range e.c.Nodes() {
+		require.Zero(t, e.roleOf(n).Depositions, "%s deposed a paused primary: a pause is no proof", n.ID())
+	}
 	e.settle(l)
 }
 

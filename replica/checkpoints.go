@@ -611,7 +611,14 @@ func fsyncDir(dir string) error {
 // that is set, so an escaped prefix never matches a name that escaping
 // changes).
 func (r *Replica) CheckpointHandler() http.Handler {
-	var h http.Handler = checkpoint.Handler(r.ckptRoot)
+	ckpt := checkpoint.Handler(r.ckptRoot)
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == livenessPath {
+			r.serveLiveness(w, req)
+			return
+		}
+		ckpt.ServeHTTP(w, req)
+	})
 	if r.cfg.CheckpointToken != "" {
 		h = checkpoint.RequireBearer(r.cfg.CheckpointToken, h)
 	}

@@ -33,6 +33,9 @@ const (
 	DefaultMaxRoomBytes           = logroom.DefaultMaxRoomBytes // Writer.MaxRoomBytes' default
 	DefaultRequestTTL             = 10 * time.Minute
 	DefaultRequestWindow          = 1 << 20
+	// DefaultTakeoverLagBound is TakeoverLagBound's default: a few
+	// milliseconds of catch-up on this machine's apply rate.
+	DefaultTakeoverLagBound = 1000
 
 	// MaxIDLen bounds Config.ID (it is a znode name under /members).
 	MaxIDLen = zkx.MaxNameLen
@@ -175,6 +178,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger receives structured logs. nil discards.
 	Logger *slog.Logger
+	// TakeoverLagBound: when the primary goes, the lowest candidate takes
+	// over only if no other live candidate has applied more than this many
+	// entries more (by the applied index it publishes); otherwise it
+	// requeues behind it, so failover does not include a long catch-up
+	// (package doc, "Roles"). 0: DefaultTakeoverLagBound; negative: no
+	// bound (the lowest candidate always takes over).
+	TakeoverLagBound int
 	// MaxRoomVersion caps the room versions this member supports (0: its
 	// binary's version.RoomMax). It advertises the capped range, so the
 	// room is never moved past it while the member is live (an operator
@@ -185,6 +195,17 @@ type Config struct {
 	// MaxRoomBytes backpressure). Owner and OnCommit are set by the replica
 	// and must be left zero.
 	Writer logroom.WriterConfig
+}
+
+// takeoverLagBound is the bound decideElection applies (0: none).
+func (c Config) takeoverLagBound() uint64 {
+	switch {
+	case c.TakeoverLagBound < 0:
+		return 0
+	case c.TakeoverLagBound == 0:
+		return DefaultTakeoverLagBound
+	}
+	return uint64(c.TakeoverLagBound)
 }
 
 // Validate reports every bad field at once (joined errors, each wrapping

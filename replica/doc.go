@@ -522,6 +522,43 @@
 // with ErrCorrupt within about a second: the primary stops acknowledging
 // instead of carrying on until the next takeover.
 //
+// # Failover timeline
+//
+// How fast the next primary leads depends on what the old one's end
+// proves:
+//
+//   - It stops (Close, StepDown, TransferLeadership): it resigns its
+//     candidate itself; the next in line leads at once (tens of ms).
+//   - Its process dies (kill -9, a crash, the OOM killer): the next in line
+//     holds a liveness stream to it (its checkpoint endpoint, path
+//     "liveness": a response that never ends while it leads, a byte a
+//     second, naming its election guid). The kernel closes that connection
+//     and refuses new ones (or a proxy in front accepts and hangs up, or
+//     another process answers with another guid): that proves the process
+//     holding the candidate node is gone. The next in line deletes exactly
+//     that node (a version-0 delete of the node it watched: one re-created
+//     or already gone is left alone), its own predecessor watch fires and
+//     the line moves on before the session expires: about 0.2 s from kill
+//     to the first acknowledged proposal (TestKillPrimaryBeforeSessionExpiry,
+//     the bench's failover-kill row). The deposition is counted
+//     (Status().Depositions, roomlog_replica_depositions_total) and logged
+//     with its evidence; a session timeout later the deposed session's
+//     member node is looked up, and if it is still live the evidence was
+//     wrong (DepositionsWrong, roomlog_replica_depositions_wrong_total):
+//     an unneeded takeover, never a safety issue, since every write is
+//     fenced by the epoch, not by the session.
+//   - It pauses (SIGSTOP, a long GC), or its host or network goes silent:
+//     nothing breaks, nothing is proven (silence on the stream is no
+//     evidence, a probe that times out neither), and the session decides:
+//     a pause shorter than the session costs no takeover; past it,
+//     ZooKeeper expires the session and deletes the candidate (about
+//     SessionTimeout).
+//
+// Which candidate leads: the lowest, unless another live candidate has
+// applied more than TakeoverLagBound entries more (decideElection's
+// lagging rule: it requeues behind it), so failover does not include a
+// long catch-up. Observers hold no candidate and never lead.
+//
 // # Room version
 //
 // A room version (package version) names every format a writer in the

@@ -562,6 +562,7 @@ func (r *Replica) refreshMembers() {
 	}
 	lp.membersDirty = false
 	lp.mem.reload()
+	r.updateLiveTarget()
 	// The primary's published applied index is the best "committed" hint a
 	// standby has.
 	for _, d := range lp.mem.known {
@@ -621,6 +622,7 @@ func (r *Replica) onElectionRead(rd electionRead) {
 	if rd.viewOK {
 		lp.view = rd.view
 		r.forward(watchElection, "", rd.view.watch)
+		r.updateLiveTarget() // the next in line watches the primary's process
 		if low, ok := rd.view.lowest(); ok {
 			lp.primaryID, lp.primaryAddr = low.ID, string(low.Data)
 		}
@@ -649,6 +651,7 @@ func (r *Replica) electionFacts(rd electionRead) electionFacts {
 		ApplierReady: lp.applier != nil && !lp.applier.primary,
 		Now:          time.Now(),
 		OldestFirst:  lp.oldestFirst, Applied: r.applied.Load(),
+		LagBound: r.cfg.takeoverLagBound(),
 	}
 	lp.c.fillFacts(&f)
 	if rd.hasTransfer {
@@ -659,8 +662,8 @@ func (r *Replica) electionFacts(rd electionRead) electionFacts {
 			f.RoomEpoch = rd.roomEpoch
 		}
 	}
-	if f.OldestFirst == 0 || f.Applied >= f.OldestFirst-1 {
-		return f // not behind: the others' positions cannot matter
+	if f.LagBound == 0 && (f.OldestFirst == 0 || f.Applied >= f.OldestFirst-1) {
+		return f // neither rule can apply: the others' positions cannot matter
 	}
 	for _, c := range lp.view.cands {
 		if c.ID == r.cfg.ID {

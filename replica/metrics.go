@@ -296,6 +296,10 @@ var (
 		"Peers' running state hashes this replica compared with its own (integrity check).", nil, nil)
 	descHashMismatches = prometheus.NewDesc("roomlog_replica_hash_mismatches_total",
 		"Peers' running state hashes that differed from this replica's at the same index.", nil, nil)
+	descDepositions = prometheus.NewDesc("roomlog_replica_depositions_total",
+		"Times this replica, next in line, proved the primary's process gone (its liveness stream broke and its address refused) and deposed its candidate before the session expired.", nil, nil)
+	descDepositionsWrong = prometheus.NewDesc("roomlog_replica_depositions_wrong_total",
+		"Depositions whose primary's session was still live a session timeout later: the evidence was wrong (an unneeded takeover; the old primary's writes were fenced).", nil, nil)
 	descRoomVersion = prometheus.NewDesc("roomlog_room_version",
 		"The room's version as this replica last read it (package version: the formats writers may use; 0 before the first read).", nil, nil)
 	descRoomVersionTarget = prometheus.NewDesc("roomlog_room_version_target",
@@ -309,7 +313,8 @@ var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, Ro
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descObserver, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
-		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget} {
+		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
+		descDepositions, descDepositionsWrong} {
 		ch <- d
 	}
 }
@@ -362,6 +367,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		diverged = 1
 	}
 	gauge(descDiverged, diverged)
+	ch <- prometheus.MustNewConstMetric(descDepositions, prometheus.CounterValue, float64(s.Depositions))
+	ch <- prometheus.MustNewConstMetric(descDepositionsWrong, prometheus.CounterValue, float64(s.DepositionsWrong))
 	gauge(descRoomVersion, float64(s.RoomVersion))
 	gauge(descRoomVersionTarget, float64(s.RoomVersionTarget))
 }

@@ -57,6 +57,9 @@ type Replica struct {
 	// the store.
 	stRun atomic.Pointer[store.Store]
 
+	// live is crash detection faster than the session (liveness.go).
+	live *liveness
+
 	// versionMoving: a move of the room version (a checkpoint whose
 	// rotation records it) is under way.
 	versionMoving atomic.Bool
@@ -182,6 +185,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		return nil, err
 	}
 	r := &Replica{
+		live:        newLiveness(),
 		cfg:         cfg,
 		log:         cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
 		storeDir:    filepath.Join(cfg.DataDir, "store"),
@@ -298,6 +302,8 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if r.lp, err = newLoopState(r); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
+	guid := r.lp.el.line.GUID() // what our liveness stream names
+	r.live.guid.Store(&guid)
 	// A node of our id may still be held by our own previous incarnation
 	// (killed less than a session timeout ago): wait that long before
 	// calling it a duplicate.
@@ -325,6 +331,13 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		defer r.wg.Done()
 		r.runCheckpointer(r.bgCtx)
 	}()
+	if !cfg.Observer { // an observer never takes over: it watches no primary
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.runLiveness(r.bgCtx)
+		}()
+	}
 	go r.run()
 	return r, nil
 }
@@ -575,6 +588,10 @@ func (r *Replica) Status() Status {
 		RoomVersionBlocked: s.roomVersionBlocked,
 	}
 	st.RoomVersionMin, st.RoomVersionMax = r.roomVersions()
+	st.Depositions, st.DepositionsWrong = r.live.deposed.Load(), r.live.deposedWrong.Load()
+	if ev := r.live.lastEvidence.Load(); ev != nil {
+		st.LastDeposition = *ev
+	}
 	rh := r.RunHash()
 	st.HashIndex, st.HashBase = rh.Index, rh.Base
 	if rh.Index > 0 {

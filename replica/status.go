@@ -157,6 +157,15 @@ type Status struct {
 	RoomVersionBlocked string
 	RoomVersionMin     int
 	RoomVersionMax     int
+
+	// Crash detection (package doc, "Failover timeline"): how many times
+	// this member, next in line, proved the primary's process gone and
+	// deposed its candidate (so the line moved on before the session
+	// expired), how many of those the primary's session outlived by a
+	// session timeout (the evidence was wrong: an unneeded takeover, its
+	// writes fenced), and the last evidence ("" when none).
+	Depositions, DepositionsWrong uint64
+	LastDeposition                string
 }
 
 // ForeignZnode is a znode under the room's members/ or election/ that does

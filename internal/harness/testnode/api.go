@@ -231,6 +231,10 @@ type StatusJSON struct {
 	Pending         int          `json:"pending"`
 	Err             string       `json:"err,omitempty"`
 	PID             int          `json:"pid"`
+	// Depositions and DepositionsWrong: replica.Status's (crash
+	// detection faster than the session).
+	Depositions      uint64 `json:"depositions"`
+	DepositionsWrong uint64 `json:"depositions_wrong"`
 }
 
 // Role names as StatusJSON.Role reports them (replica.Role.String()).
@@ -246,7 +250,8 @@ func statusJSON(s replica.Status, pid int) StatusJSON {
 		ID: s.ID, Room: s.Room, Role: s.Role.String(), Observer: s.Observer, Epoch: s.Epoch,
 		Applied: s.Applied, Committed: s.Committed, Lag: s.Lag,
 		PrimaryID: s.PrimaryID, PrimaryAddr: s.PrimaryAddr,
-		Members:   make([]MemberJSON, 0, len(s.Members)),
+		Members:     make([]MemberJSON, 0, len(s.Members)),
+		Depositions: s.Depositions, DepositionsWrong: s.DepositionsWrong,
 		Connected: s.Connected, ConnState: s.ConnState, SessionID: s.SessionID,
 		SuspendedMS: s.Suspended.Milliseconds(), OpenChannel: s.OpenChannel,
 		Channels: s.Channels, RoomBytes: s.RoomBytes, CheckpointIndex: s.CheckpointIndex,

@@ -1,0 +1,464 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Crash detection faster than the session (package doc, "Failover
+// timeline"). The primary serves a liveness stream on its checkpoint
+// endpoint (CheckpointPath(room) + "liveness"): an HTTP response that never
+// ends while it leads, a byte a second, naming the process (its election
+// guid, random per Replica) in a header. The standby next in line holds
+// that stream open. When the primary's process dies, its kernel closes
+// the connection and refuses new ones: the stream breaks, a new connection
+// to the same address is refused (or answered by another process, another
+// guid), and that is proof the process holding the primary's candidate
+// node is gone. The standby then deletes exactly that node (a version-0
+// delete of the node it observed: a node re-created since, or one already
+// gone, is left alone), the election moves on at once, and the epoch CAS
+// of the new primary fences anything the old one might still send. A pause
+// (SIGSTOP, a GC), a partition or a silent host breaks nothing: no proof,
+// and the session timeout decides as before. A wrong proof costs an
+// unneeded takeover, never safety: writes are fenced by the epoch.
+
+// liveness is the state of crash detection: the process identity served,
+// the target watched, the clients, the counts.
+type liveness struct {
+	guid atomic.Pointer[string] // our election guid (set once, at Open)
+
+	mu      sync.Mutex
+	target  *livenessTarget // nil: none
+	changed chan struct{}   // closed and replaced when target changes
+
+	stream, probe *http.Client
+
+	deposed, deposedWrong atomic.Uint64
+	lastEvidence          atomic.Pointer[string]
+}
+
+func newLiveness() *liveness {
+	l := &liveness{changed: make(chan struct{})}
+	l.stream, l.probe = newLivenessClients()
+	return l
+}
+
+// setTarget sets the candidate to watch (ok false: none).
+func (l *liveness) setTarget(t livenessTarget, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.target
+	if (!ok && cur == nil) || (ok && cur != nil && *cur == t) {
+		return
+	}
+	if ok {
+		l.target = &t
+	} else {
+		l.target = nil
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// get returns the target (ok false: none) and a channel closed when it
+// changes.
+func (l *liveness) get() (livenessTarget, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.target == nil {
+		return livenessTarget{}, false, l.changed
+	}
+	return *l.target, true, l.changed
+}
+
+// livenessPath is the liveness stream below the room's checkpoint path.
+const livenessPath = "/liveness"
+
+// Liveness stream protocol.
+const (
+	livenessGUIDHeader  = "X-Roomlog-Liveness-Guid"
+	livenessEpochHeader = "X-Roomlog-Liveness-Epoch"
+	// livenessBeat: the primary writes a byte this often (so a proxy or a
+	// NAT keeps the connection; silence is never evidence).
+	livenessBeat = time.Second
+	// livenessDial bounds the reconnect that tells a dead process (refused)
+	// from a live one; a timeout is no evidence.
+	livenessDial = 300 * time.Millisecond
+)
+
+// serveLiveness answers a liveness stream: 200 with our guid and epoch,
+// then a byte a second for as long as we lead and the client listens; it
+// ends (closes) when we stop leading. A member that does not lead answers
+// 409. The connection is taken over from the HTTP server (hijacked) where
+// it can be: a response that never ends would otherwise hold the
+// embedder's graceful Shutdown (and httptest's Close) until the replica
+// stops; an HTTP/2 connection cannot be, and streams.
+func (r *Replica) serveLiveness(w http.ResponseWriter, req *http.Request) {
+	t := r.currentTerm()
+	guid := r.live.guid.Load()
+	if t == nil || guid == nil {
+		http.Error(w, fmt.Sprintf("member %q is not the primary", r.cfg.ID), http.StatusConflict)
+		return
+	}
+	if hj, ok := w.(http.Hijacker); ok && req.ProtoMajor == 1 {
+		conn, bw, err := hj.Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\n%s: %s\r\n%s: %d\r\nContent-Type: application/octet-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+			livenessGUIDHeader, *guid, livenessEpochHeader, t.epoch)
+		if bw.Flush() != nil {
+			return
+		}
+		// The client never writes again: a read returns when it hangs up.
+		gone := make(chan struct{})
+		go func() {
+			defer close(gone)
+			_, _ = io.Copy(io.Discard, conn)
+		}()
+		tick := time.NewTicker(livenessBeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-gone:
+				return
+			case <-t.done:
+				return
+			case <-r.stopc:
+				return
+			case <-tick.C:
+				_ = conn.SetWriteDeadline(time.Now().Add(livenessBeat))
+				if _, err := conn.Write([]byte{'.'}); err != nil {
+					return
+				}
+			}
+		}
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "liveness needs a streaming response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set(livenessGUIDHeader, *guid)
+	w.Header().Set(livenessEpochHeader, strconv.FormatUint(t.epoch, 10))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	tick := time.NewTicker(livenessBeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-req.Context().Done():
+			return
+		case <-t.done:
+			return // the term ended: a clean end of the response
+		case <-r.stopc:
+			return
+		case <-tick.C:
+			if _, err := w.Write([]byte{'.'}); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}
+
+// livenessTarget is the primary's candidate the next in line watches.
+type livenessTarget struct {
+	ID      string // member id
+	Addr    string // its advertised address (candidate data)
+	Node    string // its candidate node name c-<guid>-<seq>
+	GUID    string
+	Session int64 // the session holding the node
+}
+
+// livenessTargetOf returns the candidate this member watches: the
+// primary's (the live member whose data says primary), when we are the
+// first live candidate behind it in our view of the line. The view may be
+// older than the membership: a standby re-reads the line only when its
+// predecessor's node changes, so when the line shrank in front of it
+// (the old primary died, its successor leads) its view still lists the
+// dead; candidates of members no longer live are skipped. ok false: none.
+func livenessTargetOf(v electionView, self string, members map[string]memberData) (livenessTarget, bool) {
+	p := -1
+	for i, c := range v.cands {
+		if d, live := members[c.ID]; live && d.Role == roleStrPrimary {
+			p = i
+			break
+		}
+	}
+	if p < 0 {
+		return livenessTarget{}, false
+	}
+	next := ""
+	for _, c := range v.cands[p+1:] {
+		if d, live := members[c.ID]; live && c.ID != v.cands[p].ID && !d.Observer {
+			next = c.ID
+			break
+		}
+	}
+	c := v.cands[p]
+	if next != self || c.ID == self || c.Unreadable || len(c.Data) == 0 {
+		return livenessTarget{}, false
+	}
+	return livenessTarget{ID: c.ID, Addr: string(c.Data), Node: c.Node, GUID: c.GUID, Session: c.Session}, true
+}
+
+// updateLiveTarget sets what the liveness watcher follows, from the view
+// of the line and the members (a standby that may lead only).
+func (r *Replica) updateLiveTarget() {
+	lp := r.lp
+	var t livenessTarget
+	ok := false
+	if !r.cfg.Observer && lp.c.role == RoleStandby && !lp.c.failed {
+		t, ok = livenessTargetOf(lp.view, r.cfg.ID, lp.mem.known)
+	}
+	r.live.setTarget(t, ok)
+}
+
+// livenessEvidence classifies what a check of the target's address found.
+type livenessEvidence int
+
+const (
+	evidenceNone    livenessEvidence = iota // alive, or nothing proven (timeout, a pause)
+	evidenceRefused                         // the stream broke and the address refuses connections
+	evidenceOther                           // another process (another guid) serves the address
+	evidenceHungUp                          // the address accepts, then hangs up before answering (a proxy in front of a dead process)
+)
+
+// decideLiveness: what one probe of the target's address proves, from
+// the request's error (nil: answered) and, when answered, the guid the
+// responder named (its liveness header; "" when it does not lead or is
+// not a replica of this release). Refused: no process listens there. A
+// connection accepted and then closed or reset before any answer: what a
+// TCP proxy in front of a dead process does (a live Go server answers or
+// keeps the connection waiting). A timeout (a pause, a silent host) or
+// any other error proves nothing; a responder that is not the primary
+// (409, no guid) does not say which process it is either.
+func decideLiveness(reqErr error, target livenessTarget, answeredGUID string) livenessEvidence {
+	switch {
+	case reqErr != nil && errors.Is(reqErr, syscall.ECONNREFUSED):
+		return evidenceRefused
+	case reqErr != nil && (errors.Is(reqErr, io.EOF) || errors.Is(reqErr, io.ErrUnexpectedEOF) || errors.Is(reqErr, syscall.ECONNRESET)):
+		return evidenceHungUp
+	case reqErr != nil:
+		return evidenceNone
+	case answeredGUID != "" && answeredGUID != target.GUID:
+		return evidenceOther
+	}
+	return evidenceNone
+}
+
+// runLiveness is the watcher goroutine: it follows the target the loop
+// sets, holds its stream, and on a broken stream probes; proof that the
+// process is gone deposes the candidate node.
+func (r *Replica) runLiveness(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		target, ok, changed := r.live.get()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			continue
+		}
+		broke, err := r.followLiveness(ctx, target, changed)
+		if ctx.Err() != nil {
+			return
+		}
+		if cur, ok, _ := r.live.get(); !ok || cur != target {
+			continue // the line moved on meanwhile
+		}
+		if !broke {
+			// Could not connect at all, or the stream ended cleanly (it
+			// stepped down): nothing proven; look again shortly.
+			r.log.Debug("liveness: no stream to the primary", "primary", target.ID, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		ev, detail := r.probeLiveness(ctx, target)
+		if ev == evidenceNone {
+			continue // alive (or unknown): follow again
+		}
+		r.depose(ctx, target, fmt.Sprintf("stream to %s broke (%v), then %s", target.Addr, err, detail))
+	}
+}
+
+// followLiveness holds target's stream until it ends or the target
+// changes. broke is true when a stream was established and ended (however:
+// a live primary that steps down closes it too, and a dead one's kernel
+// closes it with a FIN as often as with a reset: the probe that follows
+// tells them apart) or another process answered; false when none could be
+// established.
+func (r *Replica) followLiveness(ctx context.Context, target livenessTarget, changed <-chan struct{}) (broke bool, err error) {
+	base, err := checkpointBaseURL(target.Addr)
+	if err != nil {
+		return false, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-cctx.Done():
+		case <-changed:
+			cancel()
+		}
+	}()
+	req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+CheckpointPath(r.cfg.Room)+livenessPath[1:], nil)
+	if err != nil {
+		return false, err
+	}
+	if r.cfg.CheckpointToken != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.CheckpointToken)
+	}
+	resp, err := r.live.stream.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("liveness: %s", resp.Status)
+	}
+	if g := resp.Header.Get(livenessGUIDHeader); g != target.GUID {
+		// Another process leads at that address: let the probe decide
+		// what that proves.
+		return true, fmt.Errorf("liveness: the address answers as %q, the candidate is %q", g, target.GUID)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for {
+		if _, err := rd.ReadByte(); err != nil {
+			if cctx.Err() != nil {
+				return false, cctx.Err()
+			}
+			return true, err
+		}
+	}
+}
+
+// probeLiveness dials target's address once more, bounded: refused means
+// the process is gone; a responder with another guid means another
+// process holds the address; anything else proves nothing.
+func (r *Replica) probeLiveness(ctx context.Context, target livenessTarget) (livenessEvidence, string) {
+	base, err := checkpointBaseURL(target.Addr)
+	if err != nil {
+		return evidenceNone, ""
+	}
+	pctx, cancel := context.WithTimeout(ctx, livenessDial)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, base+CheckpointPath(r.cfg.Room)+livenessPath[1:], nil)
+	if err != nil {
+		return evidenceNone, ""
+	}
+	if r.cfg.CheckpointToken != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.CheckpointToken)
+	}
+	resp, err := r.live.probe.Do(req)
+	guid := ""
+	if err == nil {
+		guid = resp.Header.Get(livenessGUIDHeader)
+		resp.Body.Close()
+	}
+	ev := decideLiveness(err, target, guid)
+	switch ev {
+	case evidenceRefused:
+		return ev, "a new connection was refused"
+	case evidenceOther:
+		return ev, fmt.Sprintf("another process (guid %s) answers there", guid)
+	case evidenceHungUp:
+		return ev, fmt.Sprintf("a new connection was closed before any answer (%v)", err)
+	}
+	return ev, ""
+}
+
+// depose deletes the target's candidate node, exactly the one observed
+// (version 0: candidate nodes are never rewritten; NoNode: already gone),
+// so that the line moves on now instead of at the session's expiry. Every
+// deposition is counted and logged with its evidence; a session-timeout
+// later the member node of the deposed session is looked up: still there
+// means the process was alive after all (counted as wrong).
+func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence string) {
+	path := r.room.Path(electionDir, target.Node)
+	dctx, cancel := context.WithTimeout(ctx, electionZKWait)
+	err := r.bounded(dctx, func() error {
+		_, err := r.conn.Multi(&zk.CheckVersionRequest{Path: path, Version: 0}, &zk.DeleteRequest{Path: path, Version: 0})
+		return err
+	})
+	cancel()
+	switch {
+	case err == nil:
+	case errors.Is(err, zk.ErrNoNode):
+		r.log.Debug("liveness: the primary's candidate is already gone", "primary", target.ID, "node", target.Node)
+		return
+	default:
+		r.log.Warn("liveness: deposing the primary's candidate failed; the session timeout will", "primary", target.ID, "node", target.Node, "err", err)
+		return
+	}
+	r.live.deposed.Add(1)
+	r.live.lastEvidence.Store(&evidence)
+	r.log.Warn("liveness: the primary's process is gone; deposed its candidate so the next takes over now",
+		"primary", target.ID, "node", target.Node, "session", fmt.Sprintf("0x%x", target.Session), "evidence", evidence)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		select {
+		case <-r.stopc:
+			return
+		case <-time.After(r.cfg.SessionTimeout + time.Second):
+		}
+		cctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
+		defer cancel()
+		var st *zk.Stat
+		err := r.bounded(cctx, func() error {
+			var err error
+			_, st, err = r.conn.Exists(r.room.Path(membersDir, target.ID))
+			return err
+		})
+		if err == nil && st != nil && st.EphemeralOwner == target.Session {
+			r.live.deposedWrong.Add(1)
+			r.log.Warn("liveness: the deposed primary's session is still live a session timeout later: the evidence was wrong (an unneeded takeover; its writes were fenced)",
+				"primary", target.ID, "session", fmt.Sprintf("0x%x", target.Session), "evidence", evidence)
+		}
+	}()
+}
+
+// newLivenessClients returns the stream client (no overall timeout: the
+// stream lasts as long as the primary leads; the dial is bounded) and the
+// probe client (bounded by its context).
+func newLivenessClients() (stream, probe *http.Client) {
+	dialer := &net.Dialer{Timeout: livenessDial}
+	stream = &http.Client{Transport: &http.Transport{
+		DialContext:           dialer.DialContext,
+		ResponseHeaderTimeout: 2 * time.Second,
+		DisableKeepAlives:     true,
+		DisableCompression:    true,
+		MaxIdleConns:          0,
+	}}
+	probe = &http.Client{Transport: &http.Transport{
+		DialContext:       dialer.DialContext,
+		DisableKeepAlives: true,
+	}}
+	return stream, probe
+}
