@@ -112,11 +112,10 @@ func (r *Replica) serveLiveness(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("member %q is not the primary", r.cfg.ID), http.StatusConflict)
 		return
 	}
-	if hj, ok := w.(http.Hijacker); ok && req.ProtoMajor == 1 {
-		conn, bw, err := hj.Hijack()
-		if err != nil {
-			return
-		}
+	// A ResponseController finds Hijack and Flush through wrappers that
+	// have Unwrap (an embedder's metrics or logging middleware).
+	rc := http.NewResponseController(w)
+	if conn, bw, err := rc.Hijack(); err == nil {
 		defer conn.Close()
 		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\n%s: %s\r\n%s: %d\r\nContent-Type: application/octet-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
 			livenessGUIDHeader, *guid, livenessEpochHeader, t.epoch)
@@ -147,17 +146,14 @@ func (r *Replica) serveLiveness(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "liveness needs a streaming response", http.StatusInternalServerError)
-		return
-	}
 	w.Header().Set(livenessGUIDHeader, *guid)
 	w.Header().Set(livenessEpochHeader, strconv.FormatUint(t.epoch, 10))
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	fl.Flush()
+	if rc.Flush() != nil {
+		return // no streaming through this writer: the standby sees no stream, and waits for the session
+	}
 	tick := time.NewTicker(livenessBeat)
 	defer tick.Stop()
 	for {
@@ -169,10 +165,9 @@ func (r *Replica) serveLiveness(w http.ResponseWriter, req *http.Request) {
 		case <-r.stopc:
 			return
 		case <-tick.C:
-			if _, err := w.Write([]byte{'.'}); err != nil {
+			if _, err := w.Write([]byte{'.'}); err != nil || rc.Flush() != nil {
 				return
 			}
-			fl.Flush()
 		}
 	}
 }

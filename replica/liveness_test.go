@@ -1,13 +1,17 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -71,4 +75,49 @@ func TestDecideLiveness(t *testing.T) {
 	require.Equal(t, evidenceNone, decideLiveness(nil, tgt, "g1"))
 	require.Equal(t, evidenceNone, decideLiveness(nil, tgt, ""), "a member that does not lead says nothing of the process")
 	require.Equal(t, evidenceOther, decideLiveness(nil, tgt, "g2"))
+}
+
+// wrappedWriter is an embedder's middleware writer: it hides Hijack and
+// Flush but unwraps, as net/http's ResponseController expects.
+type wrappedWriter struct{ http.ResponseWriter }
+
+func (w *wrappedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestLivenessStreamBehindMiddleware: the primary's liveness stream works
+// behind a wrapping middleware (the demo counts every route), names the
+// process, beats, and ends when the replica stops; a standby answers 409.
+func TestLivenessStreamBehindMiddleware(t *testing.T) {
+	cl := newCluster(t, sharedEnsemble(t), func(cfg *Config) { cfg.ListenAddr = "" })
+	p := cl.open("m0")
+	require.Equal(t, p, cl.waitPrimary(30*time.Second))
+	s := cl.open("m1")
+	mux := http.NewServeMux()
+	mux.Handle(CheckpointPath(cl.room), p.CheckpointHandler())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(&wrappedWriter{w}, r)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+CheckpointPath(cl.room)+"liveness", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, *p.live.guid.Load(), resp.Header.Get(livenessGUIDHeader))
+	b := make([]byte, 1)
+	_, err = io.ReadFull(resp.Body, b)
+	require.NoError(t, err, "a beat within a second")
+	require.Equal(t, byte('.'), b[0])
+
+	// A standby's endpoint answers 409 (it does not lead).
+	rec := httptest.NewRecorder()
+	s.CheckpointHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, CheckpointPath(cl.room)+"liveness", nil))
+	require.Equal(t, http.StatusConflict, rec.Code)
+
+	// The stream ends when the primary stops (it does not hold Close).
+	cl.close("m0")
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err, "a clean end of the hijacked stream")
 }
