@@ -69,7 +69,9 @@
 //
 // The core's choices use pure functions of a snapshot (decide.go):
 // decideElection (step down, abort, retry later, requeue behind a
-// transfer or behind compaction, take over), decideTakeover (lead, fail,
+// transfer, behind compaction, or behind a live candidate that applied
+// more than TakeoverLagBound entries more unless a transfer names us,
+// take over), decideTakeover (lead, fail,
 // requeue, retry; ErrCorrupt fatal when confirmed three times in a row),
 // and, outside the core, decidePublish (when member data is rewritten),
 // decideDeletions (which sealed channels go after a checkpoint) and
@@ -538,15 +540,24 @@
 //     holding the candidate node is gone. The next in line deletes exactly
 //     that node (a version-0 delete of the node it watched: one re-created
 //     or already gone is left alone), its own predecessor watch fires and
-//     the line moves on before the session expires: about 0.2 s from kill
+//     the line moves on before the session expires: about 0.1 s from kill
 //     to the first acknowledged proposal (TestKillPrimaryBeforeSessionExpiry,
 //     the bench's failover-kill row). The deposition is counted
 //     (Status().Depositions, roomlog_replica_depositions_total) and logged
-//     with its evidence; a session timeout later the deposed session's
-//     member node is looked up, and if it is still live the evidence was
-//     wrong (DepositionsWrong, roomlog_replica_depositions_wrong_total):
+//     with its evidence; the deposed session's member node is then looked
+//     up every half second, and if it is still live twice the session
+//     timeout later the evidence was wrong (DepositionsWrong,
+//     roomlog_replica_depositions_wrong_total):
 //     an unneeded takeover, never a safety issue, since every write is
 //     fenced by the epoch, not by the session.
+//     What counts as proof: after the stream broke, one bounded probe of
+//     the address that is refused, accepted and hung up before any
+//     answer (a TCP proxy in front of a dead process), or answered by
+//     another process (another guid: the member restarted on the same
+//     address). A network that actively rejects or resets connections
+//     between the two members (a REJECT rule, a restarting proxy) looks
+//     the same: that costs an unneeded takeover, counted as wrong, never
+//     safety. The probe never follows a redirect.
 //   - It pauses (SIGSTOP, a long GC), or its host or network goes silent:
 //     nothing breaks, nothing is proven (silence on the stream is no
 //     evidence, a probe that times out neither), and the session decides:
@@ -556,8 +567,13 @@
 //
 // Which candidate leads: the lowest, unless another live candidate has
 // applied more than TakeoverLagBound entries more (decideElection's
-// lagging rule: it requeues behind it), so failover does not include a
-// long catch-up. Observers hold no candidate and never lead.
+// lagging rule: it requeues behind it; a transfer naming it wins), so
+// failover does not include a long catch-up. Known limit: a candidate
+// that died while far ahead counts until its session expires (only the
+// primary is watched), so then the failover waits for that session.
+// Observers hold no candidate and never lead; they learn the primary from
+// the members' data. A primary restarted on the same address answers its
+// liveness endpoint with a new guid, which proves its old process gone.
 //
 // # Room version
 //

@@ -108,6 +108,12 @@ const (
 func (r *Replica) serveLiveness(w http.ResponseWriter, req *http.Request) {
 	t := r.currentTerm()
 	guid := r.live.guid.Load()
+	if guid != nil {
+		// Every answer names the process, so a standby probing an
+		// address another process now holds (the member restarted) knows
+		// the one it watched is gone.
+		w.Header().Set(livenessGUIDHeader, *guid)
+	}
 	if t == nil || guid == nil {
 		http.Error(w, fmt.Sprintf("member %q is not the primary", r.cfg.ID), http.StatusConflict)
 		return
@@ -189,11 +195,13 @@ type livenessTarget struct {
 // (the old primary died, its successor leads) its view still lists the
 // dead; candidates of members no longer live are skipped. ok false: none.
 func livenessTargetOf(v electionView, self string, members map[string]memberData) (livenessTarget, bool) {
+	// A deposed primary's member data says primary until its session
+	// expires: the primary is the one that leads the newest epoch.
 	p := -1
+	var epoch uint64
 	for i, c := range v.cands {
-		if d, live := members[c.ID]; live && d.Role == roleStrPrimary {
-			p = i
-			break
+		if d, live := members[c.ID]; live && d.Role == roleStrPrimary && (p < 0 || d.Epoch > epoch) {
+			p, epoch = i, d.Epoch
 		}
 	}
 	if p < 0 {
@@ -278,6 +286,7 @@ func (r *Replica) runLiveness(ctx context.Context) {
 			return
 		}
 		if cur, ok, _ := r.live.get(); !ok || cur != target {
+			backoff = 50 * time.Millisecond
 			continue // the line moved on meanwhile
 		}
 		if !broke {
@@ -293,10 +302,21 @@ func (r *Replica) runLiveness(ctx context.Context) {
 			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
-		backoff = 50 * time.Millisecond
 		ev, detail := r.probeLiveness(ctx, target)
 		if ev == evidenceNone {
-			continue // alive (or unknown): follow again
+			// Alive (or unknown): follow again, after a pause (a middlebox
+			// that cuts long streams must not make this spin).
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		if cur, ok, _ := r.live.get(); !ok || cur != target {
+			continue // the line moved on while we probed
 		}
 		r.depose(ctx, target, fmt.Sprintf("stream to %s broke (%v), then %s", target.Addr, err, detail))
 	}
@@ -334,6 +354,11 @@ func (r *Replica) followLiveness(ctx context.Context, target livenessTarget, cha
 		return false, err
 	}
 	defer resp.Body.Close()
+	if g := resp.Header.Get(livenessGUIDHeader); g != "" && g != target.GUID {
+		// Another process answers at that address (the member restarted):
+		// let the probe decide what that proves.
+		return true, fmt.Errorf("liveness: the address answers as %q, the candidate is %q", g, target.GUID)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("liveness: %s", resp.Status)
 	}
@@ -418,23 +443,37 @@ func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence st
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		select {
-		case <-r.stopc:
-			return
-		case <-time.After(r.cfg.SessionTimeout + time.Second):
-		}
-		cctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
-		defer cancel()
-		var st *zk.Stat
-		err := r.bounded(cctx, func() error {
-			var err error
-			_, st, err = r.conn.Exists(r.room.Path(membersDir, target.ID))
-			return err
-		})
-		if err == nil && st != nil && st.EphemeralOwner == target.Session {
-			r.live.deposedWrong.Add(1)
-			r.log.Warn("liveness: the deposed primary's session is still live a session timeout later: the evidence was wrong (an unneeded takeover; its writes were fenced)",
-				"primary", target.ID, "session", fmt.Sprintf("0x%x", target.Session), "evidence", evidence)
+		// A dead session's member node goes when ZooKeeper expires it:
+		// within the negotiated timeout (which may exceed ours) rounded
+		// up to a tick. Still there twice the session and two seconds
+		// later: the process was alive.
+		deadline := time.Now().Add(2*r.cfg.SessionTimeout + 2*time.Second)
+		for {
+			select {
+			case <-r.stopc:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			cctx, cancel := context.WithTimeout(r.bgCtx, electionZKWait)
+			var st *zk.Stat
+			err := r.bounded(cctx, func() error {
+				var err error
+				_, st, err = r.conn.Exists(r.room.Path(membersDir, target.ID))
+				return err
+			})
+			cancel()
+			if err != nil {
+				continue // no verdict this time
+			}
+			if st == nil || st.EphemeralOwner != target.Session {
+				return // the session is gone: the evidence was right
+			}
+			if time.Now().After(deadline) {
+				r.live.deposedWrong.Add(1)
+				r.log.Warn("liveness: the deposed primary's session is still live twice its timeout later: the evidence was wrong (an unneeded takeover; its writes were fenced)",
+					"primary", target.ID, "session", fmt.Sprintf("0x%x", target.Session), "evidence", evidence)
+				return
+			}
 		}
 	}()
 }
@@ -444,16 +483,20 @@ func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence st
 // probe client (bounded by its context).
 func newLivenessClients() (stream, probe *http.Client) {
 	dialer := &net.Dialer{Timeout: livenessDial}
-	stream = &http.Client{Transport: &http.Transport{
+	// Never follow a redirect: the evidence must be about the address the
+	// candidate published.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	stream = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
 		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   2 * time.Second,
 		ResponseHeaderTimeout: 2 * time.Second,
 		DisableKeepAlives:     true,
 		DisableCompression:    true,
-		MaxIdleConns:          0,
 	}}
-	probe = &http.Client{Transport: &http.Transport{
-		DialContext:       dialer.DialContext,
-		DisableKeepAlives: true,
+	probe = &http.Client{CheckRedirect: noRedirect, Transport: &http.Transport{
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: livenessDial,
+		DisableKeepAlives:   true,
 	}}
 	return stream, probe
 }

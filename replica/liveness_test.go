@@ -54,6 +54,16 @@ func TestLivenessTargetOf(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "b", tgt.ID)
 
+	// A deposed primary's data still says primary until its session
+	// expires: the one leading the newer epoch is the primary.
+	members["b"] = memberData{ID: "b", Role: roleStrPrimary, Epoch: 3}
+	members["a"] = memberData{ID: "a", Role: roleStrPrimary, Epoch: 2}
+	members["c"] = memberData{ID: "c", Role: roleStrStandby}
+	tgt, ok = livenessTargetOf(view, "c", members)
+	require.True(t, ok, "c watches b, the newest primary, not the deposed a")
+	require.Equal(t, "b", tgt.ID)
+	delete(members, "a")
+
 	// No primary among the members: nothing to watch.
 	members["b"] = memberData{ID: "b", Role: roleStrStandby}
 	_, ok = livenessTargetOf(view, "c", members)

@@ -563,6 +563,17 @@ func (r *Replica) refreshMembers() {
 	lp.membersDirty = false
 	lp.mem.reload()
 	r.updateLiveTarget()
+	if r.cfg.Observer {
+		// An observer reads no election: the primary is the member that
+		// leads the newest epoch by its data.
+		var epoch uint64
+		lp.primaryID, lp.primaryAddr = "", ""
+		for _, d := range lp.mem.known {
+			if d.Role == roleStrPrimary && (lp.primaryID == "" || d.Epoch > epoch) {
+				lp.primaryID, lp.primaryAddr, epoch = d.ID, d.Addr, d.Epoch
+			}
+		}
+	}
 	// The primary's published applied index is the best "committed" hint a
 	// standby has.
 	for _, d := range lp.mem.known {

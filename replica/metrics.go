@@ -297,7 +297,7 @@ var (
 	descHashMismatches = prometheus.NewDesc("roomlog_replica_hash_mismatches_total",
 		"Peers' running state hashes that differed from this replica's at the same index.", nil, nil)
 	descDepositions = prometheus.NewDesc("roomlog_replica_depositions_total",
-		"Times this replica, next in line, proved the primary's process gone (its liveness stream broke and its address refused) and deposed its candidate before the session expired.", nil, nil)
+		"Times this replica, next in line, proved the primary's process gone (its liveness stream broke, then its address refused, hung up before answering, or answered as another process) and deposed its candidate before the session expired.", nil, nil)
 	descDepositionsWrong = prometheus.NewDesc("roomlog_replica_depositions_wrong_total",
 		"Depositions whose primary's session was still live a session timeout later: the evidence was wrong (an unneeded takeover; the old primary's writes were fenced).", nil, nil)
 	descRoomVersion = prometheus.NewDesc("roomlog_room_version",

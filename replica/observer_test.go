@@ -144,6 +144,10 @@ func TestObserverNeverLeads(t *testing.T) {
 	for _, mv := range readView(t, vc, "", c.room).Members {
 		require.Equal(t, mv.Name == obsID, mv.Observer, "read-only view of %s", mv.Name)
 	}
+	// It reads no election, yet knows the primary (from the members'
+	// data), so its NotPrimaryError can redirect.
+	require.Eventually(t, func() bool { return obs.Status().PrimaryID == p.ID() }, 10*time.Second, 5*time.Millisecond,
+		"the observer names the primary: %q", obs.Status().PrimaryID)
 	l := startLoad(c, 4)
 	defer l.finish()
 	l.waitAcked(t, 600, 60*time.Second)
