@@ -175,17 +175,7 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 			break
 		}
 		// A light load on the primary up to the kill.
-		lctx, stopLoad := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; lctx.Err() == nil; i++ {
-					_, _ = victim.Propose(lctx, em.make(w*1_000_000+i))
-				}
-			}()
-		}
+		stopLoad := lightLoad(ctx, victim, em)
 		sleepCtx(ctx, 300*time.Millisecond)
 		var survivors []*testnode.Node
 		for _, n := range c.Nodes() {
@@ -197,12 +187,10 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 		t0 := time.Now()
 		if err := victim.Kill(); err != nil {
 			stopLoad()
-			wg.Wait()
 			killErr = err
 			break
 		}
 		stopLoad()
-		wg.Wait()
 		winner, at, err := firstAck(ctx, survivors, em.make(it))
 		if err != nil {
 			killErr = err
@@ -298,6 +286,23 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	return append(out, r), nil
 }
 
+// lightLoad runs 4 closed-loop proposers on n until the returned stop is
+// called (it waits for them).
+func lightLoad(ctx context.Context, n *testnode.Node, em *entryMaker) (stop func()) {
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; lctx.Err() == nil; i++ {
+				_, _ = n.Propose(lctx, em.make(w*1_000_000+i))
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
 // pauses SIGSTOPs the primary for pause, iters times, under a light load
 // on it, and counts the takeovers that followed (another primary, or a new
 // epoch). The row's samples are the time from SIGCONT to the paused
@@ -316,32 +321,19 @@ func (b *bench) pauses(ctx context.Context, c *testnode.Cluster, em *entryMaker,
 		if err != nil {
 			return Result{}, err
 		}
-		lctx, stopLoad := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; lctx.Err() == nil; i++ {
-					_, _ = p.Propose(lctx, em.make(w*1_000_000+i))
-				}
-			}()
-		}
+		stopLoad := lightLoad(ctx, p, em)
 		sleepCtx(ctx, 200*time.Millisecond)
 		if err := p.Pause(); err != nil {
 			stopLoad()
-			wg.Wait()
 			return Result{}, err
 		}
 		sleepCtx(ctx, pause)
 		if err := p.Resume(); err != nil {
 			stopLoad()
-			wg.Wait()
 			return Result{}, err
 		}
 		t0 := time.Now()
 		stopLoad()
-		wg.Wait()
 		actx, acancel := context.WithTimeout(ctx, 60*time.Second)
 		winner, at, err := firstAck(actx, c.Nodes(), em.make(it))
 		acancel()

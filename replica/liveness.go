@@ -271,6 +271,18 @@ func decideLiveness(reqErr error, target livenessTarget, answeredGUID string) li
 // process is gone deposes the candidate node.
 func (r *Replica) runLiveness(ctx context.Context) {
 	backoff := 50 * time.Millisecond
+	// pause waits the backoff (doubling it, up to 2 s) or until the target
+	// changes; false when ctx ended.
+	pause := func(changed <-chan struct{}) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		return true
+	}
 	for ctx.Err() == nil {
 		target, ok, changed := r.live.get()
 		if !ok {
@@ -290,29 +302,21 @@ func (r *Replica) runLiveness(ctx context.Context) {
 			continue // the line moved on meanwhile
 		}
 		if !broke {
-			// Could not connect at all, or the stream ended cleanly (it
-			// stepped down): nothing proven; look again shortly.
+			// No stream could be established (not the primary, a refused
+			// token, no route): nothing proven; look again shortly.
 			r.log.Debug("liveness: no stream to the primary", "primary", target.ID, "err", err)
-			select {
-			case <-ctx.Done():
+			if !pause(changed) {
 				return
-			case <-changed:
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
 		ev, detail := r.probeLiveness(ctx, target)
 		if ev == evidenceNone {
 			// Alive (or unknown): follow again, after a pause (a middlebox
 			// that cuts long streams must not make this spin).
-			select {
-			case <-ctx.Done():
+			if !pause(changed) {
 				return
-			case <-changed:
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
 		if cur, ok, _ := r.live.get(); !ok || cur != target {
