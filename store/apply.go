@@ -92,6 +92,9 @@ func (s *Store) ApplyOutcomes(entries []Entry) (outcomes []Outcome, err error) {
 	if err := pb.Set(keyRunHash, encodeRunHash(rh), nil); err != nil {
 		return nil, fmt.Errorf("store: apply: %w", err)
 	}
+	if err := writeHistory(pb, entries, hashes, applied); err != nil {
+		return nil, fmt.Errorf("store: apply: history: %w", err)
+	}
 	if err := pb.Set(keyApplied, encodeApplied(position{last.Index, last.Epoch, last.Batch}), nil); err != nil {
 		return nil, fmt.Errorf("store: apply: %w", err)
 	}

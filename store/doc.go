@@ -19,6 +19,11 @@
 //	0x00 "roomlog/req/low"  8-byte index below which the queue holds nothing (a hint)
 //	0x00 "roomlog/runhash"  running hash: 1-byte version (1), 8-byte big-endian index,
 //	                        8-byte big-endian base, 32-byte sum (see "Running hash")
+//	0x00 "roomlog/hist/" <8-byte big-endian index>
+//	                        history record at the end of each applied batch: 1-byte
+//	                        version (1), 8-byte epoch, BatchRef (8-byte first, 4-byte
+//	                        count, 4-byte CRC), the running hash record there; kept for
+//	                        the HistoryWindow indexes below the applied one (see "History")
 //	0x01 <user key>         user value
 //
 // Internal keys start with 0x00, user keys with 0x01, so no user key can
@@ -140,6 +145,20 @@
 // chains with the same base compare. RunHashAt keeps the last 16384
 // entries' hashes in memory (from Open on), so a member can compare a
 // peer's hash at an index it applied a while ago.
+//
+// # History
+//
+// Every Apply also writes, in the same Pebble batch, a history record
+// (Point: index, epoch, BatchRef, running hash) for each entry that ends
+// its log batch, and deletes (one range deletion, each time the applied
+// index crosses a multiple of 4096) the records more than HistoryWindow
+// (131072) indexes below the applied one. Members apply whole batches, so
+// every member's applied index is a batch end: a stopped member's
+// Position can be looked up in another store of the same room (PointAt)
+// to tell, without ZooKeeper, whether one history is a prefix of the
+// other. That is what a re-seed after ZooKeeper lost a room decides by
+// (replica package doc, "Disaster recovery"). A store written by a version
+// without history has records only for what it applied since.
 //
 // # Protocol
 //
