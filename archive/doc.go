@@ -1,0 +1,109 @@
+// Package archive keeps a room's history after ZooKeeper has let go of it:
+// sealed channels (their batch znodes, byte for byte) and checkpoints
+// (package checkpoint's directories), copied before the primary deletes a
+// channel, and rebuilt into a store at any archived index (Restore: point-
+// in-time restore).
+//
+// The Archive interface is what a store of items implements (a directory
+// here, Dir; an object store would be another); package replica writes to
+// it (replica.Config.Archive) and Restore reads from it.
+//
+// # Items and keys
+//
+// An item belongs to one room incarnation (Origin: the room's name and the
+// czxid of its znode) and is keyed by its index range:
+//
+//   - a channel item holds one sealed channel: its number, first and last
+//     index, epoch, room version, the channel znode's data, and every
+//     batch znode's payload in index order with the znode's ctime;
+//   - a checkpoint item holds one checkpoint: its manifest and its Pebble
+//     files, at one index.
+//
+// A listing (List) tells from names alone which indexes are covered.
+//
+// # Directory layout (Dir)
+//
+//	<root>/<url.PathEscape(room)>/<czxid %016x>/
+//	    ch-<first %020d>-<last %020d>        a channel item (one file)
+//	    ckpt-<index %020d>/                  a checkpoint item
+//	        roomlog-archive-item.json        its record: origin, index, epoch,
+//	                                         every file's size and SHA-256,
+//	                                         self-checksummed (SHA-256 of the
+//	                                         compact JSON with Checksum "")
+//	        roomlog-checkpoint.json          the checkpoint's manifest
+//	        db/<name>                        the checkpoint's files
+//	    .tmp-*                               a put in progress (ignored)
+//	    .corrupt-*                           a corrupt item a put replaced
+//	                                         (ignored, kept for inspection)
+//
+// A channel item file is
+//
+//	"RLARCH01"
+//	u32 n, n bytes of JSON header (room, czxid, channel, first, last, epoch,
+//	    room version, batch count, batch bytes, first and last ctime, and
+//	    Content: the SHA-256 of the origin, range, epoch and every batch
+//	    with its ctime)
+//	u32 n, n bytes: the channel znode's data
+//	per batch: i64 ctime (unix ms), u32 n, n bytes of batch znode payload
+//	"RLAREND1", then the SHA-256 of every byte before the 32 it occupies
+//
+// with big-endian integers. The batch payloads decode with
+// logroom.DecodeBatch.
+//
+// # Invariants
+//
+//  1. An item is complete or absent: it is written under a temp name,
+//     fsynced, moved into place (a channel by link, which never replaces;
+//     a checkpoint directory by rename), and its directory fsynced.
+//  2. Every item is verified on every read: a channel's trailer checksum,
+//     lengths, header, and its batches (each decodes, the first index of
+//     each continues the previous one, epochs never decrease, the last
+//     ends at the channel's last index); a checkpoint's record checksum,
+//     exactly the recorded files at their sizes and SHA-256, and a
+//     manifest of the item's origin and index. A corrupt or truncated
+//     item is refused with ErrCorrupt naming its path and what was wrong;
+//     one recording another origin with ErrForeign.
+//  3. Puts are idempotent: a channel whose Content matches the stored one
+//     (the channel znode's data may differ: DeleteChannel marks it) and a
+//     checkpoint whose manifest matches byte for byte are the same item.
+//     Other content under one key is ErrConflict, naming the path; nothing
+//     is written. A corrupt stored item is moved aside and replaced.
+//  4. A checkpoint is copied, not linked (the archive may be another
+//     filesystem), and each file's size and CRC32C are checked against
+//     the checkpoint's manifest while it is copied: a checkpoint that
+//     changed or rotted under the copy is never archived.
+//
+// # Time
+//
+// The log records one real time per batch: the ctime of its znode, the
+// ZooKeeper leader's clock when the create committed (when the batch's
+// entries became durable and were acknowledged). The archive keeps it per
+// batch. RestoreOptions.ToTime resolves to the last index of the last
+// batch, in index order, committed at or before the time, stopping at the
+// first batch committed after it (so a leader clock that stepped back
+// never lets a later entry in before an earlier one). Request envelopes
+// (store.Request.Stamp) carry proposers' clocks too, but only for
+// ProposeRequest entries; checkpoint manifests carry the member's clock at
+// creation; neither is used to resolve a time.
+//
+// # Restore protocol
+//
+//  1. List the room's items; pick the incarnation (RestoreOptions.RoomCzxid,
+//     or the newest).
+//  2. Pick the target index (ToIndex, or resolve ToTime over the channels).
+//  3. Pick the newest archived checkpoint at or below it (none: start from
+//     an empty store, which needs the channel holding index 1) and the
+//     channels that run from the checkpoint's index + 1 to the target
+//     without gap; else ErrNotCovered naming the missing indexes.
+//  4. Verify the checkpoint item and restore it (checkpoint.Restore, origin
+//     checked) to DataDir/store; open the store with the members' Applier.
+//  5. Read each channel (verified), apply its entries after the checkpoint
+//     and up to the target, in order, through store.Apply.
+//  6. Report the applied index (the target, exactly), running hash and
+//     state hash: a member of the room at that index reports the same.
+//
+// DataDir is laid out like a member's data dir (DataDir/store) without the
+// member marker: `roomlog reseed --from DataDir` seeds a new room from it.
+// checkpoint.Restore may hard-link the archived .sst files into the store
+// when both are on one filesystem (Pebble never writes a table in place).
+package archive

@@ -1,0 +1,381 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/roomlog/roomlog/checkpoint"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+)
+
+// StoreDirName is the store's directory under RestoreOptions.DataDir, as
+// in a member's data dir (package replica: DataDir/store).
+const StoreDirName = "store"
+
+// RestoreOptions says what Restore builds.
+type RestoreOptions struct {
+	Archive Archive
+	// Room is the room's name. Required.
+	Room string
+	// RoomCzxid picks the room incarnation (0: the newest one the archive
+	// holds items of).
+	RoomCzxid int64
+	// ToIndex is the index the store is built at (0 with ToTime zero: the
+	// newest index the archive covers).
+	ToIndex uint64
+	// ToTime, when not zero, picks the index instead (ToIndex must be 0):
+	// the last index of the last batch, in index order, whose ZooKeeper
+	// commit time (Batch.Ctime) is at or before ToTime, stopping at the
+	// first batch committed after it (doc.go, "Time").
+	ToTime time.Time
+	// DataDir receives the store at DataDir/store (StoreDirName), which
+	// must not exist or be empty. Required.
+	DataDir string
+	// Applier must be the Applier the room's members use (the state is
+	// rebuilt by applying the archived entries again). Default
+	// store.OpsApplier{}.
+	Applier store.Applier
+	// Progress, if set, is called after each archived channel applied.
+	Progress func(applied, target uint64)
+}
+
+// RestoreResult is what Restore built.
+type RestoreResult struct {
+	Origin Origin
+	// Index is the restored store's applied index (== the target), Epoch
+	// its applied epoch.
+	Index, Epoch uint64
+	// Checkpoint is the index of the archived checkpoint it started from
+	// (0: from an empty store, the log's first channel).
+	Checkpoint uint64
+	// Entries is how many archived entries were applied on top of it,
+	// Channels from how many channel items.
+	Entries  uint64
+	Channels int
+	// RunHash is the store's running hash at Index, StateHash its state
+	// hash: a member at Index holds the same.
+	RunHash   store.RunHash
+	StateHash string
+	// Time is the ZooKeeper commit time of the batch holding Index (zero
+	// when Index is the checkpoint's and no archived batch says).
+	Time time.Time
+	// StoreDir is where the store is.
+	StoreDir string
+	// Took is how long Restore took; Resolve the part spent choosing the
+	// index (ToTime), CheckpointRestore the checkpoint's copy, Apply
+	// reading and applying the channels.
+	Took, Resolve, CheckpointRestore, Apply time.Duration
+}
+
+// Restore builds a store at exactly one index from the archive: the
+// newest archived checkpoint at or below it, then the archived channels'
+// entries after the checkpoint up to the index, applied in order through
+// store.Apply with opts.Applier. It refuses, naming what is missing or
+// wrong, an index the archive does not cover (ErrNotCovered), a corrupt
+// item (ErrCorrupt) and an item of another incarnation (ErrForeign,
+// checkpoint.ErrForeign). On failure it removes what it wrote at
+// DataDir/store.
+func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err error) {
+	start := time.Now()
+	if opts.Archive == nil || opts.Room == "" || opts.DataDir == "" {
+		return res, errors.New("archive: restore: Archive, Room and DataDir are required")
+	}
+	if opts.ToIndex != 0 && !opts.ToTime.IsZero() {
+		return res, errors.New("archive: restore: give ToIndex or ToTime, not both")
+	}
+	if opts.Applier == nil {
+		opts.Applier = store.OpsApplier{}
+	}
+	items, err := opts.Archive.List(ctx, opts.Room)
+	if err != nil {
+		return res, err
+	}
+	plan, err := planRestore(items, opts.RoomCzxid)
+	if err != nil {
+		return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
+	}
+	res.Origin = plan.origin
+	target := opts.ToIndex
+	var targetTime int64
+	if !opts.ToTime.IsZero() {
+		target, targetTime, err = resolveTime(ctx, opts.Archive, plan, opts.ToTime)
+		if err != nil {
+			return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
+		}
+		res.Resolve = time.Since(start)
+	} else if target == 0 {
+		target = plan.newest()
+	}
+	ckpt, chans, err := plan.cover(target)
+	if err != nil {
+		return res, fmt.Errorf("archive: restore room %q (%v) to index %d: %w", opts.Room, plan.origin, target, err)
+	}
+	storeDir := filepath.Join(opts.DataDir, StoreDirName)
+	if err := checkEmptyDir(storeDir); err != nil {
+		return res, err
+	}
+	wrote := false
+	defer func() {
+		if err != nil && wrote {
+			_ = os.RemoveAll(storeDir)
+		}
+	}()
+	t0 := time.Now()
+	if ckpt != nil {
+		dir, release, err := opts.Archive.OpenCheckpoint(ctx, *ckpt)
+		if err != nil {
+			return res, err
+		}
+		wrote = true
+		err = checkpoint.Restore(ctx, dir, storeDir, plan.origin)
+		release()
+		if err != nil {
+			return res, fmt.Errorf("archive: restore %v: %w", *ckpt, err)
+		}
+		res.Checkpoint = ckpt.Last
+	}
+	res.CheckpointRestore = time.Since(t0)
+	t1 := time.Now()
+	wrote = true
+	st, err := store.Open(storeDir, &store.Options{Applier: opts.Applier, Sync: store.SyncGroup})
+	if err != nil {
+		return res, fmt.Errorf("archive: restore: open the store at %s: %w", storeDir, err)
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("archive: restore: close the store: %w", cerr)
+		}
+	}()
+	if got := st.AppliedIndex(); got != res.Checkpoint {
+		return res, fmt.Errorf("%w: the store restored from %v is at index %d", ErrCorrupt, *ckpt, got)
+	}
+	var lastCtime int64
+	for _, it := range chans {
+		ch, err := opts.Archive.ReadChannel(ctx, it)
+		if err != nil {
+			return res, err
+		}
+		var batch []store.Entry
+		for _, bt := range ch.Batches {
+			b, err := logroom.DecodeBatch(bt.Data)
+			if err != nil { // ReadChannel decoded it already
+				return res, fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
+			}
+			if b.Last() <= res.Checkpoint || b.First > target {
+				continue
+			}
+			for i, d := range b.Entries {
+				idx := b.First + uint64(i)
+				if idx <= res.Checkpoint || idx > target {
+					continue
+				}
+				batch = append(batch, store.Entry{Index: idx, Epoch: b.Epoch, Data: d,
+					Batch: store.BatchRef{First: b.First, Count: uint32(b.Count), CRC: b.CRC}})
+			}
+			lastCtime = bt.Ctime
+			if len(batch) >= 1024 {
+				if _, err := st.Apply(batch); err != nil {
+					return res, fmt.Errorf("archive: restore: apply %d..%d from %s: %w", batch[0].Index, batch[len(batch)-1].Index, it.Path, err)
+				}
+				res.Entries += uint64(len(batch))
+				batch = batch[:0]
+			}
+		}
+		if len(batch) > 0 {
+			if _, err := st.Apply(batch); err != nil {
+				return res, fmt.Errorf("archive: restore: apply %d..%d from %s: %w", batch[0].Index, batch[len(batch)-1].Index, it.Path, err)
+			}
+			res.Entries += uint64(len(batch))
+		}
+		res.Channels++
+		if opts.Progress != nil {
+			opts.Progress(st.AppliedIndex(), target)
+		}
+	}
+	if err := st.Sync(); err != nil {
+		return res, fmt.Errorf("archive: restore: sync the store: %w", err)
+	}
+	res.Index, res.Epoch = st.AppliedIndex(), st.AppliedEpoch()
+	if res.Index != target {
+		panic(fmt.Sprintf("archive: restore: applied %d, planned %d (checkpoint %d, %d channels)", res.Index, target, res.Checkpoint, len(chans)))
+	}
+	res.RunHash = st.RunHash()
+	if res.StateHash, _, err = st.StateHash(); err != nil {
+		return res, fmt.Errorf("archive: restore: state hash: %w", err)
+	}
+	if targetTime != 0 {
+		lastCtime = targetTime
+	}
+	if lastCtime != 0 {
+		res.Time = time.UnixMilli(lastCtime).UTC()
+	}
+	res.StoreDir = storeDir
+	res.Apply = time.Since(t1)
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+// checkEmptyDir refuses a path that exists and is not an empty directory.
+func checkEmptyDir(p string) error {
+	ents, err := os.ReadDir(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archive: restore: %w", err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("archive: restore: %s is not empty; give a new data dir", p)
+	}
+	return nil
+}
+
+// plan is one incarnation's items, sorted by First.
+type plan struct {
+	origin Origin
+	ckpts  []Item // ascending index
+	chans  []Item // ascending First
+}
+
+// planRestore picks the incarnation (czxid, or the newest) from a listing.
+func planRestore(items []Item, czxid int64) (plan, error) {
+	if len(items) == 0 {
+		return plan{}, fmt.Errorf("%w: nothing archived", ErrNotCovered)
+	}
+	if czxid == 0 {
+		czxid = items[len(items)-1].Origin.RoomCzxid // sorted by czxid
+	}
+	var p plan
+	for _, it := range items {
+		if it.Origin.RoomCzxid != czxid {
+			continue
+		}
+		p.origin = it.Origin
+		if it.Kind == KindCheckpoint {
+			p.ckpts = append(p.ckpts, it)
+		} else {
+			p.chans = append(p.chans, it)
+		}
+	}
+	if p.origin.RoomCzxid == 0 {
+		return plan{}, fmt.Errorf("%w: nothing archived of the incarnation created at zxid 0x%x", ErrNotCovered, czxid)
+	}
+	return p, nil
+}
+
+// newest is the highest index the archive holds (a channel's last or a
+// checkpoint's).
+func (p plan) newest() uint64 {
+	var n uint64
+	if len(p.chans) > 0 {
+		n = p.chans[len(p.chans)-1].Last
+	}
+	if len(p.ckpts) > 0 {
+		n = max(n, p.ckpts[len(p.ckpts)-1].Last)
+	}
+	return n
+}
+
+// cover picks the newest checkpoint at or below target (nil: start from
+// an empty store, which needs the channel starting at index 1) and the
+// channels that take it to target, or says what is missing.
+func (p plan) cover(target uint64) (*Item, []Item, error) {
+	if target == 0 {
+		return nil, nil, fmt.Errorf("%w: index 0", ErrNotCovered)
+	}
+	if n := p.newest(); target > n {
+		return nil, nil, fmt.Errorf("%w: the newest archived index is %d", ErrNotCovered, n)
+	}
+	var ckpt *Item
+	for i := len(p.ckpts) - 1; i >= 0; i-- {
+		if p.ckpts[i].Last <= target {
+			ckpt = &p.ckpts[i]
+			break
+		}
+	}
+	from := uint64(0)
+	if ckpt != nil {
+		from = ckpt.Last
+	}
+	if ckpt == nil && (len(p.chans) == 0 || p.chans[0].First != 1) {
+		oldest := "none"
+		if len(p.ckpts) > 0 {
+			oldest = fmt.Sprint(p.ckpts[0].Last)
+		}
+		return nil, nil, fmt.Errorf("%w: no archived checkpoint at or below it (oldest archived checkpoint: %s) and the log's first channel is not archived", ErrNotCovered, oldest)
+	}
+	var out []Item
+	next := from + 1
+	for _, c := range p.chans {
+		if next > target {
+			break
+		}
+		if c.Last < next {
+			continue // before the checkpoint
+		}
+		if c.First > next {
+			break // a gap: reported below
+		}
+		if len(out) > 0 && c.First != next {
+			return nil, nil, fmt.Errorf("%w: archived channels overlap at %s and the previous one (ending %d)", ErrCorrupt, c.Path, next-1)
+		}
+		out = append(out, c)
+		next = c.Last + 1
+	}
+	if next <= target {
+		gapEnd := target
+		for _, c := range p.chans {
+			if c.First > next {
+				gapEnd = min(target, c.First-1)
+				break
+			}
+		}
+		return nil, nil, fmt.Errorf("%w: indexes %d..%d are in no archived channel (starting from the checkpoint at %d)", ErrNotCovered, next, gapEnd, from)
+	}
+	return ckpt, out, nil
+}
+
+// resolveTime finds the last index whose batch committed at or before t:
+// reading the incarnation's channels in order, it stops at the first batch
+// committed after t. The index must be covered (a checkpoint at or below
+// it, channels up to it); otherwise ErrNotCovered says what the archive
+// can resolve.
+func resolveTime(ctx context.Context, a Archive, p plan, t time.Time) (uint64, int64, error) {
+	ms := t.UnixMilli()
+	var idx uint64 // the last index of the last batch committed at or before t
+	var at int64
+	for _, it := range p.chans {
+		ch, err := a.ReadChannel(ctx, it)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, bt := range ch.Batches {
+			b, err := logroom.DecodeBatch(bt.Data)
+			if err != nil {
+				return 0, 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
+			}
+			if bt.Ctime > ms {
+				switch {
+				case idx == 0:
+					return 0, 0, fmt.Errorf("%w: %v is before the oldest archived batch (index %d, committed %v, in %s)",
+						ErrNotCovered, t.UTC(), b.First, time.UnixMilli(bt.Ctime).UTC(), it.Path)
+				case b.First != idx+1:
+					return 0, 0, fmt.Errorf("%w: %v falls in indexes %d..%d, which are in no archived channel",
+						ErrNotCovered, t.UTC(), idx+1, b.First-1)
+				}
+				return idx, at, nil
+			}
+			idx, at = b.Last(), bt.Ctime
+		}
+	}
+	if idx == 0 {
+		return 0, 0, fmt.Errorf("%w: no archived channel to resolve %v against", ErrNotCovered, t.UTC())
+	}
+	return idx, at, nil
+}
