@@ -78,8 +78,10 @@ func (d *Dir) originDir(o Origin) (string, error) {
 	return filepath.Join(rd, fmt.Sprintf("%016x", o.RoomCzxid)), nil
 }
 
-func chanName(first, last uint64) string { return fmt.Sprintf("%s%020d-%020d", chanPrefix, first, last) }
-func ckptName(index uint64) string        { return fmt.Sprintf("%s%020d", ckptPrefix, index) }
+func chanName(first, last uint64) string {
+	return fmt.Sprintf("%s%020d-%020d", chanPrefix, first, last)
+}
+func ckptName(index uint64) string { return fmt.Sprintf("%s%020d", ckptPrefix, index) }
 
 // parseItemName parses an item's file or directory name.
 func parseItemName(name string) (Kind, uint64, uint64, bool) {

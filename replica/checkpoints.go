@@ -307,12 +307,18 @@ func newerCheckpointRecord(rec, old checkpointRecord) bool {
 // (logged at Warn unless sweep). Never a channel in the middle: the log
 // stays contiguous from the oldest.
 func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) error {
-	if ckpt == 0 {
+	if ckpt == 0 && r.cfg.archiver == nil { // archive: sweeps run before the first checkpoint too
 		return nil
 	}
 	chans, err := r.room.Channels(ctx)
 	if err != nil {
 		return err
+	}
+	// archive (issue 27): copy the sealed channels and our newest
+	// checkpoint first; a channel goes only once archived (replica/archive.go).
+	archived := r.archiveSweep(ctx, chans)
+	if ckpt == 0 {
+		return nil
 	}
 	if len(chans) == 0 || !chans[0].Sealed || chans[0].LastIndex > ckpt {
 		return nil // nothing our checkpoint covers
@@ -341,6 +347,9 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 	// Our own checkpoint covers what we apply; the served one covers what a
 	// newcomer can restore (decideDeletions).
 	for _, d := range decideDeletions(chans, ckpt, served, minApplied, r.cfg.RetainRoomBytes) {
+		if !channelArchived(chans, d.Num, archived) { // archive: deletion waits for it
+			break
+		}
 		if err := r.room.DeleteChannel(ctx, d.Num); err != nil {
 			return fmt.Errorf("delete channel %d: %w", d.Num, err)
 		}

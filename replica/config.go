@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
@@ -195,6 +196,21 @@ type Config struct {
 	// MaxRoomBytes backpressure). Owner and OnCommit are set by the replica
 	// and must be left zero.
 	Writer logroom.WriterConfig
+
+	// --- archive (issue 27; replica/archive.go) ---
+
+	// Archive, when set, is the room's continuous archive (package
+	// archive): as primary, this member copies every sealed channel and
+	// every checkpoint it makes there, and deletes a channel only once it
+	// is archived (a failing archive holds deletion until the writer's
+	// MaxRoomBytes answers ErrRoomFull; ArchiveStatus and the
+	// roomlog_replica_archive_* metrics say so). Give every member of a
+	// room the same archive, so a new primary continues where the last
+	// one stopped. nil: no archive.
+	Archive archive.Archive
+	// archiver is the archive's runtime state, made by withDefaults (it
+	// lives here because Replica's fields are in another owner's file).
+	archiver *archiver
 }
 
 // takeoverLagBound is the bound decideElection applies (0: none).
@@ -364,6 +380,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	// archive: the runtime state of Config.Archive (replica/archive.go).
+	if c.Archive != nil && c.archiver == nil {
+		c.archiver = newArchiver(c.Archive)
 	}
 	return c
 }

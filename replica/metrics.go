@@ -32,6 +32,9 @@ type metrics struct {
 	bootBytes       prometheus.Counter
 	bootSeconds     prometheus.Histogram
 	applyLag        prometheus.Histogram
+	// archive (issue 27; replica/archive.go)
+	archiveFailures prometheus.Counter
+	archivedBytes   prometheus.Counter
 }
 
 // Proposal outcomes, the values of roomlog_replica_proposals_total's
@@ -125,6 +128,15 @@ func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 				"Spans two clocks; plain Propose entries carry no stamp and are not observed.",
 			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 30},
 		}),
+		// archive (issue 27)
+		archiveFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_archive_failures_total",
+			Help: "Failed copies to the archive (Config.Archive); channel deletion waits while they fail.",
+		}),
+		archivedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_archived_bytes_total",
+			Help: "Bytes this replica copied to the archive (channel batches and checkpoint files).",
+		}),
 	}
 	for _, o := range proposalOutcomes {
 		m.proposals.WithLabelValues(o)
@@ -132,6 +144,7 @@ func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 	tr := &trackingRegisterer{Registerer: reg}
 	for _, c := range []prometheus.Collector{m.proposals, m.proposeSeconds, m.leaderChanges, m.takeoverSeconds,
 		m.expiries, m.ckptSeconds, m.ckptBytes, m.ckptFailures, m.bootBytes, m.bootSeconds, m.applyLag,
+		m.archiveFailures, m.archivedBytes, // archive
 		&statusCollector{r: r}} {
 		if err := tr.Register(c); err != nil {
 			tr.unregisterAll()
@@ -256,6 +269,19 @@ func (m *metrics) applied(stampMillis int64, now time.Time) {
 	}
 }
 
+// archive (issue 27): a failed and a successful copy to the archive.
+func (m *metrics) archiveFailed() {
+	if m != nil {
+		m.archiveFailures.Inc()
+	}
+}
+
+func (m *metrics) archived(bytes int64) {
+	if m != nil {
+		m.archivedBytes.Add(float64(bytes))
+	}
+}
+
 // statusCollector turns Status into gauges at scrape time.
 type statusCollector struct{ r *Replica }
 
@@ -304,6 +330,13 @@ var (
 		"The room's version as this replica last read it (package version: the formats writers may use; 0 before the first read).", nil, nil)
 	descRoomVersionTarget = prometheus.NewDesc("roomlog_room_version_target",
 		"The operator's target room version (0: none set); differs from roomlog_room_version while a move is blocked or under way.", nil, nil)
+	// archive (issue 27): from ArchiveStatus.
+	descArchiveBehindBytes = prometheus.NewDesc("roomlog_replica_archive_behind_bytes",
+		"Primary with Config.Archive: bytes of sealed channels not archived yet (as MaxRoomBytes counts them).", nil, nil)
+	descArchiveBehindEntries = prometheus.NewDesc("roomlog_replica_archive_behind_entries",
+		"Primary with Config.Archive: entries of sealed channels not archived yet.", nil, nil)
+	descArchiveIndex = prometheus.NewDesc("roomlog_replica_archive_index",
+		"Last index through which the room's sealed channels are archived.", nil, nil)
 	descDiverged = prometheus.NewDesc("roomlog_replica_diverged",
 		"1 when this replica stopped because its state diverged (ErrDiverged: the integrity check or the log), else 0.", nil, nil)
 )
@@ -314,7 +347,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descObserver, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
 		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
-		descDepositions, descDepositionsWrong} {
+		descDepositions, descDepositionsWrong,
+		descArchiveBehindBytes, descArchiveBehindEntries, descArchiveIndex} { // archive
 		ch <- d
 	}
 }
@@ -371,4 +405,10 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDepositionsWrong, prometheus.CounterValue, float64(s.DepositionsWrong))
 	gauge(descRoomVersion, float64(s.RoomVersion))
 	gauge(descRoomVersionTarget, float64(s.RoomVersionTarget))
+	// archive (issue 27)
+	if as := c.r.ArchiveStatus(); as.Enabled {
+		gauge(descArchiveBehindBytes, float64(as.BehindBytes))
+		gauge(descArchiveBehindEntries, float64(as.BehindEntries))
+		gauge(descArchiveIndex, float64(as.Index))
+	}
 }

@@ -1,0 +1,280 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/roomlog/roomlog/archive"
+	"github.com/roomlog/roomlog/checkpoint"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
+)
+
+// The continuous archive (issue 27 item 3; Config.Archive): the primary
+// copies every sealed channel, oldest first, and every checkpoint it makes
+// to the archive, and deletes a channel only once it is archived. It runs
+// on the checkpointer goroutine (deleteChannels: after each checkpoint and
+// every sweep), never on the Propose path: a slow or failing archive holds
+// deletion, and the room grows until the writer's MaxRoomBytes answers
+// ErrRoomFull, as when no member serves a covering checkpoint.
+
+// ArchiveStatus is the archive's state on this member (Config.Archive).
+type ArchiveStatus struct {
+	// Enabled: Config.Archive is set. Only the primary archives; a
+	// standby's fields are those of its last term as primary (zero if
+	// none).
+	Enabled bool
+	// Index is the last index of the newest channel archived with every
+	// older sealed channel the room holds (0: none yet).
+	Index uint64
+	// Checkpoint is the index of the newest checkpoint archived.
+	Checkpoint uint64
+	// BehindEntries and BehindBytes are what the room's sealed channels
+	// hold that is not archived yet (bytes as MaxRoomBytes counts them,
+	// logroom.ChannelInfo.Charged), as of the last sweep.
+	BehindEntries uint64
+	BehindBytes   int64
+	// Bytes is what this member archived since it opened (channel batch
+	// bytes and checkpoint bytes).
+	Bytes int64
+	// Failures counts failed puts; LastErr is the last one's error (nil
+	// once a later put succeeds), at LastErrAt.
+	Failures  uint64
+	LastErr   error
+	LastErrAt time.Time
+}
+
+// archiver is the archive's state. mu guards st and lastLog; the
+// checkpointer goroutine is the only writer, Status readers read.
+type archiver struct {
+	a       archive.Archive
+	mu      sync.Mutex
+	st      ArchiveStatus
+	lastLog time.Time
+	// done caches channel numbers known archived (by the checkpointer only).
+	done map[uint64]bool
+}
+
+func newArchiver(a archive.Archive) *archiver {
+	return &archiver{a: a, st: ArchiveStatus{Enabled: true}, done: map[uint64]bool{}}
+}
+
+// ArchiveStatus reports the archive's state (zero without Config.Archive).
+func (r *Replica) ArchiveStatus() ArchiveStatus {
+	ar := r.cfg.archiver
+	if ar == nil {
+		return ArchiveStatus{}
+	}
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	return ar.st
+}
+
+// archiveLogEvery bounds how often an archive that keeps failing with the
+// same error is logged at Error.
+const archiveLogEvery = 30 * time.Second
+
+// failed records a failed put.
+func (ar *archiver) failed(r *Replica, what string, err error) {
+	ar.mu.Lock()
+	same := ar.st.LastErr != nil && ar.st.LastErr.Error() == err.Error()
+	logIt := !same || time.Since(ar.lastLog) >= archiveLogEvery
+	ar.st.Failures++
+	ar.st.LastErr, ar.st.LastErrAt = err, time.Now()
+	if logIt {
+		ar.lastLog = time.Now()
+	}
+	ar.mu.Unlock()
+	r.m.archiveFailed()
+	if logIt {
+		r.log.Error("archive failed: channel deletion waits for the archive; the room grows until appends get ErrRoomFull",
+			"item", what, "err", err)
+	}
+}
+
+func (ar *archiver) succeeded(r *Replica, bytes int64) {
+	ar.mu.Lock()
+	ar.st.LastErr = nil
+	ar.st.Bytes += bytes
+	ar.mu.Unlock()
+	r.m.archived(bytes)
+}
+
+// archiveSweep archives the sealed channels of chans (the room's listing,
+// oldest first) not archived yet, oldest first, stopping at the first
+// failure, then this member's newest checkpoint if it is not archived. It
+// returns the last index through which every listed sealed channel is
+// archived (0: not even the oldest). Without Config.Archive it returns
+// the maximum: deletion is not held.
+func (r *Replica) archiveSweep(ctx context.Context, chans []logroom.ChannelInfo) uint64 {
+	ar := r.cfg.archiver
+	if ar == nil {
+		return ^uint64(0)
+	}
+	origin := r.origin()
+	var through uint64
+	ok := true
+	var behindEntries uint64
+	var behindBytes int64
+	for _, ci := range chans {
+		if !ci.Sealed {
+			break
+		}
+		if ok && !ar.done[ci.Num] {
+			if err := r.archiveChannel(ctx, ar, origin, ci); err != nil {
+				if ctx.Err() != nil {
+					return through
+				}
+				ar.failed(r, fmt.Sprintf("channel %d (indexes %d..%d)", ci.Num, ci.FirstIndex, ci.LastIndex), err)
+				ok = false
+			} else {
+				ar.done[ci.Num] = true
+			}
+		}
+		if ok {
+			through = ci.LastIndex
+		} else {
+			behindEntries += ci.LastIndex + 1 - ci.FirstIndex
+			behindBytes += ci.Charged()
+		}
+	}
+	// Forget channels no longer listed (deleted).
+	for num := range ar.done {
+		if !slices.ContainsFunc(chans, func(c logroom.ChannelInfo) bool { return c.Num == num }) {
+			delete(ar.done, num)
+		}
+	}
+	ar.mu.Lock()
+	if through > ar.st.Index {
+		ar.st.Index = through
+	}
+	ar.st.BehindEntries, ar.st.BehindBytes = behindEntries, behindBytes
+	ckpt := ar.st.Checkpoint
+	ar.mu.Unlock()
+	if ok {
+		r.archiveNewestCheckpoint(ctx, ar, origin, ckpt)
+	}
+	return through
+}
+
+// archiveChannel copies one sealed channel from ZooKeeper to the archive,
+// unless the archive has it already.
+func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin checkpoint.Origin, ci logroom.ChannelInfo) error {
+	if ci.LastIndex < ci.FirstIndex {
+		return nil // sealed empty: nothing to keep
+	}
+	if has, err := ar.a.Has(ctx, origin, archive.KindChannel, ci.FirstIndex, ci.LastIndex); err != nil {
+		return err
+	} else if has {
+		return nil
+	}
+	ch, err := r.readChannelForArchive(ctx, origin, ci)
+	if err != nil {
+		return err
+	}
+	if _, err := ar.a.PutChannel(ctx, ch); err != nil {
+		return err
+	}
+	var n int64
+	for _, b := range ch.Batches {
+		n += int64(len(b.Data))
+	}
+	ar.succeeded(r, n)
+	r.log.Debug("archived channel", "channel", ci.Num, "first", ci.FirstIndex, "last", ci.LastIndex, "bytes", n)
+	return nil
+}
+
+// archiveReadWidth is how many batch znodes one channel's copy reads at
+// once.
+const archiveReadWidth = 16
+
+// readChannelForArchive reads a sealed channel's meta and batch znodes
+// (data and ctime) from ZooKeeper. The archive checks that the batches
+// decode and run from the first index to the last without gap.
+func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.Origin, ci logroom.ChannelInfo) (archive.Channel, error) {
+	c := r.room.Client()
+	path := r.room.Path(logroom.ChannelsZnode, logroom.ChannelName(ci.Num))
+	meta, _, err := zkx.Get(ctx, c, path)
+	if err != nil {
+		return archive.Channel{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	names, err := zkx.Children(ctx, c, path)
+	if err != nil {
+		return archive.Channel{}, fmt.Errorf("list %s: %w", path, err)
+	}
+	var firsts []uint64
+	for _, n := range names {
+		if f, ok := logroom.ParseBatchName(n); ok {
+			firsts = append(firsts, f)
+		}
+	}
+	slices.Sort(firsts)
+	ch := archive.Channel{Origin: origin, Num: ci.Num, First: ci.FirstIndex, Last: ci.LastIndex, Epoch: ci.Epoch,
+		RoomVersion: ci.RoomVersion, Meta: meta, Batches: make([]archive.Batch, len(firsts))}
+	errs := make([]error, len(firsts))
+	sem := make(chan struct{}, archiveReadWidth)
+	var wg sync.WaitGroup
+	for i, f := range firsts {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p := path + "/" + logroom.BatchName(f)
+			d, st, err := zkx.Get(ctx, c, p)
+			if err != nil {
+				errs[i] = fmt.Errorf("read %s: %w", p, err)
+				return
+			}
+			ch.Batches[i] = archive.Batch{Data: d, Ctime: st.Ctime}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return archive.Channel{}, err // the first: the others are alike
+		}
+	}
+	return ch, nil
+}
+
+// archiveNewestCheckpoint archives this member's newest local checkpoint
+// if it is newer than the newest archived (have). A checkpoint of the same
+// index another primary archived first (ErrConflict: same state, other
+// files) counts as archived.
+func (r *Replica) archiveNewestCheckpoint(ctx context.Context, ar *archiver, origin checkpoint.Origin, have uint64) {
+	info, err := checkpoint.Newest(r.ckptRoot)
+	if err != nil || info.Manifest.Index <= have {
+		return
+	}
+	_, err = ar.a.PutCheckpoint(ctx, origin, info.Path)
+	switch {
+	case errors.Is(err, archive.ErrConflict):
+		r.log.Info("archive: a checkpoint at this index is archived already (another primary's); keeping it", "index", info.Manifest.Index, "err", err)
+	case err != nil:
+		if ctx.Err() == nil {
+			ar.failed(r, fmt.Sprintf("checkpoint at index %d", info.Manifest.Index), err)
+		}
+		return
+	default:
+		ar.succeeded(r, info.Bytes)
+		r.log.Debug("archived checkpoint", "index", info.Manifest.Index, "bytes", info.Bytes)
+	}
+	ar.mu.Lock()
+	ar.st.Checkpoint = max(ar.st.Checkpoint, info.Manifest.Index)
+	ar.mu.Unlock()
+}
+
+// channelArchived reports whether channel num of chans ends at or below
+// through (archiveSweep's answer).
+func channelArchived(chans []logroom.ChannelInfo, num, through uint64) bool {
+	for _, c := range chans {
+		if c.Num == num {
+			return c.LastIndex <= through
+		}
+	}
+	return false
+}
