@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 	"github.com/roomlog/roomlog/logroom"
@@ -107,6 +108,10 @@ type serveConfig struct {
 	// Applier is the replica's applier; nil means namespace.Applier{}.
 	// Tests set one that breaks, to make a replica fail for real.
 	Applier store.Applier
+	// ArchiveDir, when set, is the room's archive directory (--archive;
+	// replica.Config.Archive with archive.OpenDir): give every master of
+	// the room the same one.
+	ArchiveDir string
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -177,7 +182,17 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		applier = namespace.Applier{}
 	}
 	reg := newRegistry()
+	var arch archive.Archive // archive (issue 27): --archive
+	if cfg.ArchiveDir != "" {
+		d, err := archive.OpenDir(cfg.ArchiveDir)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("serve: --archive: %w", err)
+		}
+		arch = d
+	}
 	rep, err := replica.Open(ctx, replica.Config{
+		Archive:                arch,
 		Servers:                cfg.Servers,
 		Observer:               cfg.Observer,
 		SessionTimeout:         cfg.SessionTimeout,
@@ -388,6 +403,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 		"caps the room so that binaries of an older release can still join", version.RoomMax))
 	compression := fs.String("compression", "s2", "batch compression when primary: none, s2, or zstd (zstd only in rooms at room version 2 or later; s2 below)")
 	handoff := fs.Duration("handoff-timeout", 2*time.Second, "on SIGINT/SIGTERM a primary first hands its role to the most caught-up standby, for at most this long (0: it just leaves)")
+	archiveDir := fs.String("archive", "", "`DIR`: archive every sealed channel and checkpoint there before a channel is deleted (the same directory for every master of the room; restore with 'dfsmaster-demo restore')")
 	observer := fs.Bool("observer", false, "join as an observer: apply the log, serve reads and checkpoints, never become primary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -461,7 +477,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
-			Observer: *observer,
+			Observer: *observer, ArchiveDir: *archiveDir,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

@@ -55,6 +55,9 @@ commands:
                               or exits 1 after DURATION with why not (default 0: no wait)
   version                     this binary's release, commit, Go version and room versions
                               (needs no ZooKeeper)
+  restore --archive DIR --room ROOM --to-index N|--to-time T --out DATADIR
+                              point-in-time restore from an archive into a new local data dir
+                              (needs no ZooKeeper, writes only DATADIR; 'roomlog restore -h')
 
 flags (anywhere on the line):
 `
@@ -165,6 +168,9 @@ var commands = map[string]command{
 var errFaults = errors.New("faults found")
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "restore" { // archive (issue 27): its own flags, restore.go
+		return cmdRestoreArgs(ctx, args[1:], stdout, stderr)
+	}
 	o, pos, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK

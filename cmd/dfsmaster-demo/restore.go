@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/roomlog/roomlog/archive"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+)
+
+// runRestore is 'dfsmaster-demo restore': archive.Restore with the
+// namespace's applier (the one every master of the demo applies with),
+// into a new data dir (DATADIR/store). It needs no ZooKeeper and writes
+// nothing but DATADIR.
+func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("archive", "", "the archive directory the masters were served with (--archive) (required)")
+	room := fs.String("room", "dfs", "the room")
+	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index (0 without --to-time: the newest archived)")
+	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
+	out := fs.String("out", "", "the new data dir; DATADIR/store must not exist or be empty (required)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 || *dir == "" || *out == "" || (*toIndex != 0 && *toTime != "") {
+		fmt.Fprintln(stderr, "dfsmaster-demo restore: --archive and --out are required, --to-index or --to-time (not both), no arguments")
+		return exitUsage
+	}
+	opts := archive.RestoreOptions{Room: *room, ToIndex: *toIndex, DataDir: *out, Applier: namespace.Applier{}}
+	if *toTime != "" {
+		t, err := time.Parse(time.RFC3339Nano, *toTime)
+		if err != nil {
+			fmt.Fprintf(stderr, "dfsmaster-demo restore: --to-time: %v\n", err)
+			return exitUsage
+		}
+		opts.ToTime = t
+	}
+	a, err := archive.OpenDir(*dir)
+	if err == nil {
+		opts.Archive = a
+		var res archive.RestoreResult
+		if res, err = archive.Restore(ctx, opts); err == nil {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid,
+				"index": res.Index, "epoch": res.Epoch, "checkpoint": res.Checkpoint, "entries": res.Entries,
+				"run_hash": res.RunHash.String(), "run_hash_base": res.RunHash.Base, "state_hash": res.StateHash,
+				"store_dir": res.StoreDir, "took_ms": res.Took.Milliseconds()})
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo restore: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/roomlog/roomlog/archive"
+	"github.com/roomlog/roomlog/store"
+)
+
+// restoreUsage is restore's part of the usage text.
+const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
+          [--applier ops] [--incarnation CZXID] [--json]
+                              WRITES LOCALLY (never to ZooKeeper): builds a store at exactly
+                              index N (or the last index committed at or before T, RFC 3339)
+                              from the archive's newest checkpoint at or below it plus the
+                              archived channels, in DATADIR/store (DATADIR laid out like a
+                              member's data dir, without the member marker: seed a new room
+                              from it with 'roomlog reseed --from DATADIR'); prints the
+                              index, running hash and state hash. --applier must be the
+                              room's: ops (store.OpsApplier) here; the demo namespace has
+                              'dfsmaster-demo restore'. No --to-*: the newest archived index.
+`
+
+// restoreJSON is what restore --json prints.
+type restoreJSON struct {
+	Room       string `json:"room"`
+	RoomCzxid  int64  `json:"room_czxid"`
+	Index      uint64 `json:"index"`
+	Epoch      uint64 `json:"epoch"`
+	Checkpoint uint64 `json:"checkpoint"`
+	Entries    uint64 `json:"entries"`
+	Channels   int    `json:"channels"`
+	RunHash    string `json:"run_hash"`
+	RunHashAll string `json:"run_hash_full"`
+	RunBase    uint64 `json:"run_hash_base"`
+	StateHash  string `json:"state_hash"`
+	Time       string `json:"time,omitempty"`
+	StoreDir   string `json:"store_dir"`
+	TookMs     int64  `json:"took_ms"`
+}
+
+// cmdRestoreArgs runs 'roomlog restore' (its own flags; no ZooKeeper).
+func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("roomlog restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("archive", "", "the archive directory (required)")
+	room := fs.String("room", "", "the room (required)")
+	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index")
+	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
+	out := fs.String("out", "", "the new data dir (DATADIR/store must not exist or be empty) (required)")
+	applier := fs.String("applier", "ops", "the room's applier: ops")
+	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of the room znode; 0: the newest archived)")
+	asJSON := fs.Bool("json", false, "machine-readable JSON output")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: roomlog restore [flags]\n\n"+restoreUsage+"\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "roomlog restore: "+format+"\n", a...)
+		return exitUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("unexpected arguments %q", fs.Args())
+	case *dir == "" || *room == "" || *out == "":
+		return usageErr("--archive, --room and --out are required")
+	case *toIndex != 0 && *toTime != "":
+		return usageErr("give --to-index or --to-time, not both")
+	case *applier != "ops":
+		return usageErr("--applier %q: this binary knows ops (store.OpsApplier); restore the demo namespace with 'dfsmaster-demo restore'", *applier)
+	}
+	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: store.OpsApplier{}}
+	if *toTime != "" {
+		t, err := time.Parse(time.RFC3339Nano, *toTime)
+		if err != nil {
+			return usageErr("--to-time: %v", err)
+		}
+		opts.ToTime = t
+	}
+	a, err := archive.OpenDir(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
+		return exitFail
+	}
+	opts.Archive = a
+	res, err := archive.Restore(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
+		return exitFail
+	}
+	if err := printRestore(stdout, res, *asJSON); err != nil {
+		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func printRestore(w io.Writer, res archive.RestoreResult, asJSON bool) error {
+	j := restoreJSON{Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
+		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
+		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
+		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds()}
+	if !res.Time.IsZero() {
+		j.Time = res.Time.Format(time.RFC3339Nano)
+	}
+	if asJSON {
+		return writeJSON(w, j)
+	}
+	_, err := fmt.Fprintf(w, "restored room %q (incarnation 0x%x) at index %d (epoch %d) into %s\n"+
+		"  from checkpoint %d + %d archived entries (%d channels), in %v\n"+
+		"  running hash %s (base %d)\n  state hash   %s\n",
+		j.Room, j.RoomCzxid, j.Index, j.Epoch, j.StoreDir, j.Checkpoint, j.Entries, j.Channels, res.Took.Round(time.Millisecond),
+		j.RunHash, j.RunBase, j.StateHash)
+	if err == nil && j.Time != "" {
+		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)
+	}
+	return err
+}
