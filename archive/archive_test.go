@@ -43,7 +43,7 @@ type testLog struct {
 func makeLog(t *testing.T, n, batch, chanEntries int, ckptAt ...uint64) *testLog {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(filepath.Join(t.TempDir(), "member"), nil)
+	st, err := store.Open(filepath.Join(t.TempDir(), "member"), &store.Options{CheckpointFlushBytes: 1})
 	require.NoError(t, err)
 	defer st.Close()
 	l := &testLog{ckptRoot: filepath.Join(t.TempDir(), "ckpts"), run: map[uint64]store.RunHash{},
@@ -423,4 +423,58 @@ func TestRestoreRefusesByName(t *testing.T) {
 		_, err := Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToIndex: 250, DataDir: dataDir})
 		require.ErrorContains(t, err, "not empty")
 	})
+}
+
+// TestCheckpointItemLinksUnchangedTables: a later checkpoint item links the
+// tables an earlier one of the same origin holds (same name, size, CRC32C),
+// but copies a table whose earlier copy rotted.
+func TestCheckpointItemLinksUnchangedTables(t *testing.T) {
+	ctx := context.Background()
+	l := makeLog(t, 200, 5, 1000, 100, 200)
+	require.Len(t, l.ckpts, 2)
+	shared := func(x, y Item) []string {
+		var out []string
+		ents, err := os.ReadDir(filepath.Join(y.Path, checkpoint.DBDir))
+		require.NoError(t, err)
+		for _, e := range ents {
+			fx, err1 := os.Stat(filepath.Join(x.Path, checkpoint.DBDir, e.Name()))
+			fy, err2 := os.Stat(filepath.Join(y.Path, checkpoint.DBDir, e.Name()))
+			if err1 == nil && err2 == nil && os.SameFile(fx, fy) {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	put := func(a *Dir, i int) Item {
+		it, err := a.PutCheckpoint(ctx, testOrigin, l.ckpts[i].Path)
+		require.NoError(t, err)
+		return it
+	}
+	a, err := OpenDir(t.TempDir())
+	require.NoError(t, err)
+	first, second := put(a, 0), put(a, 1)
+	links := shared(first, second)
+	require.NotEmpty(t, links, "unchanged tables are linked")
+	for _, it := range []Item{first, second} {
+		_, _, err := a.OpenCheckpoint(ctx, it)
+		require.NoError(t, err)
+	}
+
+	// Rot in the first item's table: the second item copies it from the
+	// source instead of linking the rotten copy.
+	a, err = OpenDir(t.TempDir())
+	require.NoError(t, err)
+	first = put(a, 0)
+	victim := filepath.Join(first.Path, checkpoint.DBDir, links[0])
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 1
+	require.NoError(t, os.WriteFile(victim, b, 0o644))
+	second = put(a, 1)
+	require.NotContains(t, shared(first, second), links[0])
+	_, _, err = a.OpenCheckpoint(ctx, second)
+	require.NoError(t, err, "the second item is whole")
+	_, _, err = a.OpenCheckpoint(ctx, first)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, victim)
 }

@@ -399,9 +399,23 @@ func (d *Dir) PutCheckpoint(ctx context.Context, origin Origin, src string) (Ite
 		return Item{}, fmt.Errorf("archive: %w", err)
 	}
 	buf := make([]byte, 1<<20)
+	prev := previousTables(od, m.Index)
 	for _, f := range m.Files {
 		s := filepath.Join(src, checkpoint.DBDir, f.Name)
-		sum, err := copyVerified(ctx, s, filepath.Join(tmp, checkpoint.DBDir, f.Name), f, buf)
+		dst := filepath.Join(tmp, checkpoint.DBDir, f.Name)
+		if p, ok := prev[f.Name]; ok && p.size == f.Size && p.crc == f.CRC32C {
+			// The same immutable table, archived with an earlier checkpoint
+			// of this origin: link it within the archive, after checking
+			// its CRC32C (rot in the earlier item is never carried on).
+			if err := os.Link(p.path, dst); err == nil {
+				if crcFile(ctx, dst, buf) == f.CRC32C {
+					rec.Files = append(rec.Files, itemFile{Name: checkpoint.DBDir + "/" + f.Name, Size: f.Size, SHA256: p.sha})
+					continue
+				}
+				_ = os.Remove(dst)
+			}
+		}
+		sum, err := copyVerified(ctx, s, dst, f, buf)
 		if err != nil {
 			return Item{}, err
 		}
@@ -430,6 +444,83 @@ func (d *Dir) PutCheckpoint(ctx context.Context, origin Origin, src string) (Ite
 		return Item{}, fmt.Errorf("archive: %w", err)
 	}
 	return it, nil
+}
+
+// crcFile is the CRC32C of the file at p (0 on any error: never a
+// manifest's CRC of a non-empty table, so the caller copies instead).
+func crcFile(ctx context.Context, p string, buf []byte) uint32 {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var crc uint32
+	for {
+		if ctx.Err() != nil {
+			return 0
+		}
+		n, err := f.Read(buf)
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		if err == io.EOF {
+			return crc
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// prevTable is a Pebble table of an archived checkpoint item.
+type prevTable struct {
+	path string
+	size int64
+	crc  uint32
+	sha  string
+}
+
+// previousTables returns the .sst tables of the newest checkpoint item in
+// od below index whose record and manifest read back: Pebble tables are
+// immutable, so a table of the same name, size and CRC32C (its manifest's)
+// is the same table, and a new item links it instead of copying it. Any
+// trouble (none, corrupt): nothing to link, everything is copied.
+func previousTables(od string, index uint64) map[string]prevTable {
+	ents, err := os.ReadDir(od)
+	if err != nil {
+		return nil
+	}
+	var best string
+	var bestIdx uint64
+	for _, e := range ents {
+		if kind, _, i, ok := parseItemName(e.Name()); ok && kind == KindCheckpoint && i < index && (best == "" || i > bestIdx) {
+			best, bestIdx = filepath.Join(od, e.Name()), i
+		}
+	}
+	if best == "" {
+		return nil
+	}
+	rec, err := readCkptItem(best)
+	if err != nil {
+		return nil
+	}
+	mb, err := os.ReadFile(filepath.Join(best, checkpoint.ManifestName))
+	if err != nil {
+		return nil
+	}
+	m, err := checkpoint.ParseManifest(mb)
+	if err != nil {
+		return nil
+	}
+	sha := map[string]string{}
+	for _, f := range rec.Files {
+		sha[f.Name] = f.SHA256
+	}
+	out := map[string]prevTable{}
+	for _, f := range m.Files {
+		if s, ok := sha[checkpoint.DBDir+"/"+f.Name]; ok && strings.HasSuffix(f.Name, ".sst") {
+			out[f.Name] = prevTable{path: filepath.Join(best, checkpoint.DBDir, f.Name), size: f.Size, crc: f.CRC32C, sha: s}
+		}
+	}
+	return out
 }
 
 // copyVerified copies src to dst (new), fsyncs it, and returns its hex

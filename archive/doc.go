@@ -68,10 +68,15 @@
 //     checkpoint whose manifest matches byte for byte are the same item.
 //     Other content under one key is ErrConflict, naming the path; nothing
 //     is written. A corrupt stored item is moved aside and replaced.
-//  4. A checkpoint is copied, not linked (the archive may be another
-//     filesystem), and each file's size and CRC32C are checked against
-//     the checkpoint's manifest while it is copied: a checkpoint that
-//     changed or rotted under the copy is never archived.
+//  4. A checkpoint is copied from the member, never linked (the archive
+//     may be another filesystem), and each file's size and CRC32C are
+//     checked against the checkpoint's manifest while it is copied: a
+//     checkpoint that changed or rotted under the copy is never archived.
+//     Within the archive, a Pebble table (immutable) that the previous
+//     checkpoint item of the origin holds under the same name, size and
+//     CRC32C is hard-linked instead of copied, after its CRC32C is checked
+//     again, so rot in the earlier item is never carried into the new one;
+//     its SHA-256 is the earlier record's. Where links fail, it is copied.
 //
 // # Time
 //
