@@ -67,6 +67,10 @@ var (
 	// than the client's (e.g. a world-writable room opened with digest
 	// credentials, which anyone could fence). Nothing was changed.
 	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
+	// ErrEntriesRemoved: batches were deleted from a channel that is not
+	// being deleted (acknowledged entries lost from ZooKeeper). It comes
+	// wrapped together with ErrCorrupt.
+	ErrEntriesRemoved = errors.New("logroom: acknowledged entries removed")
 )
 
 // IsConnLoss reports whether err, returned by a go-zookeeper request, says

@@ -87,8 +87,8 @@ func (r *Room) checkRemoved(infos []ChannelInfo) error {
 		if c.Sealed {
 			state = "sealed"
 		}
-		return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w: %d batch znode(s) deleted from the %s channel (first index %d), which is not being deleted: "+
-			"acknowledged entries were removed by another client", ErrCorrupt, c.Removed, state, c.FirstIndex))
+		return r.corrupt(c.Num, r.channelPath(c.Num), fmt.Errorf("%w (%w): %d batch znode(s) deleted from the %s channel (first index %d), which is not being deleted: "+
+			"acknowledged entries were removed by another client", ErrCorrupt, ErrEntriesRemoved, c.Removed, state, c.FirstIndex))
 	}
 	return nil
 }

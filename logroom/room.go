@@ -39,7 +39,7 @@ const (
 // reservedNames may not be used as room names: "zookeeper" is reserved by
 // ZooKeeper itself, the others are the children of a room, reserved so that
 // a room can never be confused with a room's subtree when base paths nest.
-var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints", "transfer", "version"}
+var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints", "transfer", "version", "reseed"}
 
 // ValidateName checks a room name: non-empty, at most MaxNameBytes bytes,
 // valid UTF-8, no '/', not "." or "..", not reserved, and no control or
@@ -292,6 +292,10 @@ type RoomOptions struct {
 	// deletions), its Readers' (Tail), and its Writers' unless
 	// WriterConfig.Metrics says otherwise. nil: none. See NewMetrics.
 	Metrics *Metrics
+	// NoCreate: OpenRoom does not create a missing room (it answers
+	// ErrNoRoom) and writes nothing. A member holding state uses it: a
+	// room that vanished must be reported, not created anew under it.
+	NoCreate bool
 }
 
 // Room is one replicated log: a znode subtree under base. It is safe for
@@ -326,12 +330,17 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	}
 	r := &Room{c: c, name: name, root: opts.Base + "/" + name, metrics: opts.Metrics, maxRoomVersion: opts.MaxRoomVersion}
 	r.log = discardLogger(opts.Logger).With("room", name)
-	if err := zkx.EnsurePath(ctx, c, opts.Base); err != nil {
+	if opts.NoCreate {
+		// nothing is created, the base included
+	} else if err := zkx.EnsurePath(ctx, c, opts.Base); err != nil {
 		return nil, zkError("logroom: base "+opts.Base, err)
 	}
 	meta := encodeMeta(roomMeta{Version: roomFormatVersion, Created: time.Now().UnixMilli()})
 	epoch := encodeMeta(epochMeta{Version: epochFormatVersion})
 	err := c.Retry(ctx, func() error {
+		if opts.NoCreate {
+			return zk.ErrNodeExists // not created: whether it exists is read below
+		}
 		_, e := multiErr(c.Conn().Multi(
 			&zk.CreateRequest{Path: r.root, Data: meta, Acl: c.ACL()},
 			&zk.CreateRequest{Path: r.Path(epochNode), Data: epoch, Acl: c.ACL()},
@@ -347,6 +356,9 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 		return nil, zkError("logroom: create room "+r.root, err)
 	}
 	data, _, err := zkx.Get(ctx, c, r.root)
+	if opts.NoCreate && errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("%w: room %q (znode %s) does not exist", ErrNoRoom, name, r.root)
+	}
 	if err != nil {
 		return nil, zkError("logroom: open room "+r.root, err)
 	}

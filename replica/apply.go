@@ -500,9 +500,8 @@ func (r *Replica) auditLog(ctx context.Context) ([]logroom.ChannelInfo, error) {
 	id, applied := r.appliedBatch()
 	infos, err := r.room.Audit(ctx, id, applied)
 	if errors.Is(err, logroom.ErrDiverged) {
-		return nil, fatal(fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
-			"do not start a fresh member or re-create channels to \"fix\" it: compare the named batch with the "+
-			"other members' state and decide which history is right)", err, applied))
+		return nil, fatal(logLost("the log audit found", fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
+			"do not start a fresh member or re-create channels to \"fix\" it)", err, applied)))
 	}
 	return infos, err
 }

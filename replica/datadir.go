@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,17 +37,57 @@ type dirMarker struct {
 //
 // It then drops the local checkpoints this replica must not advertise or
 // serve (dropBadCheckpoints).
-func (r *Replica) checkDataDir(czxid int64) error {
+func (r *Replica) checkDataDir(ctx context.Context, czxid int64) error {
 	r.roomCzxid = czxid
-	if err := r.checkMarker(czxid); err != nil {
+	if err := r.checkMarker(ctx, czxid); err != nil {
 		return err
 	}
 	r.dropBadCheckpoints()
 	return nil
 }
 
+// readMarker reads DataDir's marker: nil when there is none.
+func readMarker(dataDir string) (*dirMarker, error) {
+	path := filepath.Join(dataDir, markerName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("replica: read %s: %w", path, err)
+	}
+	var m dirMarker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s is malformed: %v", ErrWrongDataDir, path, err)
+	}
+	return &m, nil
+}
+
+// checkMarkerRoom refuses, before ZooKeeper is read, a data dir whose
+// marker names another room (or base): its store must not be taken for a
+// member of a room that vanished.
+func (r *Replica) checkMarkerRoom() error {
+	path := filepath.Join(r.cfg.DataDir, markerName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) || r.applied.Load() == 0 {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replica: read %s: %w", path, err)
+	}
+	var have dirMarker
+	if err := json.Unmarshal(b, &have); err != nil {
+		return fmt.Errorf("%w: %s is malformed: %v", ErrWrongDataDir, path, err)
+	}
+	if have.Base != r.cfg.Base || have.Room != r.cfg.Room {
+		return fmt.Errorf("%w: %s holds the state of room %s/%s, not %s/%s",
+			ErrWrongDataDir, r.cfg.DataDir, have.Base, have.Room, r.cfg.Base, r.cfg.Room)
+	}
+	return nil
+}
+
 // checkMarker checks (or writes) DataDir's room marker.
-func (r *Replica) checkMarker(czxid int64) error {
+func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
 	want := dirMarker{Base: r.cfg.Base, Room: r.cfg.Room, RoomCzxid: czxid}
 	path := filepath.Join(r.cfg.DataDir, markerName)
 	b, err := os.ReadFile(path)
@@ -67,8 +108,10 @@ func (r *Replica) checkMarker(czxid int64) error {
 				return fmt.Errorf("%w: %s holds the state of room %s/%s, not %s/%s",
 					ErrWrongDataDir, r.cfg.DataDir, have.Base, have.Room, want.Base, want.Room)
 			}
-			return fmt.Errorf("%w: %s holds the state of an earlier room %s/%s (created at zxid 0x%x; the room now was created at 0x%x): move the directory away",
-				ErrWrongDataDir, r.cfg.DataDir, want.Base, want.Room, have.RoomCzxid, want.RoomCzxid)
+			// Another incarnation: accepted only at a re-seed's position.
+			if err := r.adoptReseed(ctx, have.RoomCzxid, want.RoomCzxid); err != nil {
+				return err
+			}
 		}
 	}
 	b, err = json.Marshal(want)

@@ -629,11 +629,103 @@
 // manifest and member format is shared); v0.1.0 binaries then join
 // again.
 //
+// # Disaster recovery
+//
+// The log lives in ZooKeeper, the state on the members; ZooKeeper can
+// lose data (an ensemble restored from an older copy, a wiped data
+// directory, a client that deleted the room). What a member sees, and
+// does:
+//
+//   - ZooKeeper restored from an older copy, or wiped, under running
+//     members: every server refuses a session that has seen a newer zxid
+//     than it holds, so go-zookeeper reconnects forever and the member is
+//     merely disconnected. A member disconnected for SessionTimeout/4
+//     probes, every SessionTimeout/4, with a new session (last zxid 0,
+//     accepted), reading without writing: the room missing, another
+//     incarnation (another czxid), or a log that ends below or holds
+//     another batch at an index the member applied (logroom MatchLog)
+//     fails the member with ErrRoomLost naming what was found and saying
+//     to run `roomlog reseed`. Measured (TestZooKeeperDataLoss): 0.26–0.44 s
+//     after ZooKeeper serves again with the older copy, 0.06–1.04 s after
+//     it serves again empty. A probe that finds the room intact while the
+//     member's own session stays refused for a whole session timeout fails
+//     it with ErrSessionRefused ("restart the member"): never suspended
+//     forever with nothing said. A probe that cannot reach ZooKeeper is
+//     no verdict (a partition: the member stays disconnected, and says so).
+//   - The room deleted (or re-created) under live sessions: the log audit
+//     (every 3 s, and at once when a channel read shows a lost batch)
+//     checks the room znode's czxid after its sync, and batches deleted
+//     from a channel that is not being compacted (logroom
+//     ErrEntriesRemoved): ErrRoomLost, 1.8 s after the deletion in the
+//     test. The membership keeper and the election line never re-create
+//     the room's directories (KeepDir), so a deleted room stays deleted.
+//   - Restarted on its data dir: a member holding state never creates the
+//     room (logroom.RoomOptions.NoCreate). Open refuses with ErrRoomLost
+//     when the room is missing, is another incarnation (not a re-seed of
+//     ours at our position), or its log no longer holds the last batch the
+//     member applied, before it joins or writes anything.
+//
+// A failed member acknowledges nothing more (a disconnected or failed
+// primary stops accepting), so every acknowledged entry is on some
+// member's disk. Limit: a member that was stopped during the loss and whose
+// state is within what an ensemble restored from an older copy still
+// holds cannot tell: keep every member of the room stopped from the first
+// ErrRoomLost until the re-seed.
+//
+// Re-seed (Reseed; `roomlog reseed ROOM --from DIR,DIR…`): with every
+// member stopped, from their data dirs (opened read-only):
+//
+//  1. The seed is the survivor with the highest (epoch, applied index);
+//     every other must be a prefix of its history: the seed's store
+//     history record (store.PointAt) at the other's applied index must
+//     hold the same epoch and batch identity, and the same running hash
+//     when both chains share a base. A survivor that disagrees, or that is
+//     more than store.HistoryWindow entries behind (cannot be compared),
+//     makes Reseed refuse (ErrReseedRefused, naming both and the index)
+//     unless ReseedConfig.Trust names the seed; those that disagree with
+//     it are then left out. A survivor ahead of a trusted seed is refused
+//     too (its entries would be lost). A data dir that the integrity check
+//     condemned (roomlog-diverged.txt) is refused.
+//  2. What ZooKeeper still holds under the name: ephemeral nodes under
+//     members/ and election/ must go (sessions of the dead members expire;
+//     waited for up to two session timeouts, else refused naming them);
+//     the survivors' incarnation that still holds the seed's position is
+//     refused (ZooKeeper lost nothing: start the members; Force overrides);
+//     another incarnation holding entries is refused (they would be lost;
+//     Force). The highest epoch it records is read.
+//  3. The room is deleted (children first; a Multi per directory, so a
+//     node re-created meanwhile is caught) and created anew in one Multi
+//     (logroom.SeedRoom): room meta (the old room's version, else 1),
+//     epoch znode at E = 1 + the highest epoch any survivor applied or the
+//     old room recorded, channels/, and an open channel 1 whose first index
+//     is seed + 1. Indexes are never reused; the first writer takes E + 1.
+//  4. <room>/reseed records the seed (msgpack {v:1, prev: the survivors'
+//     incarnation czxid, index, epoch, first, count, crc, hash, hash_base,
+//     from, new_epoch, at}).
+//  5. The survivors' markers (roomlog-member.json) are rewritten, fsynced,
+//     to the new incarnation: the seed and those at its position resume
+//     there; those behind need index < seed + 1, below the log, so they
+//     bootstrap from a peer's checkpoint (the seed's member, started
+//     first, drops its old-incarnation checkpoints and takes a new one).
+//     The request table travels in the store and in checkpoints, so
+//     exactly-once holds across the recovery. A data dir left out, or not
+//     given, is refused at Open (ErrRoomLost and ErrWrongDataDir, naming
+//     the re-seed) unless it is at exactly the seed's position: move it
+//     away to let the member bootstrap.
+//
+// An interrupted re-seed is run again: the room missing or half-deleted
+// is created; a room this seed already created (its reseed record names
+// the survivors' incarnation and the seed's position) only gets the
+// markers rewritten. Guarantee: every entry any given survivor applied
+// (and therefore every acknowledged entry any of them holds) is in the
+// re-seeded room's state, and the members converge on one state hash.
+//
 // # Errors
 //
 // ErrNotPrimary (as *NotPrimaryError), ErrOutcomeUnknown, ErrNoResponse,
 // ErrFenced, ErrQueueFull, ErrRequestConflict, ErrClosed, ErrFailed, ErrTransfer,
-// ErrDuplicateID, ErrWrongDataDir, ErrInvalidConfig,
+// ErrDuplicateID, ErrWrongDataDir, ErrRoomLost, ErrSessionRefused,
+// ErrReseedRefused, ErrInvalidConfig,
 // ErrNoCheckpointSource, ErrUnsupportedVersion (= logroom's),
 // ErrDiverged (= logroom.ErrDiverged); logroom's
 // ErrEntryTooLarge, ErrRoomFull and ErrCorrupt pass through (wrapped).

@@ -43,6 +43,7 @@ var errObserver = errors.New("election: an observer holds no candidate")
 func newElection(client *logroom.Client, dir, id, addr string, log *slog.Logger) (*election, error) {
 	line, err := elect.NewLine(elect.LineConfig{
 		Client: client, Dir: dir, ID: id, Data: []byte(addr), Accept: acceptCandidate, Logger: log,
+		KeepDir: true, // a room that vanished is reported, never re-created (lost.go)
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -51,6 +52,9 @@ func TestElectionComponent(t *testing.T) {
 	views := make([]electionView, n)
 	for i := range els {
 		clients[i] = viewClient(t, ens)
+		if i == 0 { // the replica's Open creates the directory (the line never does: KeepDir)
+			require.NoError(t, zkx.EnsurePath(ctx, clients[0], dir))
+		}
 		var err error
 		els[i], err = newElection(clients[i], dir, fmt.Sprint("m", i), fmt.Sprintf("127.0.0.1:%d", 9000+i), testLogger(t))
 		require.NoError(t, err)

@@ -73,6 +73,25 @@ var (
 	// behind; try another member. A connected member that is catching up
 	// still waits.
 	ErrUnavailable = errors.New("replica: cut off from ZooKeeper")
+	// ErrRoomLost: ZooKeeper no longer holds what this member has seen of
+	// the room: the room znode is gone (the ensemble was wiped, restored
+	// from a copy older than the room, or a client deleted the room), it
+	// is another incarnation (deleted and re-created), or its log ends
+	// below, or holds another batch at, an index this member applied
+	// (restored from an older copy, rolled back). A running member fails
+	// with it within a few seconds (Status().Err, naming what was found)
+	// and acknowledges nothing more; Open refuses with it, before writing
+	// anything. The way back is a re-seed from the members' data dirs
+	// (package doc, "Disaster recovery"; cmd/roomlog reseed).
+	ErrRoomLost = errors.New("replica: ZooKeeper lost the room's data")
+	// ErrSessionRefused: the member has been cut off from ZooKeeper for
+	// longer than its session timeout while new sessions reach the
+	// ensemble and find the room intact: every server refuses this
+	// member's session (ZooKeeper refuses a client that has seen a newer
+	// zxid than the ensemble holds, which happens when the ensemble was
+	// restored from an older copy). The member fails; restart it (a new
+	// process connects).
+	ErrSessionRefused = errors.New("replica: ZooKeeper refuses this member's session")
 	// ErrNoCheckpointSource: bootstrap found no live member advertising a
 	// checkpoint that covers the deleted part of the log (it keeps retrying).
 	ErrNoCheckpointSource = errors.New("replica: no live member serves a usable checkpoint")

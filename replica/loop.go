@@ -24,6 +24,8 @@ type loopState struct {
 	c   *core
 	el  *election
 	mem *membership
+	// probe: the cut-off probe's state (lost.go).
+	probe probeState
 
 	// The resources of the core's role (see core's invariants): the term is
 	// published in Replica.term (Propose reads it); the takeover goroutine;
@@ -422,6 +424,7 @@ func (r *Replica) reconcile() {
 		}
 		return
 	}
+	r.probeCutOff()
 	if !r.sessionLive() {
 		return
 	}
@@ -1163,6 +1166,12 @@ func (r *Replica) auditRoom() {
 	lp.lastAudit, lp.auditSoon = time.Now(), false
 	r.enqueue(zkJob{name: "audit", bound: auditZKWait, run: func(ctx context.Context) func() {
 		chans, err := r.auditLog(ctx)
+		if lost := r.checkRoomIdentity(ctx); lost != nil {
+			return func() { r.step(evFail{Err: lost}) }
+		}
+		if errors.Is(err, logroom.ErrEntriesRemoved) {
+			err = fatal(logLost("the log audit found", err))
+		}
 		if errors.Is(err, logroom.ErrCorrupt) || isFatal(err) {
 			return func() {
 				r.step(evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})

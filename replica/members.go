@@ -66,7 +66,7 @@ func (m *membership) join(ctx context.Context, d memberData, wait time.Duration)
 	d.V = formatVersion1
 	data := encode(d)
 	jctx, cancel := context.WithTimeout(ctx, wait)
-	reg, err := discovery.Join(jctx, m.client, m.dir, m.id, data, discovery.JoinOptions{Logger: m.log})
+	reg, err := discovery.Join(jctx, m.client, m.dir, m.id, data, discovery.JoinOptions{Logger: m.log, KeepDir: true})
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -266,8 +266,22 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	}
 	r.events, r.unsubscribe = r.client.Subscribe()
 	r.conn, r.acl = r.client.Conn(), r.client.ACL()
+	// A member holding state never creates the room: a room that vanished
+	// is ZooKeeper's data loss, reported (package doc, "Disaster recovery").
+	hasState := st.AppliedIndex() > 0
+	if err := r.checkMarkerRoom(); err != nil {
+		return nil, err
+	}
+	if hasState {
+		if err := r.checkRoomAtOpen(ctx); err != nil {
+			return nil, err
+		}
+	}
 	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger, Metrics: r.m.roomMetrics(),
-		MaxRoomVersion: cfg.MaxRoomVersion})
+		MaxRoomVersion: cfg.MaxRoomVersion, NoCreate: hasState})
+	if hasState && errors.Is(err, logroom.ErrNoRoom) {
+		return nil, r.roomGone("Open found")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
@@ -285,8 +299,16 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: stat room: %w", err)
 	}
-	if err := r.checkDataDir(roomStat.Czxid); err != nil {
+	if err := r.checkDataDir(ctx, roomStat.Czxid); err != nil {
 		return nil, err
+	}
+	// Before joining: the log must still hold what we applied.
+	if id, applied := r.appliedBatch(); applied > 0 {
+		if err := r.room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
+			return nil, logLost("Open found", err)
+		} else if err != nil {
+			return nil, fmt.Errorf("replica: check the log against the applied state: %w", err)
+		}
 	}
 	for _, dir := range []string{r.room.Path(membersDir), r.room.Path(electionDir)} {
 		if err := zkx.EnsurePath(ctx, r.client, dir); err != nil {

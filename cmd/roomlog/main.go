@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,8 +35,8 @@ const (
 
 const usageText = `usage: roomlog [flags] COMMAND [ARGS]
 
-Inspection of roomlog rooms in ZooKeeper. Read-only, except 'room-version --set',
-the one command that writes (a room version target).
+Inspection of roomlog rooms in ZooKeeper. Read-only, except 'room-version --set'
+(a room version target) and 'reseed' (re-creates a lost room).
 
 commands:
   rooms                       the rooms under --base
@@ -55,6 +57,10 @@ commands:
                               or exits 1 after DURATION with why not (default 0: no wait)
   version                     this binary's release, commit, Go version and room versions
                               (needs no ZooKeeper)
+  reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR]
+                              WRITES: re-creates a room ZooKeeper lost from its stopped members'
+                              data dirs, the log continuing past their applied index
+                              ('roomlog reseed -h')
   restore --archive DIR --room ROOM --to-index N|--to-time T --out DATADIR
                               point-in-time restore from an archive into a new local data dir
                               (needs no ZooKeeper, writes only DATADIR; 'roomlog restore -h')
@@ -168,6 +174,9 @@ var commands = map[string]command{
 var errFaults = errors.New("faults found")
 
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if i := commandAt(args); i >= 0 && args[i] == "reseed" { // disaster recovery: its own flags, reseed.go
+		return cmdReseedArgs(ctx, append(slices.Clone(args[:i]), args[i+1:]...), stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "restore" { // archive (issue 27): its own flags, restore.go
 		return cmdRestoreArgs(ctx, args[1:], stdout, stderr)
 	}
@@ -281,6 +290,31 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	in := &inspector{c: c, base: o.base, timeout: o.timeout}
 	return finish(name, cmd.run(ctx, in, o, pos[1:], stdout, stderr), stderr)
+}
+
+// commandAt returns the index of the first positional argument (the
+// command) among args, skipping flags and the values of those that take
+// one; -1 when there is none.
+func commandAt(args []string) int {
+	valued := map[string]bool{"zk": true, "base": true, "digest": true, "zk-digest-file": true, "timeout": true,
+		"from": true, "to": true, "set": true, "wait": true}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return -1
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return i
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if valued[name] {
+			i++
+		}
+	}
+	return -1
 }
 
 // finish turns command name's error into the exit code, printing it unless

@@ -39,7 +39,16 @@ type LineConfig struct {
 	Accept func(Candidate) error
 	// Logger receives the line's logs (nil: discard).
 	Logger *slog.Logger
+	// KeepDir: Dir is never created by the line; a candidate create that
+	// finds it missing fails with ErrDirGone (an owner that reports the
+	// directory's disappearance, package replica, sets it and creates Dir
+	// itself).
+	KeepDir bool
 }
+
+// ErrDirGone: LineConfig.KeepDir is set and the election's directory is
+// missing.
+var ErrDirGone = errors.New("election: the election directory is missing")
 
 // Line is one candidacy in an election's line, without a leadership
 // policy: it holds at most one candidate node (created protected against
@@ -59,6 +68,7 @@ type Line struct {
 	data    []byte
 	accept  func(Candidate) error
 	log     *slog.Logger
+	keepDir bool // LineConfig.KeepDir
 	foreign *zkx.ForeignSet
 	lister  *lister
 
@@ -139,9 +149,10 @@ func newLine(sess *zkr.Session, cfg LineConfig, log *slog.Logger) *Line {
 	}
 	l := &Line{
 		sess: sess, dir: cfg.Dir, id: cfg.ID, guid: guid, random: cfg.GUID == "",
-		data:   zkr.Encode(candidateData{V: formatV1, ID: cfg.ID, Data: cfg.Data}),
-		accept: cfg.Accept,
-		log:    log,
+		data:    zkr.Encode(candidateData{V: formatV1, ID: cfg.ID, Data: cfg.Data}),
+		accept:  cfg.Accept,
+		log:     log,
+		keepDir: cfg.KeepDir,
 	}
 	l.foreign = zkx.NewForeignSet(log, "election candidate")
 	l.lister = newLister(l.sess, cfg.Dir, l.foreign)
@@ -369,6 +380,9 @@ func (l *Line) create(ctx context.Context) (string, error) {
 		if err == nil {
 			l.log.Debug("election: candidate created", "node", path.Base(created))
 			return path.Base(created), nil
+		}
+		if errors.Is(err, zk.ErrNoNode) && l.keepDir {
+			return "", fmt.Errorf("%w: %s", ErrDirGone, l.dir)
 		}
 		if errors.Is(err, zk.ErrNoNode) {
 			// The directory is missing (first use, or deleted): create it.

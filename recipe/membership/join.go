@@ -18,6 +18,13 @@ import (
 type JoinOptions struct {
 	// Logger receives the registration's logs (nil: discard).
 	Logger *slog.Logger
+	// KeepDir: Join creates the directory when missing, but once joined
+	// the keeper never creates it again: when it vanishes (the whole tree
+	// above it deleted, ZooKeeper's data lost), the keeper waits for it to
+	// come back instead of re-creating the path above it. An owner that
+	// treats the directory's disappearance as a fact to report (package
+	// replica: its room lost) sets it.
+	KeepDir bool
 }
 
 // Registration is this process's member node: dir/id, EPHEMERAL, holding
@@ -31,6 +38,8 @@ type Registration struct {
 	dir  string
 	id   string
 	log  *slog.Logger
+	// keepDir: JoinOptions.KeepDir.
+	keepDir bool
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returned
@@ -108,7 +117,7 @@ func Join(ctx context.Context, c *zkx.Client, dir, id string, data []byte, opts 
 	}()
 	r := &Registration{
 		key:  key,
-		sess: zkr.NewSession(c), dir: dir, id: id,
+		sess: zkr.NewSession(c), dir: dir, id: id, keepDir: opts.KeepDir,
 		data: append([]byte(nil), data...), gen: 1, nodeGen: -1,
 		log:   log.With("recipe", "membership", "path", dir+"/"+id),
 		done:  make(chan struct{}),
@@ -616,6 +625,14 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 			created = gen
 		case errors.Is(err, zk.ErrNodeExists):
 			// Ours (a lost answer: data unknown), or someone else's.
+		case errors.Is(err, zk.ErrNoNode) && r.keepDir:
+			// The directory is gone and the owner reports it: wait.
+			r.log.Warn("membership: the directory is missing; not creating it (KeepDir)")
+			var bo zkx.Backoff
+			if werr := bo.Wait(ctx); werr != nil {
+				return nil, nil, fmt.Errorf("%w (the directory %s is missing)", werr, r.dir)
+			}
+			continue
 		case errors.Is(err, zk.ErrNoNode):
 			// The directory is gone (deleted by someone): create it
 			// again, as Join did.

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
+)
+
+// ---- reseed ----
+//
+// WRITES: re-creates a room that ZooKeeper lost from its members' data
+// dirs (replica.Reseed; replica package doc, "Disaster recovery"). Every
+// member of the room must be stopped; the data dirs are opened read-only
+// and only their marker files are rewritten.
+
+const reseedUsage = `usage: roomlog reseed ROOM --from DATADIR[,DATADIR...] [flags]
+
+WRITES: re-creates room ROOM, which ZooKeeper lost (wiped, restored from an older
+copy, deleted), from the data dirs of its stopped members: the one with the highest
+(epoch, applied index) is the seed; every other must be a prefix of its history
+(refused otherwise: --trust DATADIR seeds from that one and leaves the others out).
+The room's log continues at the seed's index + 1 under a new epoch; the survivors'
+markers are rewritten so they rejoin (those behind bootstrap from the seed's
+checkpoint). Start the seed's member first.
+
+flags:
+`
+
+// reseedJSON is what reseed --json prints.
+type reseedJSON struct {
+	Room      string           `json:"room"`
+	Index     uint64           `json:"index"`
+	From      string           `json:"from"`
+	Epoch     uint64           `json:"epoch"`
+	Czxid     string           `json:"czxid"`
+	Previous  string           `json:"previous"`
+	TookMS    int64            `json:"took_ms"`
+	Survivors []reseedSurvivor `json:"survivors"`
+}
+
+type reseedSurvivor struct {
+	Dir    string `json:"dir"`
+	Index  uint64 `json:"index"`
+	Epoch  uint64 `json:"epoch"`
+	Hash   string `json:"hash"`
+	Role   string `json:"role"`
+	Reason string `json:"reason,omitempty"`
+	Marker string `json:"marker_czxid"`
+	Base   uint64 `json:"hash_base"`
+	Batch  string `json:"batch"`
+}
+
+func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("roomlog reseed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defZK := os.Getenv(envZK)
+	if defZK == "" {
+		defZK = "127.0.0.1:2181"
+	}
+	zkAddr := fs.String("zk", defZK, "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
+	base := fs.String("base", logroom.DefaultBase, "parent znode of the rooms")
+	digest := fs.String("digest", os.Getenv(envDigest), "digest credentials user:password (env "+envDigest+"; prefer --zk-digest-file)")
+	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "file holding digest credentials user:password for a room with an ACL (env "+envDigestFile+")")
+	from := fs.String("from", "", "the survivors' data dirs, comma-separated (required)")
+	trust := fs.String("trust", "", "seed from this data dir although the survivors disagree (the others that disagree are left out)")
+	force := fs.Bool("force", false, "re-seed although ZooKeeper's room still holds the seed's position, or holds entries of another incarnation (lost)")
+	roomVersion := fs.Int("room-version", 0, "room version to create the room at (0: the old room's if ZooKeeper still has it, else 1)")
+	session := fs.Duration("session-timeout", 4*time.Second, "the members' ZooKeeper session timeout (how long their old nodes may linger)")
+	timeout := fs.Duration("timeout", 2*time.Minute, "bound on the whole re-seed")
+	jsonOut := fs.Bool("json", false, "machine-readable JSON output")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, reseedUsage)
+		fs.PrintDefaults()
+	}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUsage
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "roomlog reseed: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "run 'roomlog reseed -h' for usage")
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		return usageErr("takes one argument, the room, got %d: %q", len(pos), pos)
+	}
+	if err := logroom.ValidateName(pos[0]); err != nil {
+		return usageErr("%v", err)
+	}
+	if err := logroom.ValidateBase(*base); err != nil {
+		return usageErr("--base: %v", err)
+	}
+	var dirs []string
+	for _, d := range strings.Split(*from, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		return usageErr("--from: no survivor data dir given")
+	}
+	servers := logroom.SplitServers(*zkAddr)
+	if len(servers) == 0 {
+		return usageErr("--zk: no ZooKeeper server given")
+	}
+	var auth *logroom.Digest
+	if *digest != "" && *digestFile != "" {
+		return usageErr("--digest and --zk-digest-file: give one")
+	}
+	if *digest != "" {
+		d, err := logroom.ParseDigest(*digest)
+		if err != nil {
+			return usageErr("--digest: %v", err)
+		}
+		auth = d
+	}
+	if *digestFile != "" {
+		d, err := logroom.LoadDigestFile(*digestFile)
+		if err != nil {
+			return usageErr("--zk-digest-file: %v", err)
+		}
+		auth = d
+	}
+	if *timeout <= 0 || *session <= 0 {
+		return usageErr("--timeout and --session-timeout must be > 0")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	res, err := replica.Reseed(ctx, replica.ReseedConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Base: *base,
+		Room: pos[0], DataDirs: dirs, Trust: *trust, Force: *force, RoomVersion: *roomVersion})
+	if err != nil {
+		fmt.Fprintf(stderr, "roomlog reseed: %v\n", err)
+		return exitFail
+	}
+	out := reseedJSON{Room: pos[0], Index: res.Seed.Index, From: res.From, Epoch: res.Epoch, Czxid: fmt.Sprintf("0x%x", res.Czxid),
+		Previous: res.Previous, TookMS: res.Took.Milliseconds(), Survivors: []reseedSurvivor{}}
+	for _, s := range res.Survivors {
+		out.Survivors = append(out.Survivors, reseedSurvivor{Dir: s.Dir, Index: s.Position.Index, Epoch: s.Position.Epoch,
+			Hash: s.Position.Hash.String(), Base: s.Position.Hash.Base, Role: s.Role, Reason: s.Reason,
+			Marker: fmt.Sprintf("0x%x", s.MarkerCzxid), Batch: fmt.Sprintf("%d+%d crc %08x", s.Position.Batch.First, s.Position.Batch.Count, s.Position.Batch.CRC)})
+	}
+	if *jsonOut {
+		if err := writeJSON(stdout, out); err != nil {
+			return exitFail
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "room %s re-seeded at index %d from %s: epoch %d, incarnation %s (before: %s), in %v\n",
+		out.Room, out.Index, out.From, out.Epoch, out.Czxid, out.Previous, res.Took.Round(time.Millisecond))
+	for _, s := range out.Survivors {
+		line := fmt.Sprintf("  %-9s %s  index %d epoch %d hash %s", s.Role, s.Dir, s.Index, s.Epoch, s.Hash)
+		if s.Reason != "" {
+			line += "  (" + s.Reason + ")"
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	fmt.Fprintln(stdout, "start the seed's member first; members left out are refused by name until their data dir is moved away")
+	return exitOK
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
+)
+
+// TestReseedCommand: a room deleted under its (stopped) member is refused
+// by the member by name; `roomlog reseed ROOM --from DIR` re-creates it,
+// and the member reopens with every entry, the log continuing past it.
+func TestReseedCommand(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	const base, room = "/rs", "ns1"
+	dir := filepath.Join(t.TempDir(), "m0")
+	cfg := replica.Config{Servers: e.Addrs(), SessionTimeout: 2 * time.Second, Base: base, Room: room, ID: "m0",
+		DataDir: dir, ListenAddr: "127.0.0.1:0"}
+	ctx := testCtx(t, 90*time.Second)
+	r, err := replica.Open(ctx, cfg)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Status().Role == replica.RolePrimary }, 30*time.Second, 10*time.Millisecond)
+	var last uint64
+	for i := 1; i <= 10; i++ {
+		res, err := r.Propose(ctx, opsEntry(t, fmt.Sprintf("/dir/f%d", i), "inode"))
+		require.NoError(t, err)
+		last = res.Index
+	}
+	hash, _, err := r.StateHash()
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: e.Addrs()})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, logroom.DeleteRoom(ctx, c, base, room))
+	_, err = replica.Open(ctx, cfg)
+	require.ErrorIs(t, err, replica.ErrRoomLost)
+
+	cl := newCLI(t, e, base)
+	code, _, errs := cl.run("reseed", room)
+	require.Equal(t, exitUsage, code, "no --from: %s", errs)
+	require.Contains(t, errs, "--from")
+
+	var out reseedJSON
+	cl.json(&out, "reseed", room, "--from", dir, "--session-timeout", "2s")
+	require.Equal(t, last, out.Index)
+	require.Equal(t, "missing", out.Previous)
+	require.Len(t, out.Survivors, 1)
+	require.Equal(t, "seed", out.Survivors[0].Role)
+
+	r, err = replica.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Eventually(t, func() bool { return r.Status().Role == replica.RolePrimary }, 30*time.Second, 10*time.Millisecond)
+	got, at, err := r.StateHash()
+	require.NoError(t, err)
+	require.Equal(t, hash, got)
+	require.Equal(t, last, at)
+	res, err := r.Propose(ctx, opsEntry(t, "/dir/after", "inode"))
+	require.NoError(t, err)
+	require.Equal(t, last+1, res.Index)
+
+	// Run again on a healthy room: refused, nothing changed.
+	code, _, errs = cl.run("reseed", room, "--from", dir)
+	require.Equal(t, exitFail, code)
+	require.Contains(t, errs, "member", "refused because the member runs: %s", errs)
+}

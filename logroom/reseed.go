@@ -1,0 +1,153 @@
+package logroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/version"
+	"github.com/roomlog/roomlog/zkx"
+)
+
+// Seed describes a room created anew from a member's state after
+// ZooKeeper lost the room (package replica, "Disaster recovery"): the log
+// continues at Index+1, under an epoch above every one the old room's
+// members saw.
+type Seed struct {
+	// Index is the last index of the state the room starts from: the
+	// room's first channel begins at Index+1 (indexes are never reused).
+	Index uint64
+	// Epoch is written to the epoch znode and the first channel: at least
+	// one more than every epoch the old room recorded or any member
+	// applied; the first writer takes Epoch+1.
+	Epoch uint64
+	// RoomVersion is the room version to create the room at (0: 1).
+	RoomVersion int
+	// Owner is recorded as the epoch znode's owner (e.g. "reseed").
+	Owner string
+}
+
+// SeedRoom creates room name (which must not exist: DeleteRoom first) as
+// Seed says, in one Multi: the room znode, the epoch znode at s.Epoch,
+// channels/ and an open channel 1 whose first index is s.Index+1. It
+// returns the new room znode's czxid (its incarnation). The parent base
+// znodes are created when missing (ZooKeeper was wiped).
+func SeedRoom(ctx context.Context, c *Client, base, name string, s Seed) (int64, error) {
+	base, err := checkView(base, name)
+	if err != nil {
+		return 0, err
+	}
+	if s.Epoch == 0 || s.Epoch == ^uint64(0) || s.Index == ^uint64(0) {
+		return 0, fmt.Errorf("logroom: seed of room %q: invalid epoch %d or index %d", name, s.Epoch, s.Index)
+	}
+	rv := s.RoomVersion
+	if rv == 0 {
+		rv = 1
+	}
+	if rv < 1 || rv > version.RoomMax {
+		return 0, fmt.Errorf("%w: seed of room %q at room version %d (this binary writes 1..%d)", ErrUnsupportedVersion, name, rv, version.RoomMax)
+	}
+	if err := zkx.EnsurePath(ctx, c, base); err != nil {
+		return 0, zkError("logroom: base "+base, err)
+	}
+	root := RoomPath(base, name)
+	var since uint64
+	if rv > 1 {
+		since = s.Index + 1
+	}
+	meta := encodeMeta(roomMetaFor(time.Now().UnixMilli(), rv, since, s.Epoch, false))
+	epoch := encodeMeta(epochMeta{Version: epochFormatVersion, Epoch: s.Epoch, Owner: s.Owner})
+	ch := encodeMeta(channelMeta{Version: channelFormatVersion, First: s.Index + 1, Epoch: s.Epoch, Last: s.Index, Room: roomField(rv)})
+	err = c.Retry(ctx, func() error {
+		_, e := multiErr(c.Conn().Multi(
+			&zk.CreateRequest{Path: root, Data: meta, Acl: c.ACL()},
+			&zk.CreateRequest{Path: root + "/" + epochNode, Data: epoch, Acl: c.ACL()},
+			&zk.CreateRequest{Path: root + "/" + channelsNode, Acl: c.ACL()},
+			&zk.CreateRequest{Path: root + "/" + channelsNode + "/" + channelName(1), Data: ch, Acl: c.ACL()},
+		))
+		if errors.Is(e, zk.ErrNodeExists) {
+			// Ours, if a connection loss hid the answer: the same channel
+			// meta at the same seed.
+			got, _, gerr := c.Conn().Get(root + "/" + channelsNode + "/" + channelName(1))
+			if gerr == nil && string(got) == string(ch) {
+				return nil
+			}
+		}
+		return e
+	})
+	if err != nil {
+		return 0, zkError("logroom: seed room "+root, err)
+	}
+	_, st, err := zkx.Get(ctx, c, root)
+	if err != nil {
+		return 0, zkError("logroom: read seeded room "+root, err)
+	}
+	return st.Czxid, nil
+}
+
+// DeleteRoom deletes room name under base and everything below it,
+// children first. A missing room is not an error. It is not atomic: an
+// interrupted DeleteRoom leaves part of the room, which no member accepts
+// (the chain or the room meta is gone); run it again.
+func DeleteRoom(ctx context.Context, c *Client, base, name string) error {
+	base, err := checkView(base, name)
+	if err != nil {
+		return err
+	}
+	return deleteTree(ctx, c, RoomPath(base, name))
+}
+
+func deleteTree(ctx context.Context, c *Client, p string) error {
+	// A child created meanwhile (a live member's session re-creating its
+	// node) makes a delete fail with ErrNotEmpty: list again and delete
+	// what is there and the node itself in one Multi, a few times.
+	for attempt := 0; ; attempt++ {
+		kids, err := zkx.Children(ctx, c, p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return zkError("logroom: list "+p, err)
+		}
+		if len(kids) > deleteMultiMax {
+			for _, k := range kids {
+				if err := deleteTree(ctx, c, path.Join(p, k)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		ops := make([]interface{}, 0, len(kids)+1)
+		for _, k := range kids {
+			kp := path.Join(p, k)
+			if sub, err := zkx.Children(ctx, c, kp); err == nil && len(sub) > 0 {
+				if err := deleteTree(ctx, c, kp); err != nil {
+					return err
+				}
+				continue
+			}
+			ops = append(ops, &zk.DeleteRequest{Path: kp, Version: -1})
+		}
+		ops = append(ops, &zk.DeleteRequest{Path: p, Version: -1})
+		err = c.Retry(ctx, func() error {
+			_, e := multiErr(c.Conn().Multi(ops...))
+			return e
+		})
+		if (errors.Is(err, zk.ErrNotEmpty) || errors.Is(err, zk.ErrNoNode)) && attempt < 50 {
+			continue // changed since the listing
+		}
+		if err != nil {
+			return zkError("logroom: delete "+p, err)
+		}
+		return nil
+	}
+}
+
+// deleteMultiMax bounds the deletes in one Multi (ZooKeeper's packet
+// limit): a node with more children has them deleted one subtree at a
+// time first.
+const deleteMultiMax = 1000

@@ -1,0 +1,323 @@
+package replica
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/zkx"
+)
+
+// reseedZ is the room's child recording the re-seed that created this
+// incarnation (package doc, "Disaster recovery"); absent in a room that
+// was never re-seeded.
+const reseedZ = "reseed"
+
+// reseedRecord is the data of <room>/reseed (msgpack).
+type reseedRecord struct {
+	V int `msgpack:"v"`
+	// Prev is the czxid of the room incarnation whose members' state the
+	// room was seeded from (0: the room was missing).
+	Prev int64 `msgpack:"prev"`
+	// The seed: the position of the survivor the room continues from.
+	Index    uint64 `msgpack:"index"`
+	Epoch    uint64 `msgpack:"epoch"`
+	First    uint64 `msgpack:"first"` // its last batch: first index, count, CRC
+	Count    uint32 `msgpack:"count"`
+	CRC      uint32 `msgpack:"crc"`
+	Hash     string `msgpack:"hash"` // running hash sum (64 hex digits)
+	HashBase uint64 `msgpack:"hash_base"`
+	// From names the survivor (its member id or data dir); NewEpoch is the
+	// epoch the room was created at; At is when (unix ms).
+	From     string `msgpack:"from"`
+	NewEpoch uint64 `msgpack:"new_epoch"`
+	At       int64  `msgpack:"at"`
+}
+
+func (rec reseedRecord) point() store.Point {
+	p := store.Point{Index: rec.Index, Epoch: rec.Epoch,
+		Batch: store.BatchRef{First: rec.First, Count: rec.Count, CRC: rec.CRC},
+		Hash:  store.RunHash{Index: rec.Index, Base: rec.HashBase}}
+	if b, err := hex.DecodeString(rec.Hash); err == nil && len(b) == 32 {
+		copy(p.Hash.Sum[:], b)
+	}
+	return p
+}
+
+func recordFor(prev int64, seed store.Point, from string, newEpoch uint64) reseedRecord {
+	return reseedRecord{V: formatVersion1, Prev: prev, Index: seed.Index, Epoch: seed.Epoch,
+		First: seed.Batch.First, Count: seed.Batch.Count, CRC: seed.Batch.CRC,
+		Hash: hex.EncodeToString(seed.Hash.Sum[:]), HashBase: seed.Hash.Base,
+		From: from, NewEpoch: newEpoch, At: time.Now().UnixMilli()}
+}
+
+func (rec reseedRecord) String() string {
+	return fmt.Sprintf("re-seeded at index %d from %s on %s (previous incarnation created at zxid 0x%x)",
+		rec.Index, rec.From, time.UnixMilli(rec.At).UTC().Format(time.RFC3339), rec.Prev)
+}
+
+// readReseed reads <room>/reseed: ok false when there is none.
+func readReseed(ctx context.Context, c *logroom.Client, path string) (rec reseedRecord, ok bool, err error) {
+	data, _, err := zkx.Get(ctx, c, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return reseedRecord{}, false, nil
+	}
+	if err != nil {
+		return reseedRecord{}, false, fmt.Errorf("replica: read %s: %w", path, err)
+	}
+	if err := decode(data, &rec); err != nil {
+		return reseedRecord{}, false, fmt.Errorf("replica: re-seed record %s: %w", path, err)
+	}
+	if rec.V != formatVersion1 || len(rec.Hash) != 64 {
+		return reseedRecord{}, false, fmt.Errorf("replica: re-seed record %s: format %d: %w", path, rec.V, errBadZnodeData)
+	}
+	return rec, true, nil
+}
+
+// samePoint: two positions of one history (same index, batch, epoch and
+// running hash of one chain).
+func samePoint(a, b store.Point) bool {
+	return a.Index == b.Index && a.Epoch == b.Epoch && a.Batch == b.Batch && a.Hash == b.Hash
+}
+
+// roomGone is ErrRoomLost for a room znode that does not exist.
+func (r *Replica) roomGone(what string) error {
+	return fmt.Errorf("%w: %s: ZooKeeper has no room %q (znode %s) although this member applied %d entries of it: "+
+		"the ensemble was wiped or restored from a copy older than the room, or a client deleted the room; "+
+		"nothing more is acknowledged; recover with `roomlog reseed` from the members' data dirs (replica package doc, \"Disaster recovery\")",
+		ErrRoomLost, what, r.cfg.Room, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room), r.applied.Load())
+}
+
+// roomReplaced is ErrRoomLost for a room znode of another incarnation.
+func (r *Replica) roomReplaced(what string, czxid int64) error {
+	return fmt.Errorf("%w: %s: room %q (znode %s) is another incarnation (created at zxid 0x%x; this member's state is of the one created at 0x%x): "+
+		"the room was deleted and created again, or ZooKeeper was wiped and someone created it; "+
+		"nothing more is acknowledged; recover with `roomlog reseed` from the members' data dirs (replica package doc, \"Disaster recovery\")",
+		ErrRoomLost, what, r.cfg.Room, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room), czxid, r.roomCzxid)
+}
+
+// logLost is ErrRoomLost for a log that no longer holds what we applied
+// (err wraps ErrDiverged and names the batch and indexes).
+func logLost(what string, err error) error {
+	return fmt.Errorf("%w: %s: ZooKeeper's log no longer holds what this member applied (restored from an older copy or rolled back?): %w; "+
+		"nothing more is acknowledged; recover with `roomlog reseed` from the members' data dirs (replica package doc, \"Disaster recovery\")",
+		ErrRoomLost, what, err)
+}
+
+func (r *Replica) baseOrDefault() string {
+	if r.cfg.Base == "" {
+		return DefaultBase
+	}
+	return r.cfg.Base
+}
+
+// adoptReseed decides, in Open, on a data dir whose marker names the
+// incarnation czxid have while the room is another (now): accepted (nil)
+// when the room was re-seeded from that incarnation at exactly this
+// store's position; otherwise the refusal, naming the re-seed.
+func (r *Replica) adoptReseed(ctx context.Context, have, now int64) error {
+	rec, ok, err := readReseed(ctx, r.client, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room, reseedZ))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w (%w): %s holds the state (at index %d) of an earlier room %s/%s (created at zxid 0x%x; the room now was created at 0x%x and was not re-seeded from it): "+
+			"if ZooKeeper lost the room, stop its members and re-seed it from their data dirs (`roomlog reseed`); otherwise move the directory away",
+			ErrWrongDataDir, ErrRoomLost, r.cfg.DataDir, r.applied.Load(), r.baseOrDefault(), r.cfg.Room, have, now)
+	}
+	pos := r.st.Position()
+	if rec.Prev == have && samePoint(pos, rec.point()) {
+		r.log.Warn("adopting the re-seeded room: this data dir is at the seed's position", "reseed", rec.String())
+		return nil
+	}
+	return fmt.Errorf("%w (%w): %s holds the state (at index %d) of room %s/%s's incarnation created at zxid 0x%x; the room was %s and this data dir was not among those the re-seed checked: "+
+		"move it away (the member then bootstraps from a peer's checkpoint), or stop the members and run `roomlog reseed` again with it among the survivors",
+		ErrWrongDataDir, ErrRoomLost, r.cfg.DataDir, pos.Index, r.baseOrDefault(), r.cfg.Room, have, rec.String())
+}
+
+// Cut-off probe (package doc, "Disaster recovery"): a member whose
+// session stays disconnected may be cut off by the network, or refused
+// by every server because the ensemble lost data (a ZooKeeper restored
+// from an older copy, or wiped, refuses every client that saw a newer
+// zxid; go-zookeeper then sees only connections closed in the handshake
+// and reconnects forever). A probe with a new session tells them apart.
+const (
+	probeAfterFraction = 4 // first probe after SessionTimeout/4 disconnected
+	probeBound         = 3 * time.Second
+)
+
+// probeState is the loop's view of the cut-off probe (loop goroutine only).
+type probeState struct {
+	running bool
+	last    time.Time
+	// okSince: since when probes reach ZooKeeper and find the room
+	// intact while our session stays disconnected (zero: not so).
+	okSince time.Time
+	done    chan probeResult
+}
+
+type probeResult struct {
+	reached bool  // a new session reached the ensemble
+	verdict error // ErrRoomLost found, or nil
+}
+
+// probeCutOff runs in reconcile while the session is not live.
+func (r *Replica) probeCutOff() {
+	lp := r.lp
+	ps := &lp.probe
+	if ps.running {
+		select {
+		case res := <-ps.done:
+			ps.running = false
+			if !lp.c.failed {
+				r.onProbe(res)
+			}
+		default:
+			return
+		}
+	}
+	disc := lp.c.discSince
+	if lp.c.failed || disc.IsZero() {
+		ps.okSince = time.Time{}
+		return
+	}
+	every := max(r.cfg.SessionTimeout/probeAfterFraction, 250*time.Millisecond)
+	if time.Since(disc) < every || time.Since(ps.last) < every {
+		return
+	}
+	ps.running, ps.last = true, time.Now()
+	if ps.done == nil {
+		ps.done = make(chan probeResult, 1)
+	}
+	id, applied := r.appliedBatch()
+	bound := min(probeBound, r.cfg.SessionTimeout)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		ctx, cancel := context.WithTimeout(r.bgCtx, bound)
+		defer cancel()
+		ps.done <- r.probe(ctx, id, applied)
+	}()
+}
+
+// onProbe acts on a probe's result (loop goroutine).
+func (r *Replica) onProbe(res probeResult) {
+	lp := r.lp
+	ps := &lp.probe
+	if res.verdict != nil {
+		r.step(evFail{Err: res.verdict})
+		return
+	}
+	if !res.reached || lp.c.discSince.IsZero() {
+		ps.okSince = time.Time{}
+		return
+	}
+	if ps.okSince.IsZero() {
+		ps.okSince = time.Now()
+		return
+	}
+	// New sessions have reached an intact room for a whole session
+	// timeout while ours stayed refused: go-zookeeper would retry forever.
+	if time.Since(ps.okSince) >= r.cfg.SessionTimeout && time.Since(lp.c.discSince) >= r.cfg.SessionTimeout {
+		r.step(evFail{Err: fmt.Errorf("%w: disconnected for %v while new sessions reached the ensemble for %v and found room %q intact: "+
+			"every server refuses this member's session (it saw a newer zxid than the ensemble holds: the ensemble was restored from an older copy?); "+
+			"the log still holds everything this member applied; restart the member",
+			ErrSessionRefused, time.Since(lp.c.discSince).Round(time.Millisecond), time.Since(ps.okSince).Round(time.Millisecond), r.cfg.Room)})
+	}
+}
+
+// probe dials a new session (last zxid 0, so a server that lost data
+// accepts it), reads the room without writing, and says whether
+// ZooKeeper still holds what this member applied (id, applied).
+func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64) probeResult {
+	c, err := logroom.Dial(ctx, logroom.DialConfig{
+		Servers: r.cfg.Servers, SessionTimeout: r.cfg.SessionTimeout, Auth: r.cfg.Auth,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AnyServer: true,
+	})
+	if err != nil {
+		return probeResult{}
+	}
+	defer c.Close()
+	const what = "a new ZooKeeper session (probing while this member's own stays disconnected)"
+	info, err := logroom.ReadRoomInfo(ctx, c, r.baseOrDefault(), r.cfg.Room)
+	switch {
+	case errors.Is(err, logroom.ErrNoRoom):
+		return probeResult{reached: true, verdict: r.roomGone(what + " found")}
+	case err != nil:
+		return probeResult{}
+	case info.Czxid != r.roomCzxid:
+		return probeResult{reached: true, verdict: r.roomReplaced(what+" found", info.Czxid)}
+	}
+	room, err := logroom.OpenRoom(ctx, c, r.cfg.Room, logroom.RoomOptions{Base: r.cfg.Base, NoCreate: true})
+	if errors.Is(err, logroom.ErrNoRoom) {
+		return probeResult{reached: true, verdict: r.roomGone(what + " found")}
+	}
+	if err != nil {
+		return probeResult{}
+	}
+	if err := room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
+		return probeResult{reached: true, verdict: logLost(what+" found", err)}
+	} else if err != nil {
+		return probeResult{}
+	}
+	return probeResult{reached: true}
+}
+
+// checkRoomIdentity is the running member's check that the room znode is
+// still the incarnation it joined (after the audit's sync): nil when it
+// is, or when ZooKeeper did not answer.
+func (r *Replica) checkRoomIdentity(ctx context.Context) error {
+	var st *zk.Stat
+	var ok bool
+	err := r.client.Retry(ctx, func() error {
+		var e error
+		ok, st, e = r.conn.Exists(r.room.Path())
+		return e
+	})
+	switch {
+	case err != nil:
+		return nil
+	case !ok:
+		return r.roomGone("the log audit found")
+	case st.Czxid != r.roomCzxid:
+		return r.roomReplaced("the log audit found", st.Czxid)
+	}
+	return nil
+}
+
+// checkRoomAtOpen runs in Open for a member holding state, before the
+// room is opened: the room znode must exist (else ErrRoomLost: Open never
+// creates it over a member's state) and, when DataDir's marker names an
+// incarnation, be that one or a re-seed from it at this store's position.
+func (r *Replica) checkRoomAtOpen(ctx context.Context) error {
+	root := logroom.RoomPath(r.baseOrDefault(), r.cfg.Room)
+	if err := zkx.Sync(ctx, r.client, root); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("replica: sync %s: %w", root, err)
+	}
+	var st *zk.Stat
+	var ok bool
+	err := r.client.Retry(ctx, func() error {
+		var e error
+		ok, st, e = r.conn.Exists(root)
+		return e
+	})
+	if err != nil {
+		return fmt.Errorf("replica: stat room %s: %w", root, err)
+	}
+	if !ok {
+		return r.roomGone("Open found")
+	}
+	m, err := readMarker(r.cfg.DataDir)
+	if err != nil || m == nil || m.RoomCzxid == st.Czxid {
+		return nil // checkMarker decides on a malformed or missing marker
+	}
+	return r.adoptReseed(ctx, m.RoomCzxid, st.Czxid)
+}

@@ -1,0 +1,241 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+)
+
+// lossCase is one way ZooKeeper loses a room under running members.
+type lossCase struct {
+	name string
+	lose func(t *testing.T, ens *zkensemble.Ensemble, cp *zkensemble.DataCopy, room string)
+}
+
+var lossCases = []lossCase{
+	{"restored-from-older-copy", func(t *testing.T, ens *zkensemble.Ensemble, cp *zkensemble.DataCopy, _ string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		require.NoError(t, ens.RestoreData(ctx, cp))
+	}},
+	{"wiped", func(t *testing.T, ens *zkensemble.Ensemble, _ *zkensemble.DataCopy, _ string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		require.NoError(t, ens.WipeData(ctx))
+	}},
+	{"room-deleted", func(t *testing.T, ens *zkensemble.Ensemble, _ *zkensemble.DataCopy, room string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, logroom.DeleteRoom(ctx, c, "", room))
+	}},
+}
+
+func reqKey(i int) string { return fmt.Sprintf("req-%d", i) }
+
+// TestZooKeeperDataLoss: for each way ZooKeeper can lose a room under
+// running members (its data restored from a copy taken earlier, its data
+// wiped, the room deleted by a foreign client), every member fails with
+// ErrRoomLost naming what it found, promptly; nothing more is
+// acknowledged; restarted members refuse by name without creating the
+// room; Reseed from the members' data dirs brings the room back with
+// every acknowledged entry, exactly-once intact, the log continuing past
+// the old indexes, every member at one state hash.
+func TestZooKeeperDataLoss(t *testing.T) {
+	for _, tc := range lossCases {
+		t.Run(tc.name, func(t *testing.T) { testDataLoss(t, tc) })
+	}
+}
+
+func testDataLoss(t *testing.T, tc lossCase) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	cl := newCluster(t, ens, nil)
+	reps := cl.openN(3)
+	p := cl.waitPrimary(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	acked := map[int]Result{}
+	propose := func(from, to int) {
+		for i := from; i < to; i++ {
+			res, err := p.ProposeRequest(ctx, store.RequestIDFromKey(reqKey(i)), setOp(fmt.Sprintf("k%03d", i), fmt.Sprintf("v%d", i)))
+			require.NoError(t, err)
+			acked[i] = res
+		}
+	}
+	propose(0, 40)
+	require.NoError(t, p.Checkpoint(ctx)) // channels rotate: the copy holds a sealed one
+	propose(40, 60)
+	cp, err := ens.CopyData(t.TempDir())
+	require.NoError(t, err)
+	propose(60, 100)
+	// m2 stops here (behind what the others go on to apply): a survivor
+	// that must bootstrap after the re-seed.
+	behind := reps[2]
+	cl.waitConverged(acked[99].Index, 20*time.Second)
+	behindCfg := cl.config(behind.ID())
+	cl.close(behind.ID())
+	reps = reps[:2]
+	p = cl.waitPrimary(30 * time.Second)
+	propose(100, 150)
+	last := acked[149].Index
+	hash := cl.waitConverged(last, 20*time.Second)
+
+	tc.lose(t, ens, cp, cl.room)
+	lostAt := time.Now()
+
+	// Every member fails, by name, within the session timeout (4 s) plus
+	// the probe's and the audit's intervals.
+	took := map[string]time.Duration{}
+	require.Eventually(t, func() bool {
+		for _, r := range reps {
+			if _, ok := took[r.ID()]; ok {
+				continue
+			}
+			if s := r.Status(); s.Role == RoleFailed {
+				took[r.ID()] = time.Since(lostAt)
+				require.ErrorIs(t, s.Err, ErrRoomLost, "%s", r.ID())
+				require.Contains(t, s.Err.Error(), cl.room)
+				require.Contains(t, s.Err.Error(), "reseed")
+			}
+		}
+		return len(took) == len(reps)
+	}, 15*time.Second, 5*time.Millisecond, "every member fails")
+	t.Logf("%s: members failed with ErrRoomLost after %v (from ZooKeeper serving again / the deletion)", tc.name, took)
+	for _, d := range took {
+		require.Less(t, d, 10*time.Second)
+	}
+	// Nothing more is acknowledged.
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = p.ProposeRequest(pctx, store.RequestIDFromKey("after-loss"), setOp("after", "loss"))
+	pcancel()
+	require.Error(t, err)
+
+	// Restarted members refuse by name, and create nothing: those that
+	// ran through the loss and the one that was down.
+	var dirs []string
+	var cfgs []Config
+	for _, r := range reps {
+		cfgs = append(cfgs, cl.config(r.ID()))
+		cl.close(r.ID())
+	}
+	for _, cfg := range append(cfgs, behindCfg) {
+		id := cfg.ID
+		dirs = append(dirs, cfg.DataDir)
+		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := Open(octx, cfg)
+		ocancel()
+		require.ErrorIs(t, err, ErrRoomLost, "restarted %s", id)
+		require.Contains(t, err.Error(), cl.room)
+	}
+	if tc.name != "restored-from-older-copy" {
+		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+		require.NoError(t, err)
+		_, err = logroom.ReadRoomInfo(ctx, c, "", cl.room)
+		c.Close()
+		require.ErrorIs(t, err, logroom.ErrNoRoom, "a refusing member did not create the room")
+	}
+
+	// Re-seed from the three data dirs.
+	res, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: dirs, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Logf("%s: reseed took %v: seed %d from %s, epoch %d, previous: %s", tc.name, res.Took, res.Seed.Index, res.From, res.Epoch, res.Previous)
+	require.Equal(t, last, res.Seed.Index)
+	roles := map[string]string{}
+	for _, s := range res.Survivors {
+		roles[filepath.Base(s.Dir)] = s.Role
+		require.NotEqual(t, "left out", s.Role, "%s: %s", s.Dir, s.Reason)
+	}
+	require.Equal(t, "bootstrap", roles[behind.ID()], "the member that stopped early is a prefix: it bootstraps")
+
+	reps = cl.openN(3)
+	p = cl.waitPrimary(30 * time.Second)
+	require.Equal(t, hash, cl.waitConverged(last, 30*time.Second), "the state the members had")
+	for i := range acked {
+		for _, r := range reps {
+			v, err := r.Get([]byte(fmt.Sprintf("k%03d", i)))
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprintf("v%d", i), string(v))
+		}
+	}
+	// Exactly once across the recovery: a retry of an acknowledged request
+	// gets its original answer.
+	again, err := p.ProposeRequest(ctx, store.RequestIDFromKey(reqKey(120)), setOp("k120", "v120"))
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, acked[120].Index, again.Index)
+	// The log continues past every old index.
+	next, err := p.Propose(ctx, setOp("after", "reseed"))
+	require.NoError(t, err)
+	require.Greater(t, next.Index, last)
+	cl.waitConverged(next.Index, 30*time.Second)
+}
+
+// TestReseedRefusesDisagreeingSurvivors: survivors whose histories differ
+// at an index they share make Reseed refuse (naming both), unless one is
+// trusted; then the other is left out and refused by name when it starts.
+func TestReseedRefusesDisagreeingSurvivors(t *testing.T) {
+	ens := sharedEnsemble(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Two rooms' members with the same indexes and different entries.
+	mk := func(tag string) (string, uint64) {
+		cl := newCluster(t, ens, nil)
+		r := cl.open("m0")
+		cl.waitPrimary(30 * time.Second)
+		var last uint64
+		for i := 0; i < 20; i++ {
+			res, err := r.Propose(ctx, setOp(fmt.Sprintf("k%d", i), tag))
+			require.NoError(t, err)
+			last = res.Index
+		}
+		dir := cl.config("m0").DataDir
+		cl.close("m0")
+		return dir, last
+	}
+	a, la := mk("a")
+	b, lb := mk("b")
+	require.Equal(t, la, lb)
+	room := "r" + newGUID()[:10]
+	// Point both markers at one room (as if they were its members).
+	for _, d := range []string{a, b} {
+		require.NoError(t, writeMarker(d, dirMarker{Base: DefaultBase, Room: room, RoomCzxid: 1}))
+	}
+	_, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Base: DefaultBase, Room: room, DataDirs: []string{a, b}})
+	require.ErrorIs(t, err, ErrReseedRefused)
+	require.Contains(t, err.Error(), "disagree")
+	require.Contains(t, err.Error(), a)
+	require.Contains(t, err.Error(), b)
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = logroom.ReadRoomInfo(ctx, c, "", room)
+	require.ErrorIs(t, err, logroom.ErrNoRoom, "a refused re-seed creates nothing")
+
+	res, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Base: DefaultBase, Room: room, DataDirs: []string{a, b}, Trust: a})
+	require.NoError(t, err)
+	require.Equal(t, a, res.From)
+	roles := map[string]string{}
+	for _, s := range res.Survivors {
+		roles[s.Dir] = s.Role
+	}
+	require.Equal(t, map[string]string{a: "seed", b: "left out"}, roles)
+	cfg := Config{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second, Room: room, ID: "b", DataDir: b, Logger: testLogger(t)}
+	_, err = Open(ctx, cfg)
+	require.ErrorIs(t, err, ErrRoomLost)
+	require.Contains(t, err.Error(), "re-seeded")
+	cfg.ID, cfg.DataDir = "a", a
+	r, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+}

@@ -1,0 +1,477 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/zkx"
+)
+
+// ErrReseedRefused: Reseed found a reason not to re-create the room (the
+// survivors disagree, a member is still live, the room still holds what
+// the survivors applied, …); the error names it, and nothing was changed.
+var ErrReseedRefused = errors.New("replica: re-seed refused")
+
+// ReseedConfig says which room to re-seed and from which members' data
+// dirs (package doc, "Disaster recovery").
+type ReseedConfig struct {
+	Servers        []string
+	SessionTimeout time.Duration // default 4s
+	Auth           *logroom.Digest
+	Base           string // default DefaultBase
+	Room           string
+	// DataDirs are the survivors: the data dirs of the room's members
+	// (stopped), or a data dir roomlog restore built.
+	DataDirs []string
+	// Trust names the data dir to seed from although the survivors
+	// disagree (or cannot be compared); those that disagree with it are
+	// left out (they are refused by name when they start).
+	Trust string
+	// Force re-seeds a room whose log still holds everything the chosen
+	// survivor applied, or that holds entries of another incarnation
+	// (they are lost).
+	Force bool
+	// RoomVersion to create the room at; 0: the old room's when
+	// ZooKeeper still has it, else 1.
+	RoomVersion int
+	// MembersGone bounds the wait for the old room's ephemeral nodes
+	// (of sessions that died with the members) to go; default two
+	// session timeouts.
+	MembersGone time.Duration
+	Logger      *slog.Logger
+}
+
+// Survivor is what Reseed found in one data dir.
+type Survivor struct {
+	Dir         string
+	Position    store.Point // its applied position
+	MarkerCzxid int64       // the room incarnation its marker names (0: no marker)
+	// Role: "seed" (the room continues from it), "adopted" (at the seed's
+	// position), "bootstrap" (a prefix of the seed: it bootstraps from a
+	// peer's checkpoint when it starts), "left out" (disagrees with the
+	// trusted seed, or cannot be compared: its marker is not rewritten).
+	Role   string
+	Reason string // why left out
+}
+
+// ReseedResult describes a re-seed.
+type ReseedResult struct {
+	Survivors []Survivor
+	Seed      store.Point
+	From      string // the seed's data dir
+	Czxid     int64  // the new incarnation
+	Epoch     uint64 // the epoch the room was created at
+	// Previous: what ZooKeeper held under the room's name before
+	// ("missing", or a description).
+	Previous string
+	Took     time.Duration
+}
+
+type survivorStore struct {
+	Survivor
+	st *store.Store
+}
+
+// Reseed re-creates a room that ZooKeeper lost from the survivors' data
+// dirs: it picks the survivor with the highest (epoch, applied index),
+// checks that every other one is a prefix of it (store history: same
+// batch, epoch and running hash at its index; ErrReseedRefused if one
+// disagrees or cannot be compared, unless Trust names the seed), waits
+// for the old room's live nodes to go (ErrReseedRefused naming those that
+// stay), deletes what is left of the room, creates it anew with its log
+// continuing at the seed's index + 1 under an epoch above every one seen,
+// records the re-seed in <room>/reseed, and rewrites the markers of the
+// survivors that are the seed's history so they rejoin. The stores are
+// opened read-only: no member may run on them meanwhile.
+func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
+	start := time.Now()
+	if cfg.Base == "" {
+		cfg.Base = DefaultBase
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 4 * time.Second
+	}
+	if cfg.MembersGone == 0 {
+		cfg.MembersGone = 2 * cfg.SessionTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := logroom.ValidateName(cfg.Room); err != nil {
+		return ReseedResult{}, err
+	}
+	if len(cfg.DataDirs) == 0 {
+		return ReseedResult{}, fmt.Errorf("%w: no survivor data dir given", ErrReseedRefused)
+	}
+	survivors, err := openSurvivors(cfg)
+	defer func() {
+		for _, s := range survivors {
+			if s.st != nil {
+				s.st.Close()
+			}
+		}
+	}()
+	if err != nil {
+		return ReseedResult{}, err
+	}
+	seed, err := chooseSeed(cfg, survivors)
+	if err != nil {
+		return ReseedResult{}, err
+	}
+	res := ReseedResult{Seed: seed.Position, From: seed.Dir}
+	if seed.Position.Index == 0 {
+		return res, fmt.Errorf("%w: no survivor applied anything (%s is empty)", ErrReseedRefused, seed.Dir)
+	}
+
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth, Logger: cfg.Logger})
+	if err != nil {
+		return res, fmt.Errorf("replica: reseed: %w", err)
+	}
+	defer c.Close()
+
+	epoch := seed.Position.Epoch
+	for _, s := range survivors {
+		epoch = max(epoch, s.Position.Epoch)
+	}
+	rv := cfg.RoomVersion
+	info, err := logroom.ReadRoomInfo(ctx, c, cfg.Base, cfg.Room)
+	switch {
+	case errors.Is(err, logroom.ErrNoRoom):
+		res.Previous = "missing"
+	case err != nil && !errors.Is(err, logroom.ErrCorrupt):
+		return res, fmt.Errorf("replica: reseed: %w", err)
+	default:
+		if err != nil {
+			res.Previous = "a corrupt room znode: " + err.Error()
+		} else {
+			res.Previous = fmt.Sprintf("room created at zxid 0x%x", info.Czxid)
+			if rv == 0 {
+				rv = info.RoomVersion.Version
+			}
+		}
+		prev, err := oldRoom(ctx, c, cfg, info, seed, log)
+		if err != nil {
+			return res, err
+		}
+		if prev.done != nil {
+			// An earlier run of this re-seed created the room: finish it.
+			res.Czxid, res.Epoch = info.Czxid, prev.done.NewEpoch
+			log.Warn("the room was already re-seeded from this seed; rewriting the markers", "reseed", prev.done.String())
+			return finishReseed(cfg, survivors, seed, res, start)
+		}
+		res.Previous += prev.what
+		epoch = max(epoch, prev.epoch)
+		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
+			return res, fmt.Errorf("replica: reseed: delete the old room: %w", err)
+		}
+	}
+	if rv == 0 {
+		rv = 1
+	}
+	if epoch >= 1<<62 {
+		return res, fmt.Errorf("%w: epoch %d is too close to the end of the epoch space", ErrReseedRefused, epoch)
+	}
+	res.Epoch = epoch + 1
+	res.Czxid, err = logroom.SeedRoom(ctx, c, cfg.Base, cfg.Room, logroom.Seed{Index: seed.Position.Index, Epoch: res.Epoch, RoomVersion: rv, Owner: "reseed"})
+	if err != nil {
+		return res, fmt.Errorf("replica: reseed: %w", err)
+	}
+	rec := recordFor(seed.MarkerCzxid, seed.Position, seed.Dir, res.Epoch)
+	p := logroom.RoomPath(cfg.Base, cfg.Room, reseedZ)
+	err = c.Retry(ctx, func() error {
+		_, e := c.Conn().Create(p, encode(rec), 0, c.ACL())
+		if errors.Is(e, zk.ErrNodeExists) {
+			return nil
+		}
+		return e
+	})
+	if err != nil {
+		return res, fmt.Errorf("replica: reseed: record %s: %w", p, err)
+	}
+	log.Warn("room re-seeded", "room", cfg.Room, "index", seed.Position.Index, "from", seed.Dir, "epoch", res.Epoch, "czxid", fmt.Sprintf("0x%x", res.Czxid))
+	return finishReseed(cfg, survivors, seed, res, start)
+}
+
+// finishReseed rewrites the markers of the survivors that rejoin.
+func finishReseed(cfg ReseedConfig, survivors []*survivorStore, seed *survivorStore, res ReseedResult, start time.Time) (ReseedResult, error) {
+	var errs []error
+	for _, s := range survivors {
+		s.st.Close()
+		s.st = nil
+		if s.Role == "left out" {
+			continue
+		}
+		m := dirMarker{Base: cfg.Base, Room: cfg.Room, RoomCzxid: res.Czxid}
+		if err := writeMarker(s.Dir, m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range survivors {
+		res.Survivors = append(res.Survivors, s.Survivor)
+	}
+	res.Took = time.Since(start)
+	return res, errors.Join(errs...)
+}
+
+// openSurvivors opens each data dir's store read-only and reads its
+// position and marker.
+func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
+	var out []*survivorStore
+	for _, dir := range cfg.DataDirs {
+		s := &survivorStore{Survivor: Survivor{Dir: dir}}
+		if err := checkDiverged(dir); err != nil {
+			return out, fmt.Errorf("%w: %s: %w (leave it out)", ErrReseedRefused, dir, err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, markerName))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return out, fmt.Errorf("replica: reseed: %w", err)
+		default:
+			var m dirMarker
+			if err := json.Unmarshal(b, &m); err != nil {
+				return out, fmt.Errorf("%w: %s: malformed %s: %v", ErrReseedRefused, dir, markerName, err)
+			}
+			if m.Base != cfg.Base || m.Room != cfg.Room {
+				return out, fmt.Errorf("%w: %s holds the state of room %s/%s, not %s/%s", ErrReseedRefused, dir, m.Base, m.Room, cfg.Base, cfg.Room)
+			}
+			s.MarkerCzxid = m.RoomCzxid
+		}
+		st, err := store.Open(filepath.Join(dir, "store"), &store.Options{ReadOnly: true})
+		if err != nil {
+			return out, fmt.Errorf("%w: %s: open its store (is a member still running on it?): %w", ErrReseedRefused, dir, err)
+		}
+		s.st = st
+		s.Position = st.Position()
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// chooseSeed picks the seed and classifies every other survivor against
+// it.
+func chooseSeed(cfg ReseedConfig, survivors []*survivorStore) (*survivorStore, error) {
+	var seed *survivorStore
+	if cfg.Trust != "" {
+		for _, s := range survivors {
+			if filepath.Clean(s.Dir) == filepath.Clean(cfg.Trust) {
+				seed = s
+			}
+		}
+		if seed == nil {
+			return nil, fmt.Errorf("%w: the trusted data dir %s is not among the survivors", ErrReseedRefused, cfg.Trust)
+		}
+	} else {
+		sorted := slices.Clone(survivors)
+		slices.SortStableFunc(sorted, func(a, b *survivorStore) int {
+			if a.Position.Epoch != b.Position.Epoch {
+				return compareU(b.Position.Epoch, a.Position.Epoch)
+			}
+			return compareU(b.Position.Index, a.Position.Index)
+		})
+		seed = sorted[0]
+	}
+	seed.Role = "seed"
+	var problems []error
+	for _, s := range survivors {
+		if s == seed {
+			continue
+		}
+		if err := comparePrefix(seed, s); err != nil {
+			if cfg.Trust == "" {
+				problems = append(problems, err)
+			}
+			s.Role, s.Reason = "left out", err.Error()
+			continue
+		}
+		if s.Position.Index == seed.Position.Index {
+			s.Role = "adopted"
+		} else {
+			s.Role = "bootstrap"
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: the survivors do not share one history (name the one to trust to seed from it; the others are then left out): %w",
+			ErrReseedRefused, errors.Join(problems...))
+	}
+	return seed, nil
+}
+
+func compareU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// comparePrefix: s's history must be a prefix of seed's (or the other
+// way round, which only a trusted seed behind it allows... and then s is
+// ahead of what the room continues from: refused).
+func comparePrefix(seed, s *survivorStore) error {
+	sp := s.Position
+	if sp.Index > seed.Position.Index {
+		return fmt.Errorf("%s applied index %d (epoch %d), past the seed %s at %d (epoch %d): seeding from %s would lose its entries",
+			s.Dir, sp.Index, sp.Epoch, seed.Dir, seed.Position.Index, seed.Position.Epoch, seed.Dir)
+	}
+	if sp.Index == 0 {
+		return nil // empty: any history extends it
+	}
+	at, ok, err := seed.st.PointAt(sp.Index)
+	if err != nil {
+		return fmt.Errorf("%s: %w", seed.Dir, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s is at index %d, which %s (at %d) keeps no history record for (more than %d entries behind, or not a batch end): they cannot be compared",
+			s.Dir, sp.Index, seed.Dir, seed.Position.Index, store.HistoryWindow)
+	}
+	if at.Epoch != sp.Epoch || at.Batch != sp.Batch || sp.Batch == (store.BatchRef{}) {
+		return fmt.Errorf("at index %d %s applied batch %+v of epoch %d, %s batch %+v of epoch %d: they disagree",
+			sp.Index, s.Dir, sp.Batch, sp.Epoch, seed.Dir, at.Batch, at.Epoch)
+	}
+	if at.Hash.Base == sp.Hash.Base && at.Hash != sp.Hash {
+		return fmt.Errorf("at index %d %s's running state hash is %s, %s's %s: same entries, different state (an Applier that is not deterministic?): they disagree",
+			sp.Index, s.Dir, sp.Hash, seed.Dir, at.Hash)
+	}
+	return nil
+}
+
+type oldRoomFacts struct {
+	what  string        // appended to ReseedResult.Previous
+	epoch uint64        // the highest epoch it records
+	done  *reseedRecord // the room is this seed's re-seed already
+}
+
+// oldRoom inspects the room ZooKeeper still has under the name before it
+// is deleted: it refuses while it has live members or still holds the
+// seed's position, and reads the epochs it records.
+func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logroom.RoomInfo, seed *survivorStore, log *slog.Logger) (oldRoomFacts, error) {
+	var f oldRoomFacts
+	root := logroom.RoomPath(cfg.Base, cfg.Room)
+	if rec, ok, err := readReseed(ctx, c, root+"/"+reseedZ); err == nil && ok && info.Czxid != seed.MarkerCzxid &&
+		rec.Prev == seed.MarkerCzxid && samePoint(rec.point(), seed.Position) {
+		f.done = &rec
+		return f, nil
+	}
+	if err := waitNoLiveNodes(ctx, c, root, cfg.MembersGone, log); err != nil {
+		return f, err
+	}
+	if ep, err := logroom.ReadEpoch(ctx, c, cfg.Base, cfg.Room); err == nil {
+		f.epoch = ep.Epoch
+	}
+	l, err := logroom.ListChannels(ctx, c, cfg.Base, cfg.Room)
+	if err == nil {
+		for _, n := range l.Nums {
+			if ch, err := logroom.ReadChannel(ctx, c, cfg.Base, cfg.Room, n); err == nil {
+				f.epoch = max(f.epoch, ch.Epoch)
+			}
+		}
+	}
+	room, err := logroom.OpenRoom(ctx, c, cfg.Room, logroom.RoomOptions{Base: cfg.Base, NoCreate: true})
+	if err != nil {
+		f.what = fmt.Sprintf(" (unreadable: %v)", err)
+		return f, nil
+	}
+	end, cerr := room.CommittedIndex(ctx, 0)
+	if info.Czxid == seed.MarkerCzxid {
+		id := logroom.BatchID{Epoch: seed.Position.Epoch, First: seed.Position.Batch.First, Count: int(seed.Position.Batch.Count), CRC: seed.Position.Batch.CRC}
+		merr := room.MatchLog(ctx, id, seed.Position.Index)
+		if merr == nil && !cfg.Force {
+			return f, fmt.Errorf("%w: room %q (the survivors' incarnation, zxid 0x%x) still holds the seed's position (index %d, batch %v): ZooKeeper lost nothing the seed applied; start the members (or pass Force)",
+				ErrReseedRefused, cfg.Room, info.Czxid, seed.Position.Index, id)
+		}
+		f.what = fmt.Sprintf(", its log ends at %d (%v)", end, merr)
+		return f, nil
+	}
+	// Another incarnation: its entries would be lost.
+	if cerr == nil && len(l.Nums) > 0 {
+		oldest, err := logroom.ReadChannel(ctx, c, cfg.Base, cfg.Room, l.Nums[0])
+		if err == nil && end+1 > oldest.FirstIndex && !cfg.Force {
+			return f, fmt.Errorf("%w: room %q is another incarnation (zxid 0x%x; the survivors' is 0x%x) whose log holds entries %d..%d: re-seeding would delete them (pass Force if they are to be discarded)",
+				ErrReseedRefused, cfg.Room, info.Czxid, seed.MarkerCzxid, oldest.FirstIndex, end)
+		}
+	}
+	f.what = fmt.Sprintf(", another incarnation (its log ends at %d)", end)
+	return f, nil
+}
+
+// waitNoLiveNodes waits (up to d) until no ephemeral node is left under
+// the room's members/ and election/ (sessions of members that died with
+// ZooKeeper's data expire after their timeout), and refuses naming those
+// that stay.
+func waitNoLiveNodes(ctx context.Context, c *logroom.Client, root string, d time.Duration, log *slog.Logger) error {
+	deadline := time.Now().Add(d)
+	for {
+		var live []string
+		for _, dir := range []string{membersDir, electionDir} {
+			p := root + "/" + dir
+			kids, err := zkx.Children(ctx, c, p)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("replica: reseed: list %s: %w", p, err)
+			}
+			for _, k := range kids {
+				_, st, err := zkx.Get(ctx, c, p+"/"+k)
+				if err == nil && st.EphemeralOwner != 0 {
+					live = append(live, fmt.Sprintf("%s/%s (session 0x%x)", dir, k, st.EphemeralOwner))
+				}
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the room still has live nodes after %v: %v: stop every member of the room first", ErrReseedRefused, d, live)
+		}
+		log.Info("waiting for the old room's sessions to expire", "live", live)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// writeMarker writes DataDir's marker atomically (tmp, fsync, rename,
+// directory fsync).
+func writeMarker(dir string, m dirMarker) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, markerName)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("replica: write %s: %w", tmp, err)
+	}
+	_, err = f.Write(b)
+	err = errors.Join(err, f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = fsyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("replica: write %s: %w", path, err)
+	}
+	return nil
+}
