@@ -120,9 +120,9 @@ type Archive interface {
 	// origin (RoomCzxid), then First, channels before checkpoints at the
 	// same First. A room with nothing archived lists empty.
 	List(ctx context.Context, room string) ([]Item, error)
-	// Has reports whether an item of kind with that origin and index range
-	// is stored (without verifying it).
-	Has(ctx context.Context, origin Origin, kind Kind, first, last uint64) (bool, error)
+	// Lookup returns the item of kind with that origin and index range, if
+	// one is stored (without verifying it: read it to verify).
+	Lookup(ctx context.Context, origin Origin, kind Kind, first, last uint64) (Item, bool, error)
 	// ReadChannel reads and verifies a channel item.
 	ReadChannel(ctx context.Context, it Item) (Channel, error)
 	// OpenCheckpoint verifies a checkpoint item and returns a local

@@ -112,17 +112,20 @@ func (d *Dir) itemPath(o Origin, kind Kind, first, last uint64) (string, error) 
 	return filepath.Join(od, chanName(first, last)), nil
 }
 
-// Has implements Archive.
-func (d *Dir) Has(_ context.Context, o Origin, kind Kind, first, last uint64) (bool, error) {
+// Lookup implements Archive.
+func (d *Dir) Lookup(_ context.Context, o Origin, kind Kind, first, last uint64) (Item, bool, error) {
 	p, err := d.itemPath(o, kind, first, last)
 	if err != nil {
-		return false, err
+		return Item{}, false, err
 	}
 	_, err = os.Lstat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return Item{}, false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return Item{}, false, fmt.Errorf("archive: %w", err)
+	}
+	return Item{Kind: kind, Origin: o, First: first, Last: last, Path: p}, true, nil
 }
 
 // List implements Archive.

@@ -167,10 +167,19 @@ func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin check
 	if ci.LastIndex < ci.FirstIndex {
 		return nil // sealed empty: nothing to keep
 	}
-	if has, err := ar.a.Has(ctx, origin, archive.KindChannel, ci.FirstIndex, ci.LastIndex); err != nil {
+	// Archived already (by us before, or by an earlier primary): verified
+	// before it counts; a corrupt one is put again (the put replaces it).
+	if it, ok, err := ar.a.Lookup(ctx, origin, archive.KindChannel, ci.FirstIndex, ci.LastIndex); err != nil {
 		return err
-	} else if has {
-		return nil
+	} else if ok {
+		_, err := ar.a.ReadChannel(ctx, it)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, archive.ErrCorrupt) {
+			return err
+		}
+		r.log.Warn("archive: an archived channel is corrupt; archiving it again", "channel", ci.Num, "err", err)
 	}
 	ch, err := r.readChannelForArchive(ctx, origin, ci)
 	if err != nil {
