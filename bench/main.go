@@ -70,6 +70,7 @@ func allScenarios() []scenario {
 		{"requests", "replica: Propose vs ProposeRequest (exactly-once request ids) at 256 proposers, alternated", runRequests},
 		{"metrics", "replica: Propose at 256 proposers with and without Prometheus metrics, alternated", runMetrics},
 		{"checkpoint", "replica: Propose p99 with and without back-to-back checkpoints", runCheckpoint},
+		{"archive", "replica: Propose at 256 proposers with and without Config.Archive, alternated; restore 100k entries past a checkpoint", runArchive},
 		{"bootstrap", "replica: a new standby restores a peer's checkpoint (MB/s) and catches up", runBootstrap},
 		{"footprint", "replica: room bytes in ZooKeeper and ZooKeeper heap over a run with checkpoints on", runFootprint},
 		{"rooms", "replica: 100 rooms x 3 members on one ensemble: ZooKeeper cost per room at rest, aggregate Propose", runRooms},
