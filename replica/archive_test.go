@@ -90,13 +90,23 @@ func TestArchivePointInTimeRestore(t *testing.T) {
 		recs = append(recs, rec)
 		return rec
 	}
+	// At the end of a phase, the time: every batch of the phase was
+	// committed at or before it, every later one after it (the sleep
+	// puts the next batch's ZooKeeper ctime in a later millisecond).
+	type timed struct {
+		at    time.Time
+		index uint64
+	}
+	var times []timed
 	target := 0
 	for phase := 0; phase < 4; phase++ {
 		target += 700
 		seq.Store(uint64(target - 700))
 		load(target, 16)
 		require.False(t, t.Failed())
-		record(fmt.Sprintf("end of phase %d", phase))
+		rec := record(fmt.Sprintf("end of phase %d", phase))
+		times = append(times, timed{at: time.Now(), index: rec.index})
+		time.Sleep(3 * time.Millisecond)
 		if phase == 1 {
 			require.NoError(t, p.Checkpoint(ctx))
 			rec := record("at a checkpoint")
@@ -160,6 +170,20 @@ func TestArchivePointInTimeRestore(t *testing.T) {
 		})
 	}
 	require.GreaterOrEqual(t, between.Load(), int64(3), "restores between checkpoints (checkpoint + archived entries)")
+
+	// --to-time: the ZooKeeper commit times the archive keeps resolve each
+	// phase's end time to its last index.
+	for _, tm := range times[:len(times)-1] {
+		res, err := archive.Restore(ctx, archive.RestoreOptions{Archive: arch, Room: c.room, ToTime: tm.at, DataDir: t.TempDir()})
+		require.NoError(t, err)
+		require.Equal(t, tm.index, res.Index, "restore to %v", tm.at)
+		for _, rec := range recs {
+			if rec.index == tm.index && rec.state != "" {
+				require.Equal(t, rec.state, res.StateHash)
+				require.Equal(t, rec.run, res.RunHash)
+			}
+		}
+	}
 
 	// A corrupt channel item is refused by name.
 	var victim archive.Item
