@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -414,6 +415,20 @@ func TestRestoreRefusesByName(t *testing.T) {
 		require.NoError(t, os.Truncate(p, 10))
 		err := restore(a, 250)
 		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorContains(t, err, p)
+	})
+	t.Run("foreign checkpoint", func(t *testing.T) {
+		a := full(t)
+		p, _ := a.itemPath(testOrigin, KindCheckpoint, 200, 200)
+		rec, err := readCkptItem(p)
+		require.NoError(t, err)
+		rec.RoomCzxid = 0x9999 // a well-formed record of another incarnation
+		rec.Checksum = rec.sum()
+		b, err := json.Marshal(rec)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(p, itemName), b, 0o644))
+		err = restore(a, 250)
+		require.ErrorIs(t, err, ErrForeign)
 		require.ErrorContains(t, err, p)
 	})
 	t.Run("not empty", func(t *testing.T) {
