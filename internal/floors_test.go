@@ -28,8 +28,9 @@ var floors = []struct {
 	{"store", []string{"version"}},
 	{"logroom", []string{"zkx", "version"}},
 	{"checkpoint", []string{"store", "version"}},
+	{"archive", []string{"store", "logroom", "checkpoint", "version"}}, // issue 27: the archive sits on the log and checkpoint formats
 	{"recipe/", []string{"zkx", "recipe/"}},
-	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "recipe/", "replica/", "version"}},
+	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "archive", "recipe/", "replica/", "version"}},
 	{"internal/infra/", []string{"internal/infra/"}},
 }
 
