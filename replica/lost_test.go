@@ -239,3 +239,52 @@ func TestReseedRefusesDisagreeingSurvivors(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 }
+
+// TestRefusedSessionNamed: ZooKeeper restored from a copy that still holds
+// the whole log, but older than what the members' sessions saw (a foreign
+// write came after the copy): every server refuses their sessions forever.
+// They must not stay "disconnected" with nothing said: each fails with
+// ErrSessionRefused, and restarted (a new process, a new session) they
+// find the log intact and go on.
+func TestRefusedSessionNamed(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	cl := newCluster(t, ens, nil)
+	reps := cl.openN(2)
+	p := cl.waitPrimary(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	last := proposeN(t, ctx, p, 30)
+	cl.waitConverged(last, 20*time.Second)
+	time.Sleep(200 * time.Millisecond) // the members publish their applied index
+	cp, err := ens.CopyData(t.TempDir())
+	require.NoError(t, err)
+	// Writes after the copy that are not the log's; the members' pings
+	// then carry their zxid. Many of them: every session the probes open
+	// and close is a transaction too, and once the restored ensemble's
+	// zxid passes what a member saw, ZooKeeper accepts its session again
+	// (with a small gap the members simply reconnect).
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	for i := 0; i < 500; i++ {
+		_, err = c.Conn().Create(fmt.Sprintf("/unrelated-%s-%d", newGUID()[:8], i), nil, 0, c.ACL())
+		require.NoError(t, err)
+	}
+	c.Close()
+	time.Sleep(3 * time.Second) // a ping round (a third of the session)
+	require.NoError(t, ens.RestoreData(ctx, cp))
+	back := time.Now()
+	for _, r := range reps {
+		err := waitFailed(t, r, 20*time.Second, ErrSessionRefused)
+		require.Contains(t, err.Error(), "restart the member")
+	}
+	t.Logf("members failed with ErrSessionRefused %v after ZooKeeper served again", time.Since(back))
+	for _, r := range reps {
+		cl.close(r.ID())
+	}
+	reps = cl.openN(2)
+	p = cl.waitPrimary(30 * time.Second)
+	next, err := p.Propose(ctx, setOp("after", "restart"))
+	require.NoError(t, err)
+	require.Equal(t, last+1, next.Index)
+	cl.waitConverged(next.Index, 20*time.Second)
+}
