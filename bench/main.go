@@ -75,6 +75,7 @@ func allScenarios() []scenario {
 		{"footprint", "replica: room bytes in ZooKeeper and ZooKeeper heap over a run with checkpoints on", runFootprint},
 		{"rooms", "replica: 100 rooms x 3 members on one ensemble: ZooKeeper cost per room at rest, aggregate Propose", runRooms},
 		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
+		{"reseed", "replica: 1 GiB of state, the room deleted: ErrRoomLost, Reseed, first ack, the member behind bootstrapped", runReseed},
 	}
 }
 

@@ -603,6 +603,8 @@ func (r *Registration) setErr(err error) {
 // on it.
 func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, error) {
 	p := r.Path()
+	var dirBo zkx.Backoff // KeepDir: waiting for the directory to come back
+	dirWarned := false
 	for {
 		sid := r.sess.ID()
 		r.mu.Lock()
@@ -627,9 +629,11 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 			// Ours (a lost answer: data unknown), or someone else's.
 		case errors.Is(err, zk.ErrNoNode) && r.keepDir:
 			// The directory is gone and the owner reports it: wait.
-			r.log.Warn("membership: the directory is missing; not creating it (KeepDir)")
-			var bo zkx.Backoff
-			if werr := bo.Wait(ctx); werr != nil {
+			if !dirWarned {
+				dirWarned = true
+				r.log.Warn("membership: the directory is missing; not creating it (KeepDir)")
+			}
+			if werr := dirBo.Wait(ctx); werr != nil {
 				return nil, nil, fmt.Errorf("%w (the directory %s is missing)", werr, r.dir)
 			}
 			continue
