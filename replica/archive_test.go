@@ -302,3 +302,51 @@ func TestArchiveFailureHoldsDeletion(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, h, res.RunHash)
 }
+
+// TestArchiveRestoreSeedsNewRoom: a point-in-time restore's data dir seeds
+// a new room (Reseed): a member opened on it starts at the restored state
+// and its log continues at the restored index + 1.
+func TestArchiveRestoreSeedsNewRoom(t *testing.T) {
+	ens := sharedEnsemble(t)
+	arch, err := archive.OpenDir(t.TempDir())
+	require.NoError(t, err)
+	c := newCluster(t, ens, func(cfg *Config) { cfg.Archive = arch })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c.openN(1)
+	p := c.waitPrimary(20 * time.Second)
+	for i := 0; i < 300; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i%13), fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	want, at, err := p.StateHash()
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i%13), "later"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Checkpoint(ctx))
+	require.Eventually(t, func() bool { return p.ArchiveStatus().Index >= at }, 20*time.Second, 10*time.Millisecond)
+
+	dataDir := filepath.Join(t.TempDir(), "pitr")
+	res, err := archive.Restore(ctx, archive.RestoreOptions{Archive: arch, Room: c.room, ToIndex: at, DataDir: dataDir})
+	require.NoError(t, err)
+	require.Equal(t, want, res.StateHash)
+
+	newRoom := c.room + "-pitr"
+	_, err = Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: newRoom, DataDirs: []string{dataDir}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	cfg := c.config("pitr")
+	cfg.Room, cfg.DataDir, cfg.Archive = newRoom, dataDir, nil
+	r, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Eventually(t, func() bool { return r.Status().Role == RolePrimary }, 30*time.Second, 10*time.Millisecond)
+	h, idx, err := r.StateHash()
+	require.NoError(t, err)
+	require.Equal(t, at, idx)
+	require.Equal(t, want, h)
+	got, err := r.Propose(ctx, setOp("after", "restore"))
+	require.NoError(t, err)
+	require.Equal(t, at+1, got.Index)
+}
