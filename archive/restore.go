@@ -32,7 +32,10 @@ type RestoreOptions struct {
 	// ToTime, when not zero, picks the index instead (ToIndex must be 0):
 	// the last index of the last batch, in index order, whose ZooKeeper
 	// commit time (Batch.Ctime) is at or before ToTime, stopping at the
-	// first batch committed after it (doc.go, "Time").
+	// first batch committed after it (doc.go, "Time"). A time past the
+	// newest archived batch resolves to the newest archived index: entries
+	// of channels not sealed and archived yet are not in the archive
+	// (RestoreResult.Time says when the restored index was committed).
 	ToTime time.Time
 	// DataDir receives the store at DataDir/store (StoreDirName), which
 	// must not exist or be empty. Required.
