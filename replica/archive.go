@@ -38,8 +38,9 @@ type ArchiveStatus struct {
 	// logroom.ChannelInfo.Charged), as of the last sweep.
 	BehindEntries uint64
 	BehindBytes   int64
-	// Bytes is what this member archived since it opened (channel batch
-	// bytes and checkpoint bytes).
+	// Bytes is what this member archived since it opened: channel batch
+	// bytes and checkpoint sizes (tables the archive linked from an
+	// earlier checkpoint item included).
 	Bytes int64
 	// Failures counts failed puts; LastErr is the last one's error (nil
 	// once a later put succeeds), at LastErrAt.
