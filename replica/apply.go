@@ -499,6 +499,11 @@ func (r *Replica) matchLog(ctx context.Context) error {
 func (r *Replica) auditLog(ctx context.Context) ([]logroom.ChannelInfo, error) {
 	id, applied := r.appliedBatch()
 	infos, err := r.room.Audit(ctx, id, applied)
+	if err == nil {
+		if lost := r.checkCommittedHi(ctx, "the log audit found"); lost != nil {
+			return nil, lost
+		}
+	}
 	if errors.Is(err, logroom.ErrDiverged) {
 		return nil, fatal(logLost("the log audit found", fmt.Errorf("%w (this member's local state at index %d does not match the room's log; "+
 			"do not start a fresh member or re-create channels to \"fix\" it)", err, applied)))

@@ -276,6 +276,9 @@ func (r *Replica) do(a action) {
 			"old", fmt.Sprintf("0x%x", a.Old), "new", fmt.Sprintf("0x%x", a.New))
 	case aConnected:
 		r.log.Info("zookeeper connected", "session", fmt.Sprintf("0x%x", lp.c.sessionID))
+		// What the ensemble holds may have changed while we were away
+		// (restored from an older copy: lost.go): audit at once.
+		lp.auditSoon = true
 	case aDisconnected:
 		r.log.Warn("zookeeper connection lost; suspended", "state", a.Reason)
 	case aStopAccepting:

@@ -24,8 +24,9 @@ const reseedZ = "reseed"
 // reseedRecord is the data of <room>/reseed (msgpack).
 type reseedRecord struct {
 	V int `msgpack:"v"`
-	// Prev is the czxid of the room incarnation whose members' state the
-	// room was seeded from (0: the room was missing).
+	// Prev is the czxid of the room incarnation the seed's data dir
+	// belonged to (its marker; 0: a data dir without a marker, such as one
+	// roomlog restore built).
 	Prev int64 `msgpack:"prev"`
 	// The seed: the position of the survivor the room continues from.
 	Index    uint64 `msgpack:"index"`
@@ -268,6 +269,17 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 	} else if err != nil {
 		return probeResult{}
 	}
+	// What we know was committed (checkCommittedHi) must be there too.
+	if hi := r.committedHi.Load(); hi > applied {
+		end, err := room.CommittedIndex(ctx, applied)
+		if err != nil {
+			return probeResult{}
+		}
+		if end < hi {
+			return probeResult{reached: true, verdict: logLost(what+" found", fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
+				logroom.ErrDiverged, r.cfg.Room, hi, end, applied))}
+		}
+	}
 	return probeResult{reached: true}
 }
 
@@ -320,4 +332,24 @@ func (r *Replica) checkRoomAtOpen(ctx context.Context) error {
 		return nil // checkMarker decides on a malformed or missing marker
 	}
 	return r.adoptReseed(ctx, m.RoomCzxid, st.Czxid)
+}
+
+// checkCommittedHi: the highest index this member knows committed (its
+// own applies, and the primary's published applied index, which counts
+// only committed entries) must still be in the log. A log that ends below
+// it lost acknowledged entries although it still holds what this member
+// applied (a standby behind the primary when ZooKeeper was restored from
+// an older copy): this member must not take over and write those indexes
+// again. nil when ZooKeeper did not answer (no verdict).
+func (r *Replica) checkCommittedHi(ctx context.Context, what string) error {
+	hi, applied := r.committedHi.Load(), r.applied.Load()
+	if hi <= applied {
+		return nil
+	}
+	end, err := r.room.CommittedIndex(ctx, applied)
+	if err != nil || end >= hi {
+		return nil
+	}
+	return fatal(logLost(what, fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
+		logroom.ErrDiverged, r.cfg.Room, hi, end, applied)))
 }

@@ -288,3 +288,50 @@ func TestRefusedSessionNamed(t *testing.T) {
 	require.Equal(t, last+1, next.Index)
 	cl.waitConverged(next.Index, 20*time.Second)
 }
+
+// TestLaggingStandbyRefusesRolledBackLog: ZooKeeper restored from a copy
+// that still holds everything a lagging standby applied, but not what the
+// primary acknowledged. The standby's own batch is in the log, so only
+// what it knows was committed (the primary's published applied index)
+// tells: it must fail with ErrRoomLost rather than take over and write
+// the lost indexes again with other entries.
+func TestLaggingStandbyRefusesRolledBackLog(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	cl := newCluster(t, ens, func(c *Config) {
+		if c.ID == "m1" {
+			c.Applier = &slowApplier{slow: 40 * time.Millisecond} // lagaware_test.go
+		}
+	})
+	p := cl.open("m0")
+	cl.waitPrimary(30 * time.Second)
+	s := cl.open("m1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var last uint64
+	propose := func(from, to int) {
+		for i := from; i < to; i++ {
+			res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%03d", i), "v"))
+			require.NoError(t, err)
+			last = res.Index
+		}
+	}
+	propose(0, 20)
+	cl.waitConverged(last, 20*time.Second)
+	propose(20, 200)
+	copyAt := last
+	cp, err := ens.CopyData(t.TempDir())
+	require.NoError(t, err)
+	propose(200, 300)
+	// The standby heard of the primary's last index but applied less than
+	// the copy holds.
+	require.Eventually(t, func() bool { return s.committedHi.Load() >= last }, 10*time.Second, 5*time.Millisecond)
+	sApplied := s.Status().Applied
+	require.Less(t, sApplied, copyAt, "the standby lags behind what the copy holds (it applies 40 ms per entry)")
+	require.NoError(t, ens.RestoreData(ctx, cp))
+	for _, r := range []*Replica{p, s} {
+		err := waitFailed(t, r, 20*time.Second, ErrRoomLost)
+		t.Logf("%s: %v", r.ID(), err)
+	}
+	require.Less(t, s.Status().Applied, copyAt, "the standby failed while the log still held what it applied")
+	require.Contains(t, s.Status().Err.Error(), "published index")
+}

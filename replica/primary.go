@@ -544,6 +544,11 @@ func (r *Replica) startTakeover() *takeoverRun {
 			tr.err = err
 			return
 		}
+		// Nor below what we know was committed (lost.go).
+		if err := r.checkCommittedHi(ctx, "the takeover found"); err != nil {
+			tr.err = err
+			return
+		}
 		wcfg.Applied = r.applied.Load()
 		w, err := r.room.NewWriter(ctx, wcfg)
 		if err != nil {

@@ -340,7 +340,11 @@ func comparePrefix(seed, s *survivorStore) error {
 		return fmt.Errorf("%s is at index %d, which %s (at %d) keeps no history record for (more than %d entries behind, or not a batch end): they cannot be compared",
 			s.Dir, sp.Index, seed.Dir, seed.Position.Index, store.HistoryWindow)
 	}
-	if at.Epoch != sp.Epoch || at.Batch != sp.Batch || sp.Batch == (store.BatchRef{}) {
+	if sp.Batch == (store.BatchRef{}) || at.Batch == (store.BatchRef{}) {
+		return fmt.Errorf("%s at index %d or %s records no batch identity there (state written by a release before batch identities): they cannot be compared",
+			s.Dir, sp.Index, seed.Dir)
+	}
+	if at.Epoch != sp.Epoch || at.Batch != sp.Batch {
 		return fmt.Errorf("at index %d %s applied batch %+v of epoch %d, %s batch %+v of epoch %d: they disagree",
 			sp.Index, s.Dir, sp.Batch, sp.Epoch, seed.Dir, at.Batch, at.Epoch)
 	}
@@ -363,8 +367,11 @@ type oldRoomFacts struct {
 func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logroom.RoomInfo, seed *survivorStore, log *slog.Logger) (oldRoomFacts, error) {
 	var f oldRoomFacts
 	root := logroom.RoomPath(cfg.Base, cfg.Room)
-	if rec, ok, err := readReseed(ctx, c, root+"/"+reseedZ); err == nil && ok && info.Czxid != seed.MarkerCzxid &&
-		rec.Prev == seed.MarkerCzxid && samePoint(rec.point(), seed.Position) {
+	// A re-seed from this seed created the room already (a rerun after an
+	// interruption; the seed's marker may have been rewritten already, or
+	// not): only the markers are left to write.
+	if rec, ok, err := readReseed(ctx, c, root+"/"+reseedZ); err == nil && ok && samePoint(rec.point(), seed.Position) &&
+		(seed.MarkerCzxid == rec.Prev || seed.MarkerCzxid == info.Czxid) {
 		f.done = &rec
 		return f, nil
 	}
@@ -391,9 +398,16 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 	if info.Czxid == seed.MarkerCzxid {
 		id := logroom.BatchID{Epoch: seed.Position.Epoch, First: seed.Position.Batch.First, Count: int(seed.Position.Batch.Count), CRC: seed.Position.Batch.CRC}
 		merr := room.MatchLog(ctx, id, seed.Position.Index)
-		if merr == nil && !cfg.Force {
+		// The log reaches the seed contiguously and holds its batch.
+		if merr == nil && cerr == nil && end >= seed.Position.Index && !cfg.Force {
 			return f, fmt.Errorf("%w: room %q (the survivors' incarnation, zxid 0x%x) still holds the seed's position (index %d, batch %v): ZooKeeper lost nothing the seed applied; start the members (or pass Force)",
 				ErrReseedRefused, cfg.Room, info.Czxid, seed.Position.Index, id)
+		}
+		if cerr == nil && end > seed.Position.Index && !cfg.Force {
+			// Written after the loss (or by a member not given): entries
+			// past the seed that no survivor holds would be deleted.
+			return f, fmt.Errorf("%w: room %q's log holds entries %d..%d past the seed's index %d that no given survivor applied (written after ZooKeeper lost data, or applied by a member whose data dir is not among the survivors): "+
+				"add that member's data dir, or pass Force to discard them", ErrReseedRefused, cfg.Room, seed.Position.Index+1, end, seed.Position.Index)
 		}
 		f.what = fmt.Sprintf(", its log ends at %d (%v)", end, merr)
 		return f, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -48,12 +49,22 @@ func TestReseedCommand(t *testing.T) {
 	require.Equal(t, exitUsage, code, "no --from: %s", errs)
 	require.Contains(t, errs, "--from")
 
+	marker := filepath.Join(dir, "roomlog-member.json")
+	before, err := os.ReadFile(marker)
+	require.NoError(t, err)
 	var out reseedJSON
 	cl.json(&out, "reseed", room, "--from", dir, "--session-timeout", "2s")
 	require.Equal(t, last, out.Index)
 	require.Equal(t, "missing", out.Previous)
 	require.Len(t, out.Survivors, 1)
 	require.Equal(t, "seed", out.Survivors[0].Role)
+
+	// Interrupted before the marker was rewritten: a rerun finishes it
+	// (it recognises its own re-seed) instead of refusing.
+	require.NoError(t, os.WriteFile(marker, before, 0o644))
+	var again reseedJSON
+	cl.json(&again, "reseed", room, "--from", dir, "--session-timeout", "2s")
+	require.Equal(t, out.Czxid, again.Czxid, "the same incarnation, not a new one")
 
 	r, err = replica.Open(ctx, cfg)
 	require.NoError(t, err)
