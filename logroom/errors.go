@@ -67,6 +67,11 @@ var (
 	// than the client's (e.g. a world-writable room opened with digest
 	// credentials, which anyone could fence). Nothing was changed.
 	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
+	// ErrRoomLost: the room znode is a tombstone (WriteTombstone): a
+	// member found that ZooKeeper lost the room and recorded it, so that
+	// no member creates the room anew over the lost one. The text says
+	// what was found and how to recover (re-seed).
+	ErrRoomLost = errors.New("logroom: ZooKeeper lost the room")
 	// ErrEntriesRemoved: batches were deleted from a channel that is not
 	// being deleted (acknowledged entries lost from ZooKeeper). It comes
 	// wrapped together with ErrCorrupt.

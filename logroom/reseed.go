@@ -1,6 +1,7 @@
 package logroom
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -151,3 +152,51 @@ func deleteTree(ctx context.Context, c *Client, p string) error {
 // limit): a node with more children has them deleted one subtree at a
 // time first.
 const deleteMultiMax = 1000
+
+// tombstoneMagic starts a tombstone's data: never valid msgpack for a room
+// meta (0x23 '#' is a positive fixint, not a map), and readable text.
+var tombstoneMagic = []byte("#roomlog-room-lost v1\n")
+
+// tombstoneText returns a tombstone's text.
+func tombstoneText(data []byte) (string, bool) {
+	if !bytes.HasPrefix(data, tombstoneMagic) {
+		return "", false
+	}
+	return string(bytes.TrimSpace(data[len(tombstoneMagic):])), true
+}
+
+// MaxTombstoneBytes bounds a tombstone's text.
+const MaxTombstoneBytes = 4096
+
+// WriteTombstone records, where room name's znode is missing, that
+// ZooKeeper lost the room: a persistent znode in its place holding text
+// (what was found, by whom, how to recover). OpenRoom then refuses the
+// name with ErrRoomLost instead of creating an empty room, so a member
+// started on an empty disk cannot begin a new history at index 1 in
+// place of the lost one. A room (or tombstone) already there is left
+// alone (nil). DeleteRoom removes a tombstone (re-seed does).
+func WriteTombstone(ctx context.Context, c *Client, base, name, text string) error {
+	base, err := checkView(base, name)
+	if err != nil {
+		return err
+	}
+	if len(text) > MaxTombstoneBytes {
+		text = text[:MaxTombstoneBytes]
+	}
+	if err := zkx.EnsurePath(ctx, c, base); err != nil {
+		return zkError("logroom: base "+base, err)
+	}
+	root := RoomPath(base, name)
+	data := append(append([]byte(nil), tombstoneMagic...), text...)
+	err = c.Retry(ctx, func() error {
+		_, e := c.Conn().Create(root, data, 0, c.ACL())
+		if errors.Is(e, zk.ErrNodeExists) {
+			return nil
+		}
+		return e
+	})
+	if err != nil {
+		return zkError("logroom: write tombstone "+root, err)
+	}
+	return nil
+}

@@ -243,6 +243,9 @@ func decodeEpochMeta(data []byte) (epochMeta, error) {
 
 func decodeRoomMeta(data []byte) (roomMeta, error) {
 	var m roomMeta
+	if text, ok := tombstoneText(data); ok {
+		return m, fmt.Errorf("%w: %s", ErrRoomLost, text)
+	}
 	if err := checkMsgpack(data, metaMaxDepth); err != nil {
 		return m, fmt.Errorf("%w: room meta: %v", ErrCorrupt, err)
 	}
@@ -363,6 +366,9 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 		return nil, zkError("logroom: open room "+r.root, err)
 	}
 	if _, err := decodeRoomMeta(data); err != nil {
+		if errors.Is(err, ErrRoomLost) {
+			return nil, fmt.Errorf("%w (room %q, znode %s)", err, name, r.root)
+		}
 		if errors.Is(err, ErrUnsupportedVersion) {
 			return nil, fmt.Errorf("%w: room %q (znode %s)", err, name, r.root)
 		}

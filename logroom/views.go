@@ -149,6 +149,9 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 		return RoomInfo{}, zkError("logroom: read room "+root, err)
 	}
 	m, err := decodeRoomMeta(data)
+	if errors.Is(err, ErrRoomLost) {
+		return RoomInfo{Name: name, Path: root, Czxid: st.Czxid}, fmt.Errorf("%w (room %q, znode %s)", err, name, root)
+	}
 	if err != nil {
 		return RoomInfo{}, corruptZnode(name, 0, root, err)
 	}

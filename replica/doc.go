@@ -659,18 +659,36 @@
 //     ErrEntriesRemoved): ErrRoomLost, 1.8 s after the deletion in the
 //     test. The membership keeper and the election line never re-create
 //     the room's directories (KeepDir), so a deleted room stays deleted.
+//   - A member that knows an index was committed (its own applies, and
+//     the primary's published applied index) refuses a log that ends
+//     below it, in the probe, the audit and before a takeover: a standby
+//     that lagged the primary when ZooKeeper was restored from an older
+//     copy still finds its own last batch in the log, but must not take
+//     over and write the lost indexes again with other entries. (Restored
+//     3-server ensembles elect a leader in a new ZooKeeper epoch, whose
+//     zxids pass every old one, so there the members reconnect instead of
+//     being refused; they audit at once on every reconnect.)
 //   - Restarted on its data dir: a member holding state never creates the
 //     room (logroom.RoomOptions.NoCreate). Open refuses with ErrRoomLost
 //     when the room is missing, is another incarnation (not a re-seed of
 //     ours at our position), or its log no longer holds the last batch the
 //     member applied, before it joins or writes anything.
+//   - Tombstone: a member that finds the room missing writes a persistent
+//     znode in its place (logroom.WriteTombstone: text saying who found
+//     what, when, and how to recover). logroom.OpenRoom refuses it with
+//     ErrRoomLost, so a member started on an empty disk after a wipe
+//     cannot begin a new history at index 1 in the lost room's place.
+//     Reseed replaces it; deleting it by hand discards the room.
 //
 // A failed member acknowledges nothing more (a disconnected or failed
 // primary stops accepting), so every acknowledged entry is on some
-// member's disk. Limit: a member that was stopped during the loss and whose
-// state is within what an ensemble restored from an older copy still
-// holds cannot tell: keep every member of the room stopped from the first
-// ErrRoomLost until the re-seed.
+// member's disk. Limits: a member that was stopped during the loss and
+// whose state is within what an ensemble restored from an older copy still
+// holds cannot tell, nor can a standby whose last news of the primary's
+// applied index is older than the copy (the primary publishes it about
+// every MemberUpdateInterval); a wipe under a room whose members were all
+// down leaves no tombstone. Keep every member of the room stopped from the
+// first ErrRoomLost until the re-seed.
 //
 // Re-seed (Reseed; `roomlog reseed ROOM --from DIR,DIR…`): with every
 // member stopped, from their data dirs (opened read-only):

@@ -83,7 +83,9 @@ var (
 	// and acknowledges nothing more; Open refuses with it, before writing
 	// anything. The way back is a re-seed from the members' data dirs
 	// (package doc, "Disaster recovery"; cmd/roomlog reseed).
-	ErrRoomLost = errors.New("replica: ZooKeeper lost the room's data")
+	// It is logroom.ErrRoomLost (a tombstone a member wrote is refused
+	// with it by logroom too).
+	ErrRoomLost = logroom.ErrRoomLost
 	// ErrSessionRefused: the member has been cut off from ZooKeeper for
 	// longer than its session timeout while new sessions reach the
 	// ensemble and find the room intact: every server refuses this

@@ -251,7 +251,11 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 	info, err := logroom.ReadRoomInfo(ctx, c, r.baseOrDefault(), r.cfg.Room)
 	switch {
 	case errors.Is(err, logroom.ErrNoRoom):
-		return probeResult{reached: true, verdict: r.roomGone(what + " found")}
+		verdict := r.roomGone(what + " found")
+		r.tombstone(ctx, c, verdict)
+		return probeResult{reached: true, verdict: verdict}
+	case errors.Is(err, logroom.ErrRoomLost): // another member's tombstone
+		return probeResult{reached: true, verdict: fmt.Errorf("%s found: %w", what, err)}
 	case err != nil:
 		return probeResult{}
 	case info.Czxid != r.roomCzxid:
@@ -298,7 +302,9 @@ func (r *Replica) checkRoomIdentity(ctx context.Context) error {
 	case err != nil:
 		return nil
 	case !ok:
-		return r.roomGone("the log audit found")
+		lost := r.roomGone("the log audit found")
+		r.tombstone(ctx, r.client, lost)
+		return lost
 	case st.Czxid != r.roomCzxid:
 		return r.roomReplaced("the log audit found", st.Czxid)
 	}
@@ -310,28 +316,40 @@ func (r *Replica) checkRoomIdentity(ctx context.Context) error {
 // creates it over a member's state) and, when DataDir's marker names an
 // incarnation, be that one or a re-seed from it at this store's position.
 func (r *Replica) checkRoomAtOpen(ctx context.Context) error {
-	root := logroom.RoomPath(r.baseOrDefault(), r.cfg.Room)
-	if err := zkx.Sync(ctx, r.client, root); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("replica: sync %s: %w", root, err)
-	}
-	var st *zk.Stat
-	var ok bool
-	err := r.client.Retry(ctx, func() error {
-		var e error
-		ok, st, e = r.conn.Exists(root)
-		return e
-	})
-	if err != nil {
-		return fmt.Errorf("replica: stat room %s: %w", root, err)
-	}
-	if !ok {
-		return r.roomGone("Open found")
+	info, err := logroom.ReadRoomInfo(ctx, r.client, r.baseOrDefault(), r.cfg.Room)
+	switch {
+	case errors.Is(err, logroom.ErrNoRoom):
+		lost := r.roomGone("Open found")
+		r.tombstone(ctx, r.client, lost)
+		return lost
+	case errors.Is(err, logroom.ErrRoomLost): // a tombstone
+		return fmt.Errorf("replica: Open found: %w", err)
+	case errors.Is(err, logroom.ErrCorrupt), errors.Is(err, logroom.ErrUnsupportedVersion):
+		return nil // OpenRoom names it
+	case err != nil:
+		return fmt.Errorf("replica: read room: %w", err)
 	}
 	m, err := readMarker(r.cfg.DataDir)
-	if err != nil || m == nil || m.RoomCzxid == st.Czxid {
+	if err != nil || m == nil || m.RoomCzxid == info.Czxid {
 		return nil // checkMarker decides on a malformed or missing marker
 	}
-	return r.adoptReseed(ctx, m.RoomCzxid, st.Czxid)
+	return r.adoptReseed(ctx, m.RoomCzxid, info.Czxid)
+}
+
+// tombstone records found (the room missing) in ZooKeeper through c
+// (logroom.WriteTombstone), so that no member, one on an empty disk
+// included, creates the room anew at index 1 over the lost history. A
+// failure is logged: the verdict stands either way.
+func (r *Replica) tombstone(ctx context.Context, c *logroom.Client, found error) {
+	text := fmt.Sprintf("member %s, holding %d applied entries of this room, found at %s: %v. "+
+		"To recover: stop every member of the room and run `roomlog reseed %s --from <their data dirs>` (it replaces this znode). "+
+		"To discard the room instead: stop its members and delete this znode.",
+		r.cfg.ID, r.applied.Load(), time.Now().UTC().Format(time.RFC3339), found, r.cfg.Room)
+	if err := logroom.WriteTombstone(ctx, c, r.baseOrDefault(), r.cfg.Room, text); err != nil {
+		r.log.Warn("could not record the lost room in ZooKeeper (a tombstone): a member on an empty disk could create the room anew", "err", err)
+		return
+	}
+	r.log.Warn("recorded in ZooKeeper that the room was lost (a tombstone in its place)", "room", r.cfg.Room)
 }
 
 // checkCommittedHi: the highest index this member knows committed (its

@@ -139,11 +139,21 @@ func testDataLoss(t *testing.T, tc lossCase) {
 		require.Contains(t, err.Error(), cl.room)
 	}
 	if tc.name != "restored-from-older-copy" {
+		// Where the room went missing, the members left a tombstone in
+		// its place, not a room.
 		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
 		require.NoError(t, err)
 		_, err = logroom.ReadRoomInfo(ctx, c, "", cl.room)
 		c.Close()
-		require.ErrorIs(t, err, logroom.ErrNoRoom, "a refusing member did not create the room")
+		require.ErrorIs(t, err, logroom.ErrRoomLost, "a tombstone, not a room")
+		require.Contains(t, err.Error(), "roomlog reseed")
+		// A member on an empty disk does not start a new history in the
+		// lost room's place.
+		fresh := cl.config("fresh")
+		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = Open(octx, fresh)
+		ocancel()
+		require.ErrorIs(t, err, ErrRoomLost, "a fresh member refuses the tombstone")
 	}
 
 	// Re-seed from the three data dirs.

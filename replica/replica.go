@@ -280,7 +280,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	r.room, err = logroom.OpenRoom(ctx, r.client, cfg.Room, logroom.RoomOptions{Base: cfg.Base, Logger: cfg.Logger, Metrics: r.m.roomMetrics(),
 		MaxRoomVersion: cfg.MaxRoomVersion, NoCreate: hasState})
 	if hasState && errors.Is(err, logroom.ErrNoRoom) {
-		return nil, r.roomGone("Open found")
+		lost := r.roomGone("Open found")
+		r.tombstone(ctx, r.client, lost)
+		return nil, lost
 	}
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)

@@ -151,6 +151,12 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	switch {
 	case errors.Is(err, logroom.ErrNoRoom):
 		res.Previous = "missing"
+	case errors.Is(err, logroom.ErrRoomLost):
+		// A member's tombstone (it found the room missing): replaced.
+		res.Previous = "a tombstone: " + err.Error()
+		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
+			return res, fmt.Errorf("replica: reseed: delete the tombstone: %w", err)
+		}
 	case err != nil && !errors.Is(err, logroom.ErrCorrupt):
 		return res, fmt.Errorf("replica: reseed: %w", err)
 	default:
