@@ -60,13 +60,21 @@ type archiver struct {
 	done map[uint64]bool
 }
 
+// newArchiverFor returns the archive's state, nil without an archive.
+func newArchiverFor(a archive.Archive) *archiver {
+	if a == nil {
+		return nil
+	}
+	return newArchiver(a)
+}
+
 func newArchiver(a archive.Archive) *archiver {
 	return &archiver{a: a, st: ArchiveStatus{Enabled: true}, done: map[uint64]bool{}}
 }
 
 // ArchiveStatus reports the archive's state (zero without Config.Archive).
 func (r *Replica) ArchiveStatus() ArchiveStatus {
-	ar := r.cfg.archiver
+	ar := r.archiver
 	if ar == nil {
 		return ArchiveStatus{}
 	}
@@ -112,7 +120,7 @@ func (ar *archiver) succeeded(r *Replica, bytes int64) {
 // archived (0: not even the oldest). Without Config.Archive it returns
 // the maximum: deletion is not held.
 func (r *Replica) archiveSweep(ctx context.Context, chans []logroom.ChannelInfo) uint64 {
-	ar := r.cfg.archiver
+	ar := r.archiver
 	if ar == nil {
 		return ^uint64(0)
 	}
@@ -181,6 +189,16 @@ func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin check
 			return err
 		}
 		r.log.Warn("archive: an archived channel is corrupt; archiving it again", "channel", ci.Num, "err", err)
+	}
+	if ci.Deleting {
+		// Its deletion began before it was archived (a primary without
+		// the archive, interrupted): its batches are partly gone and can
+		// never be archived whole. Holding deletion for it would hold the
+		// room for good: let it go, and leave the gap in the archive (a
+		// restore across it is refused as not covered).
+		r.log.Warn("archive: a channel whose deletion began before it was archived cannot be archived; the archive has a gap there",
+			"channel", ci.Num, "first", ci.FirstIndex, "last", ci.LastIndex)
+		return nil
 	}
 	ch, err := r.readChannelForArchive(ctx, origin, ci)
 	if err != nil {

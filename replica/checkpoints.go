@@ -307,7 +307,7 @@ func newerCheckpointRecord(rec, old checkpointRecord) bool {
 // (logged at Warn unless sweep). Never a channel in the middle: the log
 // stays contiguous from the oldest.
 func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) error {
-	if ckpt == 0 && r.cfg.archiver == nil { // archive: sweeps run before the first checkpoint too
+	if ckpt == 0 && r.archiver == nil { // archive: sweeps run before the first checkpoint too
 		return nil
 	}
 	chans, err := r.room.Channels(ctx)

@@ -208,9 +208,6 @@ type Config struct {
 	// room the same archive, so a new primary continues where the last
 	// one stopped. nil: no archive.
 	Archive archive.Archive
-	// archiver is the archive's runtime state, made by withDefaults (it
-	// lives here because Replica's fields are in another owner's file).
-	archiver *archiver
 }
 
 // takeoverLagBound is the bound decideElection applies (0: none).
@@ -380,10 +377,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	// archive: the runtime state of Config.Archive (replica/archive.go).
-	if c.Archive != nil && c.archiver == nil {
-		c.archiver = newArchiver(c.Archive)
 	}
 	return c
 }

@@ -96,6 +96,7 @@ type Replica struct {
 	ckptReq      chan ckptRequest // on-demand checkpoints
 	ckptReady    zkx.Signal       // tells the loop to publish member data
 	committedHi  atomic.Uint64    // highest committed index seen
+	archiver     *archiver        // Config.Archive's state (archive.go); nil without one
 	fatalErr     atomic.Pointer[error]
 	sem          chan struct{}      // proposal slots (MaxPendingProposals)
 	roleCh       chan RoleChange    // buffered; the loop drops the oldest when full
@@ -187,6 +188,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	r := &Replica{
 		live:        newLiveness(),
 		cfg:         cfg,
+		archiver:    newArchiverFor(cfg.Archive),
 		log:         cfg.Logger.With("room", cfg.Room, "member", cfg.ID),
 		storeDir:    filepath.Join(cfg.DataDir, "store"),
 		ckptRoot:    filepath.Join(cfg.DataDir, "checkpoints"),
@@ -598,7 +600,8 @@ func (r *Replica) Status() Status {
 	applied := r.applied.Load()
 	committed := max(r.committedHi.Load(), applied)
 	st := Status{
-		ID: r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
+		Archive: r.ArchiveStatus(),
+		ID:      r.cfg.ID, Room: r.cfg.Room, Role: s.role, Epoch: s.epoch,
 		Applied: applied, Committed: committed, Lag: committed - applied,
 		Observer:  r.cfg.Observer,
 		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: foreign,

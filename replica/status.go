@@ -144,6 +144,9 @@ type Status struct {
 	// whole, no batch deleted from a channel not being deleted; zero:
 	// none yet).
 	Audited time.Time
+	// Archive is the continuous archive's state (Config.Archive; zero
+	// without one): see ArchiveStatus.
+	Archive ArchiveStatus
 
 	// Room version (package doc, "Room version"): the room's version and
 	// the index it applies from, the operator's target (0: none set), and

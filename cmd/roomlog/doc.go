@@ -1,7 +1,9 @@
 // Command roomlog is an operator's inspection tool for roomlog rooms in
 // ZooKeeper, in the spirit of HDFS's offline edits viewer and
-// DistributedLog's tool. It is read-only except for one command,
-// room-version --set, which records a room version target (see "Writes").
+// DistributedLog's tool. It is read-only except for room-version --set,
+// which records a room version target, and reseed, which re-creates a
+// room ZooKeeper lost (see "Writes"); restore writes only a local
+// directory.
 //
 //	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE] [--json] COMMAND [ARGS]
 //
@@ -48,6 +50,20 @@
 //	                       (exit 1, with the last reason); default 0: no
 //	                       wait. --json prints set, previous_target, wait,
 //	                       reached and the status as above
+//	reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR] [--force]
+//	                       [--room-version N] [--session-timeout D]
+//	                       WRITES: re-creates ROOM from its stopped
+//	                       members' data dirs (replica.Reseed; see "Writes");
+//	                       --json prints room, index, from, epoch, czxid,
+//	                       previous, took_ms and survivors (dir, index,
+//	                       epoch, hash, hash_base, batch, marker_czxid,
+//	                       role: seed, adopted, bootstrap or left out, and
+//	                       why). Its own flags ('roomlog reseed -h'); exit 1
+//	                       with the reason when refused (nothing changed)
+//	restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
+//	                       point-in-time restore from an archive into a new
+//	                       local data dir (archive.Restore); no ZooKeeper.
+//	                       Its own flags ('roomlog restore -h')
 //	version                this binary's release, commit, Go version and the
 //	                       room versions it reads and writes (package
 //	                       version); --json prints release, commit, modified,
@@ -64,7 +80,7 @@
 //
 // # Read-only
 //
-// Every command but room-version --set calls only ZooKeeper's read
+// Every command but room-version --set and reseed calls only ZooKeeper's read
 // operations (Get, Children, Exists, Sync). It does not use logroom.OpenRoom, which creates a missing room
 // and base path, and it decodes no znode format itself: each is decoded by
 // the package that owns it, through its read-only views — the room, epoch
@@ -94,6 +110,19 @@
 // every live member past the change, no channel of another room version
 // left; only then may a binary that supports only N join (after a
 // downgrade, an older release).
+//
+// reseed ROOM --from DATADIR,... is the other write, for disaster
+// recovery only (replica package doc, "Disaster recovery"): with every
+// member of the room stopped (their stores are opened read-only; a store
+// a member still runs on is refused), it picks the seed, checks the other
+// survivors are prefixes of its history, waits for the old room's live
+// nodes to expire (refusing, naming them, if they stay), deletes what
+// ZooKeeper still holds under the name (a tombstone, a rolled-back room,
+// after the checks there), creates the room anew with its log at the
+// seed's index + 1, records <room>/reseed and rewrites the survivors'
+// member markers. It refuses, changing nothing, when the survivors
+// disagree (--trust names the seed), when ZooKeeper's room still holds the
+// seed's position, or holds entries no survivor applied (--force).
 //
 // # What verify checks
 //
