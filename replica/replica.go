@@ -315,7 +315,14 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		}
 	}
 	for _, dir := range []string{r.room.Path(membersDir), r.room.Path(electionDir)} {
-		if err := zkx.EnsurePath(ctx, r.client, dir); err != nil {
+		// Only the leaf: the room znode above is never created here (a
+		// room deleted meanwhile is reported, not re-created empty).
+		_, err := zkx.RetryValue(ctx, nil, func() (string, error) { return r.conn.Create(dir, nil, 0, r.acl) })
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+		case errors.Is(err, zk.ErrNoNode):
+			return nil, r.roomGone("Open found (creating " + dir + ")")
+		default:
 			return nil, fmt.Errorf("replica: create %s: %w", dir, err)
 		}
 	}

@@ -124,7 +124,11 @@ func Join(ctx context.Context, c *zkx.Client, dir, id string, data []byte, opts 
 		poke:  zkx.NewSignal(),
 		ackCh: make(chan struct{}),
 	}
-	if err := zkx.EnsurePath(ctx, r.sess, dir); err != nil {
+	ensure := zkx.EnsurePath
+	if opts.KeepDir {
+		ensure = createLeaf // the path above must exist: it is not re-created
+	}
+	if err := ensure(ctx, r.sess, dir); err != nil {
 		r.sess.Close()
 		return nil, fmt.Errorf("membership: join %s: %w", r.Path(), err)
 	}
@@ -694,4 +698,16 @@ func (r *Registration) ensure(ctx context.Context) (*zk.Stat, <-chan zk.Event, e
 			return nil, nil, fmt.Errorf("%w: %w", held, ctx.Err())
 		}
 	}
+}
+
+// createLeaf creates the persistent znode p (nil if it exists) but none
+// of its parents: a missing parent is an error (zk.ErrNoNode).
+func createLeaf(ctx context.Context, sess zkx.Requester, p string) error {
+	_, err := zkx.RetryValue(ctx, nil, func() (string, error) {
+		return sess.Conn().Create(p, nil, 0, sess.ACL())
+	})
+	if errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
 }
