@@ -1,0 +1,744 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/recipe/internal/zkr"
+	"github.com/roomlog/roomlog/recipe/membership"
+	"github.com/roomlog/roomlog/zkx"
+)
+
+// Fence makes the assigner's writes conditional on its tenure: Guard
+// returns ops preceded by the checks (zk.CheckVersionRequest) that hold
+// only while the caller leads, for one Multi. *election.Term and
+// *lock.Lease are Fences. When the Fence also has Done() <-chan struct{}
+// (both have), Run stops as soon as it closes; Err() error, when present,
+// is checked before each write (nothing is sent once it is non-nil);
+// Token() int64, when present, is recorded in every assignment.
+type Fence interface {
+	Guard(ops ...any) []any
+}
+
+// AssignerConfig configures an Assigner.
+type AssignerConfig struct {
+	// Client is the ZooKeeper client (required). The assigner shares its
+	// session and creates nodes with its ACL.
+	Client *zkx.Client
+	// Dir is the recipe's directory (required); missing components are
+	// created (persistent).
+	Dir string
+	// Fence guards every write of the assigner (required): the term of
+	// an election or the lease of a lock the assigner won.
+	Fence Fence
+	// Pick chooses the worker for a task among workers: the live workers
+	// with room (fewer than MaxOpen assignments), least loaded first (ties
+	// by id). It runs on Run's goroutine and must not block. It may
+	// return "" to leave the task waiting; a name not in workers is
+	// treated as "" (and logged). Default: workers[0], the least loaded.
+	Pick func(task Task, workers []string) string
+	// Logger receives the assigner's logs (nil: discard).
+	Logger *slog.Logger
+	// MaxOpen caps the assignments of one worker (its directory's
+	// children). Default DefaultMaxOpen, at most MaxOpenLimit.
+	MaxOpen int
+	// ResultTTL is how long a result stays once the assigner first saw it
+	// (its own monotonic clock: a new assigner starts counting again).
+	// Default DefaultResultTTL.
+	ResultTTL time.Duration
+}
+
+// Validate reports every invalid field at once.
+func (c AssignerConfig) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, fmt.Errorf("%w: Client is nil", ErrBadConfig))
+	}
+	if err := zkr.ValidDir(c.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Dir %q: %v", ErrBadConfig, c.Dir, err))
+	}
+	if c.Fence == nil {
+		errs = append(errs, fmt.Errorf("%w: Fence is nil (every assignment must be fenced)", ErrBadConfig))
+	} else if len(c.Fence.Guard()) == 0 {
+		errs = append(errs, fmt.Errorf("%w: Fence.Guard adds no check", ErrBadConfig))
+	}
+	if c.MaxOpen < 0 || c.MaxOpen > MaxOpenLimit {
+		errs = append(errs, fmt.Errorf("%w: MaxOpen %d not in [0, %d]", ErrBadConfig, c.MaxOpen, MaxOpenLimit))
+	}
+	if c.ResultTTL < 0 {
+		errs = append(errs, fmt.Errorf("%w: ResultTTL %v < 0", ErrBadConfig, c.ResultTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats counts an Assigner's writes that ZooKeeper confirmed.
+type Stats struct {
+	// Assigned: tasks moved from <dir>/tasks to a worker.
+	Assigned int
+	// Reassigned: assignments moved from a worker that is not a member
+	// to another.
+	Reassigned int
+	// Duplicates: task nodes deleted because the same task (same id and
+	// data) was already assigned or finished.
+	Duplicates int
+	// Expired: results deleted after ResultTTL.
+	Expired int
+}
+
+// Assigner is the recipe's master: while its Fence holds, Run assigns
+// waiting tasks to live workers, reassigns the tasks of workers that are
+// gone and expires results.
+type Assigner struct {
+	cfg     AssignerConfig
+	log     *slog.Logger
+	foreign *zkx.ForeignSet
+	running atomic.Bool
+
+	mu    sync.Mutex // guards stats
+	stats Stats
+}
+
+// NewAssigner validates cfg and returns an Assigner; nothing is sent
+// until Run.
+func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxOpen == 0 {
+		cfg.MaxOpen = DefaultMaxOpen
+	}
+	if cfg.ResultTTL == 0 {
+		cfg.ResultTTL = DefaultResultTTL
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("recipe", "tasks", "dir", cfg.Dir)
+	return &Assigner{cfg: cfg, log: log, foreign: zkx.NewForeignSet(log, "task recipe")}, nil
+}
+
+// Foreign returns the nodes the assigner ignores: task, assignment and
+// result nodes that break the format, and task nodes that conflict with
+// an open task of the same id.
+func (a *Assigner) Foreign() []Foreign { return a.foreign.List() }
+
+// Stats returns the counts so far (over every Run).
+func (a *Assigner) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+func (a *Assigner) count(f func(*Stats)) {
+	a.mu.Lock()
+	f(&a.stats)
+	a.mu.Unlock()
+}
+
+// fenceErr is the Fence's own verdict, when it has one.
+func (a *Assigner) fenceErr() error {
+	if f, ok := a.cfg.Fence.(interface{ Err() error }); ok {
+		if err := f.Err(); err != nil {
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+	}
+	return nil
+}
+
+// Run assigns until ctx ends (ctx's error) or the fence is lost (an error
+// wrapping ErrFenced). It first recovers the state it inherits (package
+// doc, "Protocol"), then works on every change of <dir>/tasks,
+// <dir>/results and the membership. A connection loss or a failed
+// request only ends a round: the next round reads everything again
+// before it writes. One Run at a time per Assigner; after the fence is
+// lost, make a new Assigner with the next term's fence.
+func (a *Assigner) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: Run is already running", ErrBadConfig)
+	}
+	defer a.running.Store(false)
+	if err := a.fenceErr(); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var fenceDone <-chan struct{}
+	if f, ok := a.cfg.Fence.(interface{ Done() <-chan struct{} }); ok {
+		fenceDone = f.Done()
+		go func() {
+			select {
+			case <-fenceDone:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+	}
+	r := &round{a: a, sess: zkr.NewSession(a.cfg.Client), wake: zkx.NewSignal(),
+		tasks: map[string]cached[taskRecord]{}, assigns: map[string]cached[assignRecord]{},
+		firstSeen: map[string]time.Time{}, dirs: map[string]bool{}}
+	if f, ok := a.cfg.Fence.(interface{ Token() int64 }); ok {
+		r.token = f.Token()
+	}
+	defer r.sess.Close()
+	err := r.setup(rctx)
+	if err == nil {
+		defer r.watcher.Close()
+		err = r.loop(rctx, fenceDone)
+	}
+	if ferr := a.fenceErr(); ferr != nil {
+		return ferr
+	}
+	if fenceDone != nil {
+		select {
+		case <-fenceDone:
+			return fmt.Errorf("%w: the fence ended", ErrFenced)
+		default:
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// cached is a node read by the assigner, with the Stat it had; a node the
+// assigner wrote is cached from its own write.
+type cached[T any] struct {
+	rec T
+	st  zk.Stat
+	// foreign is the reason it is refused ("" when accepted).
+	foreign string
+}
+
+// round is one Run's state, owned by Run's goroutine.
+type round struct {
+	a       *Assigner
+	sess    *zkr.Session
+	watcher *membership.Watcher
+	wake    zkx.Signal
+	token   int64
+	// sid is the session the last round read in.
+	sid int64
+	// tasksCh and resultsCh are the armed child watches (nil once fired:
+	// the next listing arms a new one).
+	tasksCh, resultsCh <-chan zk.Event
+	// tasks caches <dir>/tasks by name, assigns the assignment nodes by
+	// path: a listed node is read once, until it is no longer listed.
+	tasks   map[string]cached[taskRecord]
+	assigns map[string]cached[assignRecord]
+	// firstSeen: when this Run first listed each result (by name).
+	firstSeen map[string]time.Time
+	// dirs: worker directories known to exist.
+	dirs map[string]bool
+	// again: a write failed on a state that changed under it: run another
+	// round at once.
+	again bool
+}
+
+func (r *round) path(parts ...string) string {
+	p := r.a.cfg.Dir
+	for _, s := range parts {
+		p += "/" + s
+	}
+	return p
+}
+
+func (r *round) setup(ctx context.Context) error {
+	for _, d := range []string{tasksDir, assignDir, resultsDir, workersDir} {
+		if err := zkx.EnsurePath(ctx, r.sess, r.path(d)); err != nil {
+			return fmt.Errorf("tasks: assigner: %w", err)
+		}
+	}
+	w, err := membership.Watch(ctx, r.a.cfg.Client, r.path(workersDir), membership.WatchOptions{
+		OnJoin:  func(membership.Member) { r.wake.Notify() },
+		OnLeave: func(membership.Member) { r.wake.Notify() },
+		Logger:  r.a.cfg.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("tasks: assigner: %w", err)
+	}
+	r.watcher = w
+	return nil
+}
+
+func (r *round) loop(ctx context.Context, fenceDone <-chan struct{}) error {
+	var bo zkx.Backoff
+	for {
+		next, err := r.run(ctx)
+		var wait <-chan time.Time
+		switch {
+		case errors.Is(err, ErrFenced):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			r.a.log.Warn("assigner round failed; reading everything again", "err", err)
+			wait = time.After(bo.Next())
+		case r.again:
+			bo.Reset()
+			continue
+		default:
+			bo.Reset()
+			if next > 0 {
+				wait = time.After(next)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-fenceDone:
+			return ErrFenced
+		case <-r.wake.C():
+		case <-r.tasksCh:
+			r.tasksCh = nil
+		case <-r.resultsCh:
+			r.resultsCh = nil
+		case <-wait:
+		case _, ok := <-r.sess.Events():
+			if !ok {
+				return zkr.ErrClientClosed
+			}
+		}
+	}
+}
+
+// assignment is an accepted assignment node.
+type assignment struct {
+	worker string
+	name   string
+	rec    assignRecord
+	st     zk.Stat
+}
+
+// run is one round: read everything, then write. It returns how long
+// until the next result expires (0: none).
+func (r *round) run(ctx context.Context) (time.Duration, error) {
+	r.again = false
+	if err := r.a.fenceErr(); err != nil {
+		return 0, err
+	}
+	if id := r.sess.ID(); id != r.sid {
+		// A new session may read from a server behind what we saw.
+		if err := zkx.Sync(ctx, r.sess, r.a.cfg.Dir); err != nil {
+			return 0, err
+		}
+		r.sid = id
+	}
+	live := map[string]bool{}
+	for _, m := range r.watcher.Members() {
+		live[m.ID] = true
+	}
+	assigned, load, err := r.readAssignments(ctx)
+	if err != nil {
+		return 0, err
+	}
+	results, err := r.readResults(ctx)
+	if err != nil {
+		return 0, err
+	}
+	waiting, err := r.readTasks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// Duplicates: a task node whose id is assigned or finished (a Submit
+	// that raced a move, or the seed's half-done assignment).
+	kept := waiting[:0]
+	for _, t := range waiting {
+		as, isAssigned := assigned[t.rec.ID]
+		_, isDone := results[t.rec.ID]
+		var same bool
+		var other string
+		switch {
+		case isAssigned:
+			same, other = string(as.rec.Data) == string(t.rec.Data), r.path(assignDir, as.worker, as.name)
+		case isDone:
+			rr, found, err := readResultRecord(ctx, r.sess, r.a.cfg.Dir, t.rec.ID)
+			if err != nil && !errors.Is(err, ErrMalformed) {
+				return 0, err
+			}
+			if !found {
+				// Deleted since the listing (or malformed): the task
+				// node is a new submission once no result is there.
+				r.again = true
+				continue
+			}
+			same, other = rr.sameSum(t.rec.Data), r.path(resultsDir, nodeName(t.rec.ID))
+		default:
+			kept = append(kept, t)
+			continue
+		}
+		p := r.path(tasksDir, nodeName(t.rec.ID))
+		if !same {
+			r.a.foreign.Report(p, "another task of this id with other data is open at "+other+": it waits until that one's result is deleted")
+			continue
+		}
+		ok, err := r.write(ctx, "delete duplicate "+p, &zk.DeleteRequest{Path: p, Version: t.st.Version})
+		delete(r.tasks, nodeName(t.rec.ID))
+		if err != nil || !ok {
+			return 0, err
+		}
+		r.a.count(func(s *Stats) { s.Duplicates++ })
+		r.a.log.Info("deleted a duplicate task node", "path", p, "open", other)
+	}
+	waiting = kept
+	// Reassign the assignments of workers that are not members.
+	var orphans []assignment
+	for _, as := range assigned {
+		if !live[as.worker] {
+			orphans = append(orphans, as)
+		}
+	}
+	sort.Slice(orphans, func(i, j int) bool { return orphans[i].st.Czxid < orphans[j].st.Czxid })
+	for _, as := range orphans {
+		w := r.pick(Task{ID: as.rec.ID, Data: as.rec.Data, Submitted: msTime(as.rec.Submitted)}, live, load)
+		if w == "" {
+			break
+		}
+		ok, err := r.reassign(ctx, as, w)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			continue
+		}
+		load[as.worker]--
+		load[w]++
+	}
+	// Assign the waiting tasks, in submission order.
+	for _, t := range waiting {
+		w := r.pick(Task{ID: t.rec.ID, Data: t.rec.Data, Submitted: msTime(t.rec.Submitted)}, live, load)
+		if w == "" {
+			continue
+		}
+		ok, err := r.assign(ctx, t, w)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			load[w]++
+		}
+	}
+	return r.expire(ctx, results)
+}
+
+// readAssignments lists <dir>/assign and every worker directory in it.
+func (r *round) readAssignments(ctx context.Context) (map[string]assignment, map[string]int, error) {
+	workers, err := zkx.Children(ctx, r.sess, r.path(assignDir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list %s: %w", r.path(assignDir), err)
+	}
+	sort.Strings(workers)
+	assigned := map[string]assignment{}
+	load := map[string]int{}
+	listed := map[string]bool{}
+	dirs := map[string]bool{}
+	for _, w := range workers {
+		wp := r.path(assignDir, w)
+		if err := zkx.ValidName(w); err != nil {
+			r.a.foreign.Report(wp, "not a worker id: "+err.Error())
+			continue
+		}
+		dirs[w] = true
+		names, err := zkx.Children(ctx, r.sess, wp)
+		if errors.Is(err, zk.ErrNoNode) {
+			delete(dirs, w)
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("list %s: %w", wp, err)
+		}
+		for _, n := range names {
+			p := wp + "/" + n
+			listed[p] = true
+			c, ok := r.assigns[p]
+			if !ok {
+				b, st, err := zkx.Get(ctx, r.sess, p)
+				if errors.Is(err, zk.ErrNoNode) {
+					continue
+				}
+				if err != nil {
+					return nil, nil, fmt.Errorf("read %s: %w", p, err)
+				}
+				rec, why := decodeAssign(w, n, b, st)
+				c = cached[assignRecord]{rec: rec, st: *st, foreign: why}
+				r.assigns[p] = c
+			}
+			if c.foreign != "" {
+				r.a.foreign.Report(p, c.foreign)
+				continue
+			}
+			as := assignment{worker: w, name: n, rec: c.rec, st: c.st}
+			if prev, dup := assigned[c.rec.ID]; dup {
+				// Never written by an assigner (each move deletes the
+				// node it moves): keep the later attempt.
+				lo, hi := prev, as
+				if lo.rec.Attempt > hi.rec.Attempt {
+					lo, hi = hi, lo
+				}
+				r.a.foreign.Report(r.path(assignDir, lo.worker, lo.name),
+					fmt.Sprintf("a second assignment of task %s (attempt %d; attempt %d is at %s)", c.rec.ID, lo.rec.Attempt, hi.rec.Attempt, r.path(assignDir, hi.worker, hi.name)))
+				load[lo.worker]++
+				as = hi
+				assigned[c.rec.ID] = as
+				load[as.worker]++
+				continue
+			}
+			assigned[c.rec.ID] = as
+			load[w]++
+		}
+	}
+	for p := range r.assigns {
+		if !listed[p] {
+			delete(r.assigns, p)
+			r.a.foreign.Drop(p)
+		}
+	}
+	r.dirs = dirs
+	return assigned, load, nil
+}
+
+// readResults lists <dir>/results (arming its watch); results are read
+// only when a task node of the same id is waiting.
+func (r *round) readResults(ctx context.Context) (map[string]bool, error) {
+	p := r.path(resultsDir)
+	var names []string
+	var err error
+	if r.resultsCh == nil {
+		names, r.resultsCh, err = zkx.ChildrenW(ctx, r.sess, p)
+	} else {
+		names, err = zkx.Children(ctx, r.sess, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	now := time.Now()
+	listed := map[string]bool{}
+	out := map[string]bool{}
+	for _, n := range names {
+		id, err := parseName(n)
+		if err != nil {
+			r.a.foreign.Report(p+"/"+n, err.Error())
+			continue
+		}
+		listed[n] = true
+		if _, ok := r.firstSeen[n]; !ok {
+			r.firstSeen[n] = now
+		}
+		out[id] = true
+	}
+	for n := range r.firstSeen {
+		if !listed[n] {
+			delete(r.firstSeen, n)
+		}
+	}
+	return out, nil
+}
+
+// waitingTask is an accepted node of <dir>/tasks.
+type waitingTask struct {
+	rec taskRecord
+	st  zk.Stat
+}
+
+// readTasks lists <dir>/tasks (arming its watch) and returns the accepted
+// tasks in creation order.
+func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
+	p := r.path(tasksDir)
+	var names []string
+	var err error
+	if r.tasksCh == nil {
+		names, r.tasksCh, err = zkx.ChildrenW(ctx, r.sess, p)
+	} else {
+		names, err = zkx.Children(ctx, r.sess, p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	listed := map[string]bool{}
+	var out []waitingTask
+	for _, n := range names {
+		listed[n] = true
+		tp := p + "/" + n
+		c, ok := r.tasks[n]
+		if !ok {
+			b, st, err := zkx.Get(ctx, r.sess, tp)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", tp, err)
+			}
+			rec, why := decodeTask(n, b, st)
+			c = cached[taskRecord]{rec: rec, st: *st, foreign: why}
+			r.tasks[n] = c
+		}
+		if c.foreign != "" {
+			r.a.foreign.Report(tp, c.foreign)
+			continue
+		}
+		out = append(out, waitingTask{rec: c.rec, st: c.st})
+	}
+	for n := range r.tasks {
+		if !listed[n] {
+			delete(r.tasks, n)
+			r.a.foreign.Drop(p + "/" + n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].st.Czxid < out[j].st.Czxid })
+	return out, nil
+}
+
+// pick returns the worker for task t ("" to leave it waiting).
+func (r *round) pick(t Task, live map[string]bool, load map[string]int) string {
+	var ws []string
+	for w := range live {
+		if load[w] < r.a.cfg.MaxOpen {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return ""
+	}
+	sort.Slice(ws, func(i, j int) bool {
+		if load[ws[i]] != load[ws[j]] {
+			return load[ws[i]] < load[ws[j]]
+		}
+		return ws[i] < ws[j]
+	})
+	if r.a.cfg.Pick == nil {
+		return ws[0]
+	}
+	w := r.a.cfg.Pick(t, append([]string(nil), ws...))
+	if w == "" {
+		return ""
+	}
+	for _, x := range ws {
+		if x == w {
+			return w
+		}
+	}
+	r.a.log.Warn("Pick returned a worker that is not offered; task left waiting", "task", t.ID, "worker", w)
+	return ""
+}
+
+// ensureDir makes sure <dir>/assign/<w> exists (the worker creates it
+// before it joins; an operator may have deleted it).
+func (r *round) ensureDir(ctx context.Context, w string) error {
+	if r.dirs[w] {
+		return nil
+	}
+	if err := zkx.EnsurePath(ctx, r.sess, r.path(assignDir, w)); err != nil {
+		return err
+	}
+	r.dirs[w] = true
+	return nil
+}
+
+// assign moves task t to worker w: create the assignment and delete the
+// task node (at the version read), in one fenced Multi.
+func (r *round) assign(ctx context.Context, t waitingTask, w string) (bool, error) {
+	if err := r.ensureDir(ctx, w); err != nil {
+		return false, err
+	}
+	name := nodeName(t.rec.ID)
+	tp, ap := r.path(tasksDir, name), r.path(assignDir, w, name)
+	rec := assignRecord{V: formatVersion, ID: t.rec.ID, Data: t.rec.Data, Worker: w, Token: r.token, Attempt: 1, Submitted: t.rec.Submitted}
+	ok, err := r.write(ctx, "assign "+tp+" to "+w,
+		&zk.CreateRequest{Path: ap, Data: zkr.Encode(rec), Acl: r.sess.ACL()},
+		&zk.DeleteRequest{Path: tp, Version: t.st.Version})
+	delete(r.tasks, name)
+	if err != nil || !ok {
+		return false, err
+	}
+	r.a.count(func(s *Stats) { s.Assigned++ })
+	r.a.log.Debug("assigned", "task", t.rec.ID, "worker", w)
+	return true, nil
+}
+
+// reassign moves assignment as (of a worker that is not a member) to w
+// with the next attempt number: delete the old node (at the version
+// read), create the new one, in one fenced Multi.
+func (r *round) reassign(ctx context.Context, as assignment, w string) (bool, error) {
+	if err := r.ensureDir(ctx, w); err != nil {
+		return false, err
+	}
+	op := r.path(assignDir, as.worker, as.name)
+	np := r.path(assignDir, w, as.name)
+	rec := as.rec
+	rec.Worker, rec.Token, rec.Attempt = w, r.token, as.rec.Attempt+1
+	ok, err := r.write(ctx, "reassign "+op+" to "+w,
+		&zk.DeleteRequest{Path: op, Version: as.st.Version},
+		&zk.CreateRequest{Path: np, Data: zkr.Encode(rec), Acl: r.sess.ACL()})
+	delete(r.assigns, op)
+	if err != nil || !ok {
+		return false, err
+	}
+	r.a.count(func(s *Stats) { s.Reassigned++ })
+	r.a.log.Info("reassigned the task of a worker that is gone", "task", as.rec.ID, "from", as.worker, "to", w, "attempt", rec.Attempt)
+	return true, nil
+}
+
+// expire deletes the results first seen more than ResultTTL ago and
+// returns how long until the next one is due (0: none).
+func (r *round) expire(ctx context.Context, results map[string]bool) (time.Duration, error) {
+	var next time.Duration
+	now := time.Now()
+	for id := range results {
+		n := nodeName(id)
+		left := r.a.cfg.ResultTTL - now.Sub(r.firstSeen[n])
+		if left > 0 {
+			if next == 0 || left < next {
+				next = left
+			}
+			continue
+		}
+		p := r.path(resultsDir, n)
+		ok, err := r.write(ctx, "expire "+p, &zk.DeleteRequest{Path: p, Version: -1})
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			r.a.count(func(s *Stats) { s.Expired++ })
+		}
+	}
+	return next, nil
+}
+
+// write runs ops in one Multi behind the Fence's guard. A failed guard is
+// ErrFenced (returned: Run ends). A connection loss is returned too: the
+// round ends and the next one reads back what landed before it writes
+// again (every write deletes the node it consumes at the version read,
+// so a Multi that landed unseen cannot be applied twice). Any other
+// failure (the state changed under the write: a node gone, re-created or
+// foreign) is logged, and another round runs at once.
+func (r *round) write(ctx context.Context, what string, ops ...any) (bool, error) {
+	if err := r.a.fenceErr(); err != nil {
+		return false, err
+	}
+	all := r.a.cfg.Fence.Guard(ops...)
+	k := len(all) - len(ops)
+	res, err := zkr.Do(ctx, r.sess, func() ([]zk.MultiResponse, error) { return r.sess.Conn().Multi(all...) }, nil)
+	if err == nil {
+		return true, nil
+	}
+	if zkx.IsConnLoss(err) || len(res) != len(all) {
+		return false, fmt.Errorf("%s: %w", what, err)
+	}
+	for i := 0; i < k; i++ {
+		if errors.Is(res[i].Error, zk.ErrNoNode) || errors.Is(res[i].Error, zk.ErrBadVersion) {
+			return false, fmt.Errorf("%w: %s refused by ZooKeeper, nothing written: %w", ErrFenced, what, res[i].Error)
+		}
+	}
+	r.a.log.Warn("write failed: the state changed under it; reading again", "what", what, "err", err)
+	r.again = true
+	return false, nil
+}
