@@ -271,8 +271,9 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 // So a task reassigned away from this worker (its session was lost) can
 // no longer be reported by it: ErrReassigned, nothing written. On a
 // connection loss the outcome is resolved by reading back (the result
-// node ours: nil; the assignment still there: sent again). ok and result
-// are the caller's (result at most MaxResultBytes).
+// node ours: nil; the assignment still there: sent again). Reporting an
+// attempt whose result is recorded already is nil and writes nothing. ok
+// and result are the caller's (result at most MaxResultBytes).
 func (w *Worker) Report(ctx context.Context, a Assignment, ok bool, result []byte) error {
 	if a.Worker != w.id || a.czxid == 0 {
 		return fmt.Errorf("%w: report of task %q: not an assignment delivered to worker %s", ErrBadConfig, a.ID, w.id)
