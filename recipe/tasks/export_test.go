@@ -1,6 +1,10 @@
 package tasks
 
-import "github.com/roomlog/roomlog/recipe/internal/zkr"
+import (
+	"github.com/go-zookeeper/zk"
+
+	"github.com/roomlog/roomlog/recipe/internal/zkr"
+)
 
 // EncodeTaskForTest is the data of a task node for id.
 func EncodeTaskForTest(id string, data []byte) []byte {
@@ -10,4 +14,26 @@ func EncodeTaskForTest(id string, data []byte) []byte {
 // EncodeAssignForTest is the data of an assignment node.
 func EncodeAssignForTest(id, worker string, data []byte, attempt int) []byte {
 	return zkr.Encode(assignRecord{V: formatVersion, ID: id, Data: data, Worker: worker, Attempt: attempt})
+}
+
+// AcceptForTest runs the acceptance check of kind ("task", "assign",
+// "result") on a node: the foreign reason, "" when it counts.
+func AcceptForTest(kind, worker, name string, data []byte, owner int64) string {
+	st := &zk.Stat{EphemeralOwner: owner, Czxid: 7}
+	switch kind {
+	case "task":
+		_, why := decodeTask(name, data, st)
+		return why
+	case "assign":
+		_, why := decodeAssign(worker, name, data, st)
+		return why
+	default:
+		_, why := decodeResult(name, data, st)
+		return why
+	}
+}
+
+// EncodeResultForTest is the data of a result node.
+func EncodeResultForTest(id, worker string, attempt int, data []byte) []byte {
+	return zkr.Encode(resultRecord{V: formatVersion, ID: id, Worker: worker, Attempt: attempt, OK: true, Sum: dataSum(data)})
 }

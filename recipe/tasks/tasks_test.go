@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -52,4 +53,37 @@ func TestManyTasks(t *testing.T) {
 	require.False(t, ok)
 	require.Empty(t, children(t, admin, dir+"/results"))
 	require.Empty(t, ra.a.Foreign())
+}
+
+// TestResultTTL: a result nobody deletes is deleted by the assigner
+// ResultTTL after it first saw it; once everything is closed no goroutine
+// of the recipe is left.
+func TestResultTTL(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 30*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	l := newLedger()
+	tw := startWorker(t, recipetest.Dial(t, nil, 4*time.Second), dir, "w1", l, workerOpts{})
+	ra := runAssigner(t, tasks.AssignerConfig{Client: admin, Dir: dir, Fence: leaseFence(t, admin, dir+"-lock"), ResultTTL: 700 * time.Millisecond})
+	require.NoError(t, tasks.Submit(ctx, admin, dir, "x", []byte("d")))
+	start := time.Now()
+	_, err := tasks.WaitResult(ctx, admin, dir, "x")
+	require.NoError(t, err)
+	recipetest.Eventually(t, 10*time.Second, "the result expires", func() bool {
+		_, ok, err := tasks.ReadResult(ctx, admin, dir, "x")
+		require.NoError(t, err)
+		return !ok
+	})
+	require.GreaterOrEqual(t, time.Since(start), 700*time.Millisecond)
+	require.Equal(t, 1, ra.a.Stats().Expired)
+	// The id is free again: a new submission runs again.
+	require.NoError(t, tasks.Submit(ctx, admin, dir, "x", []byte("other")))
+	r, err := tasks.WaitResult(ctx, admin, dir, "x")
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Attempt)
+
+	ra.cancel()
+	require.ErrorIs(t, ra.wait(t, 10*time.Second), context.Canceled)
+	tw.stop()
+	recipetest.NoLeaks(t, pkgTasks)
 }
