@@ -396,3 +396,38 @@ func TestLostAnswers(t *testing.T) {
 		require.True(t, r.OK)
 	})
 }
+
+// TestDeliveryAcrossSessions: a disconnection within the session delivers
+// nothing again; after a session expiry (no other worker to take the
+// task) the assignment still there is delivered again, same attempt, and
+// its Report is accepted.
+func TestDeliveryAcrossSessions(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	l := newLedger()
+	p := recipetest.DialProxiedSession(t, 3*time.Second)
+	w1 := startWorker(t, p.Client, dir, "w1", l, workerOpts{hold: func(tasks.Assignment) bool { return true }})
+	runAssigner(t, tasks.AssignerConfig{Client: admin, Dir: dir, Fence: leaseFence(t, admin, dir+"-lock")})
+	require.NoError(t, tasks.Submit(ctx, admin, dir, "x", []byte("d")))
+	a := <-w1.held
+	p.Disconnect(t)
+	select {
+	case again := <-w1.held:
+		t.Fatalf("delivered again after a reconnection in the same session: %+v", again)
+	case <-time.After(time.Second):
+	}
+	p.Expire(t)
+	select {
+	case again := <-w1.held:
+		require.Equal(t, a.ID, again.ID)
+		require.Equal(t, a.Attempt, again.Attempt, "the same attempt, delivered again in the new session")
+		require.NoError(t, w1.w.Report(ctx, again, true, []byte("done-x")))
+	case <-time.After(15 * time.Second):
+		t.Fatal("not delivered again after the session expired")
+	}
+	r, err := tasks.WaitResult(ctx, admin, dir, "x")
+	require.NoError(t, err)
+	require.Equal(t, "w1", r.Worker)
+	l.check(t)
+}
