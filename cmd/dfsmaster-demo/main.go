@@ -29,6 +29,7 @@ func subcommands() []subcommand {
 		{"serve", "run one namespace master (a roomlog replica behind the HTTP API)", runServe},
 		{"pair", "demo: a primary/standby pair on a local ZooKeeper survives kill -9", runPair},
 		{"ctl", "command-line client for a master's HTTP API", runCtl},
+		{"chunkserver", "a simulated chunk server: executes the masters' re-replication tasks (recipe/tasks worker)", runChunkServer},
 		{"restore", "point-in-time restore of the namespace from an --archive into a new data dir", runRestore}, // archive (issue 27)
 		{"version", "print the release, commit, Go version and room versions (also --version)", runVersion},
 	}

@@ -82,7 +82,11 @@ type pairResult struct {
 	SessionTimeoutMS int64  `json:"session_timeout_ms"`
 	ZKServers        int    `json:"zk_servers"`
 	ACL              bool   `json:"acl"` // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
-	Error            string `json:"error,omitempty"`
+	// Chunk servers (--chunkservers): how many, killed, blocks placed,
+	// re-replication tasks done (and done twice), blocks left
+	// under-replicated at the end.
+	chunkResult
+	Error string `json:"error,omitempty"`
 }
 
 type pairConfig struct {
@@ -97,6 +101,7 @@ type pairConfig struct {
 	bin             string
 	acl             bool   // generate digest credentials in the work dir
 	digestFile      string // the operator's credentials file (--zk-digest-file), "" for none
+	chunkServers    int    // chunk-server processes (0: none)
 }
 
 func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -111,6 +116,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.workers, "workers", defaultPairWorkers, "concurrent writers")
 	fs.IntVar(&cfg.checkpointEvery, "checkpoint-every", defaultPairCheckpoint, "masters checkpoint every N entries (and the primary then deletes covered channels)")
 	fs.StringVar(&cfg.room, "room", "", "room name (default: a fresh random one)")
+	fs.IntVar(&cfg.chunkServers, "chunkservers", 4, "chunk-server processes; one is killed with kill -9 before the primary and the masters re-replicate its blocks (0: none; else at least 4)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temp dir (data dirs and the masters' logs) for inspection")
 	fs.BoolVar(&cfg.acl, "acl", false, "create ZooKeeper digest credentials (random password) in the work dir and run both masters with them: "+
 		"every znode of the room gets a digest ACL; the demo checks that a client without them is refused")
@@ -131,6 +137,9 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.zkServers != 1 && cfg.zkServers != 3 {
 		bad = append(bad, "--zk-servers must be 1 or 3")
+	}
+	if cfg.chunkServers != 0 && (cfg.chunkServers < chunkRF+1 || cfg.chunkServers > 64) {
+		bad = append(bad, fmt.Sprintf("--chunkservers %d: 0, or %d..64 (blocks are placed on %d, and one server is killed)", cfg.chunkServers, chunkRF+1, chunkRF))
 	}
 	if cfg.sessionTimeout <= 0 || cfg.phase <= 0 || cfg.workers <= 0 {
 		bad = append(bad, "--session-timeout, --phase and --workers must be positive")
@@ -321,6 +330,17 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 			return res, err
 		}
 	}
+	var chunks *pairChunks
+	if p.cfg.chunkServers > 0 {
+		if chunks, err = p.startChunks(ctx, p.cfg.chunkServers); err != nil {
+			return res, err
+		}
+		defer func() {
+			if werr := chunks.stopWriter(); werr != nil && err == nil {
+				err = werr
+			}
+		}()
+	}
 
 	// 3. Workload, with a progress line every second.
 	p.step("workload: %d writers doing mkdir/create/addblock/rename/delete through the Go client (every acknowledged op is recorded)", p.cfg.workers)
@@ -347,6 +367,14 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		stopWriters()
 	}()
 
+	if chunks != nil {
+		// Half way: a chunk server dies; the primary re-replicates its
+		// blocks (and the next primary finishes what is left).
+		if err := sleepCtx(ctx, p.cfg.phase/2); err != nil {
+			return res, interrupted(ctx)
+		}
+		chunks.kill("cs2")
+	}
 	if err := sleepCtx(ctx, p.cfg.phase); err != nil {
 		return res, interrupted(ctx)
 	}
@@ -408,6 +436,16 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	if err := writersFailed(writers); err != nil {
 		return res, err
 	}
+	if chunks != nil {
+		if err := chunks.stopWriter(); err != nil {
+			return res, err
+		}
+		// Re-replication finishes before the masters are compared: it
+		// proposes to the log until every block is back.
+		if err := chunks.check(ctx, p.addr(survivor), 0, &res.chunkResult); err != nil {
+			return res, err
+		}
+	}
 	final, statuses, err := p.converge(ctx)
 	if err != nil {
 		return res, err
@@ -459,6 +497,9 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		p.out.printf("      lost: %s\n", line)
 	}
 	res.OK = res.OpsLost == 0 && res.Mismatches == 0 && res.OpsUnknown == 0 && res.HashesEqual && res.Replicas == 2 && res.FailoverMS > 0
+	if chunks != nil {
+		res.OK = res.OK && res.TasksDoneTwice == 0 && res.BlocksUnderReplicated == 0 && res.RereplicationTasks > 0
+	}
 	return res, nil
 }
 
@@ -523,6 +564,9 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 		"--checkpoint-every", fmt.Sprint(p.cfg.checkpointEvery), "--checkpoint-token-file", p.tokenFile}
 	if p.digestFile != "" {
 		args = append(args, "--zk-digest-file", p.digestFile)
+	}
+	if p.cfg.chunkServers > 0 {
+		args = append(args, "--chunkservers")
 	}
 	st := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)

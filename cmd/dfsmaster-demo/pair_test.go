@@ -123,7 +123,18 @@ func TestPairDemo(t *testing.T) {
 	}
 	require.NotContains(t, generic, "ops_unknown_landed", "unknown outcomes are resolved by retrying, not by reading")
 	require.Contains(t, generic, "acl")
+	for _, k := range []string{"chunkservers", "chunkservers_killed", "rereplication_tasks", "tasks_done_twice", "blocks_under_replicated"} {
+		require.Contains(t, generic, k)
+	}
 	require.True(t, res.OK, out)
+	// A chunk server killed before the primary: every block it held is
+	// back at its replication factor, across the failover, no task twice.
+	require.Equal(t, 4, res.ChunkServers)
+	require.Equal(t, 1, res.ChunkServersKilled)
+	require.Positive(t, res.BlocksPlaced)
+	require.Positive(t, res.RereplicationTasks)
+	require.Zero(t, res.TasksDoneTwice)
+	require.Zero(t, res.BlocksUnderReplicated)
 	require.Zero(t, res.OpsLost)
 	require.Zero(t, res.Mismatches)
 	// Every attempt with an unknown outcome (the requests in flight at the

@@ -37,6 +37,13 @@ type child struct {
 // startChild runs bin with args, appending its stderr and stdout to
 // logPath, and waits (bounded by ctx) until it prints its serving line.
 func startChild(ctx context.Context, sp *spawn.Spawner, name, bin string, args []string, logPath string) (*child, error) {
+	return startChildWith(ctx, sp, name, bin, args, logPath, servingPrefix, nil)
+}
+
+// startChildWith is startChild for a child that announces itself with
+// ready (the rest of that line, up to a space, is its addr) and whose
+// stdout lines also go to onLine (when set), from the reading goroutine.
+func startChildWith(ctx context.Context, sp *spawn.Spawner, name, bin string, args []string, logPath, ready string, onLine func(string)) (*child, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -70,7 +77,10 @@ func startChild(ctx context.Context, sp *spawn.Spawner, name, bin string, args [
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintf(logf, "stdout: %s\n", line)
-			if rest, ok := strings.CutPrefix(line, servingPrefix); ok && !sent {
+			if onLine != nil {
+				onLine(line)
+			}
+			if rest, ok := strings.CutPrefix(line, ready); ok && !sent {
 				addr, _, _ := strings.Cut(rest, " ")
 				addrCh <- addr
 				sent = true

@@ -112,6 +112,9 @@ type serveConfig struct {
 	// replica.Config.Archive with archive.OpenDir): give every master of
 	// the room the same one.
 	ArchiveDir string
+	// ChunkServers: as primary, control the room's chunk servers
+	// (rereplicate.go: lost servers, re-replication tasks). --chunkservers.
+	ChunkServers bool
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -131,6 +134,10 @@ type master struct {
 	addr    string               // advertised address
 	served  chan error           // receives the HTTP server's exit (buffered, once)
 	log     *slog.Logger
+	// rr and rrClient: the chunk-server controller and its session
+	// (--chunkservers), nil without.
+	rr       *rereplicator
+	rrClient *logroom.Client
 }
 
 // metricsPath is where every master serves its Prometheus metrics.
@@ -234,6 +241,19 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		rep:     rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1), reg: reg,
 		srv: newHTTPServer(h, log),
 	}
+	if cfg.ChunkServers {
+		// Its own ZooKeeper session for the recipes (the replica's is
+		// the replica's).
+		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
+			Logger: log.With("component", "chunk")})
+		if err != nil {
+			adapter.Close()
+			ln.Close()
+			return nil, errors.Join(fmt.Errorf("serve: chunk servers: %w", err), rep.Close())
+		}
+		m.rrClient = c
+		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, log.With("component", "rereplicate"))
+	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
 	return m, nil
 }
@@ -321,6 +341,11 @@ func (m *master) Addr() string { return m.addr }
 // never used). Idempotent.
 func (m *master) Close() error {
 	var errs []error
+	if m.rr != nil {
+		m.rr.Close()
+		m.rrClient.Close()
+		m.rr = nil
+	}
 	m.handOff()
 	m.adapter.Close()
 	if err := m.rep.Close(); err != nil {
@@ -405,6 +430,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	handoff := fs.Duration("handoff-timeout", 2*time.Second, "on SIGINT/SIGTERM a primary first hands its role to the most caught-up standby, for at most this long (0: it just leaves)")
 	archiveDir := fs.String("archive", "", "`DIR`: archive every sealed channel and checkpoint there before a channel is deleted (the same directory for every master of the room; restore with 'dfsmaster-demo restore')")
 	observer := fs.Bool("observer", false, "join as an observer: apply the log, serve reads and checkpoints, never become primary")
+	chunk := fs.Bool("chunkservers", false, "as primary, control the room's chunk servers ('dfsmaster-demo chunkserver'): a lost server's blocks are re-replicated through recipe/tasks")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -477,7 +503,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
-			Observer: *observer, ArchiveDir: *archiveDir,
+			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

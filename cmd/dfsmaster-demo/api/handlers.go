@@ -30,6 +30,10 @@ type (
 	AddBlockRequest struct {
 		Path string `json:"path"`
 		Size *int64 `json:"size"` // required, >= 0
+		// Servers: the chunk servers the client wrote the block to (its
+		// placement, namespace.Placement); optional. Proposed only in a
+		// room at room version 2 or more (every master reads it).
+		Servers []string `json:"servers,omitempty"`
 	}
 	RenameRequest struct {
 		Src string `json:"src"`
@@ -121,7 +125,14 @@ func addBlockCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespa
 	if req.Size == nil {
 		return namespace.Command{}, badRequest("addblock: size is required")
 	}
-	return namespace.Command{Op: namespace.OpAddBlock, Path: req.Path, Size: *req.Size}, nil
+	if len(req.Servers) > 0 {
+		// The placement is a command field masters of v0.1.0 refuse: it
+		// is written only where every master reads it.
+		if rv := s.m.Status().RoomVersion; rv < 2 {
+			return namespace.Command{}, badRequest("addblock: servers (a block placement) need the room at room version 2 or more, not %d: raise it with `roomlog room-version ROOM --set 2`", rv)
+		}
+	}
+	return namespace.Command{Op: namespace.OpAddBlock, Path: req.Path, Size: *req.Size, Servers: req.Servers}, nil
 }
 
 func renameCommand(s *Server, w http.ResponseWriter, r *http.Request) (namespace.Command, *httpError) {
@@ -462,6 +473,44 @@ func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, StatResponse{Index: v.Index(), Info: info})
+}
+
+// PlacementsResponse is GET /v1/placements: every block placement (the
+// chunk servers holding each placed block) and how many blocks have fewer
+// servers than their replication factor.
+type PlacementsResponse struct {
+	Index           uint64                `json:"index"`
+	Placements      []namespace.Placement `json:"placements"`
+	UnderReplicated int                   `json:"under_replicated"`
+}
+
+func (s *Server) handlePlacements(w http.ResponseWriter, r *http.Request) {
+	_, minIndex, herr := readQuery(r, "min_index")
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	v, herr := s.view(r, minIndex)
+	if herr != nil {
+		s.fail(w, r, herr)
+		return
+	}
+	defer v.Close()
+	ps, err := namespace.Placements(v)
+	if err != nil {
+		s.fail(w, r, namespaceError(err, 0))
+		return
+	}
+	out := PlacementsResponse{Index: v.Index(), Placements: ps}
+	if out.Placements == nil {
+		out.Placements = []namespace.Placement{}
+	}
+	for _, p := range ps {
+		if p.UnderReplicated() {
+			out.UnderReplicated++
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleHash(w http.ResponseWriter, r *http.Request) {

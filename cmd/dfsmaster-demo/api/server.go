@@ -126,17 +126,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, m: cfg.Master, page: page, metrics: met}
 	s.routes = map[string]route{
-		"/":            {http.MethodGet, s.handlePage},
-		"/v1/mkdir":    {http.MethodPost, s.mutation(mkdirCommand)},
-		"/v1/create":   {http.MethodPost, s.mutation(createCommand)},
-		"/v1/addblock": {http.MethodPost, s.mutation(addBlockCommand)},
-		"/v1/rename":   {http.MethodPost, s.mutation(renameCommand)},
-		"/v1/delete":   {http.MethodPost, s.mutation(deleteCommand)},
-		"/v1/ls":       {http.MethodGet, s.handleLs},
-		"/v1/stat":     {http.MethodGet, s.handleStat},
-		"/v1/status":   {http.MethodGet, s.handleStatus},
-		"/v1/hash":     {http.MethodGet, s.handleHash},
-		"/v1/health":   {http.MethodGet, s.handleHealth},
+		"/":              {http.MethodGet, s.handlePage},
+		"/v1/mkdir":      {http.MethodPost, s.mutation(mkdirCommand)},
+		"/v1/create":     {http.MethodPost, s.mutation(createCommand)},
+		"/v1/addblock":   {http.MethodPost, s.mutation(addBlockCommand)},
+		"/v1/rename":     {http.MethodPost, s.mutation(renameCommand)},
+		"/v1/delete":     {http.MethodPost, s.mutation(deleteCommand)},
+		"/v1/ls":         {http.MethodGet, s.handleLs},
+		"/v1/stat":       {http.MethodGet, s.handleStat},
+		"/v1/status":     {http.MethodGet, s.handleStatus},
+		"/v1/hash":       {http.MethodGet, s.handleHash},
+		"/v1/placements": {http.MethodGet, s.handlePlacements},
+		"/v1/health":     {http.MethodGet, s.handleHealth},
 	}
 	return s, nil
 }

@@ -218,6 +218,22 @@ func (c *Client) AddBlock(ctx context.Context, path string, size int64, opts ...
 	return c.mutate(ctx, "/v1/addblock", api.AddBlockRequest{Path: path, Size: &size}, opts)
 }
 
+// AddBlockOn is AddBlock recording the chunk servers the block was
+// written to (its placement; the room must be at room version 2 or more).
+func (c *Client) AddBlockOn(ctx context.Context, path string, size int64, servers []string, opts ...MutationOption) (MutationResult, error) {
+	return c.mutate(ctx, "/v1/addblock", api.AddBlockRequest{Path: path, Size: &size, Servers: servers}, opts)
+}
+
+// Placements returns the block placements (GET /v1/placements).
+func (c *Client) Placements(ctx context.Context, minIndex uint64) (api.PlacementsResponse, error) {
+	var out api.PlacementsResponse
+	q := url.Values{}
+	if minIndex > 0 {
+		q.Set("min_index", strconv.FormatUint(minIndex, 10))
+	}
+	return out, c.do(ctx, http.MethodGet, "/v1/placements", q, nil, &out)
+}
+
 // Rename moves a file or a directory.
 func (c *Client) Rename(ctx context.Context, src, dst string, opts ...MutationOption) (MutationResult, error) {
 	return c.mutate(ctx, "/v1/rename", api.RenameRequest{Src: src, Dst: dst}, opts)

@@ -35,6 +35,10 @@ func applyCommand(b Batch, entry []byte) (Response, error) {
 		err = rename(b, c)
 	case OpDelete:
 		err = remove(b, c)
+	case OpAddReplica:
+		err = addReplica(b, c)
+	case OpLoseServer:
+		err = loseServer(b, c)
 	default:
 		// DecodeCommand validated the op.
 		panic(fmt.Sprintf("namespace: validated command has op %d", c.Op))
@@ -201,6 +205,11 @@ func addBlock(b Batch, c Command) (uint64, error) {
 	if err := b.Set(key, encodeBlock(Block{ID: id, Size: c.Size})); err != nil {
 		return 0, fmt.Errorf("namespace: set %q: %w", key, err)
 	}
+	if len(c.Servers) > 0 {
+		if err := setPlacement(b, Placement{Block: id, RF: t.rec.Replication, Servers: c.Servers}); err != nil {
+			return 0, err
+		}
+	}
 	t.rec.Blocks++
 	t.rec.Size += c.Size
 	return id, setRecord(b, t.parent, t.name, t.rec)
@@ -256,6 +265,9 @@ func remove(b Batch, c Command) error {
 		}
 	} else {
 		lo, hi := blocksRange(t.rec.ID)
+		if err := deletePlacements(b, lo, hi); err != nil {
+			return err
+		}
 		if err := deleteRange(b, lo, hi); err != nil {
 			return err
 		}
@@ -293,6 +305,9 @@ func deleteTree(b Batch, dir uint64) error {
 		}
 		for _, f := range files {
 			blo, bhi := blocksRange(f)
+			if err := deletePlacements(b, blo, bhi); err != nil {
+				return err
+			}
 			if err := deleteRange(b, blo, bhi); err != nil {
 				return err
 			}

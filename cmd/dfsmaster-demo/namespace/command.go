@@ -34,6 +34,10 @@ const (
 	OpAddBlock Op = 3
 	OpRename   Op = 4
 	OpDelete   Op = 5
+	// Block placement (replicas.go): proposed only by a master with chunk
+	// servers, which needs every master of the room at this release.
+	OpAddReplica Op = 6
+	OpLoseServer Op = 7
 )
 
 func (o Op) String() string {
@@ -48,6 +52,10 @@ func (o Op) String() string {
 		return "rename"
 	case OpDelete:
 		return "delete"
+	case OpAddReplica:
+		return "addreplica"
+	case OpLoseServer:
+		return "loseserver"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -62,24 +70,33 @@ type Command struct {
 	Recursive   bool   `msgpack:"recursive,omitempty"`   // delete
 	Replication int    `msgpack:"replication,omitempty"` // create
 	Size        int64  `msgpack:"size,omitempty"`        // addblock
+	// Servers (addblock): the chunk servers the block is placed on (its
+	// placement record is written); omitted without chunk servers.
+	Servers []string `msgpack:"servers,omitempty"`
+	Block   uint64   `msgpack:"block,omitempty"`  // addreplica
+	Server  string   `msgpack:"server,omitempty"` // addreplica, loseserver
 }
 
 // Validate checks everything about c that does not depend on the namespace
 // state: a known op, valid paths, numbers in range, no field of another op.
 // The error wraps ErrInvalidPath or ErrBadRequest.
 func (c Command) Validate() error {
-	var may struct{ dst, parents, recursive, replication, size bool }
+	var may struct{ dst, parents, recursive, replication, size, servers, block, server bool }
 	switch c.Op {
 	case OpMkdir:
 		may.parents = true
 	case OpCreate:
 		may.replication = true
 	case OpAddBlock:
-		may.size = true
+		may.size, may.servers = true, true
 	case OpRename:
 		may.dst = true
 	case OpDelete:
 		may.recursive = true
+	case OpAddReplica:
+		may.block, may.server = true, true
+	case OpLoseServer:
+		may.server = true
 	default:
 		return reject(ErrBadRequest, "unknown op %d", uint8(c.Op))
 	}
@@ -92,10 +109,28 @@ func (c Command) Validate() error {
 		{"recursive", c.Recursive, may.recursive},
 		{"replication", c.Replication != 0, may.replication},
 		{"size", c.Size != 0, may.size},
+		{"servers", len(c.Servers) != 0, may.servers},
+		{"block", c.Block != 0, may.block},
+		{"server", c.Server != "", may.server},
 	} {
 		if f.set && !f.valid {
 			return reject(ErrBadRequest, "%s: field %q does not apply", c.Op, f.name)
 		}
+	}
+	switch c.Op {
+	case OpAddReplica, OpLoseServer:
+		if c.Path != "" {
+			return reject(ErrBadRequest, "%s: field %q does not apply", c.Op, "path")
+		}
+	}
+	switch c.Op {
+	case OpAddReplica:
+		if c.Block == 0 {
+			return reject(ErrBadRequest, "addreplica: block 0")
+		}
+		return validServer("addreplica", c.Server)
+	case OpLoseServer:
+		return validServer("loseserver", c.Server)
 	}
 	if err := ValidatePath(c.Path); err != nil {
 		return fmt.Errorf("%s: %w", c.Op, err)
@@ -108,6 +143,9 @@ func (c Command) Validate() error {
 	case OpAddBlock:
 		if c.Size < 0 || c.Size > MaxBlockSize {
 			return reject(ErrBadRequest, "addblock %s: size %d out of range [0, %d]", c.Path, c.Size, int64(MaxBlockSize))
+		}
+		if err := validServers("addblock "+c.Path, c.Servers); err != nil {
+			return err
 		}
 	case OpRename:
 		if err := ValidatePath(c.Dst); err != nil {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/recipe/tasks"
+)
+
+// chunkDonePrefix starts the line a chunk server prints on stdout for each
+// task it reported: "<prefix><task id> attempt=<n> ok=<bool>". The pair
+// demo counts them (a task reported by two servers would be done twice).
+const chunkDonePrefix = "dfsmaster-demo: chunk task done "
+
+// chunkServingPrefix starts the line a chunk server prints once it joined.
+const chunkServingPrefix = "dfsmaster-demo: chunkserver joined "
+
+const chunkUsage = `usage: dfsmaster-demo chunkserver --zk host:port[,...] --room NAME --id ID [flags]
+
+A simulated chunk server: it registers as a worker of the room's chunk-server
+task directory (recipe/tasks; membership is its ZooKeeper session) and executes
+the re-replication tasks the primary master assigns to it ("copy block B from a
+holder"): it waits --copy-time, then reports success. Kill it (kill -9) to make
+the master re-replicate the blocks it held.
+
+flags:
+`
+
+func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chunkserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, chunkUsage); fs.PrintDefaults() }
+	zkServers := fs.String("zk", envOr("ZK", "127.0.0.1:2181"), "ZooKeeper servers, comma-separated host:port (env ZK)")
+	room := fs.String("room", "dfs", "room name (the masters')")
+	id := fs.String("id", "", "this chunk server's id (required; a znode name)")
+	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password")
+	session := fs.Duration("session-timeout", 2*time.Second, "ZooKeeper session timeout (how soon a killed server is noticed)")
+	copyTime := fs.Duration("copy-time", 20*time.Millisecond, "simulated time to copy one block")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	var bad []string
+	if fs.NArg() > 0 {
+		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	if *id == "" {
+		bad = append(bad, "--id is required")
+	}
+	if err := logroom.ValidateName(*room); err != nil {
+		bad = append(bad, fmt.Sprintf("--room: %v", err))
+	}
+	servers := logroom.SplitServers(*zkServers)
+	if len(servers) == 0 {
+		bad = append(bad, "--zk: no servers")
+	}
+	if *copyTime < 0 || *copyTime > time.Minute {
+		bad = append(bad, fmt.Sprintf("--copy-time %v: must be within [0, 1m]", *copyTime))
+	}
+	var auth *logroom.Digest
+	if *digestFile != "" {
+		var err error
+		if auth, err = logroom.LoadDigestFile(*digestFile); err != nil {
+			bad = append(bad, fmt.Sprintf("--zk-digest-file: %v", err))
+		}
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: %s\n", strings.Join(bad, "; "))
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("chunkserver", *id)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Logger: log})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: %v\n", err)
+		return exitError
+	}
+	defer c.Close()
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	w, err := tasks.JoinWorker(jctx, c, chunkDir(*room), *id, tasks.WorkerOptions{Logger: log})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: join: %v\n", err)
+		return exitError
+	}
+	defer w.Close()
+	fmt.Fprintf(stdout, "%s%s room=%s\n", chunkServingPrefix, *id, *room)
+	for {
+		select {
+		case <-ctx.Done():
+			return exitOK
+		case a, ok := <-w.Assignments():
+			if !ok {
+				fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: the worker stopped\n")
+				return exitError
+			}
+			var t rrTask
+			okTask := json.Unmarshal(a.Data, &t) == nil && t.Block > 0
+			if sleepCtx(ctx, *copyTime) != nil {
+				return exitOK
+			}
+			result := fmt.Sprintf("copied block %d", t.Block)
+			if !okTask {
+				result = "not a re-replication task"
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := w.Report(rctx, a, okTask, []byte(result))
+			cancel()
+			if err != nil {
+				log.Warn("report failed (the task was reassigned, or ZooKeeper is unreachable)", "task", a.ID, "err", err)
+				continue
+			}
+			fmt.Fprintf(stdout, "%s%s attempt=%d ok=%v\n", chunkDonePrefix, a.ID, a.Attempt, okTask)
+		}
+	}
+}
