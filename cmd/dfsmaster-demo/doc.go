@@ -186,7 +186,7 @@
 //
 //	dfsmaster-demo pair [--zk host:port,...] [--zk-servers 1|3] [--session-timeout 2s]
 //	    [--phase 4s] [--workers 4] [--checkpoint-every 500] [--room NAME] [--keep]
-//	    [--acl | --zk-digest-file FILE]
+//	    [--acl | --zk-digest-file FILE] [--chunkservers 4]
 //
 // Protocol:
 //
@@ -213,6 +213,15 @@
 //     per second shows acked ops, the rate, the operations resolved by
 //     retry (and how many of those were replayed) and each master's role
 //     and applied index.
+//     With --chunkservers N (default 4; 0: none), before the workload: the
+//     masters run serve --chunkservers; the room's version target is set
+//     to 2 and the demo waits for the primary to move the room (block
+//     placements are commands only room version 2 allows); N chunk-server
+//     processes (this binary's chunkserver) join; a block writer adds
+//     blocks to files /chunks/f<k> (replication 3), each placed on 3 live
+//     chunk servers at random. Half a --phase into the workload, chunk
+//     server cs2 is killed with kill -9: the primary declares it lost and
+//     re-replicates its blocks (see "Chunk servers").
 //  4. After --phase, kill -9 the primary's process group.
 //  5. Takeover: the writers retry on the standby. The takeover time is from
 //     the kill to the first acknowledgement of a request sent after it
@@ -222,7 +231,10 @@
 //     data dir; it rejoins as a standby (restoring a checkpoint from its
 //     peer if the channels it missed were deleted meanwhile). The workload
 //     goes on for one more --phase, then stops.
-//  7. Converge: wait until both masters report the same applied index, at
+//  7. With chunk servers, stop the block writer and wait (up to 45 s)
+//     until the primary's placements (GET /v1/placements) have no block
+//     under its replication factor and none on the killed server. Then
+//     converge: wait until both masters report the same applied index, at
 //     least the highest acknowledged one, with one primary.
 //  8. Check: /v1/hash of both at that index must be equal, and every
 //     acknowledged operation must be visible on both (stat/ls, min_index =
@@ -263,7 +275,43 @@
 // applied_index, epoch (2 when the forced failover was the only one),
 // bootstraps (checkpoint restores of the restarted master), checks,
 // duration_ms, session_timeout_ms, zk_servers, acl (the masters ran with
-// digest credentials), error.
+// digest credentials), chunkservers, chunkservers_killed, blocks_placed,
+// rereplication_tasks (re-replication tasks the chunk servers reported
+// done), tasks_done_twice (task ids reported done by more than one chunk
+// server, or twice by one), blocks_under_replicated (at the end), error.
+// With chunk servers, ok also needs tasks_done_twice 0,
+// blocks_under_replicated 0 and at least one re-replication task.
+//
+// # Chunk servers
+//
+//	dfsmaster-demo chunkserver --zk host:port[,...] --room NAME --id ID
+//	    [--zk-digest-file FILE] [--session-timeout 2s] [--copy-time 20ms]
+//	dfsmaster-demo serve ... --chunkservers
+//
+// A chunk server is a worker of the recipe/tasks directory
+// /dfsmaster-demo/<room>/chunk (its membership is its ZooKeeper session):
+// for each task assigned to it ("copy block B, held by these servers") it
+// waits --copy-time (the simulated copy) and reports success; it prints
+// "dfsmaster-demo: chunk task done <task> attempt=<n> ok=<bool>" per report.
+// The namespace records each placed block's servers (namespace.Placement:
+// rf, servers, gen). A master with --chunkservers runs, while it is primary
+// and holds the lock <dir>/assigner (recipe/lock), a tasks.Assigner fenced
+// by that lease and, every 200 ms: (1) each accepted task result becomes
+// addreplica(block, worker) through ProposeRequest keyed by the task id
+// (a result applied by a master that died before deleting it is a
+// duplicate for the next), then the result is deleted; (2) a server named
+// in a placement but not registered is lost: loseserver(server), which
+// removes it from every placement (its blocks become under-replicated);
+// (3) each under-replicated block with a live holder and a live server not
+// holding it gets the task rr-<block>-<gen> (gen: the placement's change
+// count), so every master derives the same ids and one missing replica is
+// one task; the assigner gives it to the least loaded live server not
+// holding the block. Nothing is proposed below room version 2, and a
+// submit is skipped once the master's lease or role is gone. GET
+// /v1/placements lists the placements and counts the under-replicated.
+// A chunk server that is only slow to reconnect past its session timeout
+// counts as lost: its blocks are copied elsewhere, and it is not added back
+// (a real DFS would re-register its blocks through a block report).
 //
 // Why a 2 s session timeout: a kill -9'd primary cannot say goodbye; the
 // standby takes over only when ZooKeeper expires the dead primary's session,

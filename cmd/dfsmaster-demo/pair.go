@@ -367,15 +367,19 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		stopWriters()
 	}()
 
+	phase1 := p.cfg.phase
 	if chunks != nil {
-		// Half way: a chunk server dies; the primary re-replicates its
-		// blocks (and the next primary finishes what is left).
-		if err := sleepCtx(ctx, p.cfg.phase/2); err != nil {
+		// A chunk server dies so that its loss is noticed (its session
+		// expires) shortly before the primary is killed: the primary
+		// starts re-replicating its blocks and the next primary finishes.
+		at := max(p.cfg.phase-p.cfg.sessionTimeout-p.cfg.sessionTimeout/4, p.cfg.phase/4)
+		if err := sleepCtx(ctx, at); err != nil {
 			return res, interrupted(ctx)
 		}
 		chunks.kill("cs2")
+		phase1 -= at
 	}
-	if err := sleepCtx(ctx, p.cfg.phase); err != nil {
+	if err := sleepCtx(ctx, phase1); err != nil {
 		return res, interrupted(ctx)
 	}
 	if err := writersFailed(writers); err != nil {
@@ -395,6 +399,9 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	p.mu.Unlock()
 	killAt := time.Now()
 	p.led.killAt.Store(killAt.UnixNano())
+	if chunks != nil {
+		chunks.primaryKilled(killAt)
+	}
 	vproc.kill()
 	p.eps.set([]string{p.addr(survivor)}, p.addr(survivor))
 	p.eps.hc.CloseIdleConnections() // keep-alive connections to the dead master would fail after sending

@@ -36,6 +36,10 @@ type pairChunks struct {
 	procs  map[string]*child   // by id
 	done   map[string][]string // task id -> chunk servers that reported it done
 	killed []string
+	// killAt: when the primary was killed; before/after: tasks reported
+	// done before and after it.
+	killAt        time.Time
+	before, after int
 
 	blocks   atomic.Int64 // blocks the block writer added (acknowledged)
 	writeErr atomic.Pointer[error]
@@ -45,12 +49,15 @@ type pairChunks struct {
 
 // chunkResult is the RESULT line's chunk-server part.
 type chunkResult struct {
-	ChunkServers          int   `json:"chunkservers"`
-	ChunkServersKilled    int   `json:"chunkservers_killed"`
-	BlocksPlaced          int64 `json:"blocks_placed"`
-	RereplicationTasks    int   `json:"rereplication_tasks"`
-	TasksDoneTwice        int   `json:"tasks_done_twice"`
-	BlocksUnderReplicated int   `json:"blocks_under_replicated"`
+	ChunkServers       int   `json:"chunkservers"`
+	ChunkServersKilled int   `json:"chunkservers_killed"`
+	BlocksPlaced       int64 `json:"blocks_placed"`
+	RereplicationTasks int   `json:"rereplication_tasks"`
+	// TasksAfterFailover: of those, reported after the primary was killed
+	// (the new primary accepted them).
+	TasksAfterFailover    int `json:"rereplication_tasks_after_failover"`
+	TasksDoneTwice        int `json:"tasks_done_twice"`
+	BlocksUnderReplicated int `json:"blocks_under_replicated"`
 }
 
 // startChunks raises the room to room version 2 (placements need every
@@ -63,7 +70,7 @@ func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("cs%d", i)
 		args := []string{"chunkserver", "--zk", p.zkConn, "--room", p.cfg.room, "--id", id,
-			"--session-timeout", p.cfg.sessionTimeout.String()}
+			"--session-timeout", p.cfg.sessionTimeout.String(), "--copy-time", "100ms"}
 		if p.digestFile != "" {
 			args = append(args, "--zk-digest-file", p.digestFile)
 		}
@@ -73,6 +80,11 @@ func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
 				task := strings.Fields(rest)[0]
 				pc.mu.Lock()
 				pc.done[task] = append(pc.done[task], id)
+				if pc.killAt.IsZero() {
+					pc.before++
+				} else {
+					pc.after++
+				}
 				pc.mu.Unlock()
 			}
 		})
@@ -214,6 +226,13 @@ func (pc *pairChunks) retryOp(ctx context.Context, op func(context.Context, *cli
 	}
 }
 
+// primaryKilled records when the primary was killed.
+func (pc *pairChunks) primaryKilled(at time.Time) {
+	pc.mu.Lock()
+	pc.killAt = at
+	pc.mu.Unlock()
+}
+
 // kill kill -9s chunk server id.
 func (pc *pairChunks) kill(id string) {
 	pc.mu.Lock()
@@ -284,7 +303,8 @@ func (pc *pairChunks) check(ctx context.Context, addr string, minIndex uint64, r
 			r.TasksDoneTwice++
 		}
 	}
-	pc.p.step("chunk servers: %d placed blocks all at replication factor %d after %s was killed; %d re-replication tasks done, %d twice",
-		len(last.Placements), chunkRF, strings.Join(pc.killed, ","), r.RereplicationTasks, r.TasksDoneTwice)
+	r.TasksAfterFailover = pc.after
+	pc.p.step("chunk servers: %d placed blocks all at replication factor %d after %s was killed; %d re-replication tasks done (%d before the primary was killed, %d after), %d twice",
+		len(last.Placements), chunkRF, strings.Join(pc.killed, ","), r.RereplicationTasks, pc.before, pc.after, r.TasksDoneTwice)
 	return nil
 }

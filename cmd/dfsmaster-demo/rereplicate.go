@@ -192,6 +192,11 @@ func (r *rereplicator) term(ctx context.Context) error {
 // each submit: a master that lost its lease or its role (its state may be
 // stale) must not submit a task for a placement generation already done.
 func (r *rereplicator) step(ctx context.Context, leading func() bool) error {
+	if r.rep.Status().RoomVersion < 2 {
+		// addreplica and loseserver are commands masters of v0.1.0 reject:
+		// proposed only where every master reads them (room version 2).
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	live, err := r.liveServers(ctx)

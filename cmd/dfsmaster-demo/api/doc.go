@@ -11,12 +11,14 @@
 //	POST /v1/mkdir     {"path":"/a/b","parents":true}      -> {"index":N}
 //	POST /v1/create    {"path":"/a/f","replication":3}     -> {"index":N}   (replication defaults to 3)
 //	POST /v1/addblock  {"path":"/a/f","size":134217728}    -> {"index":N,"block_id":B}
+//	                   (optional "servers":["cs1",...]: the block's placement; room version 2 or more)
 //	POST /v1/rename    {"src":"/a/f","dst":"/b/f"}         -> {"index":N}
 //	POST /v1/delete    {"path":"/a","recursive":true}      -> {"index":N}
 //	GET  /v1/ls        ?path=/a[&min_index=N]              -> {"index":N,"entries":[{"name","type","size","replication","blocks"}...]}
 //	GET  /v1/stat      ?path=/a/f[&min_index=N]            -> {"index":N,"path","type","size","replication","blocks","block_list":[{"id","size"}...]}
 //	GET  /v1/status                                        -> Status (members with their lag, role_changes, versions)
 //	GET  /v1/hash      [?min_index=N]                      -> {"applied_index":N,"hash":"..."}
+//	GET  /v1/placements [?min_index=N]                     -> {"index":N,"placements":[{"block","rf","servers","gen"}...],"under_replicated":K}
 //	GET  /v1/health                                        -> {"status":"ok","id","role","applied_index"}, or 503 (below)
 //	GET  /                                                 -> HTML status page, refreshes itself
 //

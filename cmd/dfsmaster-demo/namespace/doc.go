@@ -33,11 +33,12 @@
 //
 // Versions: the command and record decoders are strict (an unknown field
 // or version byte is a rejected command), so a master of another release
-// that decoded a command differently would hold another state. Every
-// release so far (v0.1.0, v0.2.0) has the same command, response and
-// record formats; a change to any of them must be gated by a room version
-// (package version): written only once the room's version says every
-// member reads it.
+// that decoded a command differently would hold another state. A change
+// to any format must be gated by a room version (package version): written
+// only once the room's version says every member reads it. v0.2.0 adds the
+// block placement (addblock's servers, addreplica, loseserver, ns/r/),
+// which the demo's API and its re-replication propose only at room version
+// 2 (v0.1.0 cannot be in such a room); every other format is v0.1.0's.
 //
 // # Key layout
 //
@@ -50,6 +51,9 @@
 //	                              {id, type, replication, size, blocks} of the child
 //	ns/b/<file id><seq>           block seq (8-byte BE, from 0) of a file: id (8-byte BE)
 //	                              then size (8-byte BE)
+//	ns/r/<block id>               the block's placement (only for blocks added with
+//	                              servers): version byte + msgpack {rf, servers, gen}
+//	                              (replicas.go)
 //
 // Names never contain '/' or NUL, and the parent id has a fixed width, so the
 // children of a directory are exactly the keys with prefix ns/d/<parent id>,
