@@ -115,11 +115,23 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 			if !okTask {
 				result = "not a re-replication task"
 			}
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := w.Report(rctx, a, okTask, []byte(result))
-			cancel()
+			// Report until it lands or can never land: the recipe does not
+			// deliver this assignment again in this session.
+			var err error
+			for attempt := 0; ; attempt++ {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				err = w.Report(rctx, a, okTask, []byte(result))
+				cancel()
+				if err == nil || errors.Is(err, tasks.ErrReassigned) || errors.Is(err, tasks.ErrClosed) || ctx.Err() != nil || attempt == 20 {
+					break
+				}
+				log.Warn("report failed; retrying", "task", a.ID, "err", err)
+				if sleepCtx(ctx, 250*time.Millisecond) != nil {
+					return exitOK
+				}
+			}
 			if err != nil {
-				log.Warn("report failed (the task was reassigned, or ZooKeeper is unreachable)", "task", a.ID, "err", err)
+				log.Warn("report not recorded (the task was reassigned, or this server is closing)", "task", a.ID, "err", err)
 				continue
 			}
 			fmt.Fprintf(stdout, "%s%s attempt=%d ok=%v\n", chunkDonePrefix, a.ID, a.Attempt, okTask)

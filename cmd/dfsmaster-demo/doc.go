@@ -286,7 +286,7 @@
 //
 //	dfsmaster-demo chunkserver --zk host:port[,...] --room NAME --id ID
 //	    [--zk-digest-file FILE] [--session-timeout 2s] [--copy-time 20ms]
-//	dfsmaster-demo serve ... --chunkservers
+//	dfsmaster-demo serve ... --chunkservers [--chunk-grace 2s]
 //
 // A chunk server is a worker of the recipe/tasks directory
 // /dfsmaster-demo/<room>/chunk (its membership is its ZooKeeper session):
@@ -297,21 +297,28 @@
 // rf, servers, gen). A master with --chunkservers runs, while it is primary
 // and holds the lock <dir>/assigner (recipe/lock), a tasks.Assigner fenced
 // by that lease and, every 200 ms: (1) each accepted task result becomes
-// addreplica(block, worker) through ProposeRequest keyed by the task id
-// (a result applied by a master that died before deleting it is a
-// duplicate for the next), then the result is deleted; (2) a server named
-// in a placement but not registered is lost: loseserver(server), which
-// removes it from every placement (its blocks become under-replicated);
-// (3) each under-replicated block with a live holder and a live server not
-// holding it gets the task rr-<block>-<gen> (gen: the placement's change
-// count), so every master derives the same ids and one missing replica is
-// one task; the assigner gives it to the least loaded live server not
-// holding the block. Nothing is proposed below room version 2, and a
-// submit is skipped once the master's lease or role is gone. GET
-// /v1/placements lists the placements and counts the under-replicated.
-// A chunk server that is only slow to reconnect past its session timeout
-// counts as lost: its blocks are copied elsewhere, and it is not added back
-// (a real DFS would re-register its blocks through a block report).
+// addreplica(block, worker, expect = the task's generation + 1) through
+// ProposeRequest keyed by the task id (a result applied by a master that
+// died before deleting it is a duplicate for the next, within the request
+// table's window; a result of a task made from a stale view finds the
+// placement at another generation and is not recorded), then the result
+// is deleted; (2) a server named in a placement whose membership node (an
+// ephemeral node: a persistent one is forged and ignored) has been absent
+// for --chunk-grace, counted from the term's start at the earliest, is
+// lost: loseserver(server) removes it from every placement where it is not
+// the last holder (a block's only copy stays listed: there is nothing to
+// copy from); (3) each under-replicated block with a live holder and a
+// live server not holding it gets the task rr-<block>-<gen> (gen: the
+// placement's change count), so every master derives the same ids and one
+// missing replica is one task; the assigner gives it to the least loaded
+// live server not holding the block. Nothing is proposed below room
+// version 2, and a submit is skipped once the master's lease or role is
+// gone. GET /v1/placements lists the placements and counts the
+// under-replicated. A chunk server absent longer than the grace (a slow
+// reconnect) counts as lost: its blocks are copied elsewhere, and it is
+// not added back (a real DFS would re-register its blocks through a block
+// report). A chunk server retries a failed Report until it lands, the
+// task was reassigned, or it closes.
 //
 // Why a 2 s session timeout: a kill -9'd primary cannot say goodbye; the
 // standby takes over only when ZooKeeper expires the dead primary's session,

@@ -372,7 +372,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		// A chunk server dies so that its loss is noticed (its session
 		// expires) shortly before the primary is killed: the primary
 		// starts re-replicating its blocks and the next primary finishes.
-		at := max(p.cfg.phase-p.cfg.sessionTimeout-p.cfg.sessionTimeout/4, p.cfg.phase/4)
+		at := max(p.cfg.phase-p.cfg.sessionTimeout-pairChunkGrace-p.cfg.sessionTimeout/8, p.cfg.phase/4)
 		if err := sleepCtx(ctx, at); err != nil {
 			return res, interrupted(ctx)
 		}
@@ -573,7 +573,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 		args = append(args, "--zk-digest-file", p.digestFile)
 	}
 	if p.cfg.chunkServers > 0 {
-		args = append(args, "--chunkservers")
+		args = append(args, "--chunkservers", "--chunk-grace", pairChunkGrace.String())
 	}
 	st := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)

@@ -28,6 +28,10 @@ import (
 // chunkRF is the replication factor of the block writer's files.
 const chunkRF = 3
 
+// pairChunkGrace is the masters' --chunk-grace in the demo: how long a
+// chunk server's membership node must be gone before it is lost.
+const pairChunkGrace = time.Second
+
 type pairChunks struct {
 	p      *pair
 	n      int

@@ -53,6 +53,7 @@ func chunkDir(room string) string { return "/dfsmaster-demo/" + room + "/chunk" 
 // rrTask is a re-replication task's data.
 type rrTask struct {
 	Block   uint64   `json:"block"`
+	Gen     uint64   `json:"gen"` // the placement generation the task was made for
 	Holders []string `json:"holders"`
 }
 
@@ -69,6 +70,14 @@ type rereplicator struct {
 	id   string
 	log  *slog.Logger
 	tick time.Duration
+	// grace: how long a chunk server must be seen absent (from the
+	// start of the term at the earliest) before it is declared lost: a
+	// server reconnecting with a new session, or not registered yet after
+	// a restart of everything, is not lost.
+	grace time.Duration
+	// missing: since when each absent server has been seen absent in
+	// this term (the controller's goroutine only).
+	missing map[string]time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -87,9 +96,9 @@ type rrStats struct {
 	Dups      int // results whose addreplica was a duplicate (applied before)
 }
 
-func startRereplicator(rep *replica.Replica, c *logroom.Client, room, id string, log *slog.Logger) *rereplicator {
+func startRereplicator(rep *replica.Replica, c *logroom.Client, room, id string, grace time.Duration, log *slog.Logger) *rereplicator {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &rereplicator{rep: rep, c: c, dir: chunkDir(room), id: id, log: log, tick: 200 * time.Millisecond,
+	r := &rereplicator{rep: rep, c: c, dir: chunkDir(room), id: id, log: log, tick: 200 * time.Millisecond, grace: grace,
 		cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
@@ -160,6 +169,7 @@ func (r *rereplicator) term(ctx context.Context) error {
 	r.mu.Lock()
 	r.stats.Terms++
 	r.mu.Unlock()
+	r.missing = map[string]time.Time{} // absences count from the term's start
 	r.log.Info("re-replication: controlling the chunk servers", "dir", r.dir)
 	t := time.NewTicker(r.tick)
 	defer t.Stop()
@@ -218,13 +228,27 @@ func (r *rereplicator) step(ctx context.Context, leading func() bool) error {
 	if err != nil {
 		return err
 	}
-	// 2. Lost servers.
+	// 2. Lost servers: absent for the grace period.
 	lost := map[string]bool{}
+	now := time.Now()
 	for _, p := range ps {
 		for _, s := range p.Servers {
-			if !live[s] {
+			if live[s] {
+				continue
+			}
+			since, ok := r.missing[s]
+			if !ok {
+				r.missing[s] = now
+				continue
+			}
+			if now.Sub(since) >= r.grace {
 				lost[s] = true
 			}
+		}
+	}
+	for s := range r.missing {
+		if live[s] {
+			delete(r.missing, s)
 		}
 	}
 	for _, s := range sortedKeys(lost) {
@@ -241,13 +265,13 @@ func (r *rereplicator) step(ctx context.Context, leading func() bool) error {
 	}
 	// 3. Under-replicated blocks.
 	for _, p := range ps {
-		if !p.UnderReplicated() || len(p.Servers) == 0 || !hasTarget(live, p.Servers) {
-			continue
+		if !p.UnderReplicated() || !hasLive(live, p.Servers) || !hasTarget(live, p.Servers) {
+			continue // complete, no live copy to copy from, or nowhere to copy to
 		}
 		if !leading() {
 			return nil
 		}
-		data, err := json.Marshal(rrTask{Block: p.Block, Holders: p.Servers})
+		data, err := json.Marshal(rrTask{Block: p.Block, Gen: p.Gen, Holders: p.Servers})
 		if err != nil {
 			return err
 		}
@@ -282,9 +306,12 @@ func (r *rereplicator) applyResults(ctx context.Context) error {
 		if err != nil || !found {
 			continue
 		}
-		block, ok := parseRRTaskID(id)
+		block, gen, ok := parseRRTaskID(id)
 		if ok && res.OK {
-			cmd := namespace.Command{Op: namespace.OpAddReplica, Block: block, Server: res.Worker}
+			// Recorded only if the placement is still at the generation
+			// the task was made for (a task submitted from a stale view
+			// never adds a replica).
+			cmd := namespace.Command{Op: namespace.OpAddReplica, Block: block, Server: res.Worker, Expect: gen + 1}
 			if err := r.propose(ctx, "task/"+id, cmd); err != nil {
 				return err
 			}
@@ -317,7 +344,13 @@ func (r *rereplicator) propose(ctx context.Context, key string, cmd namespace.Co
 	if err != nil {
 		return err
 	}
-	if err := resp.Err(); err != nil && !errors.Is(err, namespace.ErrNotFound) {
+	if err := resp.Err(); err != nil {
+		if errors.Is(err, namespace.ErrNotFound) || errors.Is(err, namespace.ErrAlreadyExists) {
+			// The block is gone, or its placement changed since the task
+			// was made: nothing to record.
+			r.log.Info("re-replication result not recorded", "op", cmd.Op, "block", cmd.Block, "reason", err)
+			return nil
+		}
 		return fmt.Errorf("%s: %w", cmd.Op, err)
 	}
 	if cmd.Op == namespace.OpAddReplica {
@@ -332,9 +365,11 @@ func (r *rereplicator) propose(ctx context.Context, key string, cmd namespace.Co
 	return nil
 }
 
-// liveServers lists the registered chunk servers.
+// liveServers lists the registered chunk servers: the ephemeral nodes
+// under <dir>/workers (a persistent node there is forged: ignored).
 func (r *rereplicator) liveServers(ctx context.Context) (map[string]bool, error) {
-	names, err := zkx.Children(ctx, r.c, r.dir+"/workers")
+	p := r.dir + "/workers"
+	names, err := zkx.Children(ctx, r.c, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return map[string]bool{}, nil
 	}
@@ -343,9 +378,24 @@ func (r *rereplicator) liveServers(ctx context.Context) (map[string]bool, error)
 	}
 	live := make(map[string]bool, len(names))
 	for _, n := range names {
-		live[n] = true
+		ok, st, err := zkx.Exists(ctx, r.c, p+"/"+n)
+		if err != nil {
+			return nil, err
+		}
+		if ok && st.EphemeralOwner != 0 {
+			live[n] = true
+		}
 	}
 	return live, nil
+}
+
+func hasLive(live map[string]bool, holders []string) bool {
+	for _, h := range holders {
+		if live[h] {
+			return true
+		}
+	}
+	return false
 }
 
 func hasTarget(live map[string]bool, holders []string) bool {
@@ -357,13 +407,14 @@ func hasTarget(live map[string]bool, holders []string) bool {
 	return false
 }
 
-func parseRRTaskID(id string) (uint64, bool) {
+func parseRRTaskID(id string) (block, gen uint64, ok bool) {
 	parts := strings.Split(id, "-")
 	if len(parts) != 3 || parts[0] != "rr" {
-		return 0, false
+		return 0, 0, false
 	}
-	b, err := strconv.ParseUint(parts[1], 10, 64)
-	return b, err == nil && b > 0
+	b, err1 := strconv.ParseUint(parts[1], 10, 64)
+	g, err2 := strconv.ParseUint(parts[2], 10, 64)
+	return b, g, err1 == nil && err2 == nil && b > 0 && g < 1<<62
 }
 
 // pickTarget is the assigner's Pick: the least loaded live chunk server

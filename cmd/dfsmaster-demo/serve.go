@@ -115,6 +115,9 @@ type serveConfig struct {
 	// ChunkServers: as primary, control the room's chunk servers
 	// (rereplicate.go: lost servers, re-replication tasks). --chunkservers.
 	ChunkServers bool
+	// ChunkGrace: how long a chunk server must be absent before it is
+	// declared lost (--chunk-grace; 0: 2s).
+	ChunkGrace time.Duration
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -252,7 +255,11 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 			return nil, errors.Join(fmt.Errorf("serve: chunk servers: %w", err), rep.Close())
 		}
 		m.rrClient = c
-		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, log.With("component", "rereplicate"))
+		grace := cfg.ChunkGrace
+		if grace <= 0 {
+			grace = 2 * time.Second
+		}
+		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, grace, log.With("component", "rereplicate"))
 	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
 	return m, nil
@@ -430,6 +437,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	handoff := fs.Duration("handoff-timeout", 2*time.Second, "on SIGINT/SIGTERM a primary first hands its role to the most caught-up standby, for at most this long (0: it just leaves)")
 	archiveDir := fs.String("archive", "", "`DIR`: archive every sealed channel and checkpoint there before a channel is deleted (the same directory for every master of the room; restore with 'dfsmaster-demo restore')")
 	observer := fs.Bool("observer", false, "join as an observer: apply the log, serve reads and checkpoints, never become primary")
+	chunkGrace := fs.Duration("chunk-grace", 2*time.Second, "with --chunkservers: how long a chunk server must be absent (its session gone) before its blocks are re-replicated")
 	chunk := fs.Bool("chunkservers", false, "as primary, control the room's chunk servers ('dfsmaster-demo chunkserver'): a lost server's blocks are re-replicated through recipe/tasks")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -484,6 +492,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if !compOK {
 		bad = append(bad, fmt.Sprintf("--compression %q: want none, s2 or zstd", *compression))
 	}
+	if *chunkGrace <= 0 || *chunkGrace > 10*time.Minute {
+		bad = append(bad, fmt.Sprintf("--chunk-grace %v: must be within (0, 10m]", *chunkGrace))
+	}
 	if *handoff < 0 || *handoff > time.Minute {
 		bad = append(bad, fmt.Sprintf("--handoff-timeout %v: must be within [0, 1m]", *handoff))
 	}
@@ -503,7 +514,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
-			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk,
+			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

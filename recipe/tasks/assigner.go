@@ -401,7 +401,9 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 	for _, as := range orphans {
 		w := r.pick(Task{ID: as.rec.ID, Data: as.rec.Data, Submitted: msTime(as.rec.Submitted)}, live, load)
 		if w == "" {
-			break
+			// No worker with room, or Pick declined this one: the
+			// others may still go elsewhere.
+			continue
 		}
 		ok, err := r.reassign(ctx, as, w)
 		if err != nil {

@@ -61,7 +61,8 @@
 // is within MaxDataBytes / MaxResultBytes. Anything else is foreign:
 // ignored, logged once and listed by Assigner.Foreign (and, for a
 // worker's own directory, Worker.Foreign); never assigned, never
-// delivered, never deleted. Submit and ReadResult of an id whose node is
+// delivered, never deleted — except that a result node whose name parses
+// is deleted once ResultTTL passed, by name, without its data being read. Submit and ReadResult of an id whose node is
 // foreign return ErrMalformed naming it. A worker counts as live only by
 // its membership node (ephemeral, valid name): an assignment under the
 // directory of a worker that is not a member is reassigned. Nothing

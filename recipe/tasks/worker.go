@@ -248,7 +248,10 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 			continue
 		}
 		if err != nil {
-			return pending, ch, err
+			// What was read so far is delivered (and known); the node
+			// that failed is read again by the next listing.
+			sort.Slice(fresh, func(i, j int) bool { return fresh[i].czxid < fresh[j].czxid })
+			return append(pending, fresh...), ch, err
 		}
 		known[n] = seen{czxid: st.Czxid}
 		r, why := decodeAssign(w.id, n, b, st)

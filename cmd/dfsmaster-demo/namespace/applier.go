@@ -194,6 +194,9 @@ func addBlock(b Batch, c Command) (uint64, error) {
 	if t.rec.Blocks >= MaxBlocksPerFile {
 		return 0, reject(ErrBadRequest, "addblock %s: file already has %d blocks (max %d)", c.Path, t.rec.Blocks, MaxBlocksPerFile)
 	}
+	if len(c.Servers) > t.rec.Replication {
+		return 0, reject(ErrBadRequest, "addblock %s: %d servers for a file of replication %d", c.Path, len(c.Servers), t.rec.Replication)
+	}
 	id, err := counter(b, keyNextBlock, 1)
 	if err != nil {
 		return 0, err

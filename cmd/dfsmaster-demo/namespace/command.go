@@ -75,13 +75,18 @@ type Command struct {
 	Servers []string `msgpack:"servers,omitempty"`
 	Block   uint64   `msgpack:"block,omitempty"`  // addreplica
 	Server  string   `msgpack:"server,omitempty"` // addreplica, loseserver
+	// Expect (addreplica): the placement generation the re-replication
+	// was made for, plus one (0: any). A placement that changed since is
+	// left alone (ErrAlreadyExists: superseded), so a copy made from a
+	// stale view is never recorded.
+	Expect uint64 `msgpack:"expect,omitempty"`
 }
 
 // Validate checks everything about c that does not depend on the namespace
 // state: a known op, valid paths, numbers in range, no field of another op.
 // The error wraps ErrInvalidPath or ErrBadRequest.
 func (c Command) Validate() error {
-	var may struct{ dst, parents, recursive, replication, size, servers, block, server bool }
+	var may struct{ dst, parents, recursive, replication, size, servers, block, server, expect bool }
 	switch c.Op {
 	case OpMkdir:
 		may.parents = true
@@ -94,7 +99,7 @@ func (c Command) Validate() error {
 	case OpDelete:
 		may.recursive = true
 	case OpAddReplica:
-		may.block, may.server = true, true
+		may.block, may.server, may.expect = true, true, true
 	case OpLoseServer:
 		may.server = true
 	default:
@@ -112,6 +117,7 @@ func (c Command) Validate() error {
 		{"servers", len(c.Servers) != 0, may.servers},
 		{"block", c.Block != 0, may.block},
 		{"server", c.Server != "", may.server},
+		{"expect", c.Expect != 0, may.expect},
 	} {
 		if f.set && !f.valid {
 			return reject(ErrBadRequest, "%s: field %q does not apply", c.Op, f.name)

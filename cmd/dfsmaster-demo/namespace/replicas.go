@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Block placement: which chunk servers hold each block (the master's
@@ -90,9 +91,14 @@ func validServer(op, s string) error {
 	if s == "" || len(s) > MaxServerName {
 		return reject(ErrBadRequest, "%s: server name of %d bytes (1..%d)", op, len(s), MaxServerName)
 	}
+	if s == "." || s == ".." {
+		return reject(ErrBadRequest, "%s: server name %q", op, s)
+	}
 	for _, r := range s {
-		if r <= ' ' || r == 0x7f {
-			return reject(ErrBadRequest, "%s: server name %q holds a space or control character", op, s)
+		// A chunk server's name is its znode name: letters, digits and
+		// "-_.:" only.
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+			return reject(ErrBadRequest, "%s: server name %q: only letters, digits and -_.: are allowed", op, s)
 		}
 	}
 	return nil
@@ -138,6 +144,9 @@ func addReplica(b Batch, c Command) error {
 	if !ok {
 		return reject(ErrNotFound, "addreplica: block %d has no placement (deleted, or added without chunk servers)", c.Block)
 	}
+	if c.Expect != 0 && c.Expect != p.Gen+1 {
+		return reject(ErrAlreadyExists, "addreplica: block %d: the copy was made for placement generation %d, now %d (superseded)", c.Block, c.Expect-1, p.Gen)
+	}
 	if slices.Contains(p.Servers, c.Server) {
 		return nil
 	}
@@ -159,7 +168,10 @@ func loseServer(b Batch, c Command) error {
 		if err != nil {
 			return err
 		}
-		if i := slices.Index(p.Servers, c.Server); i >= 0 {
+		// The last holder stays listed: the block has no other copy to
+		// re-replicate from (a real DFS would report it missing), and
+		// the server may come back with it.
+		if i := slices.Index(p.Servers, c.Server); i >= 0 && len(p.Servers) > 1 {
 			p.Servers = slices.Delete(p.Servers, i, i+1)
 			p.Gen++
 			changed = append(changed, p)

@@ -46,6 +46,28 @@ func TestPlacement(t *testing.T) {
 	require.Error(t, n.do(Command{Op: OpAddReplica, Block: 999, Server: "cs1"}).Err(), "unknown block")
 	require.Error(t, n.do(Command{Op: OpAddReplica, Block: b1, Server: "bad name"}).Err())
 	require.Error(t, n.do(Command{Op: OpAddBlock, Path: "/d/f", Servers: []string{"a", "a"}}).Err(), "duplicate server")
+	h = n.hash()
+	require.Error(t, n.do(Command{Op: OpAddBlock, Path: "/d/f", Servers: []string{"a", "b", "c", "d"}}).Err(), "more servers than the replication factor")
+	require.Error(t, n.do(Command{Op: OpAddBlock, Path: "/d/f", Servers: []string{".."}}).Err(), "not a znode name")
+	require.Error(t, n.do(Command{Op: OpAddBlock, Path: "/d/f", Servers: []string{"a/b"}}).Err(), "not a znode name")
+	require.Equal(t, h, n.hash(), "a rejected addblock writes nothing")
+	// A copy made for an earlier placement generation is not recorded.
+	ps, err = Placements(n.s)
+	require.NoError(t, err)
+	require.Error(t, n.do(Command{Op: OpAddReplica, Block: b1, Server: "cs9", Expect: ps[0].Gen}).Err(), "stale generation")
+	require.Equal(t, h, n.hash())
+	n.ok(Command{Op: OpAddReplica, Block: b2, Server: "cs9", Expect: ps[1].Gen + 1})
+	// The last holder of a block stays listed when its server is lost.
+	n.ok(Command{Op: OpCreate, Path: "/d/one", Replication: 2})
+	lone := n.ok(Command{Op: OpAddBlock, Path: "/d/one", Servers: []string{"solo"}}).BlockID
+	n.ok(Command{Op: OpLoseServer, Server: "solo"})
+	ps, err = Placements(n.s)
+	require.NoError(t, err)
+	for _, p := range ps {
+		if p.Block == lone {
+			require.Equal(t, []string{"solo"}, p.Servers)
+		}
+	}
 	require.Error(t, n.do(Command{Op: OpLoseServer, Path: "/d", Server: "cs1"}).Err(), "a field of another op")
 
 	n.ok(Command{Op: OpCreate, Path: "/d/g", Replication: 2})
@@ -53,7 +75,7 @@ func TestPlacement(t *testing.T) {
 	n.ok(Command{Op: OpDelete, Path: "/d/f"})
 	ps, err = Placements(n.s)
 	require.NoError(t, err)
-	require.Len(t, ps, 1, "the deleted file's placements went with it")
+	require.Len(t, ps, 2, "the deleted file's placements went with it (/d/g's and /d/one's stay)")
 	n.ok(Command{Op: OpDelete, Path: "/d", Recursive: true})
 	ps, err = Placements(n.s)
 	require.NoError(t, err)
