@@ -38,7 +38,9 @@
 // only once the room's version says every member reads it. v0.2.0 adds the
 // block placement (addblock's servers, addreplica, loseserver, ns/r/),
 // which the demo's API and its re-replication propose only at room version
-// 2 (v0.1.0 cannot be in such a room); every other format is v0.1.0's.
+// 2 (v0.1.0 cannot be in such a room); every other format is v0.1.0's. A
+// room that holds placements must not be lowered to room version 1 for
+// v0.1.0 masters: their delete leaves ns/r/ keys this release removes.
 //
 // # Key layout
 //

@@ -191,7 +191,8 @@ func loseServer(b Batch, c Command) error {
 
 // deletePlacements deletes the placements of the blocks in [lo, hi) (a
 // file's blocks being deleted). Only existing placements are deleted, so
-// a namespace without chunk servers writes exactly what it wrote before.
+// a namespace without placements writes exactly what v0.1.0 writes (one
+// with placements does not: see doc.go, "Versions").
 func deletePlacements(b Batch, lo, hi []byte) error {
 	var keys [][]byte
 	err := b.Scan(lo, hi, func(k, v []byte) error {
