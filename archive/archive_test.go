@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,8 +446,19 @@ func TestRestoreRefusesByName(t *testing.T) {
 // but copies a table whose earlier copy rotted.
 func TestCheckpointItemLinksUnchangedTables(t *testing.T) {
 	ctx := context.Background()
-	l := makeLog(t, 200, 5, 1000, 100, 200)
-	require.Len(t, l.ckpts, 2)
+	// The two checkpoints must share a table for the test to mean
+	// anything; a background compaction between them (a loaded machine)
+	// can rewrite them all: build the log again then (it failed once
+	// under CI beside a CPU hog).
+	var l *testLog
+	for attempt := 0; ; attempt++ {
+		l = makeLog(t, 200, 5, 1000, 100, 200)
+		require.Len(t, l.ckpts, 2)
+		if len(commonTables(t, l.ckpts[0].Path, l.ckpts[1].Path)) > 0 {
+			break
+		}
+		require.Less(t, attempt, 5, "the two checkpoints never shared a table")
+	}
 	shared := func(x, y Item) []string {
 		var out []string
 		ents, err := os.ReadDir(filepath.Join(y.Path, checkpoint.DBDir))
@@ -492,4 +504,22 @@ func TestCheckpointItemLinksUnchangedTables(t *testing.T) {
 	_, _, err = a.OpenCheckpoint(ctx, first)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, victim)
+}
+
+// commonTables lists the .sst files present under the same name in both
+// checkpoint directories (Pebble never rewrites a table in place).
+func commonTables(t *testing.T, a, b string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(b, checkpoint.DBDir))
+	require.NoError(t, err)
+	var out []string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".sst") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(a, checkpoint.DBDir, e.Name())); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
