@@ -309,7 +309,7 @@ func TestLaggingStandbyRefusesRolledBackLog(t *testing.T) {
 	ens := zkensemble.ForTest(t, zkensemble.Options{})
 	cl := newCluster(t, ens, func(c *Config) {
 		if c.ID == "m1" {
-			c.Applier = &slowApplier{slow: 40 * time.Millisecond} // lagaware_test.go
+			c.Applier = &slowApplier{slow: 100 * time.Millisecond} // lagaware_test.go
 		}
 	})
 	p := cl.open("m0")
@@ -336,7 +336,7 @@ func TestLaggingStandbyRefusesRolledBackLog(t *testing.T) {
 	// the copy holds.
 	require.Eventually(t, func() bool { return s.committedHi.Load() >= last }, 10*time.Second, 5*time.Millisecond)
 	sApplied := s.Status().Applied
-	require.Less(t, sApplied, copyAt, "the standby lags behind what the copy holds (it applies 40 ms per entry)")
+	require.Less(t, sApplied, copyAt, "the standby lags behind what the copy holds (it applies 100 ms per entry)")
 	require.NoError(t, ens.RestoreData(ctx, cp))
 	for _, r := range []*Replica{p, s} {
 		err := waitFailed(t, r, 20*time.Second, ErrRoomLost)

@@ -26,11 +26,69 @@ func (e *Ensemble) CopyData(dir string) (*DataCopy, error) {
 		return nil, fmt.Errorf("zkensemble: copy data: %w", err)
 	}
 	for _, s := range e.servers {
-		if err := copyTree(s.dataDir(), filepath.Join(dst, fmt.Sprintf("server-%d", s.index))); err != nil {
-			return nil, fmt.Errorf("zkensemble: copy data of server %d: %w", s.index, err)
+		to := filepath.Join(dst, fmt.Sprintf("server-%d", s.index))
+		// A server may roll to a new transaction log (or write a
+		// snapshot) while its directory is copied: copy again until a
+		// pass finds no file the previous one missed, so the copy holds
+		// every transaction acknowledged before CopyData was called.
+		seen := map[string]bool{}
+		for pass := 0; ; pass++ {
+			n, err := copyNew(s.dataDir(), to, seen)
+			if err != nil {
+				return nil, fmt.Errorf("zkensemble: copy data of server %d: %w", s.index, err)
+			}
+			if n == 0 || pass == 10 {
+				break
+			}
 		}
 	}
 	return &DataCopy{dir: dst}, nil
+}
+
+// copyNew copies the files under src not in seen (relative paths) into
+// dst, adds them to seen, and returns how many it copied. A file is copied
+// once: it then holds every transaction acknowledged before CopyData was
+// called (ZooKeeper fsyncs before it acknowledges); what a later pass
+// finds is a file created meanwhile (a new log, a snapshot).
+func copyNew(src, dst string, seen map[string]bool) (int, error) {
+	n := 0
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		if !d.Type().IsRegular() || seen[rel] {
+			return nil
+		}
+		seen[rel] = true
+		n++
+		return copyFile(p, to)
+	})
+	return n, err
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // RestoreData stops every server, replaces each data directory with its
