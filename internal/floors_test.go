@@ -25,13 +25,14 @@ var floors = []struct {
 }{
 	{"version", nil},
 	{"zkx", nil},
+	{"tlsfiles", nil}, // issue 29: TLS material from rotating PEM files, a leaf below everything
 	{"store", []string{"version"}},
 	{"logroom", []string{"zkx", "version"}},
 	{"checkpoint", []string{"store", "version"}},
 	{"archive", []string{"store", "logroom", "checkpoint", "version"}}, // issue 27: the archive sits on the log and checkpoint formats
 	{"recipe/", []string{"zkx", "recipe/"}},
-	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "archive", "recipe/", "replica/", "version"}},
-	{"internal/infra/", []string{"internal/infra/"}},
+	{"replica/", []string{"zkx", "store", "logroom", "checkpoint", "archive", "recipe/", "replica/", "version", "tlsfiles"}},
+	{"internal/infra/", []string{"internal/infra/", "tlsfiles"}},
 }
 
 // matches reports whether pkg is pattern ("x") or, for "x/", x or a
