@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,7 +75,11 @@ func TestRoundTripOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 
 	require.GreaterOrEqual(t, len(progress), 3)
-	total := tarSize(int64(len(mb)), info.Manifest.Files)
+	require.False(t, got.Fetch.Tar, "Handler serves files one by one")
+	require.Equal(t, info.Bytes, got.Fetch.FetchedBytes)
+	// Per file, Progress counts the files' bytes (the tar path counts the
+	// stream: see TestFetchTarFallback).
+	total := info.Bytes
 	for i, p := range progress {
 		require.Equal(t, total, p.Total, "progress %d", i)
 		require.LessOrEqual(t, p.Bytes, total)
@@ -227,14 +232,16 @@ func TestHandlerWithoutCheckpoint(t *testing.T) {
 }
 
 // TestStreamSurvivesRetain deletes the checkpoint being streamed (Retain
-// after a newer Create) while the client is mid-stream.
+// after a newer Create) while the client is mid-stream (the tar stream of
+// a server without the per-file endpoint; per file, see
+// TestFetchMovesOnWhenRetained).
 func TestStreamSurvivesRetain(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, 4000, 1000)
 	root := t.TempDir()
 	first, err := Create(ctx, s, root, Origin{Room: "r", RoomCzxid: 1})
 	require.NoError(t, err)
-	srv := httptest.NewServer(Handler(root))
+	srv := httptest.NewServer(tarOnly(Handler(root)))
 	defer srv.Close()
 
 	var deleted bool
@@ -270,7 +277,13 @@ func TestFetchCancelled(t *testing.T) {
 	dst := t.TempDir()
 	_, err = Fetch(ctx, srv.URL, dst, FetchOptions{Progress: func(p Progress) { cancel() }})
 	require.ErrorIs(t, err, context.Canceled)
-	require.Empty(t, dirNames(t, dst))
+	// Nothing listed, no temp dir; the partial fetch is kept for a resume.
+	l, err := List(dst)
+	require.NoError(t, err)
+	require.Empty(t, l)
+	for _, name := range dirNames(t, dst) {
+		require.True(t, strings.HasPrefix(name, partialPrefix), "left under root: %s", name)
+	}
 }
 
 func TestManifestJSON(t *testing.T) {

@@ -198,13 +198,18 @@ func TestCkptTrustFetchRefusesForeign(t *testing.T) {
 	require.Equal(t, info.Manifest.Checksum, got.Manifest.Checksum)
 }
 
-// stallHandler answers 200 with the full Content-Length of stream, sends
-// its first `after` bytes, flushes, and then sends nothing until the client
-// goes away or the test ends.
+// stallHandler answers GET / with 200 and the full Content-Length of
+// stream, sends its first `after` bytes, flushes, and then sends nothing
+// until the client goes away or the test ends. Other paths are 404 (a
+// server with the stream only).
 func stallHandler(t *testing.T, stream []byte, after int, stalled *atomic.Int64) http.Handler {
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(len(stream)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(stream[:after])

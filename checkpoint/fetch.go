@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -94,12 +95,37 @@ type FetchOptions struct {
 	// with every request (see RequireBearer). A 401 or 403 answer is
 	// ErrUnauthorized.
 	BearerToken string
+	// TLS, when set, is the TLS configuration of https fetches (the
+	// client certificate to present, how to verify the server): the
+	// transport of Fetch's own client uses it. Ignored with Client.
+	TLS *tls.Config
 	// MinRate (bytes/s) bounds a peer that trickles: once IdleTimeout has
 	// passed since the response, the body must have averaged at least
 	// MinRate since then, or the fetch fails (ErrTimeout). With the size
-	// bound, this bounds the whole fetch. Default 16 KiB/s.
+	// bound, this bounds the whole fetch. Each per-file request is bounded
+	// on its own. Default 16 KiB/s.
 	MinRate int64
+
+	// Local names extra directories (the caller's live store directory,
+	// say) whose sstables may be hard-linked instead of fetched: a file of
+	// the same name and size ending in ".sst" (Pebble never writes an
+	// sstable after creating it) is linked, then read once to check its
+	// CRC32C against the manifest; a CRC that differs, or a link that
+	// fails (Pebble deleted the file meanwhile), falls back to fetching.
+	// Other files (MANIFEST, OPTIONS, WAL: Pebble appends to them) are
+	// never taken from these directories.
+	Local []string
+	// Parallel is how many files are fetched (and, before that, checked
+	// locally) at once. Default DefaultParallel.
+	Parallel int
+	// Index, when not 0, asks for the checkpoint at exactly this index
+	// (GET manifest?index=N): ErrNoCheckpoint if the source does not hold
+	// it. Zero: the source's newest.
+	Index uint64
 }
+
+// DefaultParallel is FetchOptions.Parallel's default.
+const DefaultParallel = 4
 
 func (o FetchOptions) withDefaults() FetchOptions {
 	if o.ProgressInterval <= 0 {
@@ -123,6 +149,9 @@ func (o FetchOptions) withDefaults() FetchOptions {
 	if o.MinRate <= 0 {
 		o.MinRate = DefaultMinRate
 	}
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultParallel
+	}
 	o.MaxManifestBytes = min(o.MaxManifestBytes, maxManifestBytes)
 	return o
 }
@@ -140,8 +169,11 @@ func (o FetchOptions) client() (*http.Client, func()) {
 		DialContext:            (&net.Dialer{Timeout: o.ConnectTimeout, KeepAlive: 15 * time.Second}).DialContext,
 		TLSHandshakeTimeout:    o.ConnectTimeout,
 		ResponseHeaderTimeout:  o.ResponseHeaderTimeout,
+		TLSClientConfig:        o.TLS,
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
+		MaxIdleConnsPerHost:    o.Parallel,
+		ReadBufferSize:         256 << 10,
 	}
 	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, tr.CloseIdleConnections
 }
@@ -249,18 +281,35 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 // request sends GET url with the options' timeouts and returns the
-// response to a 200. Other answers are errors: 404 wraps ErrNoCheckpoint,
-// a redirect names its Location (never followed). The returned ctx ends
-// with the watchdog's cause; the caller arms the idle timeout and must
-// call done.
+// response to a 200. Other answers are errors (statusErr). The returned
+// ctx ends with the watchdog's cause; the caller arms the idle timeout
+// and must call done.
 func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response, _ context.Context, _ *watchdog, _ func(), err error) {
 	client, release := o.client()
+	resp, rctx, wd, done, err := o.send(ctx, client, url, nil)
+	if err != nil {
+		release()
+		return nil, nil, nil, nil, err
+	}
+	cleanup := func() { done(); release() }
+	if resp.StatusCode != http.StatusOK {
+		defer cleanup()
+		defer resp.Body.Close()
+		return nil, nil, nil, nil, statusErr(url, resp)
+	}
+	return resp, rctx, wd, cleanup, nil
+}
+
+// send sends GET url through client with the options' timeouts (connect
+// plus response headers; the caller arms the idle timeout) and the
+// headers in hdr, and returns the response whatever its status. The
+// returned ctx ends with the watchdog's cause; the caller must call done.
+func (o FetchOptions) send(ctx context.Context, client *http.Client, url string, hdr http.Header) (_ *http.Response, _ context.Context, _ *watchdog, _ func(), err error) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	wd := newWatchdog(cancel)
 	cleanup := func() {
 		wd.stop()
 		cancel(nil)
-		release()
 	}
 	defer func() {
 		if err != nil {
@@ -270,6 +319,9 @@ func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch: %w", err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	if o.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+o.BearerToken)
@@ -281,21 +333,24 @@ func (o FetchOptions) request(ctx context.Context, url string) (_ *http.Response
 	if err != nil {
 		return nil, nil, nil, nil, fetchErr(ctx, rctx, url, err)
 	}
-	if resp.StatusCode == http.StatusOK {
-		return resp, rctx, wd, cleanup, nil
-	}
-	defer resp.Body.Close()
+	return resp, rctx, wd, cleanup, nil
+}
+
+// statusErr explains an unexpected answer: 404 wraps ErrNoCheckpoint,
+// 401/403 ErrUnauthorized, a redirect names its Location (never
+// followed). It reads a little of the body for the reason.
+func statusErr(url string, resp *http.Response) error {
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return nil, nil, nil, nil, fmt.Errorf("%w: fetch %s: %s: %s", ErrNoCheckpoint, url, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("%w: fetch %s: %s: %s", ErrNoCheckpoint, url, resp.Status, strings.TrimSpace(string(msg)))
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, nil, nil, nil, fmt.Errorf("%w: fetch %s: %s: %s", ErrUnauthorized, url, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("%w: fetch %s: %s: %s", ErrUnauthorized, url, resp.Status, strings.TrimSpace(string(msg)))
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch %s: %s: redirect to %q refused (checkpoint fetches follow no redirects)",
+		return fmt.Errorf("checkpoint: fetch %s: %s: redirect to %q refused (checkpoint fetches follow no redirects)",
 			url, resp.Status, resp.Header.Get("Location"))
 	default:
-		return nil, nil, nil, nil, fmt.Errorf("checkpoint: fetch %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("checkpoint: fetch %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
 }
 
@@ -335,24 +390,31 @@ func FetchManifest(ctx context.Context, url string, opts FetchOptions) (Manifest
 	}
 	defer done()
 	defer resp.Body.Close()
+	m, _, err := o.readManifestBody(ctx, rctx, wd, resp, murl)
+	return m, err
+}
+
+// readManifestBody reads, parses and checks (MaxManifestBytes, origin) a
+// manifest answer, with the idle timeout.
+func (o FetchOptions) readManifestBody(ctx, rctx context.Context, wd *watchdog, resp *http.Response, murl string) (Manifest, []byte, error) {
 	wd.arm(o.IdleTimeout, fmt.Errorf("%w: %s sent nothing for %v (idle timeout)", ErrTimeout, murl, o.IdleTimeout))
 	b, err := io.ReadAll(io.LimitReader(kickReader{resp.Body, wd}, o.MaxManifestBytes+1))
 	if err != nil {
-		return Manifest{}, fetchErr(ctx, rctx, murl, err)
+		return Manifest{}, nil, fetchErr(ctx, rctx, murl, err)
 	}
 	if int64(len(b)) > o.MaxManifestBytes {
-		return Manifest{}, fmt.Errorf("%w: fetch %s: manifest longer than %d bytes (MaxManifestBytes)", ErrCorrupt, murl, o.MaxManifestBytes)
+		return Manifest{}, nil, fmt.Errorf("%w: fetch %s: manifest longer than %d bytes (MaxManifestBytes)", ErrCorrupt, murl, o.MaxManifestBytes)
 	}
 	m, err := ParseManifest(b)
 	if err != nil {
-		return Manifest{}, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
+		return Manifest{}, nil, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
 	}
 	if o.Origin.RoomCzxid != 0 {
 		if err := m.CheckOrigin(o.Origin); err != nil {
-			return Manifest{}, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
+			return Manifest{}, nil, fmt.Errorf("checkpoint: fetch %s: %w", murl, err)
 		}
 	}
-	return m, nil
+	return m, b, nil
 }
 
 // Fetch downloads the checkpoint served by Handler at url into
@@ -375,8 +437,14 @@ func FetchManifest(ctx context.Context, url string, opts FetchOptions) (Manifest
 // with opts.Origin, of that origin), it is returned instead; one of another
 // origin is moved aside and replaced.
 func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info, err error) {
-	o := opts.withDefaults()
-	start := time.Now()
+	return fetch(ctx, url, root, opts.withDefaults(), opts.Progress)
+}
+
+// fetchTar receives the whole checkpoint as GET url's tar stream (a
+// source without the per-file endpoint), into a temp dir under root.
+func fetchTar(ctx context.Context, url, root string, o FetchOptions, progress func(Progress), start time.Time, st FetchStats) (info Info, err error) {
+	st.Tar = true
+	t0 := time.Now()
 	resp, rctx, wd, done, err := o.request(ctx, url)
 	if err != nil {
 		return Info{}, err
@@ -400,12 +468,23 @@ func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info,
 
 	slow := &rateReader{r: kickReader{resp.Body, wd}, start: time.Now(), grace: o.IdleTimeout, rate: o.MinRate, url: url}
 	bounded := &boundedReader{r: slow, limit: o.MaxManifestBytes + 512 + streamSlack}
-	cr := &countingReader{r: bounded, total: resp.ContentLength, start: start, interval: o.ProgressInterval, fn: opts.Progress}
+	cr := &countingReader{r: bounded, total: resp.ContentLength, start: start, interval: o.ProgressInterval, fn: progress}
 	m, err := receive(rctx, bufio.NewReaderSize(cr, copyBufSize), tmp, o, bounded, wd.kick)
 	if err != nil {
 		return Info{}, fetchErr(ctx, rctx, url, err)
 	}
 	wd.stop()
+	if o.Index != 0 && m.Index != o.Index {
+		return Info{}, fmt.Errorf("%w: fetch %s: it serves index %d, not %d (Index)", ErrNoCheckpoint, url, m.Index, o.Index)
+	}
+	st.Files, st.Bytes = len(m.Files), m.Bytes()
+	st.FetchedFiles, st.FetchedBytes = len(m.Files), cr.n
+	st.Transfer = time.Since(t0)
+	t1 := time.Now()
+	defer func() {
+		st.Final = time.Since(t1)
+		info.Fetch = st
+	}()
 	if err := checkOpens(filepath.Join(tmp, DBDir), root, m); err != nil {
 		return Info{}, fmt.Errorf("checkpoint: fetch %s: %w", url, err)
 	}

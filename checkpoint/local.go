@@ -29,6 +29,8 @@ type Info struct {
 	// ReadBytes, set by Create, is what it read to checksum: the files not
 	// shared with the previous checkpoint (see doc.go, Protocol 1).
 	ReadBytes int64
+	// Fetch, set by Fetch, says what was fetched, reused and skipped.
+	Fetch FetchStats
 }
 
 func newInfo(path string, m Manifest) Info {
@@ -710,9 +712,12 @@ func Newest(root string) (Info, error) {
 	return l[0], nil
 }
 
-// Retain deletes every checkpoint under root but the newest keep (keep >= 1).
-// A checkpoint being served by Handler keeps streaming: the handler holds
-// its files open.
+// Retain deletes every checkpoint under root but the newest keep (keep >= 1),
+// and every partial fetch (root/.partial-*) of an index at or below the
+// newest checkpoint's, unless a Fetch is using it. A checkpoint being
+// served by Handler's tar stream or a file request in progress keeps
+// streaming: the handler holds its files open; later per-file requests
+// for it get 404.
 func Retain(root string, keep int) error {
 	if keep < 1 {
 		return fmt.Errorf("checkpoint: retain: keep = %d, must be >= 1", keep)
@@ -720,6 +725,12 @@ func Retain(root string, keep int) error {
 	l, err := List(root)
 	if err != nil {
 		return err
+	}
+	if len(l) > 0 {
+		newest := l[0].Manifest.Index
+		if err := removePartials(root, func(p partialDir) bool { return p.index <= newest }); err != nil {
+			return fmt.Errorf("checkpoint: retain: %w", err)
+		}
 	}
 	if len(l) <= keep {
 		return nil
@@ -736,7 +747,11 @@ func Retain(root string, keep int) error {
 
 // CleanTemp removes the temp directories (".tmp-*") under root older than
 // olderThan: leftovers of a Create or Fetch interrupted by a crash. Only
-// call it with an age no Create or Fetch in progress can reach.
+// call it with an age no Create or Fetch in progress can reach. It also
+// bounds partial fetches (".partial-*", kept for a later Fetch to resume):
+// all but the newest (highest index, then most recently changed) are
+// removed, and the newest too once unchanged for PartialMaxAge, whatever
+// olderThan; a partial a Fetch is using is never removed.
 func CleanTemp(root string, olderThan time.Duration) error {
 	ents, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -746,6 +761,9 @@ func CleanTemp(root string, olderThan time.Duration) error {
 		return fmt.Errorf("checkpoint: clean: %w", err)
 	}
 	var errs []error
+	if err := cleanPartials(root); err != nil {
+		errs = append(errs, err)
+	}
 	for _, e := range ents {
 		if len(e.Name()) <= len(tmpPrefix) || e.Name()[:len(tmpPrefix)] != tmpPrefix {
 			continue

@@ -21,16 +21,40 @@ import (
 const (
 	HeaderIndex = "X-Roomlog-Checkpoint-Index"
 	HeaderEpoch = "X-Roomlog-Checkpoint-Epoch"
+	// HeaderFiles is set (to FilesProtocol) on every answer of a handler
+	// that serves GET /files/<name> (the manifest, and the file endpoint's
+	// own errors): Fetch uses per-file requests only with a server that
+	// says so, and tells "this server has no such endpoint" (an older
+	// server's 404, without the header) from "this checkpoint is gone" (a
+	// 404 with it).
+	HeaderFiles = "X-Roomlog-Checkpoint-Files"
+	// FilesProtocol is the value of HeaderFiles: the per-file protocol
+	// version.
+	FilesProtocol = "1"
 )
 
-// Handler serves the newest checkpoint under root:
+// Handler serves the checkpoints under root:
 //
-//	GET /          the checkpoint as one tar stream: ManifestName first,
-//	               then db/<file> for every manifest file, in manifest order
-//	               (USTAR, with Content-Length)
-//	GET /manifest  the manifest JSON
+//	GET /          the newest checkpoint as one tar stream: ManifestName
+//	               first, then db/<file> for every manifest file, in
+//	               manifest order (USTAR, with Content-Length)
+//	GET /manifest  the newest checkpoint's manifest JSON
+//	GET /manifest?index=N
+//	               the manifest of the checkpoint at index N; 404 when root
+//	               does not hold it (any more)
+//	GET /files/<name>?index=N&sum=<manifest checksum>
+//	               one db file of exactly that checkpoint, with Range
+//	               support (http.ServeContent on the open file): 404 naming
+//	               what is gone when root no longer holds index N or the
+//	               manifest lists no such file, 409 when the checkpoint at
+//	               index N has another manifest checksum, 400 for a bad
+//	               name, index or sum
 //
-// Both answer 404 with a plain-text reason when root holds no checkpoint.
+// GET / and GET /manifest answer 404 with a plain-text reason when root
+// holds no checkpoint. The manifest and file answers carry HeaderFiles.
+// A file name is a manifest name (validFileName: no separator, no dot
+// first) and must be listed by that checkpoint's manifest, so nothing
+// outside a checkpoint's db/ directory is ever served.
 // Before writing the first byte, the handler opens the manifest and every
 // file of the checkpoint; a Retain that deletes the checkpoint afterwards
 // only unlinks names, and the stream keeps reading the open files (POSIX
@@ -71,15 +95,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "roomlog checkpoint: method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	switch r.URL.Path {
-	case "", "/":
+	switch p := r.URL.Path; {
+	case p == "" || p == "/":
 		h.serveStream(w, r)
-	case "/manifest":
+	case p == "/manifest" && r.URL.Query().Has("index"):
+		h.serveManifestAt(w, r)
+	case p == "/manifest":
 		h.serveManifest(w, r)
+	case strings.HasPrefix(p, filesPath):
+		h.serveFile(w, r, strings.TrimPrefix(p, filesPath))
 	default:
-		http.Error(w, "roomlog checkpoint: unknown path (use / or /manifest)", http.StatusNotFound)
+		http.Error(w, "roomlog checkpoint: unknown path (use /, /manifest or /files/<name>)", http.StatusNotFound)
 	}
 }
+
+// filesPath is the prefix of the per-file endpoint.
+const filesPath = "/files/"
 
 // opened is a checkpoint whose files are all open.
 type opened struct {
@@ -191,13 +222,151 @@ func (h *handler) serveManifest(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
+	writeManifest(w, r, o.info, o.manifest)
+}
+
+func writeManifest(w http.ResponseWriter, r *http.Request, info Info, mb []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(o.manifest)))
-	setInfoHeaders(w, o.info)
+	w.Header().Set("Content-Length", strconv.Itoa(len(mb)))
+	w.Header().Set(HeaderFiles, FilesProtocol)
+	setInfoHeaders(w, info)
 	if r.Method == http.MethodHead {
 		return
 	}
-	w.Write(o.manifest)
+	w.Write(mb)
+}
+
+// heldAt reads the manifest of the checkpoint at index under root. Gone
+// (never held, removed, or moved aside) is fs.ErrNotExist; a checkpoint
+// whose manifest no longer parses is moved aside (never served again)
+// and reported gone.
+func (h *handler) heldAt(index uint64) (Info, []byte, error) {
+	path := filepath.Join(h.root, dirName(index))
+	if _, err := os.Stat(path); err != nil {
+		return Info{}, nil, err
+	}
+	mb, err := os.ReadFile(filepath.Join(path, ManifestName))
+	if err != nil {
+		return Info{}, nil, err
+	}
+	m, err := ParseManifest(mb)
+	if err == nil && m.Index != index {
+		err = fmt.Errorf("%w: %s: directory is for index %d, manifest says %d", ErrCorrupt, path, index, m.Index)
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			if derr := discard(path); derr != nil {
+				return Info{}, nil, errors.Join(err, derr)
+			}
+			return Info{}, nil, fmt.Errorf("%w (%v)", fs.ErrNotExist, err)
+		}
+		return Info{}, nil, err
+	}
+	return newInfo(path, m), mb, nil
+}
+
+// queryIndex parses the index query parameter.
+func queryIndex(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("index")
+	idx, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || idx == 0 {
+		return 0, fmt.Errorf("bad index %q", v)
+	}
+	return idx, nil
+}
+
+func (h *handler) serveManifestAt(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(HeaderFiles, FilesProtocol)
+	idx, err := queryIndex(r)
+	if err != nil {
+		http.Error(w, "roomlog checkpoint: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	info, mb, err := h.heldAt(idx)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		http.Error(w, fmt.Sprintf("roomlog checkpoint: no checkpoint at index %d held (any more)", idx), http.StatusNotFound)
+	case err != nil:
+		h.fail(w, err)
+	default:
+		writeManifest(w, r, info, mb)
+	}
+}
+
+// serveFile answers one db file of the checkpoint the query names (index
+// and manifest checksum), with Range support. The file is opened and its
+// size checked against the manifest before the first byte; a checkpoint
+// whose file is missing or of another size is moved aside, as GET / does.
+func (h *handler) serveFile(w http.ResponseWriter, r *http.Request, name string) {
+	w.Header().Set(HeaderFiles, FilesProtocol)
+	if err := validFileName(name); err != nil {
+		http.Error(w, "roomlog checkpoint: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	idx, err := queryIndex(r)
+	if err != nil {
+		http.Error(w, "roomlog checkpoint: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	sum := r.URL.Query().Get("sum")
+	if sum == "" || len(sum) > 128 {
+		http.Error(w, "roomlog checkpoint: missing or bad sum", http.StatusBadRequest)
+		return
+	}
+	info, _, err := h.heldAt(idx)
+	if errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, fmt.Sprintf("roomlog checkpoint: checkpoint at index %d is not held (any more): %s gone", idx, name), http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if info.Manifest.Checksum != sum {
+		http.Error(w, fmt.Sprintf("roomlog checkpoint: the checkpoint at index %d has manifest checksum %s, not %s",
+			idx, info.Manifest.Checksum, sum), http.StatusConflict)
+		return
+	}
+	var f File
+	var listed bool
+	for _, mf := range info.Manifest.Files {
+		if mf.Name == name {
+			f, listed = mf, true
+			break
+		}
+	}
+	if !listed {
+		http.Error(w, fmt.Sprintf("roomlog checkpoint: the checkpoint at index %d lists no file %q", idx, name), http.StatusNotFound)
+		return
+	}
+	p := filepath.Join(info.Path, DBDir, name)
+	fh, err := os.Open(p)
+	var fi os.FileInfo
+	if err == nil {
+		defer fh.Close()
+		fi, err = fh.Stat()
+	}
+	if err == nil && (!fi.Mode().IsRegular() || fi.Size() != f.Size) {
+		err = fmt.Errorf("%w: %s: %d bytes, manifest says %d", ErrCorrupt, p, fi.Size(), f.Size)
+	}
+	if err != nil {
+		err = missingIsCorrupt(err)
+		if errors.Is(err, ErrCorrupt) {
+			if derr := discard(info.Path); derr != nil {
+				h.fail(w, errors.Join(err, derr))
+				return
+			}
+		}
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, fs.ErrNotExist) {
+			http.Error(w, fmt.Sprintf("roomlog checkpoint: checkpoint at index %d is not held (any more): %s gone (%v)", idx, name, err), http.StatusNotFound)
+			return
+		}
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	setInfoHeaders(w, info)
+	http.ServeContent(w, r, "", time.Time{}, fh)
 }
 
 func setInfoHeaders(w http.ResponseWriter, info Info) {
