@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -397,7 +398,7 @@ func (r *Replica) ckptSources(members map[string]memberData, need uint64, self b
 
 // sourceURL is where src serves this room's checkpoint.
 func (r *Replica) sourceURL(src ckptSource) (string, error) {
-	base, err := checkpointBaseURL(src.addr)
+	base, err := r.peerBaseURL(src.addr) // peertls.go: with PeerTLS, https only
 	if err != nil {
 		return "", fmt.Errorf("member %q advertises %q: %w", src.id, src.addr, err)
 	}
@@ -420,10 +421,10 @@ func (r *Replica) servedCheckpoint(ctx context.Context, members map[string]membe
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		m, err := checkpoint.FetchManifest(pctx, url, r.fetchOptions())
+		m, err := checkpoint.FetchManifest(pctx, url, r.fetchOptionsFor(url))
 		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("member %q: %w", src.id, err))
+			errs = append(errs, fmt.Errorf("member %q: %w", src.id, peerTLSError(err)))
 			continue
 		}
 		if m.Index >= need {
@@ -490,9 +491,9 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	start := time.Now()
 	applied := r.applied.Load()
 	r.makeRoomForCheckpoint(max(need, applied+1))
-	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, r.fetchOptions())
+	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, r.fetchOptionsFor(url)) // peertls.go: TLS for url's host
 	if err != nil {
-		return err
+		return peerTLSError(err)
 	}
 	// What the fetch added counts toward KeepCheckpoints now, not at the
 	// next checkpoint.
@@ -681,16 +682,22 @@ func (r *Replica) serveHTTP() error {
 	mux := http.NewServeMux()
 	mux.Handle(CheckpointPath(r.cfg.Room), r.CheckpointHandler())
 	r.listener = ln
+	if r.cfg.PeerTLS != nil { // peertls.go: HTTPS only, client certificates required
+		ln = tls.NewListener(ln, peerServerTLS(r.cfg.PeerTLS))
+	}
 	if r.cfg.AdvertiseAddr == "" {
 		// Advertise what we listen on when that names a host.
 		if host, _, err := net.SplitHostPort(ln.Addr().String()); err == nil {
 			if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-				r.cfg.AdvertiseAddr = ln.Addr().String()
-				r.baseURL = "http://" + r.cfg.AdvertiseAddr
+				r.cfg.AdvertiseAddr = peerAdvertise(ln.Addr().String(), r.cfg.PeerTLS)
+				r.baseURL, _ = checkpointBaseURL(r.cfg.AdvertiseAddr)
 			}
 		}
 	}
-	r.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// ReadHeaderTimeout also bounds the TLS handshake; refused handshakes
+	// (a peer without a certificate, another CA's) are logged.
+	r.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

@@ -15,6 +15,7 @@ import (
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/tlsfiles"
 	"github.com/roomlog/roomlog/version"
 
 	"github.com/roomlog/roomlog/zkx"
@@ -172,6 +173,16 @@ type Config struct {
 	// fetches a peer's checkpoint or manifest. Every member of a room must
 	// use the same token. Load it from a file, not a command line.
 	CheckpointToken string
+	// PeerTLS, when set, is mutual TLS between members (replica/peertls.go):
+	// the checkpoint endpoint on ListenAddr is served over HTTPS and
+	// requires a client certificate signed by the CA file; this member
+	// advertises "https://" + AdvertiseAddr (a plain http AdvertiseAddr is
+	// refused) and fetches, probes and follows peers over HTTPS only,
+	// presenting its certificate and verifying theirs against the CA file
+	// and the address they advertise. The CheckpointToken then travels
+	// only inside TLS. Rotated files are used by new connections without
+	// a restart. It must hold a certificate. nil: plain HTTP.
+	PeerTLS *tlsfiles.Source
 	// Registerer, when set, receives the replica's Prometheus metrics and
 	// its logroom writer's and reader's (package doc, "Metrics"), labelled
 	// room=<Room> and member=<ID>. They are unregistered by Close. nil: no
@@ -265,6 +276,7 @@ func (c Config) Validate() error {
 			bad("ListenAddr", "%q is not host:port: %v", c.ListenAddr, err)
 		}
 	}
+	c.validatePeerTLS(bad)
 	if c.StoreOptions != nil {
 		if err := c.StoreOptions.Validate(); err != nil {
 			bad("StoreOptions", "%v", err)
@@ -378,6 +390,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.AdvertiseAddr = peerAdvertise(c.AdvertiseAddr, c.PeerTLS)
 	return c
 }
 

@@ -333,7 +333,7 @@ func (r *Replica) runLiveness(ctx context.Context) {
 // tells them apart) or another process answered; false when none could be
 // established.
 func (r *Replica) followLiveness(ctx context.Context, target livenessTarget, changed <-chan struct{}) (broke bool, err error) {
-	base, err := checkpointBaseURL(target.Addr)
+	base, err := r.peerBaseURL(target.Addr) // peertls.go: with PeerTLS, https only
 	if err != nil {
 		return false, err
 	}
@@ -386,7 +386,7 @@ func (r *Replica) followLiveness(ctx context.Context, target livenessTarget, cha
 // the process is gone; a responder with another guid means another
 // process holds the address; anything else proves nothing.
 func (r *Replica) probeLiveness(ctx context.Context, target livenessTarget) (livenessEvidence, string) {
-	base, err := checkpointBaseURL(target.Addr)
+	base, err := r.peerBaseURL(target.Addr)
 	if err != nil {
 		return evidenceNone, ""
 	}

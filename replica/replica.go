@@ -215,6 +215,9 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	if cfg.AdvertiseAddr != "" {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
 	}
+	if cfg.PeerTLS != nil {
+		r.live.usePeerTLS(cfg.PeerTLS) // peertls.go
+	}
 	if cfg.Registerer != nil {
 		reg := prometheus.WrapRegistererWith(prometheus.Labels{"room": cfg.Room, "member": cfg.ID}, cfg.Registerer)
 		if r.m, err = newMetrics(reg, r); err != nil {
