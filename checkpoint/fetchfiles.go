@@ -179,6 +179,9 @@ type job struct {
 	f   File
 	off int64
 	crc uint32
+	// credited: the prefix counted in ResumedBytes (the source honoured
+	// the Range request)
+	credited int64
 }
 
 func (ft *fetcher) add(fn func(st *FetchStats)) {
@@ -498,8 +501,9 @@ func (ft *fetcher) fetchFile(ctx context.Context, j job, buf []byte) error {
 			return err
 		}
 		// The prefix kept from an earlier fetch was bad: start over.
-		ft.add(func(st *FetchStats) { st.Refetched++ })
-		j.off, j.crc = 0, 0
+		credited := j.credited
+		ft.add(func(st *FetchStats) { st.Refetched++; st.ResumedBytes -= credited })
+		j.off, j.crc, j.credited = 0, 0, 0
 	}
 }
 
@@ -529,6 +533,7 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 			return fmt.Errorf("%w: fetch %s: Content-Range %q, asked bytes %d-%d/%d", ErrCorrupt, u, cr, j.off, f.Size-1, f.Size)
 		}
 		off := j.off
+		j.credited = off
 		ft.add(func(st *FetchStats) { st.ResumedBytes += off })
 	case http.StatusOK:
 		if j.off > 0 {
@@ -576,8 +581,11 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 	}
 	size, crc := j.off, j.crc
 	for size < f.Size {
+		// Every read is written at once: what arrived is on disk (in the
+		// page cache) when the source or this process stops, so a resume
+		// never asks for it again.
 		chunk := buf[:min(int64(len(buf)), f.Size-size)]
-		n, rerr := io.ReadFull(body, chunk)
+		n, rerr := body.Read(chunk)
 		if n > 0 {
 			crc = crc32.Update(crc, castagnoli, chunk[:n])
 			if _, err := out.Write(chunk[:n]); err != nil {
@@ -586,6 +594,9 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 			size += int64(n)
 			ft.got.Add(int64(n))
 			ft.add(func(st *FetchStats) { st.FetchedBytes += int64(n) })
+		}
+		if rerr == io.EOF && size == f.Size {
+			break
 		}
 		if rerr != nil {
 			if errors.Is(rerr, io.ErrUnexpectedEOF) || errors.Is(rerr, io.EOF) {
