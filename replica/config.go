@@ -180,6 +180,21 @@ type Config struct {
 	// refused) and fetches, probes and follows peers over HTTPS only,
 	// presenting its certificate and verifying theirs against the CA file
 	// and the address they advertise. The CheckpointToken then travels
+	// ZooKeeperTLS, when set, connects to ZooKeeper over TLS (the servers'
+	// secureClientPort; Servers must name those ports): the member presents
+	// its certificate, which ZooKeeper's x509 provider authenticates, and
+	// verifies the servers against the CA file and ZooKeeperTLSServerName
+	// (default: each server's host). Rotated files are used by the next
+	// connection; the session survives (logroom.DialConfig.TLS).
+	ZooKeeperTLS *tlsfiles.Source
+	// ZooKeeperTLSServerName: see ZooKeeperTLS.
+	ZooKeeperTLSServerName string
+	// ACLIdentities are certificate identities (x509 scheme, as
+	// tlsfiles.Source.Identity gives them) granted all permissions on every
+	// znode this member creates, beside Auth's digest entry or instead of
+	// it. Every member of a room lists the same ones (each member's own
+	// included). Needs ZooKeeperTLS or Auth.
+	ACLIdentities []string
 	// only inside TLS. Rotated files are used by new connections without
 	// a restart. It must hold a certificate. nil: plain HTTP.
 	PeerTLS *tlsfiles.Source

@@ -239,10 +239,7 @@ func (r *Replica) onProbe(res probeResult) {
 // accepts it), reads the room without writing, and says whether
 // ZooKeeper still holds what this member applied (id, applied).
 func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64) probeResult {
-	c, err := logroom.Dial(ctx, logroom.DialConfig{
-		Servers: r.cfg.Servers, SessionTimeout: r.cfg.SessionTimeout, Auth: r.cfg.Auth,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AnyServer: true,
-	})
+	c, err := logroom.Dial(ctx, r.cfg.zkDialConfig(slog.New(slog.NewTextHandler(io.Discard, nil)), true))
 	if err != nil {
 		return probeResult{}
 	}

@@ -262,10 +262,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.sinceEntries.Store(int64(st.AppliedIndex()))
 	}
 
-	r.client, err = logroom.Dial(ctx, logroom.DialConfig{
-		Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth, Logger: cfg.Logger,
-		AnyServer: cfg.AnyServer,
-	})
+	r.client, err = logroom.Dial(ctx, cfg.zkDialConfig(cfg.Logger, cfg.AnyServer))
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/tlsfiles"
 	"github.com/roomlog/roomlog/zkx"
 )
 
@@ -30,8 +31,14 @@ type ReseedConfig struct {
 	Servers        []string
 	SessionTimeout time.Duration // default 4s
 	Auth           *logroom.Digest
-	Base           string // default DefaultBase
-	Room           string
+
+	// ZooKeeperTLS, ZooKeeperTLSServerName and ACLIdentities: as in Config.
+	ZooKeeperTLS           *tlsfiles.Source
+	ZooKeeperTLSServerName string
+	ACLIdentities          []string
+
+	Base string // default DefaultBase
+	Room string
 	// DataDirs are the survivors: the data dirs of the room's members
 	// (stopped), or a data dir roomlog restore built.
 	DataDirs []string
@@ -136,7 +143,9 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		return res, fmt.Errorf("%w: no survivor applied anything (%s is empty)", ErrReseedRefused, seed.Dir)
 	}
 
-	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth, Logger: cfg.Logger})
+	c, err := logroom.Dial(ctx, Config{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
+		ZooKeeperTLS: cfg.ZooKeeperTLS, ZooKeeperTLSServerName: cfg.ZooKeeperTLSServerName,
+		ACLIdentities: cfg.ACLIdentities}.zkDialConfig(cfg.Logger, false))
 	if err != nil {
 		return res, fmt.Errorf("replica: reseed: %w", err)
 	}

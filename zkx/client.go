@@ -34,6 +34,21 @@ type DialConfig struct {
 	SessionTimeout time.Duration
 	// Auth, when set, adds digest auth and makes every create use a digest ACL.
 	Auth *Digest
+	// TLS, when set, connects over TLS (the servers' secureClientPort):
+	// each connection asks TLS for its config, presents the client
+	// certificate it gives (ZooKeeper's x509 provider then authenticates
+	// the session by it) and verifies the server against its CA and name.
+	// *tlsfiles.Source is a TLSConfig.
+	TLS TLSConfig
+	// TLSServerName is the name the servers' certificates are verified
+	// against (default: the host of each address in Servers).
+	TLSServerName string
+	// ACLIdentities are certificate identities (RFC 2253 subjects as
+	// tlsfiles.Source.Identity gives them) granted all permissions on
+	// every znode this client creates, with scheme x509: instead of, or
+	// beside, Auth's digest entry. Needs TLS or Auth (a client with
+	// neither could not read what it creates).
+	ACLIdentities []string
 	// Logger receives client logs (nil: discard). go-zookeeper's own log lines
 	// are routed to it at debug level.
 	Logger *slog.Logger
@@ -69,6 +84,17 @@ func (c DialConfig) Validate() error {
 	}
 	if c.Auth != nil && c.Auth.User == "" {
 		errs = append(errs, fmt.Errorf("%w: Auth.User is empty", ErrBadConfig))
+	}
+	for i, id := range c.ACLIdentities {
+		if strings.TrimSpace(id) == "" {
+			errs = append(errs, fmt.Errorf("%w: ACLIdentities[%d] is empty", ErrBadConfig, i))
+		}
+	}
+	if len(c.ACLIdentities) > 0 && c.TLS == nil && c.Auth == nil {
+		errs = append(errs, fmt.Errorf("%w: ACLIdentities without TLS or Auth: this client could not read the znodes it creates", ErrBadConfig))
+	}
+	if c.TLSServerName != "" && c.TLS == nil {
+		errs = append(errs, fmt.Errorf("%w: TLSServerName %q without TLS", ErrBadConfig, c.TLSServerName))
 	}
 	return errors.Join(errs...)
 }
@@ -130,19 +156,17 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		subs:     make(map[int]chan zk.Event),
 		stateCh:  make(chan struct{}),
 		closedCh: make(chan struct{}),
-		acl:      zk.WorldACL(zk.PermAll),
+		acl:      buildACL(cfg),
 		session:  cfg.SessionTimeout,
 	}
-	if cfg.Auth != nil {
-		c.acl = zk.DigestACL(zk.PermAll, cfg.Auth.User, cfg.Auth.Password)
-	}
+	dialer := &connector{tls: cfg.TLS, serverName: cfg.TLSServerName, bound: handshakeBound(cfg.SessionTimeout)}
 	hosts := zk.WithHostProvider(zk.NewDNSHostProvider()) // go-zookeeper's own
 	if !cfg.AnyServer {
-		c.hosts = newLeaderFirst(c.log)
+		c.hosts = newLeaderFirst(c.log, dialer.probeConn)
 		hosts = zk.WithHostProvider(c.hosts)
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithDialer(boundedDialer(handshakeBound(cfg.SessionTimeout))),
+		zk.WithDialer(dialer.dial),
 		zk.WithEventCallback(c.onEvent),
 		zk.WithLogger(zkLogger{c.log}),
 		zk.WithLogInfo(false),
@@ -153,6 +177,9 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 	c.conn = conn
 	if err := c.WaitSession(ctx); err != nil {
 		c.Close()
+		if last := dialer.last(); last != nil {
+			return nil, fmt.Errorf("zkx: dial %v: %w (last connection attempt: %w)", cfg.Servers, err, last)
+		}
 		return nil, fmt.Errorf("zkx: dial %v: %w", cfg.Servers, err)
 	}
 	if cfg.Auth != nil {
@@ -306,23 +333,14 @@ func (c *Client) Close() {
 // (2/3 of it, at least 1s); boundedConn caps the handshake at twice it.
 func handshakeBound(session time.Duration) time.Duration { return max(session*2/3, time.Second) }
 
-// boundedDialer dials ZooKeeper servers with connections whose I/O
-// deadlines are capped at bound. go-zookeeper waits up to ten read
-// timeouts (13 s for a 2 s session) for a server's answer to its session
-// handshake; a server that accepts the connection and then says nothing (a
-// partition at a proxy, a stopped process) held the client that long per
-// server, and every request queued meanwhile — a replica's run loop
-// included — with it. Capped, a silent server costs two read timeouts and
-// the client moves on to the next.
-func boundedDialer(bound time.Duration) zk.Dialer {
-	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		conn, err := net.DialTimeout(network, address, timeout)
-		if err != nil {
-			return nil, err
-		}
-		return &boundedConn{Conn: conn, bound: bound}, nil
-	}
-}
+// Connections are bounded (connector.dial wraps each in a boundedConn).
+// go-zookeeper waits up to ten read timeouts (13 s for a 2 s session) for
+// a server's answer to its session handshake; a server that accepts the
+// connection and then says nothing (a partition at a proxy, a stopped
+// process) held the client that long per server, and every request
+// queued meanwhile — a replica's run loop included — with it. Capped, a
+// silent server costs two read timeouts and the client moves on to the
+// next.
 
 // boundedConn caps a deadline set more than 4×bound from now (go-zookeeper's
 // session handshake: ten read timeouts) at 2×bound. Ordinary read and write

@@ -53,14 +53,19 @@ type leaderFirst struct {
 	leaders int      // probes that found a leader (tests)
 }
 
-func newLeaderFirst(log *slog.Logger) *leaderFirst {
+// newLeaderFirst returns the host provider; wrap (nil: none) prepares
+// each probe connection (the TLS handshake of a TLS client).
+func newLeaderFirst(log *slog.Logger, wrap probeWrap) *leaderFirst {
 	var r net.Resolver
 	return &leaderFirst{
-		probe:  func(s []string) []string { return probeModes(s, LeaderProbeTimeout) },
+		probe:  func(s []string) []string { return probeModesWith(s, LeaderProbeTimeout, wrap) },
 		lookup: r.LookupHost,
 		log:    log,
 	}
 }
+
+// probeWrap prepares a probe's connection to address before srvr is sent.
+type probeWrap func(ctx context.Context, conn net.Conn, address string) (net.Conn, error)
 
 // lookupTimeout bounds Init's name resolution (go-zookeeper's own).
 const lookupTimeout = 3 * time.Second
@@ -186,6 +191,11 @@ func orderServers(servers, modes []string, last string) (order []string, leader 
 // srvr Mode ("leader", "follower", "observer", "standalone", or "" when it
 // did not answer with one within timeout).
 func probeModes(servers []string, timeout time.Duration) []string {
+	return probeModesWith(servers, timeout, nil)
+}
+
+// probeModesWith is probeModes with each connection prepared by wrap.
+func probeModesWith(servers []string, timeout time.Duration, wrap probeWrap) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	modes := make([]string, len(servers))
@@ -194,7 +204,7 @@ func probeModes(servers []string, timeout time.Duration) []string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			modes[i], _ = serverMode(ctx, s)
+			modes[i], _ = serverModeWith(ctx, s, wrap)
 		}()
 	}
 	wg.Wait()
@@ -209,19 +219,34 @@ var errNoMode = errors.New("zkx: srvr reply has no Mode line")
 // "observer", "standalone"), reading at most leaderProbeMaxReply bytes
 // before ctx's deadline.
 func serverMode(ctx context.Context, addr string) (string, error) {
+	return serverModeWith(ctx, addr, nil)
+}
+
+// serverModeWith is serverMode on a connection prepared by wrap (nil:
+// none); over TLS the four-letter word follows the handshake.
+func serverModeWith(ctx context.Context, addr string, wrap probeWrap) (string, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close()
+	defer raw.Close()
 	if dl, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(dl); err != nil {
+		if err := raw.SetDeadline(dl); err != nil {
 			return "", err
 		}
 	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	conn := raw
+	if wrap != nil {
+		if conn, err = wrap(ctx, raw, addr); err != nil {
+			return "", err
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			_ = raw.SetDeadline(dl) // the handshake cleared it
+		}
+	}
 	if _, err := conn.Write([]byte("srvr")); err != nil {
 		return "", err
 	}

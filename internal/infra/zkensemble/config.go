@@ -15,6 +15,7 @@ type server struct {
 	clientPort   int
 	quorumPort   int
 	electionPort int
+	securePort   int    // secureClientPort; 0 without Options.TLS
 	dir          string // <root>/server-<i>
 }
 
@@ -45,7 +46,7 @@ type peerView func(i, j int) string
 // writeFiles writes zoo.cfg, myid and both logging configurations (log4j
 // for the Debian classpath and ZooKeeper <= 3.7 tarballs, logback for 3.8+
 // tarballs: whichever SLF4J binding is on the classpath picks its own).
-func writeFiles(s *server, all []*server, view peerView, tick time.Duration) error {
+func writeFiles(s *server, all []*server, view peerView, tick time.Duration, tlsOpts *TLSOptions) error {
 	if err := os.MkdirAll(s.dataDir(), 0o755); err != nil {
 		return err
 	}
@@ -66,6 +67,9 @@ func writeFiles(s *server, all []*server, view peerView, tick time.Duration) err
 	fmt.Fprintf(&b, "autopurge.purgeInterval=1\n")
 	fmt.Fprintf(&b, "4lw.commands.whitelist=*\n")
 	fmt.Fprintf(&b, "admin.enableServer=false\n")
+	if tlsOpts != nil {
+		b.WriteString(tlsConfig(tlsOpts, s))
+	}
 	if len(all) > 1 {
 		for _, o := range all {
 			if view != nil {
@@ -110,7 +114,7 @@ const logbackXML = `<configuration>
 `
 
 // jvmArgs is the java command line for one server.
-func jvmArgs(inst install, s *server, heapMB int, extra []string) []string {
+func jvmArgs(inst install, classpath []string, s *server, heapMB int, extra []string) []string {
 	args := []string{
 		fmt.Sprintf("-Xmx%dm", heapMB),
 		fmt.Sprintf("-Xms%dm", heapMB),
@@ -123,7 +127,7 @@ func jvmArgs(inst install, s *server, heapMB int, extra []string) []string {
 	}
 	args = append(args, extra...)
 	args = append(args,
-		"-cp", strings.Join(inst.classpath, string(os.PathListSeparator)),
+		"-cp", strings.Join(classpath, string(os.PathListSeparator)),
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain",
 		s.cfgPath(),
 	)

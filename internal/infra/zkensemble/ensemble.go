@@ -12,6 +12,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/infra/spawn"
+	"github.com/roomlog/roomlog/internal/infra/testpki"
 )
 
 // Errors returned by this package, wrapped with %w; check them with errors.Is.
@@ -71,6 +72,13 @@ type Options struct {
 	FaultNet bool
 	// FaultNetSeed seeds the jitter of every link (faultnet.NewNet).
 	FaultNetSeed uint64
+
+	// TLS, when set, gives every server a TLS client port as well
+	// (secureClientPort through Netty, certificates from TLS.CA, the x509
+	// authentication provider): SecureAddrs, TLSCA. The plaintext client
+	// port stays (the harness's own checks use it). Quorum links stay
+	// plaintext.
+	TLS *TLSOptions
 }
 
 // withDefaults fills in defaults and validates, naming every bad field.
@@ -97,6 +105,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.TickTime < time.Millisecond || o.TickTime%time.Millisecond != 0 || 2*o.TickTime > MaxSessionTimeout {
 		bad = append(bad, fmt.Sprintf("TickTime=%v (want whole milliseconds in [1ms, %v])", o.TickTime, MaxSessionTimeout/2))
 	}
+	bad = append(bad, o.TLS.validate()...)
 	if len(bad) > 0 {
 		return o, fmt.Errorf("%w: %s", ErrBadOptions, strings.Join(bad, ", "))
 	}
@@ -107,11 +116,14 @@ func (o Options) withDefaults() (Options, error) {
 // methods are safe for concurrent use. Server i is the API index
 // (0-based); its ZooKeeper myid is i+1.
 type Ensemble struct {
-	opts    Options
-	inst    install
-	log     *slog.Logger
-	root    string
-	servers []*server // immutable after Start
+	opts Options
+	inst install
+	// classpath is inst's, plus the Netty jars TLS needs (Options.TLS).
+	classpath []string
+	tlsCA     *testpki.CA // Options.TLS only
+	log       *slog.Logger
+	root      string
+	servers   []*server // immutable after Start
 
 	closing chan struct{} // closed by Close: aborts every wait
 	ops     []sync.Mutex  // ops[i] serializes launch/kill/stop of server i
@@ -150,13 +162,25 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 	if err != nil {
 		return nil, err
 	}
+	classpath := inst.classpath
+	var ca *testpki.CA
+	if opts.TLS != nil {
+		if classpath, err = tlsClasspath(inst); err != nil {
+			return nil, err
+		}
+		if ca = opts.TLS.CA; ca == nil {
+			if ca, err = testpki.NewCA("zkensemble-ca"); err != nil {
+				return nil, fmt.Errorf("zkensemble: TLS CA: %w", err)
+			}
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
-		e, err := tryStart(ctx, opts, inst, log)
+		e, err := tryStart(ctx, opts, inst, classpath, ca, log)
 		if err == nil {
 			log.Info("zkensemble: started", "servers", opts.Servers, "addrs", e.ConnString(),
 				"dir", e.root, "elapsed", time.Since(began), "zookeeper", inst.source, "faultnet", opts.FaultNet)
@@ -169,20 +193,22 @@ func Start(ctx context.Context, opts Options) (*Ensemble, error) {
 	}
 }
 
-func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger) (_ *Ensemble, err error) {
+func tryStart(ctx context.Context, opts Options, inst install, classpath []string, ca *testpki.CA, log *slog.Logger) (_ *Ensemble, err error) {
 	root, err := os.MkdirTemp(opts.Dir, "zkensemble-")
 	if err != nil {
 		return nil, fmt.Errorf("zkensemble: temp dir: %w", err)
 	}
 	e := &Ensemble{
-		opts:    opts,
-		inst:    inst,
-		log:     log,
-		root:    root,
-		closing: make(chan struct{}),
-		ops:     make([]sync.Mutex, opts.Servers),
-		procs:   make([]*proc, opts.Servers),
-		spawner: spawn.New(),
+		opts:      opts,
+		inst:      inst,
+		classpath: classpath,
+		tlsCA:     ca,
+		log:       log,
+		root:      root,
+		closing:   make(chan struct{}),
+		ops:       make([]sync.Mutex, opts.Servers),
+		procs:     make([]*proc, opts.Servers),
+		spawner:   spawn.New(),
 	}
 	defer func() {
 		if err != nil {
@@ -206,6 +232,13 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	var secure []int
+	if opts.TLS != nil {
+		if secure, err = freePorts(opts.Servers); err != nil {
+			release()
+			return nil, err
+		}
+	}
 	for i := 0; i < opts.Servers; i++ {
 		e.servers = append(e.servers, &server{
 			index:        i,
@@ -214,6 +247,9 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 			electionPort: ports[3*i+2],
 			dir:          fmt.Sprintf("%s/server-%d", root, i),
 		})
+		if secure != nil {
+			e.servers[i].securePort = secure[i]
+		}
 	}
 	var view peerView
 	if opts.FaultNet {
@@ -225,8 +261,13 @@ func tryStart(ctx context.Context, opts Options, inst install, log *slog.Logger)
 		view = e.proxiedView
 	}
 	for _, s := range e.servers {
-		if err := writeFiles(s, e.servers, view, opts.TickTime); err != nil {
+		if err := writeFiles(s, e.servers, view, opts.TickTime, opts.TLS); err != nil {
 			return nil, fmt.Errorf("zkensemble: server %d files: %w", s.index, err)
+		}
+		if opts.TLS != nil {
+			if err := writeTLSFiles(ca, s); err != nil {
+				return nil, fmt.Errorf("zkensemble: server %d TLS files: %w", s.index, err)
+			}
 		}
 	}
 	all := make([]int, opts.Servers)
@@ -259,7 +300,7 @@ func (e *Ensemble) ConnString() string { return strings.Join(e.Addrs(), ",") }
 // (*zk.Conn).Server() reports it), or -1.
 func (e *Ensemble) IndexOf(addr string) int {
 	for i, s := range e.servers {
-		if s.addr() == addr {
+		if s.addr() == addr || (s.securePort != 0 && s.secureAddr() == addr) {
 			return i
 		}
 	}

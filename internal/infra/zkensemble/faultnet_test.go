@@ -39,7 +39,7 @@ func TestFaultNetOff(t *testing.T) {
 		{index: 1, clientPort: 20, quorumPort: 21, electionPort: 22, dir: filepath.Join(dir, "s1")},
 		{index: 2, clientPort: 30, quorumPort: 31, electionPort: 32, dir: filepath.Join(dir, "s2")},
 	}
-	require.NoError(t, writeFiles(all[1], all, nil, DefaultTickTime))
+	require.NoError(t, writeFiles(all[1], all, nil, DefaultTickTime, nil))
 	cfg, err := os.ReadFile(all[1].cfgPath())
 	require.NoError(t, err)
 	require.Contains(t, string(cfg), "server.1=127.0.0.1:11:12\nserver.2=127.0.0.1:21:22\nserver.3=127.0.0.1:31:32\n")

@@ -71,7 +71,7 @@ func (e *Ensemble) launch(i int) (*proc, error) {
 	defer logf.Close() // the child holds its own descriptor
 	fmt.Fprintf(logf, "==== zkensemble: launching server %d (myid %d) at %s ====\n",
 		i, i+1, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(e.inst.java, jvmArgs(e.inst, s, e.opts.HeapMB, e.opts.JVMFlags)...)
+	cmd := exec.Command(e.inst.java, jvmArgs(e.inst, e.classpath, s, e.opts.HeapMB, e.opts.JVMFlags)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
