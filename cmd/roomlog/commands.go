@@ -74,7 +74,7 @@ func roomSummary(ctx context.Context, in *inspector, name string) (roomRow, bool
 	cancel()
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
-		row.Error = "no access: digest ACL, pass --zk-digest-file"
+		row.Error = "no access: the room's ACL; pass --zk-digest-file or a --zk-tls-cert it names"
 		return row, true, nil
 	case errors.Is(err, logroom.ErrNoRoom): // deleted since the listing
 		return row, false, nil

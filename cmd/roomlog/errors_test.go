@@ -185,7 +185,7 @@ func TestDigestRoom(t *testing.T) {
 	buildRoom(t, owner, "/mixed", "locked", false)
 	buildRoom(t, plain, "/mixed", "open", false)
 	out := newCLI(t, e, "/mixed").ok("rooms")
-	require.Regexp(t, `(?m)^locked\s+\(no access: digest ACL, pass --zk-digest-file\)$`, out)
+	require.Regexp(t, `(?m)^locked\s+\(no access: the room's ACL; pass --zk-digest-file or a --zk-tls-cert it names\)$`, out)
 	require.Regexp(t, `(?m)^open\s+\S+\s+2\s+w2\s+4\s+1\s+0$`, out)
 
 	// With them (flag or environment), everything works.

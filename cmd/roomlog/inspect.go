@@ -76,7 +76,7 @@ func zkErr(what string, err error) error {
 	}
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
-		return fmt.Errorf("%s%w (permission denied: the znode has a digest ACL; pass --zk-digest-file FILE holding user:password)", prefix, err)
+		return fmt.Errorf("%s%w (permission denied by the znode's ACL: pass --zk-digest-file FILE holding user:password, or --zk-tls-* with a certificate whose identity the ACL names)", prefix, err)
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired):
 		return fmt.Errorf("%slost the connection to ZooKeeper: %w", prefix, err)
 	case errors.Is(err, zk.ErrClosing):

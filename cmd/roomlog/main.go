@@ -95,6 +95,7 @@ type options struct {
 	setVersion int
 	wait       time.Duration
 	set        map[string]bool
+	zkTLS      zkTLSFlags
 }
 
 // parseArgs parses flags given anywhere among the positional arguments
@@ -118,6 +119,7 @@ func parseArgs(args []string, stderr io.Writer) (options, []string, error) {
 	fs.BoolVar(&o.noOps, "no-ops", false, "dump: do not decode entries as store ops")
 	fs.IntVar(&o.setVersion, "set", 0, fmt.Sprintf("room-version: record this room version (%d..%d) as the room's target: the tool's only write", version.RoomMin, version.RoomMax))
 	fs.DurationVar(&o.wait, "wait", 0, "room-version --set: wait this long for the room to reach the target, complete (0: do not wait)")
+	o.zkTLS.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
@@ -268,8 +270,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 
+	dc, err := o.zkTLS.dialConfig(servers, auth)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	c, err := logroom.Dial(dialCtx, logroom.DialConfig{Servers: servers, Auth: auth})
+	c, err := logroom.Dial(dialCtx, dc)
 	cancel()
 	if err != nil {
 		switch {
@@ -298,6 +304,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 func commandAt(args []string) int {
 	valued := map[string]bool{"zk": true, "base": true, "digest": true, "zk-digest-file": true, "timeout": true,
 		"from": true, "to": true, "set": true, "wait": true}
+	for _, n := range zkTLSValued {
+		valued[n] = true
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/tlsfiles"
 )
 
 // ---- reseed ----
@@ -76,6 +77,8 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	session := fs.Duration("session-timeout", 4*time.Second, "the members' ZooKeeper session timeout (how long their old nodes may linger)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "bound on the whole re-seed")
 	jsonOut := fs.Bool("json", false, "machine-readable JSON output")
+	var zkTLS zkTLSFlags
+	zkTLS.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, reseedUsage)
 		fs.PrintDefaults()
@@ -145,8 +148,17 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := replica.Reseed(ctx, replica.ReseedConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Base: *base,
-		Room: pos[0], DataDirs: dirs, Trust: *trust, Force: *force, RoomVersion: *roomVersion})
+	dc, err := zkTLS.dialConfig(servers, auth)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	rc := replica.ReseedConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Base: *base,
+		Room: pos[0], DataDirs: dirs, Trust: *trust, Force: *force, RoomVersion: *roomVersion,
+		ZooKeeperTLSServerName: dc.TLSServerName, ACLIdentities: dc.ACLIdentities}
+	if dc.TLS != nil {
+		rc.ZooKeeperTLS = dc.TLS.(*tlsfiles.Source)
+	}
+	res, err := replica.Reseed(ctx, rc)
 	if err != nil {
 		fmt.Fprintf(stderr, "roomlog reseed: %v\n", err)
 		return exitFail
