@@ -11,6 +11,8 @@
 //     from go-zookeeper's event callback, never blocking it; the
 //     leader-first host provider (below); connections whose handshake is
 //     bounded, so a server that accepts and says nothing is left quickly.
+//   - TLS and certificate ACLs (DialConfig.TLS, TLSServerName,
+//     ACLIdentities; below).
 //   - Requester and the requests on it: Get, Exists, ExistsW, Children,
 //     ChildrenW, Sync and EnsurePath, each retried on connection loss. A
 //     *Client is a Requester (between attempts it waits for the session;
@@ -61,6 +63,39 @@
 //     connected.
 //  3. Back off (20 ms doubling to 1 s) and go to 1, until ctx ends: the
 //     error then wraps ctx's and the last connection error.
+//
+// # TLS and certificate identities
+//
+// With DialConfig.TLS every connection (the first, and each reconnect)
+// dials TCP within go-zookeeper's connect timeout and then runs a TLS
+// handshake bounded by the same deadline (at least 1 s): it asks TLS for
+// a config for the server name (TLSServerName, or the host of the
+// address), so a TLSConfig that re-reads its files (*tlsfiles.Source)
+// hands a rotated certificate to the next connection while the session
+// goes on. ZooKeeper must listen with secureClientPort (Netty) and
+// Servers must name those ports. The leader probe speaks srvr over TLS
+// as well. A handshake that fails (the server refused this certificate,
+// or this client refused the server's: untrusted CA, wrong name) fails
+// that connection attempt; go-zookeeper tries the next server, and a
+// Dial that gets no session before its ctx ends returns the last
+// attempt's error in its chain (ErrTLS; *tlsfiles.VerifyError names the
+// CA file and the name checked).
+//
+// ZooKeeper's X509AuthenticationProvider (authProvider.x509) gives a TLS
+// session the id x509:<subject of its certificate, RFC 2253 as Java
+// writes it> (tlsfiles.SubjectName computes it; the tests check it on a
+// real server). ACLIdentities puts one x509 entry with all permissions
+// per identity on every znode the client creates, after Auth's digest
+// entry when both are set; with neither, creates use world:anyone. A
+// client whose identity no entry names gets zk.ErrNoAuth, a definite
+// answer that is never retried. Every member of a room must list the same
+// identities (its own included), or members cannot read each other's
+// znodes. ACLIdentities needs TLS or Auth (else the client could not
+// read what it creates).
+//
+// Nothing else changes over TLS: the same requests, sessions and
+// reconnects; only the bytes on the wire are encrypted, and a digest
+// credential (Auth) sent over TLS travels inside it.
 //
 // # Connecting: the leader first
 //

@@ -103,6 +103,35 @@
 // and PeerLinks are nil, and the helpers return ErrNoFaultNet; nothing is
 // proxied and zoo.cfg is what it always was.
 //
+// # TLS (Options.TLS)
+//
+// With Options.TLS every server also listens on a TLS client port
+// (SecureAddrs, SecureConnString; IndexOf knows them): zoo.cfg gets
+// serverCnxnFactory=NettyServerCnxnFactory (the plaintext port then runs
+// on Netty too), secureClientPort on 127.0.0.1, ssl.keyStore.location and
+// ssl.trustStore.location of type PEM, ssl.clientAuth (TLSOptions, "need"
+// by default) and authProvider.x509=X509AuthenticationProvider, so a
+// client's certificate subject becomes its x509 identity for ACLs. The
+// certificates come from internal/infra/testpki: TLSOptions.CA, or a CA
+// made at Start (TLSCA); each server's certificate is for 127.0.0.1 and
+// localhost, written to server-<i>/tls/ (TLSFiles(i); keystore.pem holds
+// key and certificate, as ZooKeeper's PEM key store reads them). Issue
+// client certificates with e.TLSCA().Issue(dir, name, testpki.Options{}).
+// On the Debian package the classpath gets Netty's codec, resolver and
+// transport-native-unix-common jars, which zookeeper.jar's manifest does
+// not name (scripts/install-zookeeper.sh installs libnetty-java if they
+// are missing). The plaintext port stays and the harness's own checks
+// (Mode, Leader, Start's readiness) use it; quorum links stay plaintext;
+// the TLS port is not proxied by FaultNet: put a Tap (below) in front of
+// it.
+//
+// # Tap
+//
+// NewTap(target) is a TCP proxy that records every byte it forwards in
+// each direction (Contains, Seen) and can cut its connections (Cut): a
+// test puts it on a client link to show what an eavesdropper would read,
+// or to force a reconnect in the same session.
+//
 // # Temp dir layout
 //
 //	<Options.Dir or os.TempDir()>/zkensemble-<random>/
