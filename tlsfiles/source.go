@@ -190,10 +190,26 @@ func (s *Source) check() {
 	s.lastCheck = s.now()
 	st := s.stamps()
 	if st == s.seen {
+		s.checkInUse()
 		return
 	}
 	s.seen = st
 	_ = s.reloadLocked() // logged and kept in lastErr
+	s.checkInUse()
+}
+
+// checkInUse reports a certificate in use that expired since it was read
+// (unchanged files, or newer ones refused): it is still presented, peers
+// refuse it, and Err and the log say why. The caller holds s.mu.
+func (s *Source) checkInUse() {
+	m := s.cur.Load()
+	if m == nil || m.leaf == nil || s.lastErr != nil {
+		return
+	}
+	if err := validity("Cert", s.files.Cert, m.leaf, s.now()); err != nil {
+		s.log.Error("tlsfiles: the certificate in use is no longer valid; replace the files", "err", err)
+		s.lastErr = err
+	}
 }
 
 // current returns the material to use now, after a check of the files.

@@ -283,3 +283,25 @@ func TestIdentity(t *testing.T) {
 	_, err = verify.Identity()
 	require.True(t, errors.Is(err, tlsfiles.ErrNoCertificateConfigured))
 }
+
+// TestExpiresInUse: a certificate that expires while in use (no new
+// files) is reported by Err, naming the file and "expired"; it stays the
+// one presented until the files are replaced.
+func TestExpiresInUse(t *testing.T) {
+	dir := t.TempDir()
+	ca := newCA(t, "ca")
+	now := time.Now()
+	files := issue(t, ca, dir, "member", testpki.Options{NotAfter: now.Add(time.Hour)})
+	clock := now
+	src, err := tlsfiles.LoadWithOptions(files, tlsfiles.Options{Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	leaf := src.Certificate()
+	clock = clock.Add(2 * time.Hour)
+	require.Equal(t, leaf.SerialNumber, src.Certificate().SerialNumber)
+	require.ErrorIs(t, src.Err(), tlsfiles.ErrExpired)
+	require.ErrorContains(t, src.Err(), files.Cert)
+	issue(t, ca, dir, "member", testpki.Options{NotAfter: now.Add(48 * time.Hour)})
+	clock = clock.Add(2 * time.Second)
+	require.NotEqual(t, leaf.SerialNumber, src.Certificate().SerialNumber)
+	require.NoError(t, src.Err())
+}
