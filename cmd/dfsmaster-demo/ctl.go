@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -20,7 +21,11 @@ import (
 // DFSMASTER_ADDR says.
 const defaultAddr = "127.0.0.1:8080"
 
-const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port[,host:port...]] [--timeout d] [--idempotency-key KEY] <command> [flags] [args]
+const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port[,host:port...]] [--timeout d] [--idempotency-key KEY]
+                           [--tls-ca FILE --tls-cert FILE --tls-key FILE] <command> [flags] [args]
+
+With --tls-ca, --tls-cert and --tls-key ctl speaks HTTPS to masters served
+with the same flags (mutual TLS): host:port addresses mean https://host:port.
 
 commands (flags go before the arguments):
   mkdir [-p] PATH               create a directory (-p: with its parents, no error if it exists)
@@ -63,6 +68,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL, or several separated by commas (env DFSMASTER_ADDR)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	key := fs.String("idempotency-key", "", "a mutation's Idempotency-Key (default: a random one); re-running a mutation with the same key applies it at most once")
+	tlsFlags := addTLSFlags(fs, "masters served with serve --tls-*: HTTPS with this client certificate")
 	keySet := false
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -89,13 +95,24 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *timeout <= 0 {
 		return ctlUsageError(stderr, "--timeout must be positive")
 	}
+	src, err := tlsFlags.load(nil)
+	if err != nil {
+		return ctlUsageError(stderr, err.Error())
+	}
+	var hc *http.Client // nil: http.DefaultClient
+	if src != nil {
+		hc = client.HTTPS(src, 0)
+	}
 	var addrs []string
 	for _, a := range strings.Split(*addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
+			if src != nil && !strings.Contains(a, "://") {
+				a = "https://" + a
+			}
 			addrs = append(addrs, a)
 		}
 	}
-	pool, err := client.NewPool(addrs, nil)
+	pool, err := client.NewPool(addrs, hc)
 	if err != nil {
 		return ctlUsageError(stderr, err.Error())
 	}

@@ -39,7 +39,7 @@
 //	    [--advertise ADDR] [--session-timeout D] [--checkpoint-every N]
 //	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
 //	    [--zk-digest-file FILE] [--checkpoint-token-file FILE] [--disk-stall-timeout D]
-//	    [--observer]
+//	    [--observer] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 //
 // --observer makes the master an observer (replica.Config.Observer): it
 // applies the log and serves reads and checkpoints but never becomes
@@ -174,6 +174,25 @@
 // ctl talks only to the HTTP API, never to ZooKeeper or the checkpoint
 // endpoint, so it has neither flag.
 //
+// # TLS
+//
+// --tls-ca, --tls-cert and --tls-key (PEM files, all three) make serve's
+// one HTTP server (API, status page, /metrics, checkpoint endpoint) HTTPS
+// only, with mutual TLS: a client must present a certificate the CA file
+// signed (tls.RequireAndVerifyClientCert) and the master's certificate
+// must name the host it advertises. The master advertises
+// https://host:port, which is what a standby's 307 points at and where
+// its peers fetch checkpoints; the replica gets the same files as
+// replica.Config.PeerTLS, so its own fetches, manifest probes and
+// liveness stream present its certificate. A plain HTTP request is
+// answered 400 and nothing else; a client without a certificate or with
+// another CA's is refused in the handshake. The files are re-read when
+// they change (tlsfiles): new connections use the new certificate within
+// a second, without a restart; refused files are logged and the last good
+// ones stay in use. ctl takes the same three flags (then host:port means
+// https://host:port); the Go client's client.HTTPS(src, timeout) does the
+// same for programs.
+//
 // Shutdown (SIGINT/SIGTERM): 1. replica.Close — in-flight proposals get
 // their outcome and the election candidate is deleted, so a standby takes
 // over at once rather than after a session timeout; 2. HTTP shutdown,
@@ -186,7 +205,7 @@
 //
 //	dfsmaster-demo pair [--zk host:port,...] [--zk-servers 1|3] [--session-timeout 2s]
 //	    [--phase 4s] [--workers 4] [--checkpoint-every 500] [--room NAME] [--keep]
-//	    [--acl | --zk-digest-file FILE] [--chunkservers 4]
+//	    [--acl | --zk-digest-file FILE] [--chunkservers 4] [--tls]
 //
 // Protocol:
 //
@@ -197,6 +216,8 @@
 //     the operator's credentials instead, e.g. for --zk servers whose rooms
 //     need them; --acl and --zk-digest-file exclude each other (--acl
 //     overrides the environment variable).
+//     With --tls, a CA and certificates for m1, m2 and the demo's own
+//     client (internal/infra/testpki) in <temp dir>/tls.
 //  1. ZooKeeper: with no --zk, start a local ensemble (3 servers by
 //     default) through internal/infra/zkensemble in a temp dir.
 //  2. Start m1, then m2, as separate processes: this binary (os.Executable)
@@ -206,6 +227,9 @@
 //     standby that names it. With credentials, check with an
 //     unauthenticated ZooKeeper client that the room's znode and m1's
 //     member znode refuse it (zk.ErrNoAuth); anything else ends the demo.
+//     With --tls the masters run with --tls-* and the demo checks that m1
+//     answers a plain HTTP request with 400 and refuses an HTTPS client
+//     without a certificate; every request of the demo presents its own.
 //  3. Workload: --workers writers, each in its own subtree /w<k>, issue
 //     mkdir, create, addblock, rename, delete and delete -r through the Go
 //     client, each operation with its own Idempotency-Key, and record every

@@ -24,6 +24,7 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/tlsfiles"
 )
 
 const pairUsage = `usage: dfsmaster-demo pair [flags]
@@ -38,7 +39,11 @@ is "RESULT {json}"; the exit status is 0 only when the check passed.
 The masters always run with a checkpoint bearer token generated in the
 work dir; with --acl also with generated ZooKeeper digest credentials, so
 every znode of the room has a digest ACL (checked: a client without them is
-refused).
+refused). With --tls the demo makes a CA and certificates in the work dir
+(internal/infra/testpki) and the masters serve their API and checkpoint
+endpoints over HTTPS with mutual TLS (serve --tls-ca, --tls-cert,
+--tls-key): the workload, the checks and the masters' checkpoint fetches
+present client certificates (checked: a client without one is refused).
 
 flags:
 `
@@ -82,6 +87,7 @@ type pairResult struct {
 	SessionTimeoutMS int64  `json:"session_timeout_ms"`
 	ZKServers        int    `json:"zk_servers"`
 	ACL              bool   `json:"acl"` // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
+	TLS              bool   `json:"tls"` // the masters' API and checkpoint endpoints were HTTPS with mutual TLS (--tls)
 	// Chunk servers (--chunkservers): how many, killed, blocks placed,
 	// re-replication tasks done (and done twice), blocks left
 	// under-replicated at the end.
@@ -102,6 +108,7 @@ type pairConfig struct {
 	acl             bool   // generate digest credentials in the work dir
 	digestFile      string // the operator's credentials file (--zk-digest-file), "" for none
 	chunkServers    int    // chunk-server processes (0: none)
+	tls             bool   // generate a CA and certificates: HTTPS with mutual TLS between everyone
 }
 
 func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -120,6 +127,8 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temp dir (data dirs and the masters' logs) for inspection")
 	fs.BoolVar(&cfg.acl, "acl", false, "create ZooKeeper digest credentials (random password) in the work dir and run both masters with them: "+
 		"every znode of the room gets a digest ACL; the demo checks that a client without them is refused")
+	fs.BoolVar(&cfg.tls, "tls", false, "generate a CA and certificates in the work dir: the masters serve their API and checkpoint endpoints over HTTPS "+
+		"with mutual TLS, and every client (the workload, the checks, the masters' checkpoint fetches) presents a certificate")
 	fs.StringVar(&cfg.digestFile, "zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
 		"(env "+envDigestFile+"; for --zk servers whose rooms need them; --acl generates its own)")
 	if err := fs.Parse(args); err != nil {
@@ -188,6 +197,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.OpsReplayed = p.led.replayed.Load()
 	res.SessionTimeoutMS = cfg.sessionTimeout.Milliseconds()
 	res.ACL = p.digestFile != ""
+	res.TLS = cfg.tls
 	res.ZKServers = cfg.zkServers
 	if len(cfg.zk) > 0 {
 		res.ZKServers = len(cfg.zk)
@@ -242,6 +252,11 @@ type pair struct {
 	// path (never the secrets) on the masters' command lines.
 	digestFile, tokenFile string
 
+	// tls holds the masters' certificate files by id (--tls; nil without),
+	// clientTLS the demo's own client certificate.
+	tls       map[string]tlsfiles.Files
+	clientTLS *tlsfiles.Source
+
 	// writers are owned by their goroutines until run returns (run waits
 	// for them on every path); runPair reads them afterwards.
 	writers []*writer
@@ -276,6 +291,11 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	// 0. Secrets, as files in the work dir.
 	if err := p.writeSecrets(); err != nil {
 		return res, err
+	}
+	if p.cfg.tls {
+		if err := p.makeCerts(); err != nil {
+			return res, err
+		}
 	}
 
 	// 1. ZooKeeper.
@@ -327,6 +347,11 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	p.eps.set([]string{p.addr("m1"), p.addr("m2")}, p.addr("m1"))
 	if p.digestFile != "" {
 		if err := p.checkACL(ctx); err != nil {
+			return res, err
+		}
+	}
+	if p.cfg.tls {
+		if err := p.checkTLS(ctx); err != nil {
 			return res, err
 		}
 	}
@@ -550,9 +575,17 @@ func (p *pair) addr(id string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := p.nodes[id]; n.proc != nil {
-		return n.proc.addr
+		return p.url(n.proc.addr)
 	}
 	return ""
+}
+
+// url is a master's host:port as the base URL the clients use.
+func (p *pair) url(addr string) string {
+	if p.cfg.tls {
+		return "https://" + addr
+	}
+	return "http://" + addr
 }
 
 func (p *pair) proc(id string) *child {
@@ -575,10 +608,15 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	if p.cfg.chunkServers > 0 {
 		args = append(args, "--chunkservers", "--chunk-grace", pairChunkGrace.String())
 	}
+	ready := servingPrefix
+	if f, ok := p.tls[id]; ok {
+		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+		ready = servingPrefixTLS
+	}
 	st := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	c, err := startChild(sctx, p.sp, id, p.cfg.bin, args, n.log)
+	c, err := startChildWith(sctx, p.sp, id, p.cfg.bin, args, n.log, ready, nil)
 	if err != nil {
 		return err
 	}
@@ -586,7 +624,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	p.mu.Lock()
 	n.proc, n.down = c, false
 	p.mu.Unlock()
-	cl, err := client.New(c.addr, p.eps.hc)
+	cl, err := client.New(p.url(c.addr), p.eps.hc)
 	if err != nil {
 		return err
 	}
@@ -608,8 +646,8 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 			return fmt.Errorf("%s did not become %s within %v (last status %+v, err %v)", id, role, startTimeout, s, err)
 		}
 	}
-	p.step("%s serving http://%s (pid %d, data %s): %s, epoch %d, applied %d, after %.1fs",
-		id, c.addr, c.pid(), n.data, s.Role, s.Epoch, s.AppliedIndex, time.Since(st).Seconds())
+	p.step("%s serving %s (pid %d, data %s): %s, epoch %d, applied %d, after %.1fs",
+		id, p.url(c.addr), c.pid(), n.data, s.Role, s.Epoch, s.AppliedIndex, time.Since(st).Seconds())
 	return nil
 }
 

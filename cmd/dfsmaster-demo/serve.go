@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/tlsfiles"
 	"github.com/roomlog/roomlog/version"
 )
 
@@ -60,12 +62,27 @@ a digest ACL on every znode the master creates; --checkpoint-token-file
 FILE makes the checkpoint endpoint require "Authorization: Bearer <token>".
 Secrets are read from files only; every master of a room needs the same.
 
+--tls-ca, --tls-cert and --tls-key (PEM files) serve the HTTP API and the
+checkpoint endpoint over HTTPS only, with mutual TLS: every client (ctl
+with the same flags, the Go client with client.HTTPS, the other masters'
+checkpoint fetches) must present a certificate the CA file signed, and the
+master presents its own (it must name the advertised host) and verifies
+theirs (replica.Config.PeerTLS). The master advertises https://host:port.
+New files written over the old ones (rotation) are used by new connections
+within a second, without a restart; files that are refused (expired,
+another CA's, a key that does not match) are logged and the last good ones
+stay in use.
+
 flags:
 `
 
 // servingPrefix starts the line serve prints on stdout once it serves; the
 // pair demo (and tests) read the address after it: "<prefix>127.0.0.1:8080 ...".
-const servingPrefix = "dfsmaster-demo: serving http://"
+// With --tls-* the line starts with servingPrefixTLS instead.
+const (
+	servingPrefix    = "dfsmaster-demo: serving http://"
+	servingPrefixTLS = "dfsmaster-demo: serving https://"
+)
 
 // shutdownTimeout bounds the graceful HTTP shutdown (in-flight requests).
 const shutdownTimeout = 2 * time.Second
@@ -118,6 +135,12 @@ type serveConfig struct {
 	// ChunkGrace: how long a chunk server must be absent before it is
 	// declared lost (--chunk-grace; 0: 2s).
 	ChunkGrace time.Duration
+	// TLS, when set (--tls-ca, --tls-cert, --tls-key), serves the HTTP API
+	// and the checkpoint endpoint over HTTPS only, requiring a client
+	// certificate the CA file signed (mutual TLS), and is the replica's
+	// PeerTLS: checkpoint fetches from peers present this certificate and
+	// verify theirs. The files are re-read when they change.
+	TLS *tlsfiles.Source
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -134,7 +157,7 @@ type master struct {
 	adapter *replicaMaster
 	srv     *http.Server
 	reg     *prometheus.Registry // this master's metrics, served at /metrics
-	addr    string               // advertised address
+	addr    string               // advertised address ("https://host:port" with TLS)
 	served  chan error           // receives the HTTP server's exit (buffered, once)
 	log     *slog.Logger
 	// rr and rrClient: the chunk-server controller and its session
@@ -187,6 +210,9 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 			return nil, err
 		}
 	}
+	if cfg.TLS != nil && !strings.Contains(adv, "://") {
+		adv = "https://" + adv // what the replica advertises too (replica.Config.PeerTLS)
+	}
 	applier := cfg.Applier
 	if applier == nil {
 		applier = namespace.Applier{}
@@ -217,6 +243,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		StoreOptions:           &store.Options{DiskStallTimeout: cfg.DiskStallTimeout},
 		Auth:                   cfg.Auth,
 		CheckpointToken:        cfg.CheckpointToken,
+		PeerTLS:                cfg.TLS,
 		Registerer:             reg,
 		Logger:                 log.With("component", "replica"),
 		MaxRoomVersion:         cfg.MaxRoomVersion,
@@ -260,6 +287,11 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 			grace = 2 * time.Second
 		}
 		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, grace, log.With("component", "rereplicate"))
+	}
+	if cfg.TLS != nil {
+		// The API and the checkpoint endpoint: HTTPS, client certificates
+		// required and verified (the replica's peer configuration).
+		ln = tls.NewListener(ln, rep.PeerServerTLS())
 	}
 	go func() { m.served <- m.srv.Serve(ln) }() // owned by m: Close shuts it down and receives
 	return m, nil
@@ -336,8 +368,17 @@ func advertiseFor(a net.Addr) (string, error) {
 	return net.JoinHostPort(host, fmt.Sprint(tcp.Port)), nil
 }
 
-// Addr is the advertised HTTP address.
+// Addr is the advertised HTTP address: host:port, or "https://host:port"
+// with TLS.
 func (m *master) Addr() string { return m.addr }
+
+// baseURL is m's advertised address as a URL.
+func (m *master) baseURL() string {
+	if strings.Contains(m.addr, "://") {
+		return m.addr
+	}
+	return "http://" + m.addr
+}
 
 // Close leaves the room first (replica.Close: in-flight proposals get their
 // outcome, the election candidate goes, so a standby takes over at once
@@ -439,6 +480,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	observer := fs.Bool("observer", false, "join as an observer: apply the log, serve reads and checkpoints, never become primary")
 	chunkGrace := fs.Duration("chunk-grace", 2*time.Second, "with --chunkservers: how long a chunk server must be absent (its session gone) before its blocks are re-replicated")
 	chunk := fs.Bool("chunkservers", false, "as primary, control the room's chunk servers ('dfsmaster-demo chunkserver'): a lost server's blocks are re-replicated through recipe/tasks")
+	tlsFlags := addTLSFlags(fs, "HTTP API and checkpoint endpoint over HTTPS with mutual TLS")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -502,11 +544,15 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
 	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("id", *id)
+	peerTLS, err := tlsFlags.load(log.With("component", "tls"))
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %s\n", strings.Join(bad, "; "))
 		return opts, exitUsage, false
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("id", *id)
 	return serveOptions{
 		cfg: serveConfig{
 			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
@@ -515,6 +561,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
+			TLS: peerTLS,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true
@@ -542,9 +589,9 @@ func serve(ctx context.Context, opts serveOptions, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "%s%s id=%s room=%s\n", servingPrefix, m.Addr(), cfg.ID, cfg.Room)
-	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data, "metrics", "http://"+m.Addr()+metricsPath,
-		"zk_acl", cfg.Auth != nil, "checkpoint_token", cfg.CheckpointToken != "")
+	fmt.Fprintf(stdout, "dfsmaster-demo: serving %s id=%s room=%s\n", m.baseURL(), cfg.ID, cfg.Room)
+	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data, "metrics", m.baseURL()+metricsPath,
+		"zk_acl", cfg.Auth != nil, "checkpoint_token", cfg.CheckpointToken != "", "tls", cfg.TLS != nil)
 
 	code := exitOK
 	failed := false // the replica failed (reported once)

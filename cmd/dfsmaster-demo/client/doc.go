@@ -58,6 +58,13 @@
 // cheap check (nil error while the master takes part in the room and is
 // connected to ZooKeeper; 503 "disconnected" while it is cut off).
 //
+// Masters served with TLS (serve --tls-ca, --tls-cert, --tls-key) require
+// a client certificate: pass HTTPS(src, timeout), built from a
+// tlsfiles.Source, as the *http.Client, and "https://host:port" addresses.
+// It verifies each master's certificate against the CA file and the host
+// it dials, redirects included, and uses rotated files for new
+// connections.
+//
 // A Client talks to one master. A Pool spreads reads (Ls, Stat, Hash) over
 // several, one after the other, and moves on at once from a master that
 // cannot serve a read: 503 "disconnected" (cut off from ZooKeeper and

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
+	"github.com/roomlog/roomlog/internal/infra/testpki"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/tlsfiles"
+)
+
+// testPKI issues certificates of one CA into a temp dir.
+func testPKI(t *testing.T, name string) (*testpki.CA, string) {
+	t.Helper()
+	ca, err := testpki.NewCA(name)
+	require.NoError(t, err)
+	return ca, filepath.Join(t.TempDir(), name)
+}
+
+func issue(t *testing.T, ca *testpki.CA, dir, name string, o testpki.Options) tlsfiles.Files {
+	t.Helper()
+	f, err := ca.Issue(dir, name, o)
+	require.NoError(t, err)
+	return f
+}
+
+func loadTLS(t *testing.T, f tlsfiles.Files) *tlsfiles.Source {
+	t.Helper()
+	src, err := tlsfiles.Load(f)
+	require.NoError(t, err)
+	return src
+}
+
+// TestServeTLS: a master served with TLS (serve --tls-*) answers the Go
+// client over HTTPS with a client certificate (status, mutations, a
+// standby's redirect to the primary's https address, ctl with the same
+// flags); serves nothing in clear (a plain request gets 400); refuses an
+// HTTPS client without a certificate and one of another CA; fetches its
+// own manifest over HTTPS (the primary deletes the channels its checkpoint
+// covers), and a new standby bootstraps from it over HTTPS.
+func TestServeTLS(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	dir := t.TempDir()
+	ca, pkiDir := testPKI(t, "demo-ca")
+	other, otherDir := testPKI(t, "other-ca")
+	const room, token = "tls-demo", "tls-checkpoint-token"
+	withTLS := func(c *serveConfig) {
+		c.TLS = loadTLS(t, issue(t, ca, pkiDir, c.ID, testpki.Options{}))
+		c.CheckpointToken = token
+		c.CheckpointEvery = 40
+	}
+	cliFiles := issue(t, ca, pkiDir, "client", testpki.Options{Client: true})
+	hc := client.HTTPS(loadTLS(t, cliFiles), 30*time.Second)
+
+	m1 := openTestMaster(t, ens, room, "m1", dir, withTLS)
+	require.True(t, strings.HasPrefix(m1.Addr(), "https://127.0.0.1:"), m1.Addr())
+	c1, err := client.New(m1.Addr(), hc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		s, err := c1.Status(ctx)
+		return err == nil && s.Role == api.RolePrimary
+	}, 30*time.Second, 20*time.Millisecond, "m1 primary, over HTTPS")
+	for i := 0; i < 150; i++ {
+		_, err := c1.Mkdir(ctx, fmt.Sprintf("/d%03d", i), false)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		chans, err := m1.rep.Room().Channels(ctx)
+		return err == nil && len(chans) > 0 && chans[0].FirstIndex > 1
+	}, 60*time.Second, 20*time.Millisecond, "the primary deleted the channels its checkpoint covers (its manifest fetched over HTTPS)")
+
+	hostport := strings.TrimPrefix(m1.Addr(), "https://")
+	// Nothing in clear: Go's server answers a plain request with 400.
+	for _, path := range []string{"/v1/status", replica.CheckpointPath(room) + "manifest"} {
+		r := rawRequest(t, http.MethodGet, "http://"+hostport+path, "")
+		require.Equal(t, http.StatusBadRequest, r.status, r.body)
+		require.NotContains(t, r.body, room)
+	}
+	// HTTPS without a client certificate, or with another CA's: refused.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	_, err = noCert.Get(m1.Addr() + "/v1/status")
+	require.ErrorContains(t, err, "certificate required")
+	cOther, err := client.New(m1.Addr(), client.HTTPS(loadTLS(t, issue(t, other, otherDir, "client", testpki.Options{})), 5*time.Second))
+	require.NoError(t, err)
+	_, err = cOther.Status(ctx)
+	require.ErrorContains(t, err, "refused")
+	var ve *tlsfiles.VerifyError
+	require.ErrorAs(t, err, &ve, "the client refuses the master's certificate (not of its CA)")
+
+	// A new standby bootstraps over HTTPS; a mutation sent to it follows
+	// the redirect to the primary's https address.
+	m2 := openTestMaster(t, ens, room, "m2", dir, withTLS)
+	c2, err := client.New(m2.Addr(), hc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := c2.Status(ctx)
+		return err == nil && s.Role == api.RoleStandby && s.Bootstraps == 1
+	}, 60*time.Second, 20*time.Millisecond, "m2 bootstrapped from m1 over HTTPS")
+	st, err := c2.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, m1.Addr(), st.PrimaryAddr)
+	res, err := c2.Mkdir(ctx, "/via-standby", false)
+	require.NoError(t, err)
+	h, err := c2.Hash(ctx, res.Index)
+	require.NoError(t, err)
+	require.Equal(t, res.Index, h.AppliedIndex)
+
+	// ctl with the same flags (host:port means https).
+	out := ctlOK(t, "--addr", hostport, "--tls-ca", cliFiles.CA, "--tls-cert", cliFiles.Cert, "--tls-key", cliFiles.Key, "stat", "/via-standby")
+	require.Equal(t, "dir", out["type"], out)
+	code, _, stderr := ctl(t, "--addr", hostport, "status")
+	require.Equal(t, exitError, code, "ctl without the flags cannot talk to a TLS master")
+	require.Contains(t, stderr, "400")
+}
+
+// TestServeTLSFlags: --tls-ca, --tls-cert and --tls-key go together, and a
+// refused file is named with its flag and the reason.
+func TestServeTLSFlags(t *testing.T) {
+	ca, dir := testPKI(t, "demo-ca")
+	good := issue(t, ca, dir, "m1", testpki.Options{})
+	expired := issue(t, ca, dir, "old", testpki.Options{NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	other, otherDir := testPKI(t, "other-ca")
+	foreign := issue(t, other, otherDir, "m1", testpki.Options{})
+	base := []string{"--id", "m1", "--data", t.TempDir()}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"CA only", []string{"--tls-ca", good.CA}, "--tls-ca, --tls-cert and --tls-key go together: [--tls-cert --tls-key] missing"},
+		{"expired", []string{"--tls-ca", good.CA, "--tls-cert", expired.Cert, "--tls-key", expired.Key}, "--tls-cert: tlsfiles: Cert file " + expired.Cert + ": expired"},
+		{"another CA's certificate", []string{"--tls-ca", good.CA, "--tls-cert", foreign.Cert, "--tls-key", foreign.Key}, "not signed by the CA"},
+		{"key of another certificate", []string{"--tls-ca", good.CA, "--tls-cert", good.Cert, "--tls-key", foreign.Key}, "--tls-key: tlsfiles: Key file " + foreign.Key + ": key does not match cert"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			_, code, ok := parseServeFlags(append(append([]string(nil), base...), tc.args...), &stderr)
+			require.False(t, ok)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
+	var stderr bytes.Buffer
+	opts, _, ok := parseServeFlags(append(base, "--tls-ca", good.CA, "--tls-cert", good.Cert, "--tls-key", good.Key), &stderr)
+	require.True(t, ok, stderr.String())
+	require.NotNil(t, opts.cfg.TLS)
+}
+
+// TestPairDemoTLS runs "dfsmaster-demo pair --tls" end to end: the masters
+// serve HTTPS with mutual TLS, the workload and checks go through the Go
+// client with a certificate, the restarted master bootstraps from its peer
+// over HTTPS, and the demo's own TLS check passes (plain HTTP answered
+// 400, a client without a certificate refused).
+func TestPairDemoTLS(t *testing.T) {
+	zkensemble.Require(t)
+	bin := buildDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "pair", "--tls", "--zk-servers", "1", "--phase", "2s", "--workers", "3", "--chunkservers", "0")
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", out, stderr.String())
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	last := lines[len(lines)-1]
+	require.True(t, strings.HasPrefix(last, "RESULT "), "last line %q", last)
+	var res pairResult
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(last, "RESULT ")), &res))
+	require.True(t, res.OK, out)
+	require.True(t, res.TLS)
+	require.Zero(t, res.OpsLost)
+	require.True(t, res.HashesEqual)
+	require.Contains(t, out, "==> m2 serving https://127.0.0.1:")
+	require.Contains(t, out, "TLS check: m1 answers a plain HTTP request with 400")
+}
