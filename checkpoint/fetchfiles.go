@@ -85,9 +85,12 @@ var errGone = errors.New("checkpoint: the source no longer serves this checkpoin
 // when its source deletes the one being fetched.
 const maxRounds = 3
 
-// fetchBufSize is each transfer worker's buffer: received bytes are
-// checksummed and written in chunks of this size.
-const fetchBufSize = 4 << 20
+// fetchBufSize is each transfer worker's read buffer.
+const fetchBufSize = 1 << 20
+
+// writebackChunk: every this many bytes received into a file, the kernel
+// is asked to start writing them back (startWriteback).
+const writebackChunk = 8 << 20
 
 // fetch is Fetch with the defaults applied.
 func fetch(ctx context.Context, url, root string, o FetchOptions, progress func(Progress)) (Info, error) {
@@ -168,6 +171,7 @@ type fetcher struct {
 
 	stage string // staging directory (its db/ holds the files)
 	lock  *os.File
+	sy    *fileSyncer // during transfer
 
 	got atomic.Int64 // body bytes received so far (Progress)
 	mu  sync.Mutex
@@ -461,11 +465,15 @@ func (ft *fetcher) transfer(ctx context.Context, jobs []job) error {
 		total += j.f.Size - j.off
 	}
 	ft.report(StageStreaming, total)
+	ft.sy = newFileSyncer(max(1, ft.o.Parallel/2), ft.o.Parallel, ft.o.IdleTimeout)
 	done := make(chan error, 1)
 	go func() {
-		done <- forEachBuf(ctx, len(jobs), ft.o.Parallel, fetchBufSize, func(i int, buf []byte) error {
+		err := forEachBuf(ctx, len(jobs), ft.o.Parallel, fetchBufSize, func(i int, buf []byte) error {
 			return ft.fetchFile(ctx, jobs[i], buf)
 		})
+		// Files received before a failure are still synced and named:
+		// a later Fetch resumes from them.
+		done <- errors.Join(err, ft.sy.wait())
 	}()
 	tick := time.NewTicker(ft.o.ProgressInterval)
 	defer tick.Stop()
@@ -580,6 +588,7 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 		}
 	}
 	size, crc := j.off, j.crc
+	kicked := size // bytes handed to startWriteback
 	for size < f.Size {
 		// Every read is written at once: what arrived is on disk (in the
 		// page cache) when the source or this process stops, so a resume
@@ -592,6 +601,10 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 				return fmt.Errorf("checkpoint: fetch: %w", err)
 			}
 			size += int64(n)
+			if size-kicked >= writebackChunk {
+				startWriteback(out, kicked, size-kicked)
+				kicked = size
+			}
 			ft.got.Add(int64(n))
 			ft.add(func(st *FetchStats) { st.FetchedBytes += int64(n) })
 		}
@@ -612,18 +625,97 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 		return fmt.Errorf("checkpoint: fetch %s: %w", u, err)
 	}
 	wd.stop()
-	if err := syncBounded(ctx, out, ft.o.IdleTimeout); err != nil {
-		return fmt.Errorf("checkpoint: fetch %s: %w", u, err)
-	}
-	err = out.Close()
+	startWriteback(out, kicked, size-kicked)
+	done() // (the connection goes back to the pool while the file syncs)
+	f2 := out
 	out = nil
-	if err != nil {
-		return fmt.Errorf("checkpoint: fetch: %w", err)
+	return ft.sy.put(ctx, syncItem{f: f2, part: part, dst: dst})
+}
+
+// fileSyncer fsyncs received (verified) files and renames them to their
+// final names on its own goroutines, so that a transfer worker starts
+// its next file at once: the disk flushes one file while the network
+// delivers the next. Each fsync is bounded by the idle timeout
+// (errStalledSync); after the first failure the remaining files are
+// closed unsynced and keep their .part names.
+type fileSyncer struct {
+	q    chan syncItem
+	wg   sync.WaitGroup
+	idle time.Duration
+	once sync.Once
+	mu   sync.Mutex
+	err  error // first failure; guarded by mu
+}
+
+type syncItem struct {
+	f         *os.File
+	part, dst string
+}
+
+func newFileSyncer(workers, queue int, idle time.Duration) *fileSyncer {
+	s := &fileSyncer{q: make(chan syncItem, queue), idle: idle}
+	for i := 0; i < workers; i++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for it := range s.q {
+				if s.failed() != nil {
+					it.f.Close()
+					continue
+				}
+				err := syncBounded(context.Background(), it.f, idle)
+				if cerr := it.f.Close(); err == nil && cerr != nil {
+					err = fmt.Errorf("checkpoint: close %s: %w", it.part, cerr)
+				}
+				if err == nil {
+					err = os.Rename(it.part, it.dst)
+				}
+				if err != nil {
+					s.mu.Lock()
+					if s.err == nil {
+						s.err = err
+					}
+					s.mu.Unlock()
+				}
+			}
+		}()
 	}
-	if err := os.Rename(part, dst); err != nil {
-		return fmt.Errorf("checkpoint: fetch: %w", err)
+	return s
+}
+
+func (s *fileSyncer) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// put queues it (taking over its file), waiting at most the idle timeout
+// for room: a queue that stays full is a disk whose fsyncs stalled.
+func (s *fileSyncer) put(ctx context.Context, it syncItem) error {
+	if err := s.failed(); err != nil {
+		it.f.Close()
+		return err
 	}
-	return nil
+	t := time.NewTimer(s.idle)
+	defer t.Stop()
+	select {
+	case s.q <- it:
+		return nil
+	case <-ctx.Done():
+		it.f.Close()
+		return ctx.Err()
+	case <-t.C:
+		it.f.Close()
+		return errStalledSync
+	}
+}
+
+// wait closes the queue, waits for every queued file and returns the
+// first failure.
+func (s *fileSyncer) wait() error {
+	s.once.Do(func() { close(s.q) })
+	s.wg.Wait()
+	return s.failed()
 }
 
 // syncBounded fsyncs f (syncFile), waiting at most d (errStalledSync) or

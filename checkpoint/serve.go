@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -62,10 +63,25 @@ const (
 // with the new newest one. The handler does not recompute checksums (the
 // fetcher does), but checks the files' sizes against the manifest.
 func Handler(root string) http.Handler {
-	return &handler{root: root}
+	return &handler{root: root, held: map[uint64]heldManifest{}}
 }
 
-type handler struct{ root string }
+type handler struct {
+	root string
+	mu   sync.Mutex
+	// held caches parsed manifests by index (a fetch asks once per
+	// file), each valid while its manifest file is the same file with the
+	// same size and time; at most maxHeld entries. Guarded by mu.
+	held map[uint64]heldManifest
+}
+
+type heldManifest struct {
+	fi   os.FileInfo // the manifest file as it was parsed
+	info Info
+	mb   []byte
+}
+
+const maxHeld = 8
 
 // RequireBearer wraps h so that it serves only requests that carry
 // "Authorization: Bearer <token>" with exactly token (compared in constant
@@ -242,8 +258,15 @@ func writeManifest(w http.ResponseWriter, r *http.Request, info Info, mb []byte)
 // and reported gone.
 func (h *handler) heldAt(index uint64) (Info, []byte, error) {
 	path := filepath.Join(h.root, dirName(index))
-	if _, err := os.Stat(path); err != nil {
+	fi, err := os.Stat(filepath.Join(path, ManifestName))
+	if err != nil {
 		return Info{}, nil, err
+	}
+	h.mu.Lock()
+	c, ok := h.held[index]
+	h.mu.Unlock()
+	if ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+		return c.info, c.mb, nil
 	}
 	mb, err := os.ReadFile(filepath.Join(path, ManifestName))
 	if err != nil {
@@ -262,7 +285,17 @@ func (h *handler) heldAt(index uint64) (Info, []byte, error) {
 		}
 		return Info{}, nil, err
 	}
-	return newInfo(path, m), mb, nil
+	info := newInfo(path, m)
+	h.mu.Lock()
+	if len(h.held) >= maxHeld {
+		for k := range h.held {
+			delete(h.held, k)
+			break
+		}
+	}
+	h.held[index] = heldManifest{fi: fi, info: info, mb: mb}
+	h.mu.Unlock()
+	return info, mb, nil
 }
 
 // queryIndex parses the index query parameter.
