@@ -103,6 +103,7 @@ func (r *Replica) applyEntries(es []logroom.Entry) error {
 	r.noteCommitted(last)
 	r.signalApplied()
 	r.countForCheckpoint(int64(len(es)), n)
+	r.holdAdvance(last)
 	if r.m != nil && r.currentTerm() == nil {
 		// Standby: how long after its proposer stamped it the newest
 		// request of the run is applied here.
@@ -359,6 +360,12 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			return err
 		}
 		if errors.Is(err, logroom.ErrCompacted) {
+			if r.isOutrun(err) {
+				// Our bootstrap's catch-up lost the log it held (outrun.go).
+				if oerr := r.outrun(err); isFatal(oerr) {
+					return oerr
+				}
+			}
 			r.log.Info("standby: log position compacted; bootstrapping from a checkpoint", "applied", r.applied.Load())
 			err = r.bootstrap(ctx)
 			r.setTailErr(err)

@@ -347,7 +347,8 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 	}
 	// Our own checkpoint covers what we apply; the served one covers what a
 	// newcomer can restore (decideDeletions).
-	for _, d := range decideDeletions(chans, ckpt, served, minApplied, r.cfg.RetainRoomBytes) {
+	hold := r.bootstrapHold(members)
+	for _, d := range decideDeletions(chans, ckpt, served, minApplied, hold, r.cfg.RetainRoomBytes) {
 		if !channelArchived(chans, d.Num, archived) { // archive: deletion waits for it
 			break
 		}
@@ -475,6 +476,8 @@ func (r *Replica) bootstrap(ctx context.Context) error {
 		r.log.Warn("bootstrap: source failed; trying the next", "from", src.id, "addr", src.addr, "advertised", src.index, "err", err)
 		failed = append(failed, fmt.Errorf("%q (index %d at %s): %w", src.id, src.index, src.addr, err))
 	}
+	// Our hold stays while we try again; without progress it lapses
+	// (Config.BootstrapHoldStall).
 	// The sources' errors stay inspectable (errors.Is, e.g.
 	// checkpoint.ErrUnauthorized for a wrong CheckpointToken).
 	return fmt.Errorf("%w: need index >= %d; all %d sources failed: %w", ErrNoCheckpointSource, need, len(sources), errors.Join(failed...))
@@ -490,8 +493,32 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	r.log.Info("bootstrap: fetching checkpoint", "from", src.id, "url", url, "index", src.index, "need", need)
 	start := time.Now()
 	applied := r.applied.Load()
+	// Never outrun (outrun.go): the log after the checkpoint is held for
+	// us from before the fetch until we caught up. src serves a checkpoint
+	// at its advertised index or newer, so src.index+1 holds enough.
+	hold := src.index + 1
+	if cur := r.hold.Load(); cur == 0 || hold < cur {
+		r.setHold(hold)
+	} else {
+		hold = cur // an earlier attempt's hold, lower: it covers this one
+	}
+	if !r.awaitHoldPublished(ctx, hold) && ctx.Err() == nil {
+		r.log.Warn("bootstrap: our hold is not published yet; fetching anyway (an outrun would be detected)", "hold", hold)
+	}
 	r.makeRoomForCheckpoint(max(need, applied+1))
-	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, r.fetchOptionsFor(url)) // peertls.go: TLS for url's host
+	opts := r.fetchOptionsFor(url) // peertls.go: TLS for url's host
+	userProgress := opts.Progress
+	var seen int64
+	opts.Progress = func(p checkpoint.Progress) {
+		if p.Bytes > seen {
+			r.holdProgress.Add(uint64(p.Bytes - seen))
+			seen = p.Bytes
+		}
+		if userProgress != nil {
+			userProgress(p)
+		}
+	}
+	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, opts)
 	if err != nil {
 		return peerTLSError(err)
 	}
@@ -511,6 +538,7 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 		return err
 	}
 	r.m.bootstrapped(time.Since(start), info.Bytes)
+	r.holdUntilCaughtUp(info.Manifest.Index, r.primaryApplied(info.Manifest.Index))
 	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
 	return nil
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,7 @@ const (
 	DefaultMaxPendingProposals    = 4096
 	DefaultTransferTimeout        = 5 * time.Second
 	DefaultMemberUpdateInterval   = time.Second
+	DefaultBootstrapHoldStall     = 30 * time.Second
 	DefaultMaxRoomBytes           = logroom.DefaultMaxRoomBytes // Writer.MaxRoomBytes' default
 	DefaultRequestTTL             = 10 * time.Minute
 	DefaultRequestWindow          = 1 << 20
@@ -129,6 +131,17 @@ type Config struct {
 	// Writer.MaxRoomBytes; <0 disables (lagging members then hold channels
 	// until Writer.MaxRoomBytes pushes back on Propose).
 	RetainRoomBytes int64
+	// BootstrapHoldStall: a member bootstrapping from a checkpoint at index
+	// C publishes a hold (C+1, then its applied index + 1 while it catches
+	// up to where the primary was when it installed the checkpoint), and
+	// the primary deletes no channel from the hold on, not even over
+	// RetainRoomBytes (the room then grows until appends get ErrRoomFull),
+	// as long as the hold's progress (bytes received, entries applied)
+	// moved within BootstrapHoldStall. A bootstrap stuck for longer no
+	// longer holds the log; if the log it needs is then deleted it fails
+	// with ErrBootstrapOutrun. Default 30s (package checkpoint's fetch
+	// IdleTimeout); <0: holds never lapse.
+	BootstrapHoldStall time.Duration
 
 	// MaxPendingProposals bounds the proposals in flight on the primary;
 	// beyond it Propose returns ErrQueueFull. Default 4096.
@@ -312,6 +325,9 @@ func (c Config) Validate() error {
 	if c.RequestWindow < 0 || c.RequestWindow > store.MaxRequestWindow {
 		bad("RequestWindow", "%d is outside [0, %d]", c.RequestWindow, store.MaxRequestWindow)
 	}
+	if iv := cmp.Or(c.MemberUpdateInterval, DefaultMemberUpdateInterval); c.BootstrapHoldStall > 0 && c.BootstrapHoldStall < 2*iv {
+		bad("BootstrapHoldStall", "%v is shorter than two MemberUpdateIntervals (a hold's progress is published at most once per interval)", c.BootstrapHoldStall)
+	}
 	if c.MemberUpdateInterval < 0 || c.MemberUpdateInterval > time.Minute {
 		bad("MemberUpdateInterval", "%v is outside [0, 1m]", c.MemberUpdateInterval)
 	}
@@ -401,6 +417,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemberUpdateInterval == 0 {
 		c.MemberUpdateInterval = DefaultMemberUpdateInterval
+	}
+	if c.BootstrapHoldStall == 0 {
+		c.BootstrapHoldStall = DefaultBootstrapHoldStall
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -184,8 +184,11 @@ func coreState(c *core) string {
 }
 
 func runDeletions(t *testing.T, d *datadriven.TestData) string {
-	var ckpt, served, minApplied uint64
+	var ckpt, served, minApplied, hold uint64
 	var retain int64
+	if d.HasArg("hold") {
+		d.ScanArgs(t, "hold", &hold)
+	}
 	d.ScanArgs(t, "ckpt", &ckpt)
 	d.ScanArgs(t, "served", &served)
 	d.ScanArgs(t, "min-applied", &minApplied)
@@ -209,7 +212,7 @@ func runDeletions(t *testing.T, d *datadriven.TestData) string {
 		chans = append(chans, logroom.ChannelInfo{Num: parseUint(t, d, f[0]), FirstIndex: parseUint(t, d, r[0]),
 			LastIndex: parseUint(t, d, r[1]), Sealed: f[2] == "sealed", Bytes: bytes, Batches: 1})
 	}
-	out := decideDeletions(chans, ckpt, served, minApplied, retain)
+	out := decideDeletions(chans, ckpt, served, minApplied, hold, retain)
 	if len(out) == 0 {
 		return "keep all\n"
 	}

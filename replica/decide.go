@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
@@ -195,7 +196,8 @@ type publishFacts struct {
 
 // decidePublish says whether to rewrite our member data now, and whether
 // this publish is a "settled" one (see publishDue): no node yet; role,
-// checkpoint or our own CatchUp changed; the applied index changed and
+// checkpoint, our own CatchUp or our bootstrap hold changed; the applied
+// index (or a bootstrap's progress) changed and
 // the primary asks for an index we reached, or an interval passed since
 // the last publish, or the index settled (not moved for appliedQuiet, a
 // tenth of the interval passed, and the previous publish was not itself a
@@ -204,7 +206,8 @@ func decidePublish(f publishFacts) (due, settled bool) {
 	switch {
 	case !f.Published:
 		return true, false
-	case f.Last.Role != f.Own.Role || f.Last.Checkpoint != f.Own.Checkpoint || f.Last.CatchUp != f.Own.CatchUp:
+	case f.Last.Role != f.Own.Role || f.Last.Checkpoint != f.Own.Checkpoint || f.Last.CatchUp != f.Own.CatchUp ||
+		f.Last.Hold != f.Own.Hold:
 		return true, false
 	case !sameKeys(f.Last.HashAgree, f.Own.HashAgree):
 		// Who agrees with us changed (a member joined, left, or
@@ -215,7 +218,7 @@ func decidePublish(f publishFacts) (due, settled bool) {
 		// a peer's newest publication) while our own index did not, so no
 		// publish of it would carry them. Under load they ride along.
 		return true, false
-	case f.Last.Applied == f.Own.Applied:
+	case f.Last.Applied == f.Own.Applied && f.Last.HoldProgress == f.Own.HoldProgress:
 		return false, false
 	case f.Asked > f.Last.Applied && f.Own.Applied >= f.Asked:
 		return true, false
@@ -256,7 +259,13 @@ type deletion struct {
 // it (minApplied) or the room's charged bytes (logroom.ChannelInfo.Charged,
 // the writer's MaxRoomBytes measure) are over retain (> 0). chans is the
 // channel listing, oldest first.
-func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied uint64, retain int64) []deletion {
+//
+// hold (0: none) is the lowest log index a live bootstrap that is making
+// progress still needs (decideHold): a channel holding it or anything
+// after it is never deleted, not even over retain, so a bootstrap is never
+// outrun; the room then grows until appends get ErrRoomFull, as with any
+// other retention.
+func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied, hold uint64, retain int64) []deletion {
 	cover := min(ckpt, served)
 	var total int64
 	for _, c := range chans {
@@ -267,6 +276,9 @@ func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied uint6
 		if !c.Sealed || c.LastIndex > cover {
 			break
 		}
+		if hold > 0 && c.LastIndex >= hold {
+			break
+		}
 		over := retain > 0 && total > retain
 		if c.LastIndex > minApplied && !over {
 			break
@@ -275,4 +287,58 @@ func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied uint6
 		total -= c.Charged()
 	}
 	return out
+}
+
+// bootHold is a live member's bootstrap hold as the primary last saw it
+// (memberData.Hold, HoldProgress, Applied) and when it last saw it change.
+type bootHold struct {
+	Hold, Progress, Applied uint64
+	Changed                 time.Time
+}
+
+// decideHold returns the lowest index the live members' bootstraps still
+// need (0: none) and the members whose hold lapsed: a member's hold counts
+// while its published hold, progress (a counter that only grows during
+// one bootstrap: bytes received, entries applied) or applied index grew
+// within stall of now (by the deciding member's own clock: seen is what it
+// observed before, updated in place; members gone or without a hold are
+// dropped from it). A hold seen for the first time, or whose progress went
+// down (a new bootstrap of a restarted member), counts: it was just
+// published. A bootstrap that stops making progress for stall, including
+// one whose fetches keep failing, no longer holds the log: the room is not
+// held full for a member that is stuck.
+func decideHold(members map[string]memberData, seen map[string]bootHold, now time.Time, stall time.Duration) (hold uint64, lapsed []string) {
+	for id := range seen {
+		if d, ok := members[id]; !ok || d.Hold == 0 {
+			delete(seen, id)
+		}
+	}
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		d := members[id]
+		if d.Hold == 0 {
+			continue
+		}
+		cur := bootHold{Hold: d.Hold, Progress: d.HoldProgress, Applied: d.Applied}
+		prev, ok := seen[id]
+		fresh := !ok || cur.Progress < prev.Progress || cur.Hold < prev.Hold
+		if fresh || cur.Hold > prev.Hold || cur.Progress > prev.Progress || cur.Applied > prev.Applied {
+			cur.Changed = now
+			seen[id] = cur
+		} else {
+			cur.Changed = prev.Changed
+		}
+		if stall > 0 && now.Sub(cur.Changed) >= stall {
+			lapsed = append(lapsed, id)
+			continue
+		}
+		if hold == 0 || d.Hold < hold {
+			hold = d.Hold
+		}
+	}
+	return hold, lapsed
 }

@@ -160,6 +160,15 @@ func TestDecidePublish(t *testing.T) {
 			moved(f)
 			f.Asked, f.SettleSpent, f.SeenMoved, f.LastPublish = 8, true, now, now
 		}), false, false},
+		{"our bootstrap hold changed: at once", with(func(f *publishFacts) { f.Own.Hold = 11 }), true, false},
+		{"a hold's progress moved, published a moment ago", with(func(f *publishFacts) {
+			f.Last.Hold, f.Own.Hold, f.Own.HoldProgress = 11, 11, 500
+			f.LastPublish = now.Add(-50 * time.Millisecond)
+		}), false, false},
+		{"a hold's progress moved, interval passed", with(func(f *publishFacts) {
+			f.Last.Hold, f.Own.Hold, f.Own.HoldProgress = 11, 11, 500
+			f.SettleSpent, f.LastPublish = true, now.Add(-time.Second)
+		}), true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,6 +177,69 @@ func TestDecidePublish(t *testing.T) {
 			require.Equal(t, c.settled, settled, "settled")
 		})
 	}
+}
+
+func TestDecideHold(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	stall := 10 * time.Second
+	members := map[string]memberData{
+		"p":  {ID: "p", Applied: 500},
+		"b1": {ID: "b1", Hold: 201, HoldProgress: 7, Applied: 0},
+		"b2": {ID: "b2", Hold: 301, HoldProgress: 1, Applied: 0},
+	}
+	seen := map[string]bootHold{}
+	hold, lapsed := decideHold(members, seen, t0, stall)
+	require.Equal(t, uint64(201), hold, "first seen: every hold counts, the lowest wins")
+	require.Empty(t, lapsed)
+
+	// b1 makes no progress; b2 does.
+	b2 := members["b2"]
+	b2.HoldProgress = 2
+	members["b2"] = b2
+	hold, lapsed = decideHold(members, seen, t0.Add(stall-time.Millisecond), stall)
+	require.Equal(t, uint64(201), hold, "b1 is not stalled for the whole stall yet")
+	require.Empty(t, lapsed)
+	hold, lapsed = decideHold(members, seen, t0.Add(stall), stall)
+	require.Equal(t, uint64(301), hold, "b1 lapsed; b2 moved within the stall")
+	require.Equal(t, []string{"b1"}, lapsed)
+
+	// b1 moves again (its catch-up applies entries): it holds again.
+	b1 := members["b1"]
+	b1.Hold, b1.HoldProgress, b1.Applied = 205, 204, 204
+	members["b1"] = b1
+	hold, lapsed = decideHold(members, seen, t0.Add(stall+time.Second), stall)
+	require.Equal(t, uint64(205), hold)
+	require.Empty(t, lapsed)
+
+	// A hold that is published again with nothing grown (a bootstrap whose
+	// fetches keep failing) is no progress: it lapses (b2 keeps going).
+	b2 = members["b2"]
+	b2.HoldProgress = 3
+	members["b2"] = b2
+	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall), stall)
+	require.Equal(t, uint64(301), hold, "b1's hold, unchanged for the stall, lapsed")
+	// A member whose progress went down restarted its bootstrap: fresh.
+	b1.HoldProgress = 3
+	members["b1"] = b1
+	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall+time.Millisecond), stall)
+	require.Equal(t, uint64(205), hold, "a restarted bootstrap holds again")
+
+	// A member that leaves, or drops its hold, is forgotten.
+	delete(members, "b1")
+	b2 = members["b2"]
+	b2.Hold = 0
+	members["b2"] = b2
+	hold, lapsed = decideHold(members, seen, t0.Add(stall+2*time.Second), stall)
+	require.Zero(t, hold)
+	require.Empty(t, lapsed)
+	require.Empty(t, seen)
+
+	// stall 0: holds never lapse.
+	members["b3"] = memberData{ID: "b3", Hold: 9}
+	decideHold(members, seen, t0, 0)
+	hold, lapsed = decideHold(members, seen, t0.Add(time.Hour), 0)
+	require.Equal(t, uint64(9), hold)
+	require.Empty(t, lapsed)
 }
 
 func TestDecideDeletions(t *testing.T) {
@@ -186,28 +258,33 @@ func TestDecideDeletions(t *testing.T) {
 		return out
 	}
 	cases := []struct {
-		name                     string
-		ckpt, served, minApplied uint64
-		retain                   int64
-		want                     []string
+		name                           string
+		ckpt, served, minApplied, hold uint64
+		retain                         int64
+		want                           []string
 	}{
-		{"all applied, checkpoints cover two", 200, 250, 300, 0, []string{"1", "2"}},
-		{"served checkpoint covers less", 300, 150, 300, 0, []string{"1"}},
-		{"our checkpoint covers less", 100, 300, 300, 0, []string{"1"}},
-		{"nothing covered", 99, 300, 300, 0, nil},
-		{"a lagging member holds them", 300, 300, 150, 0, []string{"1"}},
-		{"lagging member, room over retention: forced", 300, 300, 150, 2 * per, []string{"1", "2!"}},
-		{"over retention only until under it", 300, 300, 0, 3*per + 1, []string{"1!"}},
-		{"never the open channel", 400, 400, 400, 0, []string{"1", "2", "3"}},
-		{"retention never passes the checkpoints", 100, 100, 0, 1, []string{"1!"}},
+		{"all applied, checkpoints cover two", 200, 250, 300, 0, 0, []string{"1", "2"}},
+		{"served checkpoint covers less", 300, 150, 300, 0, 0, []string{"1"}},
+		{"our checkpoint covers less", 100, 300, 300, 0, 0, []string{"1"}},
+		{"nothing covered", 99, 300, 300, 0, 0, nil},
+		{"a lagging member holds them", 300, 300, 150, 0, 0, []string{"1"}},
+		{"lagging member, room over retention: forced", 300, 300, 150, 0, 2 * per, []string{"1", "2!"}},
+		{"over retention only until under it", 300, 300, 0, 0, 3*per + 1, []string{"1!"}},
+		{"never the open channel", 400, 400, 400, 0, 0, []string{"1", "2", "3"}},
+		{"retention never passes the checkpoints", 100, 100, 0, 0, 1, []string{"1!"}},
+		{"a bootstrap's hold stops forced deletion at its channel", 300, 300, 0, 150, 1, []string{"1!"}},
+		{"a hold at a channel's last index keeps it", 300, 300, 0, 200, 1, []string{"1!"}},
+		{"a hold past a channel lets it go", 300, 300, 0, 201, 1, []string{"1!", "2!"}},
+		{"a hold in the first channel keeps everything", 300, 300, 300, 1, 1, nil},
+		{"a hold never lets more go than the rest allows", 100, 300, 300, 250, 0, []string{"1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			require.Equal(t, c.want, nums(decideDeletions(chans, c.ckpt, c.served, c.minApplied, c.retain)))
+			require.Equal(t, c.want, nums(decideDeletions(chans, c.ckpt, c.served, c.minApplied, c.hold, c.retain)))
 		})
 	}
-	require.Empty(t, decideDeletions(nil, 100, 100, 100, 0))
+	require.Empty(t, decideDeletions(nil, 100, 100, 100, 0, 0))
 	// A channel in the middle is never deleted before an older one.
 	gap := []logroom.ChannelInfo{{Num: 1, FirstIndex: 1, LastIndex: 0}, sealed(2, 1, 100, 10)}
-	require.Empty(t, decideDeletions(gap, 100, 100, 100, 0))
+	require.Empty(t, decideDeletions(gap, 100, 100, 100, 0, 0))
 }

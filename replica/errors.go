@@ -97,6 +97,13 @@ var (
 	// ErrNoCheckpointSource: bootstrap found no live member advertising a
 	// checkpoint that covers the deleted part of the log (it keeps retrying).
 	ErrNoCheckpointSource = errors.New("replica: no live member serves a usable checkpoint")
+	// ErrBootstrapOutrun: the log a bootstrap needs after its checkpoint was
+	// deleted before the member applied it (its hold lapsed: no progress
+	// for Config.BootstrapHoldStall, or a primary that predates holds).
+	// The member bootstraps again; after maxOutruns in a row it fails with
+	// it (it cannot keep up: give it a faster link or disk, or the room a
+	// larger RetainRoomBytes).
+	ErrBootstrapOutrun = errors.New("replica: a bootstrap was outrun: the log it needs was deleted before it applied it")
 )
 
 // NotPrimaryError is returned (wrapping ErrNotPrimary) by calls that need the

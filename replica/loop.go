@@ -473,6 +473,7 @@ func (r *Replica) publishMember(settled bool) {
 				return
 			}
 			lp.mem.record(data, d)
+			r.holdPublished.Store(d.Hold)
 			lp.lastPublish = time.Now()
 			lp.settleSpent = settled
 		}
@@ -543,7 +544,11 @@ func (r *Replica) ownMemberData() memberData {
 	rh := r.RunHash()
 	d := memberData{ID: r.cfg.ID, Addr: r.cfg.AdvertiseAddr, Role: roleStrStandby,
 		Applied: r.applied.Load(), Checkpoint: r.localCkpt.Load(), CatchUp: r.ownCatchUp(),
-		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base, Observer: r.cfg.Observer}
+		Hash: rh.String(), HashAt: rh.Index, HashBase: rh.Base, Observer: r.cfg.Observer,
+		Hold: r.hold.Load()}
+	if d.Hold != 0 {
+		d.HoldProgress = r.holdProgress.Load()
+	}
 	d.RVMin, d.RVMax = r.roomVersions()
 	if rh.Index == 0 {
 		d.Hash = "" // nothing applied: nothing to compare

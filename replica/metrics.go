@@ -312,6 +312,14 @@ var (
 		"Proposals in flight on this replica.", nil, nil)
 	descBootstraps = prometheus.NewDesc("roomlog_replica_bootstraps",
 		"Times this replica restored its store from a peer's checkpoint since it opened.", nil, nil)
+	descBootHold = prometheus.NewDesc("roomlog_replica_bootstrap_hold",
+		"The first log index this replica's bootstrap (or its catch-up after one) still needs; the primary keeps it (0: none).", nil, nil)
+	descBootOutruns = prometheus.NewDesc("roomlog_replica_bootstrap_outruns_total",
+		"Bootstraps of this replica whose log was deleted before it applied it (ErrBootstrapOutrun).", nil, nil)
+	descHeldByBoot = prometheus.NewDesc("roomlog_replica_deletion_held_by_bootstrap",
+		"Primary only: the lowest index a member's bootstrap holds, which its last deletion check kept (0: none).", nil, nil)
+	descHoldsLapsed = prometheus.NewDesc("roomlog_replica_bootstrap_holds_lapsed_total",
+		"Primary only: members' bootstrap holds no longer honoured because they made no progress for BootstrapHoldStall.", nil, nil)
 	descCkptIndex = prometheus.NewDesc("roomlog_replica_checkpoint_index",
 		"Index of the newest local checkpoint.", nil, nil)
 	descRoomBytes = prometheus.NewDesc("roomlog_replica_room_bytes",
@@ -346,6 +354,7 @@ var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, Ro
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descObserver, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
+		descBootHold, descBootOutruns, descHeldByBoot, descHoldsLapsed,
 		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
 		descDepositions, descDepositionsWrong,
 		descArchiveBehindBytes, descArchiveBehindEntries, descArchiveIndex} { // archive
@@ -392,6 +401,10 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPending, float64(s.Pending))
 	gauge(descBootstraps, float64(s.Bootstraps))
 	gauge(descCkptIndex, float64(s.CheckpointIndex))
+	gauge(descBootHold, float64(s.BootstrapHold))
+	ch <- prometheus.MustNewConstMetric(descBootOutruns, prometheus.CounterValue, float64(s.BootstrapOutruns))
+	gauge(descHeldByBoot, float64(s.HeldByBootstrap))
+	ch <- prometheus.MustNewConstMetric(descHoldsLapsed, prometheus.CounterValue, float64(s.BootstrapHoldsLapsed))
 	gauge(descRoomBytes, float64(s.RoomBytes))
 	gauge(descChannels, float64(s.Channels))
 	ch <- prometheus.MustNewConstMetric(descHashCompared, prometheus.CounterValue, float64(s.HashCompared))

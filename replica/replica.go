@@ -92,21 +92,34 @@ type Replica struct {
 	localCkpt    atomic.Uint64 // index of the newest local checkpoint
 	roomCzxid    int64         // the room znode's czxid (set by checkDataDir in Open; read-only after)
 	bootstraps   atomic.Int64
-	ckptTrig     zkx.Signal       // the policy asks for a checkpoint
-	ckptReq      chan ckptRequest // on-demand checkpoints
-	ckptReady    zkx.Signal       // tells the loop to publish member data
-	committedHi  atomic.Uint64    // highest committed index seen
-	archiver     *archiver        // Config.Archive's state (archive.go); nil without one
-	fatalErr     atomic.Pointer[error]
-	sem          chan struct{}      // proposal slots (MaxPendingProposals)
-	roleCh       chan RoleChange    // buffered; the loop drops the oldest when full
-	reqc         chan loopRequest   // API -> loop
-	jobDone      chan jobResult     // the loop's ZooKeeper worker -> loop (one job at a time: never blocks)
-	watchc       chan watchEvent    // watch forwarders -> loop
-	writerFailc  chan writerFailure // Propose/checkpointer -> loop: this term's writer is fenced or dead
-	failc        chan error         // any goroutine -> loop: unrecoverable error
-	events       <-chan zk.Event    // session events (Client.Subscribe)
-	unsubscribe  func()
+	// The bootstrap hold (memberData.Hold, HoldProgress), set by the apply
+	// goroutine, published by the loop; holdPublished is the hold our
+	// member node was last confirmed to hold (outrun.go).
+	hold            atomic.Uint64
+	holdProgress    atomic.Uint64
+	holdPublished   atomic.Uint64
+	holdTarget      atomic.Uint64 // the catch-up hold lasts until applied reaches it
+	outrunsInARow   atomic.Int64
+	outruns         atomic.Int64        // bootstraps outrun (ErrBootstrapOutrun)
+	holdsSeen       map[string]bootHold // primary: the holds it saw (checkpointer goroutine only)
+	holdsLapsed     atomic.Int64        // primary: holds that lapsed (no progress for BootstrapHoldStall)
+	holdsLapsedPrev map[string]bool     // primary: members whose hold had lapsed at the last check (checkpointer goroutine only)
+	heldByBoot      atomic.Uint64       // primary: the hold its last deletion check honoured (0: none)
+	ckptTrig        zkx.Signal          // the policy asks for a checkpoint
+	ckptReq         chan ckptRequest    // on-demand checkpoints
+	ckptReady       zkx.Signal          // tells the loop to publish member data
+	committedHi     atomic.Uint64       // highest committed index seen
+	archiver        *archiver           // Config.Archive's state (archive.go); nil without one
+	fatalErr        atomic.Pointer[error]
+	sem             chan struct{}      // proposal slots (MaxPendingProposals)
+	roleCh          chan RoleChange    // buffered; the loop drops the oldest when full
+	reqc            chan loopRequest   // API -> loop
+	jobDone         chan jobResult     // the loop's ZooKeeper worker -> loop (one job at a time: never blocks)
+	watchc          chan watchEvent    // watch forwarders -> loop
+	writerFailc     chan writerFailure // Propose/checkpointer -> loop: this term's writer is fenced or dead
+	failc           chan error         // any goroutine -> loop: unrecoverable error
+	events          <-chan zk.Event    // session events (Client.Subscribe)
+	unsubscribe     func()
 
 	// stalled is closed when a store of this replica declared its disk
 	// stalled (store.ErrDiskStalled): waits for goroutines that may be
@@ -615,6 +628,8 @@ func (r *Replica) Status() Status {
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
+		BootstrapHold: r.hold.Load(), BootstrapOutruns: r.outruns.Load(),
+		HeldByBootstrap: r.heldByBoot.Load(), BootstrapHoldsLapsed: r.holdsLapsed.Load(),
 		Pending:      len(r.sem),
 		HashCompared: s.hashCompared, HashMismatches: s.hashMismatches, HashReport: s.hashReport,
 		Audited:     s.audited,

@@ -58,6 +58,7 @@ const (
 type simBugs struct {
 	ackFenced    bool // acknowledge an append the epoch check refused
 	ignoreServed bool // delete channels covered only by our own checkpoint, served or not
+	ignoreHold   bool // delete channels a live bootstrap's hold still needs
 	core         coreBugs
 }
 
@@ -74,6 +75,12 @@ type simTerm struct {
 	accepting          bool
 	stopped            bool  // the writer stopped on an outcome it could not learn
 	sid                int64 // the core's session when it took the lead
+}
+
+type simBoot struct {
+	from  string
+	ckpt  uint64
+	state []simEntry
 }
 
 type simTakeover struct {
@@ -96,9 +103,17 @@ type simMember struct {
 	term      *simTerm
 	takeover  *simTakeover
 	tail      bool // the standby tail runs
-	ending    bool // a term is ending off the loop (no apply goroutine runs)
-	lastTick  time.Time
-	pending   []any
+	// A bootstrap in two steps (fetch, install) with its hold: boot is the
+	// fetch in progress (nil: none); hold the first index it (then its
+	// catch-up up to holdTarget) needs; holdLive: the hold made progress
+	// lately (a stalled one lapses and no longer holds the log).
+	boot       *simBoot
+	hold       uint64
+	holdTarget uint64
+	holdLive   bool
+	ending     bool // a term is ending off the loop (no apply goroutine runs)
+	lastTick   time.Time
+	pending    []any
 }
 
 type sim struct {
@@ -550,16 +565,42 @@ func (s *sim) tailStep(m *simMember) {
 	if !m.tail || m.term != nil || m.c.failed {
 		return
 	}
+	if m.boot != nil {
+		switch {
+		case s.rnd.IntN(3) == 0: // the fetch is done: install, then catch up
+			b := m.boot
+			m.boot = nil
+			m.applied, m.ckpt = b.state, b.ckpt
+			m.hold, m.holdTarget, m.holdLive = b.ckpt+1, s.logEnd(), true
+			if m.holdTarget <= b.ckpt {
+				m.hold, m.holdTarget = 0, 0
+			}
+			s.logf("%s bootstrapped from %s at %d (catch-up hold until %d)", m.id, b.from, b.ckpt, m.holdTarget)
+		case s.rnd.IntN(25) == 0: // the fetch stalls: its hold lapses
+			m.holdLive = false
+			s.logf("%s bootstrap stalls: hold %d lapses", m.id, m.hold)
+		}
+		return
+	}
 	for k := 0; k < 1+s.rnd.IntN(4); k++ {
 		next := uint64(len(m.applied)) + 1
 		if next > s.logEnd() {
 			return
 		}
 		if _, _, err := s.zk.get(s.admin, entryPath(next)); err != nil {
+			if m.hold != 0 && m.hold <= next {
+				s.logf("%s outrun at %d (hold %d, live %v)", m.id, next, m.hold, m.holdLive)
+			}
 			s.bootstrap(m, next)
 			return
 		}
 		m.applied = append(m.applied, s.hist[next-1])
+		if m.hold != 0 {
+			m.hold, m.holdLive = next+1, true
+			if next >= m.holdTarget {
+				m.hold, m.holdTarget = 0, 0
+			}
+		}
 	}
 }
 
@@ -572,11 +613,13 @@ func (s *sim) bootstrap(m *simMember, need uint64) {
 	}
 	if best == nil {
 		s.logf("%s bootstrap: no live member serves a checkpoint >= %d", m.id, need)
+		m.hold, m.holdTarget = 0, 0
 		return
 	}
-	m.applied = append([]simEntry(nil), best.applied[:best.ckpt]...)
-	m.ckpt = best.ckpt
-	s.logf("%s bootstrapped from %s at %d", m.id, best.id, best.ckpt)
+	// The fetch starts; the hold is published first (outrun.go).
+	m.boot = &simBoot{from: best.id, ckpt: best.ckpt, state: append([]simEntry(nil), best.applied[:best.ckpt]...)}
+	m.hold, m.holdTarget, m.holdLive = best.ckpt+1, 0, true
+	s.logf("%s bootstrap from %s at %d begins (hold %d)", m.id, best.id, best.ckpt, m.hold)
 }
 
 // takeoverStep advances m's takeover: first NewWriter (raise the epoch
@@ -819,8 +862,22 @@ func (s *sim) deleteChannels(m *simMember) {
 	if s.rnd.IntN(3) == 0 {
 		retain = 1 // over the byte bound: deletion may be forced
 	}
-	for _, d := range decideDeletions(infos, m.ckpt, served, minApplied, retain) {
+	var hold uint64
+	for _, o := range s.ms {
+		if o != m && s.live(o) && o.hold != 0 && o.holdLive && (hold == 0 || o.hold < hold) {
+			hold = o.hold
+		}
+	}
+	if s.bugs.ignoreHold {
+		hold = 0
+	}
+	for _, d := range decideDeletions(infos, m.ckpt, served, minApplied, hold, retain) {
 		c := &s.chans[d.Num]
+		for _, o := range s.ms {
+			if o != m && s.live(o) && o.hold != 0 && o.holdLive && c.last >= o.hold {
+				s.fatalf("never outrun: channel %d (%d-%d) deleted while %s's live bootstrap hold needs %d", d.Num, c.first, c.last, o.id, o.hold)
+			}
+		}
 		covered := false
 		for _, o := range s.ms {
 			if o.serves && s.live(o) && o.ckpt >= c.last {
@@ -886,6 +943,7 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 	}{
 		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence"},
 		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion"},
+		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun"},
 		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, ""},
 		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, ""},
 		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, ""},

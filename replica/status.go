@@ -122,9 +122,20 @@ type Status struct {
 
 	CheckpointIndex uint64 // newest local checkpoint (0: none)
 	Bootstraps      int    // times this replica restored its store from a peer's checkpoint
-	Pending         int    // proposals in flight
-	TailErr         error  // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
-	Err             error  // the unrecoverable error when Role == RoleFailed
+	// Bootstrap holds (package doc, "Bootstrap holds"): BootstrapHold is
+	// the first log index our own bootstrap still needs (0: none);
+	// BootstrapOutruns counts our bootstraps whose log was deleted before
+	// we applied it (ErrBootstrapOutrun). On the primary, HeldByBootstrap
+	// is the hold its last deletion check honoured (0: none) and
+	// BootstrapHoldsLapsed counts members' holds it stopped honouring
+	// (no progress for Config.BootstrapHoldStall).
+	BootstrapHold        uint64
+	BootstrapOutruns     int64
+	HeldByBootstrap      uint64
+	BootstrapHoldsLapsed int64
+	Pending              int   // proposals in flight
+	TailErr              error // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
+	Err                  error // the unrecoverable error when Role == RoleFailed
 
 	// The integrity check (package doc, "Integrity"): this member's running
 	// state hash (Hash, at HashIndex, of a chain started at HashBase), how

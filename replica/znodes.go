@@ -60,6 +60,15 @@ type memberData struct {
 	// observers read. Omitted when false, so a standby's data is
 	// byte-identical to before.
 	Observer bool `msgpack:"observer,omitempty"`
+	// Hold: while the member bootstraps from a checkpoint at index C, and
+	// then until it has applied up to where the primary was when the
+	// checkpoint was installed, the first log index it still needs (C+1,
+	// then its applied index + 1); HoldProgress counts what the bootstrap
+	// did (bytes received, then entries applied). The primary keeps every
+	// channel from Hold on while Hold or HoldProgress moves (decideHold).
+	// Omitted when 0 (members that predate holds never hold).
+	Hold         uint64 `msgpack:"hold,omitempty"`
+	HoldProgress uint64 `msgpack:"hold_prog,omitempty"`
 }
 
 // roomVersions is the range of room versions the member advertises.
