@@ -13,6 +13,10 @@
 //	                                 probe, Remove); ignored, CleanTemp removes
 //	root/.corrupt-*                  an invalid or foreign checkpoint moved
 //	                                 aside (Create, Fetch, Handler); ignored
+//	root/.partial-%020d-<sum16>/     a per-file Fetch of the checkpoint at that
+//	                                 index whose manifest checksum starts with
+//	                                 those 16 hex digits (see "Partial
+//	                                 fetches"); ignored by List and Handler
 //
 // The manifest is indented JSON (format 2):
 //
@@ -47,13 +51,73 @@
 // with FetchOptions.Origin refuse it with ErrForeign. A replica drops such
 // checkpoints at Open and makes a new one.
 //
-// # Stream format (Handler, Fetch)
+// # Partial fetches
+//
+// A per-file Fetch receives into root/.partial-<index>-<sum16>/, which is
+// laid out like a checkpoint directory and becomes one by a rename:
+//
+//	roomlog-checkpoint.json   the manifest being fetched, written (fsynced)
+//	                          before any file
+//	db/<name>                 a complete file: received or linked, its size
+//	                          and CRC32C checked, fsynced, then renamed
+//	                          from <name>.part
+//	db/<name>.part            a file being received: a prefix of it, in
+//	                          order (never checked until complete)
+//
+// One Fetch at a time writes into a partial directory (an exclusive flock
+// on the directory, so across processes too); a second Fetch of the same
+// checkpoint meanwhile fetches into a private root/.tmp-fetch-* instead.
+// Nothing in a partial directory is trusted: a later Fetch of the same
+// checkpoint (same manifest bytes) reads every complete file again to
+// check its CRC, and recomputes a .part file's prefix CRC by reading it
+// before it asks for the rest with a Range request; a complete file that
+// fails is removed and fetched again, a .part longer than its file is
+// discarded, and a resumed file whose CRC fails once complete is fetched
+// again from byte 0. A partial directory whose manifest is missing or
+// differs is emptied and restarted. A Fetch of another checkpoint links
+// complete files of any partial of the same origin whose name, size and
+// CRC32C match its manifest (and checks them again after linking).
+//
+// Disk use is bounded: a successful Fetch removes the partials of its
+// index and below; Retain removes those at or below root's newest
+// checkpoint; CleanTemp keeps only the newest partial (highest index,
+// then most recently changed) and removes it too once unchanged for
+// PartialMaxAge (24h). A partial a Fetch holds (locked) is never removed.
+//
+// # Wire protocol (Handler, Fetch)
 //
 // GET / answers one USTAR tar stream: roomlog-checkpoint.json first, then
 // db/<name> for each manifest file in manifest order, with an exact
-// Content-Length. GET /manifest answers the manifest alone. Fetch trusts
-// nothing but the manifest (its self checksum and origin) and checks every
-// entry against it.
+// Content-Length. GET /manifest answers the newest checkpoint's manifest;
+// GET /manifest?index=N the manifest of the checkpoint at index N (404 if
+// root does not hold it). GET /files/<name>?index=N&sum=<checksum> answers
+// one db file of exactly that checkpoint, with Range support: 404 (naming
+// what is gone) when index N is no longer held or lists no such file, 409
+// when the checkpoint at N has another manifest checksum, 400 for a name
+// that is not a plain manifest file name or a bad index or sum. The
+// manifest and per-file answers carry the header
+// X-Roomlog-Checkpoint-Files: 1 (HeaderFiles).
+//
+// Fetch first gets /manifest. Without HeaderFiles (an older server, or
+// something that is not a Handler) it reads the tar stream of GET / as
+// before. With it, it checks the manifest (self checksum, MaxManifestBytes,
+// origin, MaxBytes) before any file is received, then for every file, in
+// this order: keeps a complete file of its partial directory; links a
+// file root knows to have the same name, size and CRC32C (its checkpoints
+// of the same origin, other partials); links an sstable of the same name
+// and size from FetchOptions.Local (the caller's live store: Pebble never
+// writes an sstable after creating it); else fetches it per file,
+// Parallel at once, largest first, continuing a .part with Range. Every
+// linked file is read once to check its CRC (a mismatch, or a link that
+// fails because the file was deleted meanwhile, falls back to fetching).
+// A received file is checked (exact size, CRC32C) while it arrives,
+// written once, fsynced once. A 404 without HeaderFiles on /files/ falls
+// back to the tar stream; a 404 with it or a 409 (the source deleted the
+// checkpoint) makes Fetch start over with the source's newest manifest
+// (at most 3 rounds, not with FetchOptions.Index), reusing what it has.
+// Fetch trusts nothing but the manifest (its self checksum and origin)
+// and checks every file against it. Info.Fetch (FetchStats) says what was
+// fetched, resumed and linked, and the time of each phase.
 //
 // # Invariants
 //
@@ -77,29 +141,38 @@
 //     checkpoint (through hard links: Pebble writes a LOCK file even
 //     read-only, so a checkpoint directory itself is never opened). Handler
 //     moves a checkpoint whose files no longer match its manifest aside and
-//     serves the next one.
+//     serves the next one (a per-file request for it gets 404).
 //  4. Origin is checked, not assumed: Restore (always), Check (always) and
 //     Fetch (with FetchOptions.Origin, before any file is received) refuse a
 //     checkpoint of another origin, or of none, with ErrForeign naming both.
 //  5. Every fetch is bounded: connect (ConnectTimeout, 5s), response
-//     headers (ResponseHeaderTimeout, 10s), every gap in the body
-//     (IdleTimeout, 30s: a peer that stops sending mid-stream fails with
-//     ErrTimeout; so does a local disk whose fsync of received files stalls
-//     that long, with an error that says so), the manifest
+//     headers (ResponseHeaderTimeout, 10s), every gap in a body
+//     (IdleTimeout, 30s, per request: a peer that stops sending mid-stream
+//     fails with ErrTimeout; so does a local disk whose fsync of a received
+//     file stalls that long, with an error that says so), the manifest
 //     (MaxManifestBytes, 8 MiB), the files' total
 //     as declared (MaxBytes, 64 GiB: ErrTooLarge before anything is
 //     written), each file (received to exactly its declared size: a tar
-//     header that says otherwise is refused before a byte is written), and
-//     the whole stream (its exact USTAR size plus 1 MiB, so endless tar meta
-//     headers fail too). No redirect is followed: a 3xx is an error naming
-//     its Location. These bound every wait and every byte, not a peer that
-//     trickles a byte per IdleTimeout (the caller's ctx bounds that).
+//     header or a Content-Length that says otherwise is refused before a
+//     byte is written), the whole tar stream (its exact USTAR size plus
+//     1 MiB, so endless tar meta headers fail too), and the average rate of
+//     each body after IdleTimeout (MinRate). No redirect is followed: a 3xx
+//     is an error naming its Location.
 //  6. A checkpoint's state is exactly the state at Manifest.Index
 //     (store.Checkpoint reports the position stored in the Pebble checkpoint
 //     it took, read back from it; Apply is never held off. This rests on
 //     Pebble's checkpoint being consistent while batches commit, which
 //     holds for the store's pinned Pebble format and because the store
 //     ingests nothing).
+//  7. Nothing is received twice: a per-file Fetch writes every byte it
+//     reads at once, so a fetch that stops (ctx, a source stalled, cut or
+//     gone, the process killed) leaves every received byte in its partial
+//     directory (a machine crash may lose what was not yet fsynced: that
+//     is fetched again), and the next Fetch of that checkpoint, from any
+//     source, asks only for the rest (unless the checks described under
+//     "Partial fetches" find it damaged).
+//     Files that are already local (same name, size and CRC32C) are
+//     linked, not received.
 //
 // # Protocol
 //
@@ -122,19 +195,22 @@
 //  2. Serve Handler(root) over HTTP. Retain may run concurrently: a stream
 //     in progress holds its files open.
 //  3. New or lagging standby: Fetch(ctx, url, root, FetchOptions{Origin:
-//     origin, …}) → a verified local checkpoint of that origin; on failure,
-//     try the next source. Restore(ctx, info.Path, storeDir, origin) into
+//     origin, Local: []string{liveStoreDir}, …}) → a verified local
+//     checkpoint of that origin; on failure, try the next source with the
+//     same root (the next Fetch resumes what this one received). Restore(ctx, info.Path, storeDir, origin) into
 //     an empty or missing storeDir; store.Open(storeDir); tail the log from
 //     AppliedIndex()+1. A checkpoint that fails to restore is deleted with
 //     Remove, never kept or served.
 //  4. After a crash: CleanTemp(root, age) removes leftovers of interrupted
-//     Creates, Fetches, probes and removals; Check(path, origin) each
+//     Creates, Fetches, probes and removals (and keeps only the newest
+//     partial fetch, for a resume); Check(path, origin) each
 //     listed checkpoint before advertising it, and Remove the ones that fail.
 //     Restore's leftovers (storeDir's parent/.tmp-restore-*) are the
 //     caller's to remove.
 //
 // Concurrency: Create, Fetch, List, Retain, Remove, Check and Handler may
 // run at once on one root. Two Creates or Fetches of the same index both
-// succeed and return the same checkpoint. Restore from a local checkpoint
+// succeed and return the same checkpoint (the second Fetch into a private
+// temp dir while the first holds the partial directory). Restore from a local checkpoint
 // that Retain deletes midway fails cleanly (nothing left at storeDir).
 package checkpoint
