@@ -72,6 +72,7 @@ func allScenarios() []scenario {
 		{"checkpoint", "replica: Propose p99 with and without back-to-back checkpoints", runCheckpoint},
 		{"archive", "replica: Propose at 256 proposers with and without Config.Archive, alternated; restore 100k entries past a checkpoint", runArchive},
 		{"bootstrap", "replica: a new standby restores a peer's checkpoint (MB/s) and catches up", runBootstrap},
+		{"tlsboot", "replica: bootstrap MB/s over HTTPS with mutual TLS (PeerTLS) vs plain HTTP, alternated", runTLSBootstrap},
 		{"footprint", "replica: room bytes in ZooKeeper and ZooKeeper heap over a run with checkpoints on", runFootprint},
 		{"rooms", "replica: 100 rooms x 3 members on one ensemble: ZooKeeper cost per room at rest, aggregate Propose", runRooms},
 		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
