@@ -160,6 +160,27 @@
 // (replica package doc, "Disaster recovery"). A store written by a version
 // without history has records only for what it applied since.
 //
+// # Bulk ingest
+//
+// IngestSorted builds a large state without the log: it writes sorted user
+// key/value pairs as sstables of the 0x01 key encoding (what OpSet writes)
+// in a work directory under the store directory (.roomlog-ingest-*,
+// removed when it returns or by the next call) and ingests them with
+// Pebble's Ingest. The ingested keys are state, not log entries: the
+// applied index and epoch, the running hash, the history and the request
+// table do not change, so nothing a member compares through the log (the
+// running hash) sees them; StateHash does, and checkpoints taken after the
+// ingest carry them. It is an offline tool, allowed only on a store that
+// the caller opened itself with store.Open and that nothing else uses
+// while it runs: no replica has it open, no Apply runs (IngestSorted holds
+// Apply off itself), no Checkpoint is taken of it (package checkpoint's
+// invariant 6 rests on a store that ingests nothing while a checkpoint is
+// taken). Its members get the ingested state only by bootstrapping from a
+// checkpoint taken after it: use it to seed a room's first member (or a
+// bench), never on a member of a room whose peers replay the same log, and
+// remove the member's checkpoints taken before the ingest (they hold the
+// same index without the ingested keys).
+//
 // # Protocol
 //
 //  1. Open(dir, opts). A new directory starts at applied index 0.
