@@ -159,7 +159,7 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		acl:      buildACL(cfg),
 		session:  cfg.SessionTimeout,
 	}
-	dialer := &connector{tls: cfg.TLS, serverName: cfg.TLSServerName, bound: handshakeBound(cfg.SessionTimeout)}
+	dialer := &connector{tls: cfg.TLS, serverName: cfg.TLSServerName, bound: handshakeBound(cfg.SessionTimeout), log: c.log}
 	hosts := zk.WithHostProvider(zk.NewDNSHostProvider()) // go-zookeeper's own
 	if !cfg.AnyServer {
 		c.hosts = newLeaderFirst(c.log, dialer.probeConn)

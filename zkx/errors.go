@@ -24,8 +24,10 @@ var (
 // Translate turns an error of a ZooKeeper request into one of this
 // package's sentinels at a package edge: a closing connection becomes
 // ErrClosed, a connection loss (IsConnLoss) ErrUnavailable, each with the
-// ZooKeeper error still in the chain; other errors are wrapped as they
-// are. what names the operation. Translate(what, nil) is nil.
+// ZooKeeper error still in the chain; zk.ErrNoAuth is wrapped with what
+// it means (the ACL grants neither this client's digest nor its
+// certificate identity); other errors are wrapped as they are. what
+// names the operation. Translate(what, nil) is nil.
 func Translate(what string, err error) error {
 	switch {
 	case err == nil:
@@ -34,6 +36,8 @@ func Translate(what string, err error) error {
 		return fmt.Errorf("%s: %w (%w)", what, ErrClosed, err)
 	case IsConnLoss(err):
 		return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
+	case errors.Is(err, zk.ErrNoAuth):
+		return fmt.Errorf("%s: %w (permission denied by the znode's ACL: neither this client's digest credentials nor its TLS certificate identity are granted)", what, err)
 	default:
 		return fmt.Errorf("%s: %w", what, err)
 	}

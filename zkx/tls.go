@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -63,9 +64,11 @@ type connector struct {
 	tls        TLSConfig // nil: plaintext
 	serverName string    // "" : the host of each address
 	bound      time.Duration
+	log        *slog.Logger
 
-	mu      sync.Mutex // guards lastErr
+	mu      sync.Mutex // guards lastErr and logged
 	lastErr error
+	logged  string // the last TLS failure logged (each distinct one is logged once in a row)
 }
 
 // handshakeFloor is the least time a TLS handshake is given.
@@ -109,10 +112,16 @@ func (c *connector) dial(network, address string, timeout time.Duration) (net.Co
 		conn, err = c.secure(conn, address, deadline)
 	}
 	c.mu.Lock()
-	if err != nil {
-		c.lastErr = err
-	} else {
-		c.lastErr = nil
+	c.lastErr = err
+	switch {
+	case err != nil && errors.Is(err, ErrTLS) && err.Error() != c.logged:
+		// A TLS refusal does not heal by retrying: say so where an
+		// operator looks (go-zookeeper's own line is at debug level).
+		c.logged = err.Error()
+		c.log.Warn("zookeeper TLS handshake failed; trying the next server", "server", address, "err", err)
+	case err == nil && c.logged != "":
+		c.logged = ""
+		c.log.Info("zookeeper TLS handshake succeeded again", "server", address)
 	}
 	c.mu.Unlock()
 	if err != nil {

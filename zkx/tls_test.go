@@ -228,3 +228,12 @@ func TestTLSRotationKeepsSession(t *testing.T) {
 	_, _, err = c.Conn().Get("/tls-rot-new")
 	require.NoError(t, err)
 }
+
+// TestTranslateNoAuth: a permission error says what it means and stays
+// zk.ErrNoAuth.
+func TestTranslateNoAuth(t *testing.T) {
+	err := Translate("open room /r", zk.ErrNoAuth)
+	require.ErrorIs(t, err, zk.ErrNoAuth)
+	require.ErrorContains(t, err, "open room /r: zk: not authenticated (permission denied by the znode's ACL")
+	require.ErrorContains(t, err, "certificate identity")
+}
