@@ -747,3 +747,123 @@ func waitSettled(t *testing.T, dir string) {
 		return stable >= 5
 	}, 30*time.Second, 100*time.Millisecond)
 }
+
+// TestFetchStalledFileResumes: a source that stops sending mid-file fails
+// the fetch within the idle timeout and keeps what arrived; the next
+// Fetch asks only for the rest.
+func TestFetchStalledFileResumes(t *testing.T) {
+	ctx := context.Background()
+	s := ckptStore(t, 3000)
+	src := t.TempDir()
+	info, err := Create(ctx, s, src, incOrigin)
+	require.NoError(t, err)
+	big := largestFile(info.Manifest)
+	half := big.Size / 2
+	release := make(chan struct{})
+	var sentA atomic.Int64
+	srvA := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, filesPath) {
+			Handler(src).ServeHTTP(w, r)
+			return
+		}
+		b, err := os.ReadFile(filepath.Join(info.Path, DBDir, big.Name))
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(big.Size))
+		n, _ := w.Write(b[:half])
+		sentA.Add(int64(n))
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srvA.Close()
+	defer close(release)
+
+	const idle = 300 * time.Millisecond
+	root := filepath.Join(t.TempDir(), "root")
+	_, took, err := fetchBounded(t, srvA.URL, root, FetchOptions{Parallel: 1, IdleTimeout: idle})
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Less(t, took, idle+3*time.Second)
+	l, err := List(root)
+	require.NoError(t, err)
+	require.Empty(t, l)
+	ps := partials(t, root)
+	require.Len(t, ps, 1)
+	fi, err := os.Stat(filepath.Join(ps[0], DBDir, big.Name+partSuffix))
+	require.NoError(t, err)
+	require.Equal(t, half, fi.Size(), "what arrived before the stall was kept")
+
+	b := newMeter(-1)
+	srvB := httptest.NewServer(b.wrap(Handler(src)))
+	defer srvB.Close()
+	got, err := Fetch(ctx, srvB.URL, root, FetchOptions{})
+	require.NoError(t, err)
+	require.Equal(t, info.Bytes, sentA.Load()+b.files.Load())
+	requireOpensAt(t, s, got, info.Manifest.Index)
+}
+
+// TestFetchRangeIgnored: a source that answers a Range request with the
+// whole file (200) gets the file started over, not appended to.
+func TestFetchRangeIgnored(t *testing.T) {
+	ctx := context.Background()
+	s := ckptStore(t, 6000)
+	src := t.TempDir()
+	info, err := Create(ctx, s, src, incOrigin)
+	require.NoError(t, err)
+	files := append([]File(nil), info.Manifest.Files...)
+	sortBySizeDesc(files)
+	budget := files[0].Size + files[1].Size/2
+	a := newMeter(budget)
+	srvA := httptest.NewServer(a.wrap(Handler(src)))
+	defer srvA.Close()
+	root := filepath.Join(t.TempDir(), "root")
+	cutFetch(t, srvA.URL, root, FetchOptions{Parallel: 1})
+
+	b := newMeter(-1)
+	noRange := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("Range")
+		Handler(src).ServeHTTP(w, r)
+	})
+	srvB := httptest.NewServer(b.wrap(noRange))
+	defer srvB.Close()
+	got, err := Fetch(ctx, srvB.URL, root, FetchOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, got.Fetch.Refetched)
+	require.Equal(t, files[0].Size, got.Fetch.ResumedBytes, "only the complete file counts as resumed")
+	require.Equal(t, info.Bytes-files[0].Size, b.files.Load())
+	requireOpensAt(t, s, got, info.Manifest.Index)
+}
+
+// TestFetchConcurrentSameCheckpoint: two Fetches of one checkpoint into
+// one root both succeed with the same checkpoint, and leave nothing else.
+func TestFetchConcurrentSameCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	s := ckptStore(t, 3000)
+	src := t.TempDir()
+	info, err := Create(ctx, s, src, incOrigin)
+	require.NoError(t, err)
+	srv := httptest.NewServer(Handler(src))
+	defer srv.Close()
+	root := filepath.Join(t.TempDir(), "root")
+	var wg sync.WaitGroup
+	var got [4]Info
+	var errs [4]error
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = Fetch(ctx, srv.URL, root, FetchOptions{Origin: incOrigin})
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		require.Equal(t, filepath.Join(root, dirName(info.Manifest.Index)), got[i].Path)
+	}
+	require.Equal(t, []string{dirName(info.Manifest.Index)}, dirNames(t, root))
+	requireOpensAt(t, s, got[0], info.Manifest.Index)
+}
