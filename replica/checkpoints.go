@@ -507,6 +507,12 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	}
 	r.makeRoomForCheckpoint(max(need, applied+1))
 	opts := r.fetchOptionsFor(url) // peertls.go: TLS for url's host
+	// Incremental (issue 31): sstables our store already holds (a member
+	// that was away, or that bootstrapped from this source before) are
+	// hard-linked, not fetched; the fetch CRC-checks each against the
+	// manifest. Our own checkpoints and partial fetches under ckptRoot
+	// are used by Fetch itself.
+	opts.Local = append(append([]string(nil), opts.Local...), r.storeDir)
 	userProgress := opts.Progress
 	var seen int64
 	opts.Progress = func(p checkpoint.Progress) {
@@ -537,9 +543,16 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 		}
 		return err
 	}
-	r.m.bootstrapped(time.Since(start), info.Bytes)
+	took := time.Since(start)
+	r.m.bootstrapped(took, info.Bytes)
+	r.m.bootstrapFetched(info.Fetch)
+	r.lastBoot.Store(&BootstrapReport{From: src.id, Index: info.Manifest.Index, Bytes: info.Bytes, Took: took, Fetch: info.Fetch})
 	r.holdUntilCaughtUp(info.Manifest.Index, r.primaryApplied(info.Manifest.Index))
-	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", time.Since(start))
+	st := info.Fetch
+	r.log.Info("bootstrap: restored checkpoint", "from", src.id, "index", info.Manifest.Index, "bytes", info.Bytes, "took", took,
+		"fetched_bytes", st.FetchedBytes, "fetched_files", st.FetchedFiles, "linked_bytes", st.LinkedKnownBytes+st.LinkedLocalBytes,
+		"linked_files", st.LinkedKnownFiles+st.LinkedLocalFiles, "resumed_bytes", st.ResumedBytes, "rounds", st.Rounds, "tar", st.Tar,
+		"manifest", st.Manifest, "local_match", st.LocalMatch, "transfer", st.Transfer, "final", st.Final)
 	return nil
 }
 

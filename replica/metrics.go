@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 )
 
@@ -30,6 +31,8 @@ type metrics struct {
 	ckptBytes       prometheus.Gauge
 	ckptFailures    prometheus.Counter
 	bootBytes       prometheus.Counter
+	bootFetched     prometheus.Counter
+	bootReused      prometheus.Counter
 	bootSeconds     prometheus.Histogram
 	applyLag        prometheus.Histogram
 	// archive (issue 27; replica/archive.go)
@@ -115,7 +118,15 @@ func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 		}),
 		bootBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "roomlog_replica_bootstrap_bytes_total",
-			Help: "Checkpoint bytes fetched from peers and restored (bootstraps).",
+			Help: "Checkpoint bytes restored (bootstraps): fetched from peers or reused locally.",
+		}),
+		bootFetched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_bootstrap_fetched_bytes_total",
+			Help: "Checkpoint file bytes bootstraps received from peers.",
+		}),
+		bootReused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "roomlog_replica_bootstrap_reused_bytes_total",
+			Help: "Checkpoint file bytes bootstraps did not fetch: linked from the local store or checkpoints, or kept from an interrupted fetch.",
 		}),
 		bootSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "roomlog_replica_bootstrap_seconds",
@@ -143,7 +154,7 @@ func newMetrics(reg prometheus.Registerer, r *Replica) (*metrics, error) {
 	}
 	tr := &trackingRegisterer{Registerer: reg}
 	for _, c := range []prometheus.Collector{m.proposals, m.proposeSeconds, m.leaderChanges, m.takeoverSeconds,
-		m.expiries, m.ckptSeconds, m.ckptBytes, m.ckptFailures, m.bootBytes, m.bootSeconds, m.applyLag,
+		m.expiries, m.ckptSeconds, m.ckptBytes, m.ckptFailures, m.bootBytes, m.bootFetched, m.bootReused, m.bootSeconds, m.applyLag,
 		m.archiveFailures, m.archivedBytes, // archive
 		&statusCollector{r: r}} {
 		if err := tr.Register(c); err != nil {
@@ -260,6 +271,14 @@ func (m *metrics) bootstrapped(d time.Duration, bytes int64) {
 	if m != nil {
 		m.bootSeconds.Observe(d.Seconds())
 		m.bootBytes.Add(float64(bytes))
+	}
+}
+
+// bootstrapFetched counts what a bootstrap fetched and what it reused.
+func (m *metrics) bootstrapFetched(st checkpoint.FetchStats) {
+	if m != nil {
+		m.bootFetched.Add(float64(st.FetchedBytes))
+		m.bootReused.Add(float64(st.LinkedKnownBytes + st.LinkedLocalBytes + st.ResumedBytes))
 	}
 }
 

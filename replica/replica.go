@@ -99,6 +99,7 @@ type Replica struct {
 	holdProgress    atomic.Uint64
 	holdPublished   atomic.Uint64
 	holdTarget      atomic.Uint64 // the catch-up hold lasts until applied reaches it
+	lastBoot        atomic.Pointer[BootstrapReport]
 	outrunsInARow   atomic.Int64
 	outruns         atomic.Int64        // bootstraps outrun (ErrBootstrapOutrun)
 	holdsSeen       map[string]bootHold // primary: the holds it saw (checkpointer goroutine only)
@@ -628,7 +629,7 @@ func (r *Replica) Status() Status {
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
-		BootstrapHold: r.hold.Load(), BootstrapOutruns: r.outruns.Load(),
+		BootstrapHold: r.hold.Load(), BootstrapOutruns: r.outruns.Load(), LastBootstrap: r.lastBoot.Load(),
 		HeldByBootstrap: r.heldByBoot.Load(), BootstrapHoldsLapsed: r.holdsLapsed.Load(),
 		Pending:      len(r.sem),
 		HashCompared: s.hashCompared, HashMismatches: s.hashMismatches, HashReport: s.hashReport,

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/zkx"
 )
 
@@ -133,9 +134,12 @@ type Status struct {
 	BootstrapOutruns     int64
 	HeldByBootstrap      uint64
 	BootstrapHoldsLapsed int64
-	Pending              int   // proposals in flight
-	TailErr              error // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
-	Err                  error // the unrecoverable error when Role == RoleFailed
+	// LastBootstrap: this replica's last successful bootstrap (nil: none
+	// since it opened): what it fetched and what it reused.
+	LastBootstrap *BootstrapReport
+	Pending       int   // proposals in flight
+	TailErr       error // the standby tail's last error while it retries (e.g. no checkpoint source), nil while it progresses
+	Err           error // the unrecoverable error when Role == RoleFailed
 
 	// The integrity check (package doc, "Integrity"): this member's running
 	// state hash (Hash, at HashIndex, of a chain started at HashBase), how
@@ -200,4 +204,15 @@ func (r *Replica) foreignZnodes() []ForeignZnode {
 		return nil
 	}
 	return out
+}
+
+// BootstrapReport describes one bootstrap from a peer's checkpoint.
+type BootstrapReport struct {
+	From  string        // the source member
+	Index uint64        // the checkpoint's index
+	Bytes int64         // the checkpoint's bytes
+	Took  time.Duration // fetch, verify and install
+	// Fetch: what was fetched from the source and what was reused
+	// (linked from our store, our checkpoints, an interrupted fetch).
+	Fetch checkpoint.FetchStats
 }
