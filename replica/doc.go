@@ -132,7 +132,8 @@
 //	members/<id>         EPHEMERAL. msgpack {v:1, id, addr, role ("standby",
 //	                     "takeover", "primary"), epoch, applied, ckpt
 //	                     [, catch_up] [, hash, hash_at, hash_base,
-//	                     hash_agree], rv_min, rv_max [, observer]}: a live
+//	                     hash_agree], rv_min, rv_max [, observer]
+//	                     [, hold, hold_prog]}: a live
 //	                     member, its advertised
 //	                     address, role, the epoch it leads (primary) or last
 //	                     applied, its applied index (published on role
@@ -154,7 +155,10 @@
 //	                     data, which counts as 1..1); observer: true for
 //	                     an observer (Config.Observer; omitted
 //	                     otherwise), whose role stays "standby" and
-//	                     which holds no election node. Fields are added
+//	                     which holds no election node; hold, hold_prog:
+//	                     a bootstrap's hold and its progress counter (see
+//	                     "Bootstrap holds"; omitted when 0, and ignored by
+//	                     v0.1.0 primaries, which do not honour them). Fields are added
 //	                     only where a reader that ignores them stays right
 //	                     (msgpack maps: every release ignores unknown
 //	                     keys); anything else raises v, which makes the
@@ -247,7 +251,9 @@
 //     limit included: the room grows until the writer's MaxRoomBytes
 //     answers ErrRoomFull, a clear and recoverable state (a member that
 //     serves a checkpoint ends it). Deletion goes from the oldest channel
-//     on, never leaving a hole.
+//     on, never leaving a hole. Never, retention limit included, a
+//     channel holding an index a live member's bootstrap holds while that
+//     hold makes progress ("Bootstrap holds").
 //  6. A member never skips entries: if the log it needs was deleted it
 //     restores a peer's checkpoint that covers the gap, then tails.
 //
@@ -440,6 +446,48 @@
 //     checkpoint if it is unusable (never kept or advertised). Proposals
 //     waiting on skipped indexes get ErrNoResponse.
 //  5. Tail from applied+1 (after log matching).
+//
+// Step 3 is incremental and resumable (package checkpoint): files our
+// store (FetchOptions.Local), our own checkpoints or an interrupted fetch
+// already hold with the manifest's name, size and CRC are linked, not
+// fetched; Status().LastBootstrap and the bootstrap_fetched/reused byte
+// counters say what was sent and what was reused.
+//
+// # Bootstrap holds
+//
+// A bootstrap must not be outrun: a member fetching a checkpoint at index
+// C needs the log from C+1 once it is installed, and a primary over
+// RetainRoomBytes would otherwise delete those channels meanwhile, making
+// the member bootstrap again, and again (hashicorp/raft#212).
+//
+//  1. Before its fetch the member publishes hold = C'+1 (C' the source's
+//     advertised index, <= the checkpoint it is served) in its member
+//     data and waits (at most 5s) to see it published; hold_prog, a
+//     counter that only grows during the bootstrap (bytes received, then
+//     entries applied), is published with the applied index (at most
+//     once per MemberUpdateInterval). A failed attempt keeps the hold.
+//  2. Once installed, the hold becomes applied+1 and follows the applied
+//     index until it reaches the highest applied index another member
+//     published right after the install (the primary's); then it is 0.
+//  3. The primary, at each deletion check, reads every member's data
+//     (decideHold): a hold counts while its hold, hold_prog or applied
+//     index grew within Config.BootstrapHoldStall (default 30s) by the
+//     primary's own clock, or was just seen; decideDeletions then deletes
+//     no channel whose last index is >= the lowest counting hold, not
+//     even over RetainRoomBytes: appends get ErrRoomFull, as with any
+//     retention that cannot be met. Status().HeldByBootstrap and
+//     roomlog_replica_deletion_held_by_bootstrap show it.
+//  4. A hold that stops growing for BootstrapHoldStall (a stuck fetch, a
+//     source that keeps failing) lapses: logged, counted
+//     (roomlog_replica_bootstrap_holds_lapsed_total), no longer kept. If
+//     its log is then deleted, the member's tail finds its position
+//     compacted while it still holds: ErrBootstrapOutrun, counted
+//     (roomlog_replica_bootstrap_outruns_total), and it bootstraps
+//     again; after 3 outruns in a row it fails with ErrBootstrapOutrun.
+//
+// The simulation checks that no channel a live, progressing hold needs
+// is ever deleted; a primary of a release before holds (v0.1.0) ignores
+// them (CHANGELOG).
 //
 // Close: stop the loop (end the term, close the writer, stop the applier,
 // delete our candidate and member nodes), stop every goroutine and wait for
@@ -827,7 +875,13 @@
 //	roomlog_replica_checkpoint_bytes           gauge          how big is the newest checkpoint?
 //	roomlog_replica_checkpoint_failures_total  counter        are checkpoints failing?
 //	roomlog_replica_checkpoint_index           gauge (scrape) how recent is the newest local checkpoint?
-//	roomlog_replica_bootstrap_bytes_total      counter        how much state was fetched from peers?
+//	roomlog_replica_bootstrap_bytes_total      counter        how much state did bootstraps restore?
+//	roomlog_replica_bootstrap_fetched_bytes_total counter     how much of it came over the network?
+//	roomlog_replica_bootstrap_reused_bytes_total counter      how much was linked locally or kept from an interrupted fetch?
+//	roomlog_replica_bootstrap_hold             gauge (scrape) the first index our bootstrap still needs (0: none)
+//	roomlog_replica_bootstrap_outruns_total    counter (scrape) bootstraps whose log was deleted first (ErrBootstrapOutrun)
+//	roomlog_replica_deletion_held_by_bootstrap gauge (scrape) primary: the hold its last deletion check kept (0: none)
+//	roomlog_replica_bootstrap_holds_lapsed_total counter (scrape) primary: holds dropped for making no progress
 //	roomlog_replica_bootstrap_seconds          histogram      how long did bootstraps take?
 //	roomlog_replica_bootstraps                 gauge (scrape) how many since Open?
 //	roomlog_replica_room_bytes                 gauge (scrape) is the room near its byte bound?
