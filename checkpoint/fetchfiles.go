@@ -117,6 +117,13 @@ func fetch(ctx context.Context, url, root string, o FetchOptions, progress func(
 		if o.Index != 0 && m.Index != o.Index {
 			return Info{}, fmt.Errorf("%w: fetch %s: it serves index %d, not %d (Index)", ErrNoCheckpoint, base, m.Index, o.Index)
 		}
+		for _, f := range m.Files {
+			// (<name>.part is where <name> is received: no manifest file
+			// may be named so; Pebble's never are.)
+			if strings.HasSuffix(f.Name, partSuffix) {
+				return Info{}, fmt.Errorf("%w: fetch %s: manifest file %q ends in %q", ErrCorrupt, base, f.Name, partSuffix)
+			}
+		}
 		f := &fetcher{o: o, client: client, base: base, root: root, m: m, mb: mb, progress: progress, start: start, st: st}
 		info, err := f.run(ctx)
 		switch {
@@ -202,6 +209,7 @@ func (ft *fetcher) run(ctx context.Context) (info Info, err error) {
 	if in, ok, err := existing(final, m.Origin(), nil); ok || err != nil {
 		ft.st.Existing = ok
 		if ok {
+			removePartials(ft.root, func(p partialDir) bool { return p.index <= m.Index })
 			ft.report(StageVerified, 0)
 		}
 		return in, err
@@ -239,12 +247,15 @@ func (ft *fetcher) run(ctx context.Context) (info Info, err error) {
 	jobs, err := ft.matchLocal(ctx)
 	ft.st.LocalMatch = time.Since(t0)
 	if err != nil {
-		return Info{}, fetchErr(ctx, ctx, ft.base, err)
+		return Info{}, fmt.Errorf("checkpoint: fetch %s: local files: %w", ft.base, err)
 	}
 
 	t1 := time.Now()
 	err = ft.transfer(ctx, jobs)
 	ft.st.Transfer = time.Since(t1)
+	if cerr := ctx.Err(); err != nil && cerr != nil {
+		return Info{}, fmt.Errorf("checkpoint: fetch %s: %w", ft.base, cerr)
+	}
 	if err != nil {
 		return Info{}, err
 	}

@@ -867,3 +867,21 @@ func TestFetchConcurrentSameCheckpoint(t *testing.T) {
 	require.Equal(t, []string{dirName(info.Manifest.Index)}, dirNames(t, root))
 	requireOpensAt(t, s, got[0], info.Manifest.Index)
 }
+
+// TestFetchRefusesPartNames: a manifest (validly signed) that lists a
+// file named like another's file in progress is refused before anything
+// is written.
+func TestFetchRefusesPartNames(t *testing.T) {
+	m := Manifest{FormatVersion: FormatVersion, Room: "r", RoomCzxid: incOrigin.RoomCzxid, Epoch: 1, Index: 5,
+		Files: []File{{Name: "000001.sst", Size: 10, CRC32C: 1}, {Name: "000001.sst" + partSuffix, Size: 10, CRC32C: 2}}}
+	mb := resign(t, m)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(HeaderFiles, FilesProtocol)
+		w.Write(mb)
+	}))
+	defer srv.Close()
+	dst := filepath.Join(t.TempDir(), "dst")
+	_, _, err := fetchBounded(t, srv.URL, dst, FetchOptions{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	requireNothingListed(t, dst)
+}
