@@ -128,7 +128,10 @@ func fetch(ctx context.Context, url, root string, o FetchOptions, progress func(
 		info, err := f.run(ctx)
 		switch {
 		case errors.Is(err, errNoFilesEndpoint):
-			return fetchTar(ctx, url, root, o, progress, start, f.st)
+			// (What the per-file attempt linked stays in its partial
+			// directory; the tar stream brings every file.)
+			return fetchTar(ctx, url, root, o, progress, start,
+				FetchStats{Rounds: f.st.Rounds, Manifest: f.st.Manifest, LocalMatch: f.st.LocalMatch})
 		case errors.Is(err, errGone) && o.Index == 0 && st.Rounds < maxRounds && ctx.Err() == nil:
 			st = f.st // the next round reuses what this one verified
 			continue

@@ -536,6 +536,8 @@ func TestFetchTarFallback(t *testing.T) {
 				Progress: func(p Progress) { last = p }})
 			require.NoError(t, err)
 			require.True(t, got.Fetch.Tar)
+			require.Equal(t, len(info.Manifest.Files), got.Fetch.FetchedFiles)
+			require.Zero(t, got.Fetch.LinkedKnownFiles+got.Fetch.LinkedLocalFiles+got.Fetch.ResumedFiles)
 			require.Equal(t, tarSize(int64(len(mb)), info.Manifest.Files), m.stream.Load())
 			require.Equal(t, m.stream.Load(), last.Bytes)
 			require.Equal(t, StageVerified, last.Stage)
