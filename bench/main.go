@@ -77,6 +77,7 @@ func allScenarios() []scenario {
 		{"rooms", "replica: 100 rooms x 3 members on one ensemble: ZooKeeper cost per room at rest, aggregate Propose", runRooms},
 		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
 		{"reseed", "replica: 1 GiB of state, the room deleted: ErrRoomLost, Reseed, first ack, the member behind bootstrapped", runReseed},
+		{"tls", "TLS vs plaintext to ZooKeeper on one TLS ensemble: raw creates, Writer.Append of -sizes entries x 16, 256 proposers", runTLS},
 	}
 }
 
