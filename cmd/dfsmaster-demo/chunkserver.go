@@ -45,6 +45,7 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password")
 	session := fs.Duration("session-timeout", 2*time.Second, "ZooKeeper session timeout (how soon a killed server is noticed)")
 	copyTime := fs.Duration("copy-time", 20*time.Millisecond, "simulated time to copy one block")
+	zkFlags := addZKTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -75,13 +76,17 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 			bad = append(bad, fmt.Sprintf("--zk-digest-file: %v", err))
 		}
 	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("chunkserver", *id)
+	zkTLS, err := zkFlags.load(log)
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: %s\n", strings.Join(bad, "; "))
 		return exitUsage
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("chunkserver", *id)
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Logger: log})
+	c, err := logroom.Dial(dctx, zkTLS.dial(logroom.DialConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Logger: log}))
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: %v\n", err)

@@ -40,6 +40,8 @@
 //	    [--request-ttl D] [--request-window N] [--exit-on-failure] [--log-level L]
 //	    [--zk-digest-file FILE] [--checkpoint-token-file FILE] [--disk-stall-timeout D]
 //	    [--observer] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
+//	    [--zk-tls-ca FILE [--zk-tls-cert FILE --zk-tls-key FILE] [--zk-tls-server-name NAME]]
+//	    [--zk-acl-x509 SUBJECT|self ...]
 //
 // --observer makes the master an observer (replica.Config.Observer): it
 // applies the log and serves reads and checkpoints but never becomes
@@ -192,6 +194,16 @@
 // ones stay in use. ctl takes the same three flags (then host:port means
 // https://host:port); the Go client's client.HTTPS(src, timeout) does the
 // same for programs.
+//
+// TLS to ZooKeeper takes cmd/roomlog's flags, in serve and chunkserver:
+// --zk-tls-ca (connect to the servers' secureClientPort, --zk naming those
+// ports, and verify them against this CA), --zk-tls-cert and --zk-tls-key
+// (the certificate ZooKeeper's x509 provider knows the process by),
+// --zk-tls-server-name, and --zk-acl-x509 SUBJECT (repeatable; "self" is
+// the certificate's subject): the identities every znode the process
+// creates grants, instead of or beside the digest of --zk-digest-file
+// (replica.Config.ZooKeeperTLS, ZooKeeperTLSServerName, ACLIdentities).
+// Every master and chunk server of a room lists the same identities.
 //
 // Shutdown (SIGINT/SIGTERM): 1. replica.Close — in-flight proposals get
 // their outcome and the election candidate is deleted, so a standby takes

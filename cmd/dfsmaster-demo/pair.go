@@ -21,6 +21,7 @@ import (
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/spawn"
+	"github.com/roomlog/roomlog/internal/infra/testpki"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
@@ -44,6 +45,10 @@ refused). With --tls the demo makes a CA and certificates in the work dir
 endpoints over HTTPS with mutual TLS (serve --tls-ca, --tls-cert,
 --tls-key): the workload, the checks and the masters' checkpoint fetches
 present client certificates (checked: a client without one is refused).
+With a local ensemble (no --zk) ZooKeeper is TLS too: every process
+connects to its secureClientPort with its own certificate and the room's
+ACL names their identities, x509 (checked: a client of the same CA with
+another identity, and a plain one, get NoAuth).
 
 flags:
 `
@@ -86,8 +91,9 @@ type pairResult struct {
 	DurationMS       int64  `json:"duration_ms"`
 	SessionTimeoutMS int64  `json:"session_timeout_ms"`
 	ZKServers        int    `json:"zk_servers"`
-	ACL              bool   `json:"acl"` // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
-	TLS              bool   `json:"tls"` // the masters' API and checkpoint endpoints were HTTPS with mutual TLS (--tls)
+	ACL              bool   `json:"acl"`    // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
+	TLS              bool   `json:"tls"`    // the masters' API and checkpoint endpoints were HTTPS with mutual TLS (--tls)
+	ZKTLS            bool   `json:"zk_tls"` // ... and every ZooKeeper session was TLS, the room's ACL x509 identities (--tls, local ensemble)
 	// Chunk servers (--chunkservers): how many, killed, blocks placed,
 	// re-replication tasks done (and done twice), blocks left
 	// under-replicated at the end.
@@ -128,7 +134,8 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.acl, "acl", false, "create ZooKeeper digest credentials (random password) in the work dir and run both masters with them: "+
 		"every znode of the room gets a digest ACL; the demo checks that a client without them is refused")
 	fs.BoolVar(&cfg.tls, "tls", false, "generate a CA and certificates in the work dir: the masters serve their API and checkpoint endpoints over HTTPS "+
-		"with mutual TLS, and every client (the workload, the checks, the masters' checkpoint fetches) presents a certificate")
+		"with mutual TLS, and every client (the workload, the checks, the masters' checkpoint fetches) presents a certificate; "+
+		"with a local ensemble, ZooKeeper sessions are TLS too and the room's ACL names the certificates' identities")
 	fs.StringVar(&cfg.digestFile, "zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
 		"(env "+envDigestFile+"; for --zk servers whose rooms need them; --acl generates its own)")
 	if err := fs.Parse(args); err != nil {
@@ -198,6 +205,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.SessionTimeoutMS = cfg.sessionTimeout.Milliseconds()
 	res.ACL = p.digestFile != ""
 	res.TLS = cfg.tls
+	res.ZKTLS = p.zkTLS
 	res.ZKServers = cfg.zkServers
 	if len(cfg.zk) > 0 {
 		res.ZKServers = len(cfg.zk)
@@ -252,10 +260,17 @@ type pair struct {
 	// path (never the secrets) on the masters' command lines.
 	digestFile, tokenFile string
 
-	// tls holds the masters' certificate files by id (--tls; nil without),
-	// clientTLS the demo's own client certificate.
+	// tls holds the certificate files of the masters, of the chunk
+	// servers ("chunk") and of the demo's client ("client") (--tls; nil
+	// without); clientTLS is the demo's loaded. With a local ensemble
+	// ZooKeeper is TLS too (zkTLS): zkConn names its TLS ports, zkPlain
+	// its plain ones, and zkACL the identities every znode grants.
 	tls       map[string]tlsfiles.Files
 	clientTLS *tlsfiles.Source
+	ca        *testpki.CA
+	zkTLS     bool
+	zkPlain   string
+	zkACL     []string
 
 	// writers are owned by their goroutines until run returns (run waits
 	// for them on every path); runPair reads them afterwards.
@@ -309,7 +324,11 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		}
 		p.step("starting a local %d-server ZooKeeper ensemble ...", p.cfg.zkServers)
 		zt := time.Now()
-		ens, zerr := zkensemble.Start(ctx, zkensemble.Options{Servers: p.cfg.zkServers, Dir: p.tmp})
+		zopts := zkensemble.Options{Servers: p.cfg.zkServers, Dir: p.tmp}
+		if p.cfg.tls {
+			zopts.TLS = &zkensemble.TLSOptions{CA: p.ca} // secureClientPort, client certificates of the pair's CA required
+		}
+		ens, zerr := zkensemble.Start(ctx, zopts)
 		if zerr != nil {
 			return res, fmt.Errorf("start ZooKeeper: %w", zerr)
 		}
@@ -319,7 +338,14 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 			}
 		}()
 		p.zkConn = ens.ConnString()
+		if p.cfg.tls {
+			p.zkTLS, p.zkPlain, p.zkConn = true, p.zkConn, ens.SecureConnString()
+		}
 		p.step("ZooKeeper ready in %.1fs at %s", time.Since(zt).Seconds(), p.zkConn)
+		if p.zkTLS {
+			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; every znode's ACL names their identities (x509): %s",
+				strings.Join(p.zkACL, " | "))
+		}
 	}
 
 	// 2. Masters (children are stopped before the ensemble: defers run last-in first-out).
@@ -613,6 +639,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
 		ready = servingPrefixTLS
 	}
+	args = append(args, p.zkTLSArgs(id)...)
 	st := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -686,7 +713,7 @@ const pairDigestUser = "dfsmaster"
 func (p *pair) checkACL(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn)})
+	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: logroom.SplitServers(p.plainZK())})
 	if err != nil {
 		return fmt.Errorf("ACL check: connect to ZooKeeper: %w", err)
 	}

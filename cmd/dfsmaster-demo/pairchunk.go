@@ -78,6 +78,7 @@ func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
 		if p.digestFile != "" {
 			args = append(args, "--zk-digest-file", p.digestFile)
 		}
+		args = append(args, p.zkTLSArgs("chunk")...)
 		sctx, cancel := context.WithTimeout(ctx, startTimeout)
 		c, err := startChildWith(sctx, p.sp, id, p.cfg.bin, args, filepath.Join(p.tmp, id+".log"), chunkServingPrefix, func(line string) {
 			if rest, ok := strings.CutPrefix(line, chunkDonePrefix); ok && strings.Contains(rest, "ok=true") {
@@ -124,7 +125,7 @@ func (p *pair) raiseRoomVersion(ctx context.Context) error {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := logroom.Dial(dctx, logroom.DialConfig{Servers: strings.Split(p.zkConn, ","), Auth: auth})
+	c, err := logroom.Dial(dctx, p.zkDial(logroom.DialConfig{Servers: strings.Split(p.zkConn, ","), Auth: auth}))
 	if err != nil {
 		return fmt.Errorf("raise the room version: %w", err)
 	}

@@ -13,8 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/testpki"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/tlsfiles"
 )
 
@@ -31,25 +35,35 @@ func (p *pair) makeCerts() error {
 	if err != nil {
 		return fmt.Errorf("make the CA: %w", err)
 	}
+	p.ca = ca
 	p.tls = map[string]tlsfiles.Files{}
-	for _, id := range []string{"m1", "m2"} {
-		f, err := ca.Issue(dir, id, testpki.Options{})
+	for _, id := range []string{"m1", "m2", "chunk", "client"} {
+		o := testpki.Options{}
+		if id == "chunk" || id == "client" {
+			o.Client = true
+		}
+		f, err := ca.Issue(dir, id, o)
 		if err != nil {
 			return fmt.Errorf("certificate of %s: %w", id, err)
 		}
 		p.tls[id] = f
-	}
-	f, err := ca.Issue(dir, "client", testpki.Options{Client: true})
-	if err != nil {
-		return fmt.Errorf("the demo's client certificate: %w", err)
-	}
-	if p.clientTLS, err = tlsfiles.Load(f); err != nil {
-		return err
+		src, err := tlsfiles.Load(f)
+		if err != nil {
+			return err
+		}
+		ident, err := src.Identity()
+		if err != nil {
+			return err
+		}
+		p.zkACL = append(p.zkACL, ident)
+		if id == "client" {
+			p.clientTLS = src
+		}
 	}
 	tr := client.HTTPSTransport(p.clientTLS)
 	tr.MaxIdleConnsPerHost = 64
 	p.eps.hc.Transport = tr
-	p.step("TLS: a CA and certificates for m1, m2 and the demo's client in %s: the masters serve HTTPS only and require a client certificate the CA signed", dir)
+	p.step("TLS: a CA and certificates for m1, m2, the chunk servers and the demo's client in %s: the masters serve HTTPS only and require a client certificate the CA signed", dir)
 	return nil
 }
 
@@ -57,6 +71,11 @@ func (p *pair) makeCerts() error {
 // refuses an HTTPS client without a certificate, while the demo's client
 // (with one) is answered.
 func (p *pair) checkTLS(ctx context.Context) error {
+	if p.zkTLS {
+		if err := p.checkZKTLS(ctx); err != nil {
+			return err
+		}
+	}
 	base := p.addr("m1")
 	hostport := strings.TrimPrefix(base, "https://")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -109,4 +128,76 @@ func shortErr(err error) string {
 		return s[i+2:]
 	}
 	return s
+}
+
+// zkTLSArgs are the --zk-tls-* and --zk-acl-x509 flags of process id
+// ("m1", "m2", "chunk") when ZooKeeper is TLS: its own certificate, and
+// every identity of the pair in the ACL (a znode one process creates must
+// be readable and writable by the others).
+func (p *pair) zkTLSArgs(id string) []string {
+	if !p.zkTLS {
+		return nil
+	}
+	f := p.tls[id]
+	args := []string{"--zk-tls-ca", f.CA, "--zk-tls-cert", f.Cert, "--zk-tls-key", f.Key}
+	for _, ident := range p.zkACL {
+		args = append(args, "--zk-acl-x509", ident)
+	}
+	return args
+}
+
+// zkDial adds the demo's own ZooKeeper TLS (its client certificate, the
+// pair's ACL identities) to d when ZooKeeper is TLS.
+func (p *pair) zkDial(d logroom.DialConfig) logroom.DialConfig {
+	if p.zkTLS {
+		d.TLS, d.ACLIdentities = p.clientTLS, p.zkACL
+	}
+	return d
+}
+
+// plainZK is ZooKeeper's plain address list (its TLS one when it has no
+// other).
+func (p *pair) plainZK() string {
+	if p.zkPlain != "" {
+		return p.zkPlain
+	}
+	return p.zkConn
+}
+
+// checkZKTLS checks that ZooKeeper refuses what the room's ACL does not
+// name: a client with a certificate of the pair's CA but another identity
+// is authenticated (TLS) and still gets NoAuth on the room; a client
+// without TLS on the plain port gets NoAuth as well.
+func (p *pair) checkZKTLS(ctx context.Context) error {
+	dir := filepath.Join(p.tmp, "tls")
+	f, err := p.ca.Issue(dir, "intruder", testpki.Options{Client: true})
+	if err != nil {
+		return err
+	}
+	intruder, err := tlsfiles.Load(f)
+	if err != nil {
+		return err
+	}
+	room := replica.DefaultBase + "/" + p.cfg.room
+	for _, d := range []struct {
+		what string
+		cfg  logroom.DialConfig
+	}{
+		{"a TLS client of the same CA with another identity", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: intruder}},
+		{"a plain client", logroom.DialConfig{Servers: logroom.SplitServers(p.zkPlain)}},
+	} {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		c, err := logroom.Dial(dctx, d.cfg)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ZooKeeper TLS check: %s: connect: %w", d.what, err)
+		}
+		_, _, err = c.Conn().Get(room)
+		c.Close()
+		if !errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, want %v", d.what, room, err, zk.ErrNoAuth)
+		}
+	}
+	p.step("ZooKeeper TLS check: a client with another identity (CN=intruder) and a plain client are refused on %s (%v)", room, zk.ErrNoAuth)
+	return nil
 }

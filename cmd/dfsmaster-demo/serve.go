@@ -141,6 +141,10 @@ type serveConfig struct {
 	// PeerTLS: checkpoint fetches from peers present this certificate and
 	// verify theirs. The files are re-read when they change.
 	TLS *tlsfiles.Source
+	// ZK: TLS to ZooKeeper and x509 ACL identities (--zk-tls-*,
+	// --zk-acl-x509): replica.Config.ZooKeeperTLS, ZooKeeperTLSServerName
+	// and ACLIdentities, and the chunk-server controller's session.
+	ZK zkTLS
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -244,6 +248,9 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		Auth:                   cfg.Auth,
 		CheckpointToken:        cfg.CheckpointToken,
 		PeerTLS:                cfg.TLS,
+		ZooKeeperTLS:           cfg.ZK.src,
+		ZooKeeperTLSServerName: cfg.ZK.serverName,
+		ACLIdentities:          cfg.ZK.acl,
 		Registerer:             reg,
 		Logger:                 log.With("component", "replica"),
 		MaxRoomVersion:         cfg.MaxRoomVersion,
@@ -274,8 +281,8 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	if cfg.ChunkServers {
 		// Its own ZooKeeper session for the recipes (the replica's is
 		// the replica's).
-		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
-			Logger: log.With("component", "chunk")})
+		c, err := logroom.Dial(ctx, cfg.ZK.dial(logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
+			Logger: log.With("component", "chunk")}))
 		if err != nil {
 			adapter.Close()
 			ln.Close()
@@ -481,6 +488,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	chunkGrace := fs.Duration("chunk-grace", 2*time.Second, "with --chunkservers: how long a chunk server must be absent (its session gone) before its blocks are re-replicated")
 	chunk := fs.Bool("chunkservers", false, "as primary, control the room's chunk servers ('dfsmaster-demo chunkserver'): a lost server's blocks are re-replicated through recipe/tasks")
 	tlsFlags := addTLSFlags(fs, "HTTP API and checkpoint endpoint over HTTPS with mutual TLS")
+	zkFlags := addZKTLSFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -549,6 +557,10 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if err != nil {
 		bad = append(bad, err.Error())
 	}
+	zkTLS, err := zkFlags.load(log.With("component", "zk-tls"))
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %s\n", strings.Join(bad, "; "))
 		return opts, exitUsage, false
@@ -561,7 +573,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
-			TLS: peerTLS,
+			TLS: peerTLS, ZK: zkTLS,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

@@ -151,6 +151,9 @@ func TestServeTLSFlags(t *testing.T) {
 		{"expired", []string{"--tls-ca", good.CA, "--tls-cert", expired.Cert, "--tls-key", expired.Key}, "--tls-cert: tlsfiles: Cert file " + expired.Cert + ": expired"},
 		{"another CA's certificate", []string{"--tls-ca", good.CA, "--tls-cert", foreign.Cert, "--tls-key", foreign.Key}, "not signed by the CA"},
 		{"key of another certificate", []string{"--tls-ca", good.CA, "--tls-cert", good.Cert, "--tls-key", foreign.Key}, "--tls-key: tlsfiles: Key file " + foreign.Key + ": key does not match cert"},
+		{"ZooKeeper certificate without its CA", []string{"--zk-tls-cert", good.Cert, "--zk-tls-key", good.Key}, "need --zk-tls-ca"},
+		{"ZooKeeper ACL self without a certificate", []string{"--zk-tls-ca", good.CA, "--zk-acl-x509", "self"}, "--zk-acl-x509 self: tlsfiles: no certificate configured"},
+		{"expired ZooKeeper certificate", []string{"--zk-tls-ca", good.CA, "--zk-tls-cert", expired.Cert, "--zk-tls-key", expired.Key}, "--zk-tls-*: tlsfiles: Cert file " + expired.Cert + ": expired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -164,13 +167,19 @@ func TestServeTLSFlags(t *testing.T) {
 	opts, _, ok := parseServeFlags(append(base, "--tls-ca", good.CA, "--tls-cert", good.Cert, "--tls-key", good.Key), &stderr)
 	require.True(t, ok, stderr.String())
 	require.NotNil(t, opts.cfg.TLS)
+	opts, _, ok = parseServeFlags(append(base, "--zk-tls-ca", good.CA, "--zk-tls-cert", good.Cert, "--zk-tls-key", good.Key,
+		"--zk-acl-x509", "self", "--zk-acl-x509", "CN=m2,O=roomlog-test"), &stderr)
+	require.True(t, ok, stderr.String())
+	require.NotNil(t, opts.cfg.ZK.src)
+	require.Equal(t, []string{"CN=m1,O=roomlog-test", "CN=m2,O=roomlog-test"}, opts.cfg.ZK.acl)
 }
 
 // TestPairDemoTLS runs "dfsmaster-demo pair --tls" end to end: the masters
 // serve HTTPS with mutual TLS, the workload and checks go through the Go
-// client with a certificate, the restarted master bootstraps from its peer
-// over HTTPS, and the demo's own TLS check passes (plain HTTP answered
-// 400, a client without a certificate refused).
+// client with a certificate, ZooKeeper sessions are TLS with an x509 ACL,
+// and the demo's own checks pass (plain HTTP answered 400, a client
+// without a certificate refused; a ZooKeeper client of another identity
+// and a plain one get NoAuth).
 func TestPairDemoTLS(t *testing.T) {
 	zkensemble.Require(t)
 	bin := buildDemo(t)
@@ -195,4 +204,6 @@ func TestPairDemoTLS(t *testing.T) {
 	require.True(t, res.HashesEqual)
 	require.Contains(t, out, "==> m2 serving https://127.0.0.1:")
 	require.Contains(t, out, "TLS check: m1 answers a plain HTTP request with 400")
+	require.True(t, res.ZKTLS, "a local ensemble is TLS too")
+	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder) and a plain client are refused")
 }
