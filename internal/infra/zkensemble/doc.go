@@ -121,9 +121,11 @@
 // transport-native-unix-common jars, which zookeeper.jar's manifest does
 // not name (scripts/install-zookeeper.sh installs libnetty-java if they
 // are missing). The plaintext port stays and the harness's own checks
-// (Mode, Leader, Start's readiness) use it; quorum links stay plaintext;
-// the TLS port is not proxied by FaultNet: put a Tap (below) in front of
-// it.
+// (Mode, Leader, Start's readiness) use it. Quorum and election links
+// stay plaintext unless TLSOptions.Quorum (sslQuorum=true with the same
+// key and trust stores; each server then logs "Using TLS encrypted
+// quorum communication"). The TLS port is not proxied by FaultNet: put a
+// Tap (below) in front of it.
 //
 // # Tap
 //

@@ -77,7 +77,7 @@ type Options struct {
 	// (secureClientPort through Netty, certificates from TLS.CA, the x509
 	// authentication provider): SecureAddrs, TLSCA. The plaintext client
 	// port stays (the harness's own checks use it). Quorum links stay
-	// plaintext.
+	// plaintext unless TLS.Quorum.
 	TLS *TLSOptions
 }
 

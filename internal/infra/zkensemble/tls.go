@@ -21,6 +21,9 @@ type TLSOptions struct {
 	// ClientAuth is ssl.clientAuth: "need" (default: a client without a
 	// certificate is refused), "want" or "none".
 	ClientAuth string
+	// Quorum encrypts the quorum and election links too (sslQuorum, with
+	// the same key and trust stores). Only meaningful with 3 servers.
+	Quorum bool
 }
 
 func (o *TLSOptions) validate() []string {
@@ -114,6 +117,13 @@ func tlsConfig(o *TLSOptions, s *server) string {
 	fmt.Fprintf(&b, "ssl.trustStore.type=PEM\n")
 	fmt.Fprintf(&b, "ssl.clientAuth=%s\n", auth)
 	fmt.Fprintf(&b, "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n")
+	if o.Quorum {
+		fmt.Fprintf(&b, "sslQuorum=true\n")
+		fmt.Fprintf(&b, "ssl.quorum.keyStore.location=%s\n", s.keyStorePath())
+		fmt.Fprintf(&b, "ssl.quorum.keyStore.type=PEM\n")
+		fmt.Fprintf(&b, "ssl.quorum.trustStore.location=%s\n", f.CA)
+		fmt.Fprintf(&b, "ssl.quorum.trustStore.type=PEM\n")
+	}
 	return b.String()
 }
 

@@ -81,3 +81,31 @@ func readFileString(p string) (string, error) {
 	b, err := os.ReadFile(p)
 	return strings.TrimSpace(string(b)), err
 }
+
+// TestTLSQuorum: with TLSOptions.Quorum a 3-server ensemble forms its
+// quorum over TLS (each server logs that it uses it), serves TLS clients,
+// and a restarted server rejoins.
+func TestTLSQuorum(t *testing.T) {
+	e := ForTest(t, Options{Servers: 3, TLS: &TLSOptions{Quorum: true}})
+	for i := 0; i < 3; i++ {
+		log, err := os.ReadFile(e.LogPath(i))
+		require.NoError(t, err)
+		require.Contains(t, string(log), "Using TLS encrypted quorum communication", "server %d", i)
+	}
+	dir := t.TempDir()
+	files, err := e.TLSCA().Issue(dir, "client", testpki.Options{Client: true})
+	require.NoError(t, err)
+	src, err := tlsfiles.Load(files)
+	require.NoError(t, err)
+	for _, a := range e.SecureAddrs() {
+		out, err := srvrOverTLS(t, src.ClientConfig("127.0.0.1"), a)
+		require.NoError(t, err)
+		require.Contains(t, out, "Mode: ")
+	}
+	leader, err := e.Leader(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, e.Kill(leader))
+	_, err = e.Leader(t.Context())
+	require.NoError(t, err, "the two others elect a leader over TLS")
+	require.NoError(t, e.Start(t.Context(), leader))
+}
