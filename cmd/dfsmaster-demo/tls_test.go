@@ -53,7 +53,8 @@ func loadTLS(t *testing.T, f tlsfiles.Files) *tlsfiles.Source {
 // flags); serves nothing in clear (a plain request gets 400); refuses an
 // HTTPS client without a certificate and one of another CA; fetches its
 // own manifest over HTTPS (the primary deletes the channels its checkpoint
-// covers), and a new standby bootstraps from it over HTTPS.
+// covers), and a new standby bootstraps from it over HTTPS. New
+// certificate files reach the next connection without a restart.
 func TestServeTLS(t *testing.T) {
 	ens := zkensemble.ForTest(t, zkensemble.Options{})
 	dir := t.TempDir()
@@ -124,6 +125,22 @@ func TestServeTLS(t *testing.T) {
 	h, err := c2.Hash(ctx, res.Index)
 	require.NoError(t, err)
 	require.Equal(t, res.Index, h.AppliedIndex)
+
+	// Rotation: new files for m1 reach the next connection, no restart.
+	serial := func() string {
+		c, err := tls.Dial("tcp", hostport, loadTLS(t, cliFiles).ClientConfig("127.0.0.1"))
+		require.NoError(t, err)
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	rotated := issue(t, ca, pkiDir, "m1", testpki.Options{})
+	want := loadTLS(t, rotated).Certificate().SerialNumber.String()
+	require.NotEqual(t, before, want)
+	require.Eventually(t, func() bool { return serial() == want }, 10*time.Second, 50*time.Millisecond,
+		"a new connection to m1 gets its new certificate")
+	_, err = c1.Status(ctx)
+	require.NoError(t, err, "the API still answers after the rotation")
 
 	// ctl with the same flags (host:port means https).
 	out := ctlOK(t, "--addr", hostport, "--tls-ca", cliFiles.CA, "--tls-cert", cliFiles.Cert, "--tls-key", cliFiles.Key, "stat", "/via-standby")
