@@ -47,7 +47,8 @@ func parsePartialName(name string) (uint64, bool) {
 
 // openPartial opens (creating it if needed) the partial directory of m
 // under root and locks it (flock, so that one Fetch at a time, of any
-// process, writes into it); errPartialBusy if another holds it. A
+// process, writes into it); errPartialBusy if another holds it, or if
+// the filesystem cannot lock it. A
 // directory without exactly the manifest mb (new, interrupted before its
 // manifest was written, or of another checkpoint with the same name) is
 // emptied and given mb. The lock is released by closing the returned
@@ -59,6 +60,12 @@ func openPartial(root string, m Manifest, mb []byte) (string, *os.File, error) {
 	}
 	d, err := lockDir(dir)
 	if err != nil {
+		if !errors.Is(err, errPartialBusy) {
+			// No flock here (some network filesystems): no partial
+			// directory, the caller fetches into a private temp dir.
+			os.Remove(dir) // (only if empty: one just made)
+			err = fmt.Errorf("%w (cannot lock %s: %v)", errPartialBusy, dir, err)
+		}
 		return "", nil, err
 	}
 	ok := false

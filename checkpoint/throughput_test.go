@@ -94,8 +94,8 @@ func TestFetchThroughput(t *testing.T) {
 		name string
 		url  string
 		par  int
-	}{{"per file, 4 at once", srv.URL, 4}, {"tar stream", tsrv.URL, 0}, {"per file, 1 at a time", srv.URL, 1},
-		{"per file, 4 at once", srv.URL, 4}, {"tar stream", tsrv.URL, 0}, {"per file, 8 at once", srv.URL, 8}} {
+	}{{"per file, 4 at once", srv.URL, 4}, {"tar stream", tsrv.URL, 0}, {"per file, 4 at once", srv.URL, 4},
+		{"tar stream", tsrv.URL, 0}, {"per file, 4 at once", srv.URL, 4}, {"per file, 8 at once", srv.URL, 8}, {"per file, 1 at a time", srv.URL, 1}} {
 		disk := seqWrite() // (the disk's rate varies: measured next to each fetch)
 		syscall.Sync()
 		root := filepath.Join(base, "dst")
