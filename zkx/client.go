@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,11 @@ func (c DialConfig) Validate() error {
 	}
 	if len(c.ACLIdentities) > 0 && c.TLS == nil && c.Auth == nil {
 		errs = append(errs, fmt.Errorf("%w: ACLIdentities without TLS or Auth: this client could not read the znodes it creates", ErrBadConfig))
+	}
+	if c.TLS != nil {
+		if v := reflect.ValueOf(c.TLS); v.Kind() == reflect.Pointer && v.IsNil() {
+			errs = append(errs, fmt.Errorf("%w: TLS holds a nil %T (leave TLS unset for plaintext)", ErrBadConfig, c.TLS))
+		}
 	}
 	if c.TLSServerName != "" && c.TLS == nil {
 		errs = append(errs, fmt.Errorf("%w: TLSServerName %q without TLS", ErrBadConfig, c.TLSServerName))

@@ -61,6 +61,11 @@ func TestTLSRefusals(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Conn().Create("/tls-refusals", nil, 0, c.ACL())
 	require.NoError(t, err)
+	// A client certificate need not name the client's address: ZooKeeper
+	// checks only its chain (no host name verification of clients).
+	elsewhere := load(t, issue(t, ca, filepath.Join(dir, "elsewhere"), "member-e", testpki.Options{Client: true, Hosts: []string{"master-e.example"}}))
+	_, err = dialTLS(t, e.SecureAddrs(), elsewhere, nil, 30*time.Second)
+	require.NoError(t, err)
 
 	other, err := testpki.NewCA("other-ca")
 	require.NoError(t, err)
@@ -236,4 +241,30 @@ func TestTranslateNoAuth(t *testing.T) {
 	require.ErrorIs(t, err, zk.ErrNoAuth)
 	require.ErrorContains(t, err, "open room /r: zk: not authenticated (permission denied by the znode's ACL")
 	require.ErrorContains(t, err, "certificate identity")
+}
+
+// TestTLSConfigValidate: the TLS fields are checked before anything is
+// dialed, every bad one named.
+func TestTLSConfigValidate(t *testing.T) {
+	var nilSrc *tlsfiles.Source
+	for _, tc := range []struct {
+		name string
+		cfg  DialConfig
+		want string
+	}{
+		{"nil source", DialConfig{Servers: []string{"x:1"}, TLS: nilSrc}, "TLS holds a nil *tlsfiles.Source"},
+		{"identities without TLS or Auth", DialConfig{Servers: []string{"x:1"}, ACLIdentities: []string{"CN=a"}}, "ACLIdentities without TLS or Auth"},
+		{"empty identity", DialConfig{Servers: []string{"x:1"}, Auth: &Digest{User: "u"}, ACLIdentities: []string{" "}}, "ACLIdentities[0] is empty"},
+		{"server name without TLS", DialConfig{Servers: []string{"x:1"}, TLSServerName: "zk"}, "TLSServerName \"zk\" without TLS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			require.ErrorIs(t, err, ErrBadConfig)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	require.NoError(t, DialConfig{Servers: []string{"x:1"}, Auth: &Digest{User: "u"}, ACLIdentities: []string{"CN=a"}}.Validate())
+	require.Equal(t, append(zk.DigestACL(zk.PermAll, "u", "p"), zk.ACL{Perms: zk.PermAll, Scheme: "x509", ID: "CN=a"}),
+		buildACL(DialConfig{Auth: &Digest{User: "u", Password: "p"}, ACLIdentities: []string{"CN=a"}}))
+	require.Equal(t, zk.WorldACL(zk.PermAll), buildACL(DialConfig{}))
 }
