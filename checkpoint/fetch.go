@@ -421,20 +421,36 @@ func (o FetchOptions) readManifestBody(ctx, rctx context.Context, wd *watchdog, 
 // root/ckpt-%020d and returns it, verified: the manifest's self checksum
 // and size (MaxManifestBytes), its origin (when opts.Origin is set), the
 // total it declares (MaxBytes), every file's size and CRC32C (computed
-// while streaming; no file is ever written past its declared size), no
-// missing, extra, duplicated, oversized or misnamed entry (so no path
-// traversal), a stream no longer than its manifest implies, and finally
-// that the files open as a store at the manifest's index and epoch. The
-// request follows no redirect; connect, response headers and every gap in
-// the body are bounded by the options' timeouts (ErrTimeout).
+// while receiving; no file is ever written past its declared size), no
+// missing, extra, duplicated, oversized or misnamed file (so no path
+// traversal), and finally that the files open as a store at the
+// manifest's index and epoch. No request follows a redirect; connect,
+// response headers and every gap in a body are bounded by the options'
+// timeouts (ErrTimeout).
 //
-// The download goes to root/.tmp-fetch-*; files and directories are
-// fsynced before the rename into place. On any failure the temp directory
-// is removed, nothing new is listed under root, and the error wraps
-// ErrCorrupt (bad or truncated stream, not a store), ErrForeign,
-// ErrTooLarge, ErrNoCheckpoint (404), ErrTimeout, or is the network or ctx
-// error. If root already holds a valid checkpoint of the same index (and,
-// with opts.Origin, of that origin), it is returned instead; one of another
+// It first gets url's manifest. From a Handler that serves files one by
+// one (HeaderFiles), it fetches only what root does not already hold:
+// files of an earlier interrupted Fetch of the same checkpoint (resumed,
+// a file in progress with a Range request), files root's checkpoints and
+// other partial fetches of the same origin hold with the same name, size
+// and CRC32C, and sstables of the same name and size in opts.Local are
+// hard-linked and checked by CRC instead; the rest is fetched
+// opts.Parallel files at once into root/.partial-<index>-<sum16>/, which
+// is renamed into place once complete (see doc.go, "Partial fetches").
+// Info.Fetch says what was fetched, resumed and linked. From an older
+// server it receives the tar stream of GET url into root/.tmp-fetch-*, as
+// before. Files and directories are fsynced before the rename into place.
+//
+// On failure nothing new is listed under root, and the error wraps
+// ErrCorrupt (bad or truncated tar stream, a file that fails its CRC or
+// size, not a store), ErrForeign, ErrTooLarge, ErrNoCheckpoint (404, or
+// opts.Index not served), ErrTimeout, or is the network or ctx error. A
+// per-file fetch keeps what it verified and received in its partial
+// directory, so that the next Fetch of that checkpoint into root, from
+// this source or another, continues from there (CleanTemp and Retain
+// bound these directories); a tar fetch removes its temp directory. If
+// root already holds a valid checkpoint of the same index (and, with
+// opts.Origin, of that origin), it is returned instead; one of another
 // origin is moved aside and replaced.
 func Fetch(ctx context.Context, url, root string, opts FetchOptions) (info Info, err error) {
 	return fetch(ctx, url, root, opts.withDefaults(), opts.Progress)

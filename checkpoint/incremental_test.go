@@ -363,6 +363,13 @@ func TestFetchResumesAfterCut(t *testing.T) {
 	st := got.Fetch
 	t.Logf("resumed: A sent %d, B sent %d, checkpoint %d; stats %+v; ranges %v", a.files.Load(), b.files.Load(), info.Bytes, st, b.rangeHeaders())
 	require.Equal(t, info.Bytes, a.files.Load()+b.files.Load(), "a byte was sent twice (or not at all)")
+	// Beyond the files' bytes, each Fetch got the manifest once (and HTTP
+	// headers, not counted here): nothing else was sent.
+	mb, err := os.ReadFile(filepath.Join(info.Path, ManifestName))
+	require.NoError(t, err)
+	require.EqualValues(t, len(mb), a.manifests.Load())
+	require.EqualValues(t, len(mb), b.manifests.Load())
+	require.Zero(t, a.stream.Load()+b.stream.Load())
 	require.Equal(t, b.files.Load(), st.FetchedBytes)
 	require.Equal(t, a.files.Load(), st.ResumedBytes)
 	require.NotEmpty(t, b.rangeHeaders(), "no file was resumed with a Range request")
