@@ -268,7 +268,8 @@
 //     that are junk, of another origin or of the old manifest format.
 //  3. logroom.Dial (one Client, one session); Subscribe to session events;
 //     OpenRoom; create members/ and election/ if absent.
-//  4. Serve the checkpoint handler if ListenAddr is set.
+//  4. Serve the checkpoint handler if ListenAddr is set (HTTPS only, with
+//     client certificates required, when PeerTLS is set).
 //  5. Join membership (recipe/membership Join, then Watch with data
 //     watches): create members/<id>. If it exists and belongs to another
 //     session, wait up to 1.5 session timeouts + 1s for it to go (our own
@@ -818,6 +819,15 @@
 //   - Only accepted member and candidate znodes count (see "Znodes").
 //   - Checkpoints carry their origin and are fetched with bounds (see
 //     Bootstrap).
+//   - With Config.PeerTLS (peertls.go) the checkpoint endpoint and the
+//     liveness stream are HTTPS with mutual TLS: a peer's certificate must
+//     be signed by the CA file (and name the address the peer
+//     advertises) on both sides, the member advertises https://, refuses
+//     to fetch from, probe or follow a plain http peer, and every TLS
+//     failure (untrusted, expired, plain against TLS) is ErrPeerTLS with
+//     the reason, at once. The bearer token then never crosses the
+//     network in clear. Rotated certificate files reach the next
+//     connection; peer connections are not kept alive between fetches.
 //   - A failed replica gets out of the way: it deletes its candidate and
 //     member znodes (retried each tick until done, so failover proceeds),
 //     answers waiting proposals (ErrNoResponse wrapping ErrFailed), wakes
