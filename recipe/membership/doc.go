@@ -40,7 +40,7 @@
 // (Warn) and listed by Watcher.Foreign. Nothing foreign is ever deleted.
 // An ephemeral node forged by a live foreign session with a valid name
 // cannot be told from a member: keep the directory's ACL to the members
-// (zkx.DialConfig.Auth).
+// (zkx.DialConfig.Auth, or ACLIdentities with TLS).
 //
 // # Protocol
 //

@@ -69,7 +69,7 @@
 // panics on hostile data; decoding allocates in proportion to the input.
 // A well-formed node forged by a client that may write D cannot be told
 // from a real one: keep D's ACL to the recipe's clients
-// (zkx.DialConfig.Auth).
+// (zkx.DialConfig.Auth, or ACLIdentities with TLS).
 //
 // # Protocol
 //
