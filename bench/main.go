@@ -49,6 +49,7 @@ type config struct {
 	linger         time.Duration    // WriterConfig.Linger (0: logroom's default)
 	storeSync      store.SyncPolicy // replicas' store.Options.Sync
 	ckptFlushBytes int64            // replicas' store.Options.CheckpointFlushBytes (0: the store's default)
+	largeBytes     int64            // large-state: the state's size on disk (-large-bytes)
 	args           []string
 }
 
@@ -77,6 +78,7 @@ func allScenarios() []scenario {
 		{"rooms", "replica: 100 rooms x 3 members on one ensemble: ZooKeeper cost per room at rest, aggregate Propose", runRooms},
 		{"failover", "replica processes: kill -9 of the primary and graceful transfer -> first ack on the new primary", runFailover},
 		{"reseed", "replica: 1 GiB of state, the room deleted: ErrRoomLost, Reseed, first ack, the member behind bootstrapped", runReseed},
+		{"large-state", "replica: -large-bytes of ingested state: disk probe, open, checkpoint, full and incremental bootstrap, catch-up (only when named)", runLargeState},
 		{"tls", "TLS vs plaintext to ZooKeeper on one TLS ensemble: raw creates, Writer.Append of -sizes entries x 16, 256 proposers", runTLS},
 	}
 }
@@ -143,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.linger, "writer-linger", 0, "logroom WriterConfig.Linger for every writer (0: logroom's default, 1ms; -1ns: logroom.NoLinger, off)")
 	var storeSync string
 	fs.Int64Var(&cfg.ckptFlushBytes, "checkpoint-flush-bytes", 0, "replicas' store.Options.CheckpointFlushBytes: a checkpoint flushes the memtable first only past this much WAL (0: the store's default, 16 MiB; 1: flush before every checkpoint, the old behaviour)")
+	large := byteSize(defaultLargeBytes)
+	fs.Var(&large, "large-bytes", "large-state: the state's size on disk (KiB, MiB, GiB suffixes)")
 	fs.StringVar(&storeSync, "store-sync", "batch", "replicas' store durability: batch (store.SyncEveryBatch, the default) or group (store.SyncGroup)")
 	fs.BoolVar(&cfg.anyServer, "any-server", false, "connect every client (raw and roomlog) to the servers in go-zookeeper's shuffled order instead of the leader first (logroom.DialConfig.AnyServer)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log roomlog's and the ensemble's debug output to stderr")
@@ -158,6 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	cfg.largeBytes = int64(large)
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
@@ -214,7 +219,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		case name == "":
 		case name == "all":
 			for k := range known {
-				cfg.scenarios[k] = true
+				cfg.scenarios[k] = cfg.scenarios[k] || !optInScenario(k)
 			}
 		case known[name]:
 			cfg.scenarios[name] = true
