@@ -5,7 +5,8 @@
 // room ZooKeeper lost (see "Writes"); restore writes only a local
 // directory.
 //
-//	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE] [--json] COMMAND [ARGS]
+//	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE]
+//	        [--zk-tls-ca FILE [--zk-tls-cert FILE --zk-tls-key FILE]] [--json] COMMAND [ARGS]
 //
 //	rooms                  the rooms under --base: created, epoch, owner,
 //	                       channels, first retained index, live members
@@ -78,6 +79,18 @@
 // (default 10s) bounds the wait for a ZooKeeper session. Tables are aligned
 // text; --json prints one JSON document (dump always prints JSON lines).
 //
+// TLS to ZooKeeper (its secureClientPort; give those ports in --zk):
+// --zk-tls-ca FILE verifies the servers against that CA (PEM) and the host
+// of each --zk address, or --zk-tls-server-name NAME; --zk-tls-cert FILE
+// and --zk-tls-key FILE present a client certificate, whose subject is the
+// tool's x509 identity for the room's ACL. The files are validated before
+// anything is dialed: a missing, non-PEM, mismatched, expired or untrusted
+// file is a usage error naming it. --zk-acl-x509 ID (repeatable; "self" is
+// --zk-tls-cert's subject) puts an x509 ACL entry for ID on every znode the
+// tool creates (room-version --set, reseed), beside the digest entry of
+// --zk-digest-file if any; a room's znodes must be created with the ACL its
+// members use. reseed takes the same flags.
+//
 // # Read-only
 //
 // Every command but room-version --set and reseed calls only ZooKeeper's read
@@ -101,8 +114,10 @@
 // replica.SetRoomVersionTarget, which creates or overwrites the persistent
 // znode ROOM/version ({v:1, target, set}; replica package doc, "Znodes")
 // with the ACL of the tool's credentials: for a room with a digest ACL,
-// pass --zk-digest-file with the room's credentials (without them the
-// write is refused, "permission denied"). It never moves the room itself:
+// pass --zk-digest-file with the room's credentials, for one with x509
+// entries --zk-tls-* with a certificate it names and the room's
+// identities in --zk-acl-x509 (without them the write is refused,
+// "permission denied"). It never moves the room itself:
 // the primary moves it, with a fenced checkpoint, once every live member
 // supports N; until then blocked names the members that do not (replica
 // package doc, "Room version", which also describes the downgrade
