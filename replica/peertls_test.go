@@ -336,3 +336,45 @@ func TestPeerTLSRotation(t *testing.T) {
 	require.Equal(t, srvSrc.Certificate().SerialNumber.String(), s2)
 	require.Equal(t, cliSrc.Certificate().SerialNumber.String(), c2)
 }
+
+// TestPeerTLSConfig: PeerTLS needs a certificate and refuses a plain http
+// AdvertiseAddr; a scheme-less address is advertised as https; a member
+// with PeerTLS refuses to talk to a peer that advertises plain http
+// (ErrPeerTLS), and one without it still reaches host:port over http.
+func TestPeerTLSConfig(t *testing.T) {
+	pki := newPeerPKI(t, "ca")
+	src := pki.source("m", testpki.Options{})
+	caOnly, err := tlsfiles.Load(tlsfiles.Files{CA: src.Files().CA})
+	require.NoError(t, err)
+	base := Config{Servers: []string{"127.0.0.1:2181"}, Room: "r", ID: "m", DataDir: t.TempDir()}
+
+	cfg := base
+	cfg.PeerTLS, cfg.AdvertiseAddr = src, "10.0.0.5:8443"
+	require.NoError(t, cfg.Validate())
+	require.Equal(t, "https://10.0.0.5:8443", cfg.withDefaults().AdvertiseAddr)
+	cfg.AdvertiseAddr = "https://h:1"
+	require.Equal(t, "https://h:1", cfg.withDefaults().AdvertiseAddr)
+
+	cfg.AdvertiseAddr = "http://10.0.0.5:8080"
+	err = cfg.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "AdvertiseAddr")
+	cfg.PeerTLS, cfg.AdvertiseAddr = caOnly, ""
+	require.ErrorContains(t, cfg.Validate(), "PeerTLS")
+
+	plain := base
+	plain.AdvertiseAddr = "10.0.0.5:8080"
+	require.Equal(t, "10.0.0.5:8080", plain.withDefaults().AdvertiseAddr, "no PeerTLS: unchanged (http)")
+
+	withTLS := &Replica{cfg: Config{PeerTLS: src}}
+	_, err = withTLS.peerBaseURL("10.0.0.6:8080")
+	require.ErrorIs(t, err, ErrPeerTLS)
+	_, err = withTLS.peerBaseURL("http://10.0.0.6:8080")
+	require.ErrorIs(t, err, ErrPeerTLS)
+	u, err := withTLS.peerBaseURL("https://10.0.0.6:8443")
+	require.NoError(t, err)
+	require.Equal(t, "https://10.0.0.6:8443", u)
+	u, err = (&Replica{}).peerBaseURL("10.0.0.6:8080")
+	require.NoError(t, err)
+	require.Equal(t, "http://10.0.0.6:8080", u)
+}
