@@ -50,11 +50,14 @@ var debianNetty = []string{
 // tlsClasspath returns the classpath of a TLS server: inst's, plus the
 // Netty jars Debian's manifest leaves out. A tarball (ZOOKEEPER_HOME)
 // ships every Netty jar in lib/.
-func tlsClasspath(inst install) ([]string, error) {
+func tlsClasspath(inst install) ([]string, error) { return tlsClasspathWith(inst, debianNetty) }
+
+// tlsClasspathWith is tlsClasspath with the Debian jars to add given.
+func tlsClasspathWith(inst install, netty []string) ([]string, error) {
 	if !strings.HasPrefix(inst.source, "ZOOKEEPER_HOME=") {
 		cp := append([]string(nil), inst.classpath...)
 		var missing []string
-		for _, j := range debianNetty {
+		for _, j := range netty {
 			if fileExists(j) {
 				cp = append(cp, j)
 			} else {

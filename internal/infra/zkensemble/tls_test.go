@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,4 +109,71 @@ func TestTLSQuorum(t *testing.T) {
 	_, err = e.Leader(t.Context())
 	require.NoError(t, err, "the two others elect a leader over TLS")
 	require.NoError(t, e.Start(t.Context(), leader))
+}
+
+// TestTLSClasspath: a TLS server on the Debian package gets the Netty
+// jars zookeeper.jar's manifest leaves out, and missing ones make the
+// ensemble unavailable by name; a tarball's lib/ is taken as it is.
+func TestTLSClasspath(t *testing.T) {
+	dir := t.TempDir()
+	jar := filepath.Join(dir, "netty-codec.jar")
+	require.NoError(t, os.WriteFile(jar, nil, 0o644))
+	deb := install{classpath: []string{"/usr/share/java/zookeeper.jar"}, source: "/usr/share/java/zookeeper.jar"}
+	cp, err := tlsClasspathWith(deb, []string{jar})
+	require.NoError(t, err)
+	require.Equal(t, []string{"/usr/share/java/zookeeper.jar", jar}, cp)
+	missing := filepath.Join(dir, "netty-resolver.jar")
+	_, err = tlsClasspathWith(deb, []string{jar, missing})
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorContains(t, err, missing)
+	require.ErrorContains(t, err, "libnetty-java")
+	tarball := install{classpath: []string{"/zk/lib/zookeeper-3.8.4.jar"}, source: "ZOOKEEPER_HOME=/zk"}
+	cp, err = tlsClasspathWith(tarball, []string{missing})
+	require.NoError(t, err)
+	require.Equal(t, tarball.classpath, cp)
+
+	_, err = Options{TLS: &TLSOptions{ClientAuth: "always"}}.withDefaults()
+	require.ErrorIs(t, err, ErrBadOptions)
+	require.ErrorContains(t, err, `TLS.ClientAuth="always"`)
+}
+
+// TestTap: the tap forwards both ways, records what it forwarded, and Cut
+// closes the connections through it while it keeps accepting.
+func TestTap(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // an echo server
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	tap, err := NewTap(ln.Addr().String())
+	require.NoError(t, err)
+	defer tap.Close()
+	c, err := net.Dial("tcp", tap.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.WriteString(c, "secret-needle")
+	require.NoError(t, err)
+	buf := make([]byte, len("secret-needle"))
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	require.Equal(t, "secret-needle", string(buf))
+	require.True(t, tap.Contains([]byte("secret-needle")))
+	require.False(t, tap.Contains([]byte("absent")))
+	require.Equal(t, 2*len(buf), tap.Seen())
+	require.Equal(t, 1, tap.Accepted())
+	tap.Cut()
+	_, err = c.Read(buf)
+	require.Error(t, err, "cut")
+	c2, err := net.Dial("tcp", tap.Addr())
+	require.NoError(t, err)
+	defer c2.Close()
+	require.Eventually(t, func() bool { return tap.Accepted() == 2 }, 5*time.Second, 10*time.Millisecond)
 }
