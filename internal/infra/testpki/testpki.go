@@ -1,12 +1,3 @@
-// Package testpki makes certificate authorities and certificates for
-// roomlog's tests, demo and benchmarks (crypto/x509, ECDSA P-256) and
-// writes them as PEM files that tlsfiles reads and ZooKeeper's PEM key and
-// trust stores accept: certificates as CERTIFICATE blocks, keys as PKCS#8
-// PRIVATE KEY blocks. Files are written to a temp name and renamed, so a
-// reader sees the old file or the new one (a new inode), never half of one.
-//
-// It is test infrastructure: the keys are generated on the spot and
-// written unencrypted.
 package testpki
 
 import (
