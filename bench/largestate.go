@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -387,7 +388,7 @@ func runLargeState(ctx context.Context, b *bench) ([]Result, error) {
 	}
 	fs2 := lb2.Fetch
 	sent := float64(fs2.FetchedBytes) / float64(lb2.Bytes)
-	r.setExtra("rebootstrap_sent_fraction", round3(sent*1000)/1000)
+	r.setExtra("rebootstrap_sent_fraction", math.Round(sent*1e5)/1e5)
 	r.setExtra("rebootstrap_s", round3(lb2.Took.Seconds()))
 	r.setExtra("rebootstrap_open_to_restored_s", round3(reE2E.Seconds()))
 	r.setExtra("rebootstrap_bytes", lb2.Bytes)
