@@ -479,7 +479,7 @@ func (ft *fetcher) transfer(ctx context.Context, jobs []job) error {
 		total += j.f.Size - j.off
 	}
 	ft.report(StageStreaming, total)
-	ft.sy = newFileSyncer(max(1, ft.o.Parallel/2), ft.o.Parallel, ft.o.IdleTimeout)
+	ft.sy = newFileSyncer(ctx, max(1, ft.o.Parallel/2), ft.o.Parallel, ft.o.IdleTimeout)
 	done := make(chan error, 1)
 	go func() {
 		err := forEachBuf(ctx, len(jobs), ft.o.Parallel, fetchBufSize, func(i int, buf []byte) error {
@@ -650,8 +650,9 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 // final names on its own goroutines, so that a transfer worker starts
 // its next file at once: the disk flushes one file while the network
 // delivers the next. Each fsync is bounded by the idle timeout
-// (errStalledSync); after the first failure the remaining files are
-// closed unsynced and keep their .part names.
+// (errStalledSync); after the first failure, or once ctx ended, the
+// remaining files are closed unsynced and keep their .part names (a
+// resume checks them).
 type fileSyncer struct {
 	q    chan syncItem
 	wg   sync.WaitGroup
@@ -666,18 +667,18 @@ type syncItem struct {
 	part, dst string
 }
 
-func newFileSyncer(workers, queue int, idle time.Duration) *fileSyncer {
+func newFileSyncer(ctx context.Context, workers, queue int, idle time.Duration) *fileSyncer {
 	s := &fileSyncer{q: make(chan syncItem, queue), idle: idle}
 	for i := 0; i < workers; i++ {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			for it := range s.q {
-				if s.failed() != nil {
-					it.f.Close()
+				if s.failed() != nil || ctx.Err() != nil {
+					it.f.Close() // (kept as .part: a resume checks it)
 					continue
 				}
-				err := syncBounded(context.Background(), it.f, idle)
+				err := syncBounded(ctx, it.f, idle)
 				if cerr := it.f.Close(); err == nil && cerr != nil {
 					err = fmt.Errorf("checkpoint: close %s: %w", it.part, cerr)
 				}
