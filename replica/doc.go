@@ -793,7 +793,8 @@
 // ErrFenced, ErrQueueFull, ErrRequestConflict, ErrClosed, ErrFailed, ErrTransfer,
 // ErrDuplicateID, ErrWrongDataDir, ErrRoomLost, ErrSessionRefused,
 // ErrReseedRefused, ErrInvalidConfig,
-// ErrNoCheckpointSource, ErrUnsupportedVersion (= logroom's),
+// ErrNoCheckpointSource (a source that failed for a TLS reason wraps
+// ErrPeerTLS), ErrUnsupportedVersion (= logroom's),
 // ErrDiverged (= logroom.ErrDiverged); logroom's
 // ErrEntryTooLarge, ErrRoomFull and ErrCorrupt pass through (wrapped).
 //
