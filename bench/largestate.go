@@ -100,9 +100,9 @@ func fmtSize(n int64) string {
 }
 
 // runLargeState is the large-state row (issue 31, item 5). In the run's
-// temp dir: a disk probe (sequential write with one fsync at the end, then
-// a sequential read of the same file with its pages dropped from the page
-// cache); a primary whose store is filled to -large-bytes by
+// temp dir: a disk probe (sequential writes with one fsync at the end, by
+// one writer and by four, then a sequential read of the first file with
+// its pages dropped from the page cache); a primary whose store is filled to -large-bytes by
 // store.IngestSorted with namespace records (HDFS-like paths, msgpack
 // inodes with random block ids), reopened (open time, memory) and
 // checkpointed; a standby on an empty disk that bootstraps from it while
@@ -118,9 +118,9 @@ func runLargeState(ctx context.Context, b *bench) ([]Result, error) {
 	}
 	probe := min(int64(largeProbeBytes), large)
 	// Primary store + standby's fetched checkpoint (its restored store
-	// and the primary's checkpoints are hard links), the probe file,
+	// and the primary's checkpoints are hard links), the probe files,
 	// WAL and compaction headroom.
-	need := large*22/10 + probe + 2<<30
+	need := large*22/10 + 2*probe + 2<<30
 	free, err := freeBytes(b.tmp)
 	if err != nil {
 		return nil, fmt.Errorf("large-state: %w", err)
@@ -134,14 +134,17 @@ func runLargeState(ctx context.Context, b *bench) ([]Result, error) {
 	c0 := b.cpuNow()
 
 	// a. Disk probe.
-	wMBps, rMBps, cold, err := diskProbe(ctx, b, probe)
+	pr, err := diskProbe(ctx, b, probe)
 	if err != nil {
 		return nil, fmt.Errorf("large-state: disk probe: %w", err)
 	}
+	wMBps := pr.write
 	r.setExtra("disk_probe_bytes", probe)
-	r.setExtra("disk_write_mb_per_s", round3(wMBps))
-	r.setExtra("disk_read_mb_per_s", round3(rMBps))
-	r.setExtra("disk_read_cold", cold)
+	r.setExtra("disk_write_mb_per_s", round3(pr.write))
+	r.setExtra("disk_write_1_writer_mb_per_s", round3(pr.writeSingle))
+	r.setExtra("disk_write_4_writers_mb_per_s", round3(pr.writeParallel))
+	r.setExtra("disk_read_mb_per_s", round3(pr.read))
+	r.setExtra("disk_read_cold", pr.cold)
 
 	// b. A primary with the state.
 	room := fmt.Sprintf("bench-large-%d", time.Now().UnixNano())
@@ -449,55 +452,89 @@ func sameHash(ctx context.Context, a, c *replica.Replica) error {
 	return nil
 }
 
-// diskProbe writes size bytes sequentially (4 MiB writes, one fsync at the
-// end, timed together) into the run's temp dir, drops the file's pages
-// from the page cache, reads it back sequentially, and removes it.
-func diskProbe(ctx context.Context, b *bench, size int64) (writeMBps, readMBps float64, cold bool, err error) {
-	path := filepath.Join(b.tmp, "disk-probe")
-	defer os.Remove(path)
+// diskProbe measures the disk in the run's temp dir: size bytes written
+// sequentially by one writer (4 MiB writes, one fsync at the end, timed
+// together), then by 4 writers at once into files of size/4 (each with
+// one fsync at the end: the checkpoint fetch's default parallelism), the
+// better of the two being the write figure; then the single file read
+// back sequentially after its pages were dropped from the page cache.
+// The files are removed.
+func diskProbe(ctx context.Context, b *bench, size int64) (pr diskProbeResult, err error) {
+	b.prog.Logf("large-state: disk probe, %s sequential write + fsync by 1 writer, then by 4, then a read", fmtSize(size))
+	dir, err := os.MkdirTemp(b.tmp, "disk-probe-")
+	if err != nil {
+		return pr, err
+	}
+	defer os.RemoveAll(dir)
+	single := filepath.Join(dir, "single")
+	t0 := time.Now()
+	if err := probeWrite(ctx, single, size); err != nil {
+		return pr, err
+	}
+	pr.writeSingle = float64(size) / time.Since(t0).Seconds() / 1e6
+	const writers = 4
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	t0 = time.Now()
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = probeWrite(ctx, filepath.Join(dir, fmt.Sprintf("par-%d", i)), size/writers)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return pr, err
+	}
+	pr.writeParallel = float64(size/writers*writers) / time.Since(t0).Seconds() / 1e6
+	pr.write = max(pr.writeSingle, pr.writeParallel)
+
+	f, err := os.Open(single)
+	if err != nil {
+		return pr, err
+	}
+	defer f.Close()
+	pr.cold = dropFileCache(f)
+	buf := make([]byte, 4<<20)
+	t1 := time.Now()
+	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+	if err != nil {
+		return pr, err
+	}
+	pr.read = float64(n) / time.Since(t1).Seconds() / 1e6
+	b.prog.Logf("  write %.0f MB/s by 1 writer, %.0f MB/s by %d; read %.0f MB/s (page cache dropped for the file: %v)",
+		pr.writeSingle, pr.writeParallel, writers, pr.read, pr.cold)
+	return pr, nil
+}
+
+// diskProbeResult is what diskProbe measured, in MB/s.
+type diskProbeResult struct {
+	write, writeSingle, writeParallel, read float64
+	cold                                    bool // the read's file was dropped from the page cache first
+}
+
+// probeWrite writes size bytes into a new file at path in 4 MiB writes
+// of random data, fsyncs and closes it.
+func probeWrite(ctx context.Context, path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return 0, 0, false, err
+		return err
 	}
 	buf := make([]byte, 4<<20)
 	_, _ = rand.Read(buf)
-	b.prog.Logf("large-state: disk probe, %s sequential write + fsync, then read", fmtSize(size))
-	t0 := time.Now()
 	for n := int64(0); n < size; n += int64(len(buf)) {
 		if err := ctx.Err(); err != nil {
 			f.Close()
-			return 0, 0, false, err
+			return err
 		}
 		buf[0]++ // every block differs
 		if _, err := f.Write(buf[:min(int64(len(buf)), size-n)]); err != nil {
 			f.Close()
-			return 0, 0, false, err
+			return err
 		}
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return 0, 0, false, err
-	}
-	wt := time.Since(t0)
-	cold = dropFileCache(f)
-	if err := f.Close(); err != nil {
-		return 0, 0, false, err
-	}
-	rf, err := os.Open(path)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	defer rf.Close()
-	t1 := time.Now()
-	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{rf}, buf)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	rt := time.Since(t1)
-	writeMBps = float64(size) / wt.Seconds() / 1e6
-	readMBps = float64(n) / rt.Seconds() / 1e6
-	b.prog.Logf("  write %.0f MB/s (%v), read %.0f MB/s (%v, page cache dropped for the file: %v)", writeMBps, wt.Round(time.Millisecond), readMBps, rt.Round(time.Millisecond), cold)
-	return writeMBps, readMBps, cold, nil
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // fillLarge ingests namespace records into the (closed) store at dir
