@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -89,6 +90,8 @@ func (r *Replica) runCheckpointer(ctx context.Context) {
 				if err := r.deleteChannels(ctx, r.localCkpt.Load(), true); err != nil && ctx.Err() == nil {
 					r.log.Debug("channel deletion sweep failed", "err", err)
 				}
+			} else {
+				r.forgetHolds()
 			}
 		}
 	}
@@ -347,8 +350,20 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 	}
 	// Our own checkpoint covers what we apply; the served one covers what a
 	// newcomer can restore (decideDeletions).
-	hold := r.bootstrapHold(members)
-	for _, d := range decideDeletions(chans, ckpt, served, minApplied, hold, r.cfg.RetainRoomBytes) {
+	hold := r.bootstrapHold(members, chans[0].FirstIndex)
+	dels := decideDeletions(chans, ckpt, served, minApplied, hold, r.cfg.RetainRoomBytes)
+	if len(dels) > 0 && dels[len(dels)-1].Forced {
+		// Forced deletion ignores lagging members, not bootstraps: the
+		// probes above may have taken seconds, so decide the holds again
+		// on a fresh read (a member may have started a bootstrap, or
+		// lowered its hold for another source, meanwhile).
+		if members, err = readMembers(r.conn, r.room.Path(membersDir)); err != nil {
+			return err
+		}
+		hold = r.bootstrapHold(members, chans[0].FirstIndex)
+		dels = decideDeletions(chans, ckpt, served, minApplied, hold, r.cfg.RetainRoomBytes)
+	}
+	for _, d := range dels {
 		if !channelArchived(chans, d.Num, archived) { // archive: deletion waits for it
 			break
 		}
@@ -505,6 +520,20 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	if !r.awaitHoldPublished(ctx, hold) && ctx.Err() == nil {
 		r.log.Warn("bootstrap: our hold is not published yet; fetching anyway (an outrun would be detected)", "hold", hold)
 	}
+	// The log may have moved past this source while we chose it (or
+	// before our hold was seen): a checkpoint at src.index would be
+	// outrun before we fetched a byte.
+	if chans, err := r.room.Channels(ctx); err == nil && len(chans) > 0 && chans[0].FirstIndex > src.index+1 {
+		return fmt.Errorf("the log now starts at %d, past what %q advertises (%d)", chans[0].FirstIndex, src.id, src.index)
+	}
+	// Progress for the hold (outrun.go): bytes received while files
+	// transfer; a heartbeat while local files are verified (before the
+	// first byte) and while the checkpoint is installed, phases with no
+	// byte progress whose length grows with the state.
+	var transferring atomic.Bool
+	stopBeat := make(chan struct{})
+	defer close(stopBeat)
+	go r.holdHeartbeat(func() bool { return !transferring.Load() }, stopBeat)
 	r.makeRoomForCheckpoint(max(need, applied+1))
 	opts := r.fetchOptionsFor(url) // peertls.go: TLS for url's host
 	// Incremental (issue 31): sstables our store already holds (a member
@@ -516,6 +545,12 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 	userProgress := opts.Progress
 	var seen int64
 	opts.Progress = func(p checkpoint.Progress) {
+		if p.Stage == checkpoint.StageStreaming {
+			transferring.Store(true)
+		}
+		if p.Bytes < seen {
+			seen = 0 // a new round (the source moved on to a newer checkpoint)
+		}
 		if p.Bytes > seen {
 			r.holdProgress.Add(uint64(p.Bytes - seen))
 			seen = p.Bytes
@@ -525,6 +560,7 @@ func (r *Replica) bootstrapFrom(ctx context.Context, src ckptSource, need uint64
 		}
 	}
 	info, err := checkpoint.Fetch(ctx, url, r.ckptRoot, opts)
+	transferring.Store(false)
 	if err != nil {
 		return peerTLSError(err)
 	}

@@ -34,6 +34,7 @@ const (
 	DefaultTransferTimeout        = 5 * time.Second
 	DefaultMemberUpdateInterval   = time.Second
 	DefaultBootstrapHoldStall     = 30 * time.Second
+	DefaultBootstrapHoldMax       = 30 * time.Minute
 	DefaultMaxRoomBytes           = logroom.DefaultMaxRoomBytes // Writer.MaxRoomBytes' default
 	DefaultRequestTTL             = 10 * time.Minute
 	DefaultRequestWindow          = 1 << 20
@@ -137,11 +138,16 @@ type Config struct {
 	// the primary deletes no channel from the hold on, not even over
 	// RetainRoomBytes (the room then grows until appends get ErrRoomFull),
 	// as long as the hold's progress (bytes received, entries applied)
-	// moved within BootstrapHoldStall. A bootstrap stuck for longer no
-	// longer holds the log; if the log it needs is then deleted it fails
-	// with ErrBootstrapOutrun. Default 30s (package checkpoint's fetch
-	// IdleTimeout); <0: holds never lapse.
+	// moved within BootstrapHoldStall (while it verifies local files or
+	// installs the checkpoint, a heartbeat counts as progress; while it
+	// transfers, only bytes received do), and for at most
+	// BootstrapHoldMax in all. A bootstrap stuck for longer no longer
+	// holds the log; if the log it needs is then deleted it fails with
+	// ErrBootstrapOutrun. BootstrapHoldStall: default 30s (package
+	// checkpoint's fetch IdleTimeout), <0: never. BootstrapHoldMax:
+	// default 30m, <0: no bound.
 	BootstrapHoldStall time.Duration
+	BootstrapHoldMax   time.Duration
 
 	// MaxPendingProposals bounds the proposals in flight on the primary;
 	// beyond it Propose returns ErrQueueFull. Default 4096.
@@ -180,19 +186,6 @@ type Config struct {
 	// Auth, when set, authenticates with ZooKeeper digest credentials and
 	// creates every znode with a digest ACL.
 	Auth *logroom.Digest
-	// CheckpointToken, when set, is a shared secret: CheckpointHandler
-	// serves only requests bearing it ("Authorization: Bearer <token>",
-	// else 401 and nothing served), and this replica sends it when it
-	// fetches a peer's checkpoint or manifest. Every member of a room must
-	// use the same token. Load it from a file, not a command line.
-	CheckpointToken string
-	// PeerTLS, when set, is mutual TLS between members (replica/peertls.go):
-	// the checkpoint endpoint on ListenAddr is served over HTTPS and
-	// requires a client certificate signed by the CA file; this member
-	// advertises "https://" + AdvertiseAddr (a plain http AdvertiseAddr is
-	// refused) and fetches, probes and follows peers over HTTPS only,
-	// presenting its certificate and verifying theirs against the CA file
-	// and the address they advertise. The CheckpointToken then travels
 	// ZooKeeperTLS, when set, connects to ZooKeeper over TLS (the servers'
 	// secureClientPort; Servers must name those ports): the member presents
 	// its certificate, which ZooKeeper's x509 provider authenticates, and
@@ -208,6 +201,19 @@ type Config struct {
 	// it. Every member of a room lists the same ones (each member's own
 	// included). Needs ZooKeeperTLS or Auth.
 	ACLIdentities []string
+	// CheckpointToken, when set, is a shared secret: CheckpointHandler
+	// serves only requests bearing it ("Authorization: Bearer <token>",
+	// else 401 and nothing served), and this replica sends it when it
+	// fetches a peer's checkpoint or manifest. Every member of a room must
+	// use the same token. Load it from a file, not a command line.
+	CheckpointToken string
+	// PeerTLS, when set, is mutual TLS between members (replica/peertls.go):
+	// the checkpoint endpoint on ListenAddr is served over HTTPS and
+	// requires a client certificate signed by the CA file; this member
+	// advertises "https://" + AdvertiseAddr (a plain http AdvertiseAddr is
+	// refused) and fetches, probes and follows peers over HTTPS only,
+	// presenting its certificate and verifying theirs against the CA file
+	// and the address they advertise. The CheckpointToken then travels
 	// only inside TLS. Rotated files are used by new connections without
 	// a restart. It must hold a certificate. nil: plain HTTP.
 	PeerTLS *tlsfiles.Source
@@ -328,6 +334,9 @@ func (c Config) Validate() error {
 	if iv := cmp.Or(c.MemberUpdateInterval, DefaultMemberUpdateInterval); c.BootstrapHoldStall > 0 && c.BootstrapHoldStall < 2*iv {
 		bad("BootstrapHoldStall", "%v is shorter than two MemberUpdateIntervals (a hold's progress is published at most once per interval)", c.BootstrapHoldStall)
 	}
+	if c.BootstrapHoldMax > 0 && c.BootstrapHoldMax < c.BootstrapHoldStall {
+		bad("BootstrapHoldMax", "%v is shorter than BootstrapHoldStall %v", c.BootstrapHoldMax, c.BootstrapHoldStall)
+	}
 	if c.MemberUpdateInterval < 0 || c.MemberUpdateInterval > time.Minute {
 		bad("MemberUpdateInterval", "%v is outside [0, 1m]", c.MemberUpdateInterval)
 	}
@@ -420,6 +429,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BootstrapHoldStall == 0 {
 		c.BootstrapHoldStall = DefaultBootstrapHoldStall
+	}
+	if c.BootstrapHoldMax == 0 {
+		c.BootstrapHoldMax = DefaultBootstrapHoldMax
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

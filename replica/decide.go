@@ -290,24 +290,34 @@ func decideDeletions(chans []logroom.ChannelInfo, ckpt, served, minApplied, hold
 }
 
 // bootHold is a live member's bootstrap hold as the primary last saw it
-// (memberData.Hold, HoldProgress, Applied) and when it last saw it change.
+// (memberData.Hold, HoldProgress, Applied), when it last saw it grow, and
+// when it first saw this bootstrap's hold (Since).
 type bootHold struct {
 	Hold, Progress, Applied uint64
-	Changed                 time.Time
+	Changed, Since          time.Time
 }
 
 // decideHold returns the lowest index the live members' bootstraps still
-// need (0: none) and the members whose hold lapsed: a member's hold counts
-// while its published hold, progress (a counter that only grows during
-// one bootstrap: bytes received, entries applied) or applied index grew
-// within stall of now (by the deciding member's own clock: seen is what it
-// observed before, updated in place; members gone or without a hold are
-// dropped from it). A hold seen for the first time, or whose progress went
-// down (a new bootstrap of a restarted member), counts: it was just
-// published. A bootstrap that stops making progress for stall, including
-// one whose fetches keep failing, no longer holds the log: the room is not
-// held full for a member that is stuck.
-func decideHold(members map[string]memberData, seen map[string]bootHold, now time.Time, stall time.Duration) (hold uint64, lapsed []string) {
+// need (0: none) and the members whose hold lapsed. A member's hold counts
+// while all of these hold:
+//   - its hold, progress (a counter that only grows during one bootstrap:
+//     bytes received, a heartbeat while it verifies or installs, entries
+//     applied) or applied index grew within stall of now, by the deciding
+//     member's own clock (seen is what it observed before, updated in
+//     place; members gone or without a hold are dropped from it); a hold
+//     seen for the first time, or whose progress or hold went down (a new
+//     bootstrap), counts: it was just published;
+//   - the bootstrap has held for less than maxHeld (0: no bound) since this
+//     bootstrap's hold was first seen;
+//   - the hold is not below oldestFirst, the first index the log still
+//     holds (0: unknown): such a bootstrap is outrun already, and keeping
+//     the rest for it would only fill the room.
+//
+// A bootstrap that stops making progress, that retries a failing source
+// forever, or that a forged member claims, holds the room for at most
+// stall, or maxHeld in all: the room is not held full for a member that is
+// stuck.
+func decideHold(members map[string]memberData, seen map[string]bootHold, now time.Time, stall, maxHeld time.Duration, oldestFirst uint64) (hold uint64, lapsed []string) {
 	for id := range seen {
 		if d, ok := members[id]; !ok || d.Hold == 0 {
 			delete(seen, id)
@@ -326,13 +336,17 @@ func decideHold(members map[string]memberData, seen map[string]bootHold, now tim
 		cur := bootHold{Hold: d.Hold, Progress: d.HoldProgress, Applied: d.Applied}
 		prev, ok := seen[id]
 		fresh := !ok || cur.Progress < prev.Progress || cur.Hold < prev.Hold
-		if fresh || cur.Hold > prev.Hold || cur.Progress > prev.Progress || cur.Applied > prev.Applied {
-			cur.Changed = now
-			seen[id] = cur
-		} else {
-			cur.Changed = prev.Changed
+		switch {
+		case fresh:
+			cur.Changed, cur.Since = now, now
+		case cur.Hold > prev.Hold || cur.Progress > prev.Progress || cur.Applied > prev.Applied:
+			cur.Changed, cur.Since = now, prev.Since
+		default:
+			cur.Changed, cur.Since = prev.Changed, prev.Since
 		}
-		if stall > 0 && now.Sub(cur.Changed) >= stall {
+		seen[id] = cur
+		if (stall > 0 && now.Sub(cur.Changed) >= stall) || (maxHeld > 0 && now.Sub(cur.Since) >= maxHeld) ||
+			(oldestFirst > 0 && d.Hold < oldestFirst) {
 			lapsed = append(lapsed, id)
 			continue
 		}

@@ -188,7 +188,7 @@ func TestDecideHold(t *testing.T) {
 		"b2": {ID: "b2", Hold: 301, HoldProgress: 1, Applied: 0},
 	}
 	seen := map[string]bootHold{}
-	hold, lapsed := decideHold(members, seen, t0, stall)
+	hold, lapsed := decideHold(members, seen, t0, stall, 0, 0)
 	require.Equal(t, uint64(201), hold, "first seen: every hold counts, the lowest wins")
 	require.Empty(t, lapsed)
 
@@ -196,10 +196,10 @@ func TestDecideHold(t *testing.T) {
 	b2 := members["b2"]
 	b2.HoldProgress = 2
 	members["b2"] = b2
-	hold, lapsed = decideHold(members, seen, t0.Add(stall-time.Millisecond), stall)
+	hold, lapsed = decideHold(members, seen, t0.Add(stall-time.Millisecond), stall, 0, 0)
 	require.Equal(t, uint64(201), hold, "b1 is not stalled for the whole stall yet")
 	require.Empty(t, lapsed)
-	hold, lapsed = decideHold(members, seen, t0.Add(stall), stall)
+	hold, lapsed = decideHold(members, seen, t0.Add(stall), stall, 0, 0)
 	require.Equal(t, uint64(301), hold, "b1 lapsed; b2 moved within the stall")
 	require.Equal(t, []string{"b1"}, lapsed)
 
@@ -207,7 +207,7 @@ func TestDecideHold(t *testing.T) {
 	b1 := members["b1"]
 	b1.Hold, b1.HoldProgress, b1.Applied = 205, 204, 204
 	members["b1"] = b1
-	hold, lapsed = decideHold(members, seen, t0.Add(stall+time.Second), stall)
+	hold, lapsed = decideHold(members, seen, t0.Add(stall+time.Second), stall, 0, 0)
 	require.Equal(t, uint64(205), hold)
 	require.Empty(t, lapsed)
 
@@ -216,12 +216,12 @@ func TestDecideHold(t *testing.T) {
 	b2 = members["b2"]
 	b2.HoldProgress = 3
 	members["b2"] = b2
-	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall), stall)
+	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall), stall, 0, 0)
 	require.Equal(t, uint64(301), hold, "b1's hold, unchanged for the stall, lapsed")
 	// A member whose progress went down restarted its bootstrap: fresh.
 	b1.HoldProgress = 3
 	members["b1"] = b1
-	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall+time.Millisecond), stall)
+	hold, _ = decideHold(members, seen, t0.Add(stall+time.Second+stall+time.Millisecond), stall, 0, 0)
 	require.Equal(t, uint64(205), hold, "a restarted bootstrap holds again")
 
 	// A member that leaves, or drops its hold, is forgotten.
@@ -229,17 +229,45 @@ func TestDecideHold(t *testing.T) {
 	b2 = members["b2"]
 	b2.Hold = 0
 	members["b2"] = b2
-	hold, lapsed = decideHold(members, seen, t0.Add(stall+2*time.Second), stall)
+	hold, lapsed = decideHold(members, seen, t0.Add(stall+2*time.Second), stall, 0, 0)
 	require.Zero(t, hold)
 	require.Empty(t, lapsed)
 	require.Empty(t, seen)
 
 	// stall 0: holds never lapse.
 	members["b3"] = memberData{ID: "b3", Hold: 9}
-	decideHold(members, seen, t0, 0)
-	hold, lapsed = decideHold(members, seen, t0.Add(time.Hour), 0)
+	decideHold(members, seen, t0, 0, 0, 0)
+	hold, lapsed = decideHold(members, seen, t0.Add(time.Hour), 0, 0, 0)
 	require.Equal(t, uint64(9), hold)
 	require.Empty(t, lapsed)
+
+	// However it progresses, a bootstrap holds for maxHeld at most, from
+	// when its hold was first seen; a new bootstrap (progress reset)
+	// starts again.
+	seen = map[string]bootHold{}
+	members = map[string]memberData{"b": {ID: "b", Hold: 50, HoldProgress: 1}}
+	decideHold(members, seen, t0, stall, time.Minute, 0)
+	for i := 1; i < 6; i++ {
+		members["b"] = memberData{ID: "b", Hold: 50, HoldProgress: uint64(1 + i)}
+		hold, lapsed = decideHold(members, seen, t0.Add(time.Duration(i)*9*time.Second), stall, time.Minute, 0)
+		require.Equal(t, uint64(50), hold, "progressing, within maxHeld")
+	}
+	members["b"] = memberData{ID: "b", Hold: 51, HoldProgress: 100}
+	hold, lapsed = decideHold(members, seen, t0.Add(time.Minute), stall, time.Minute, 0)
+	require.Zero(t, hold, "held for maxHeld: lapsed though it progresses")
+	require.Equal(t, []string{"b"}, lapsed)
+	members["b"] = memberData{ID: "b", Hold: 60, HoldProgress: 1}
+	hold, _ = decideHold(members, seen, t0.Add(time.Minute+time.Second), stall, time.Minute, 0)
+	require.Equal(t, uint64(60), hold, "a new bootstrap (its progress counter restarted) holds again")
+
+	// A hold below the oldest index the log holds is outrun already: it
+	// keeps nothing (else the room would fill for a bootstrap that cannot
+	// succeed), even though it progresses.
+	hold, lapsed = decideHold(members, seen, t0.Add(time.Minute+2*time.Second), stall, time.Minute, 61)
+	require.Zero(t, hold)
+	require.Equal(t, []string{"b"}, lapsed)
+	hold, _ = decideHold(members, seen, t0.Add(time.Minute+2*time.Second), stall, time.Minute, 60)
+	require.Equal(t, uint64(60), hold, "a hold at the oldest index counts")
 }
 
 func TestDecideDeletions(t *testing.T) {

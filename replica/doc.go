@@ -463,28 +463,47 @@
 //
 //  1. Before its fetch the member publishes hold = C'+1 (C' the source's
 //     advertised index, <= the checkpoint it is served) in its member
-//     data and waits (at most 5s) to see it published; hold_prog, a
-//     counter that only grows during the bootstrap (bytes received, then
-//     entries applied), is published with the applied index (at most
-//     once per MemberUpdateInterval). A failed attempt keeps the hold.
+//     data and waits (at most 5s) to see it published, then checks the
+//     log still starts at or before C'+1 (else the next source);
+//     hold_prog, a counter that only grows during the bootstrap (bytes
+//     received while files transfer; a heartbeat every 500ms while it
+//     verifies local files before the transfer and while it installs;
+//     then entries applied), is published with the applied index (at
+//     most once per MemberUpdateInterval). A failed attempt keeps the
+//     hold (the lower of its sources').
 //  2. Once installed, the hold becomes applied+1 and follows the applied
 //     index until it reaches the highest applied index another member
 //     published right after the install (the primary's); then it is 0.
 //  3. The primary, at each deletion check, reads every member's data
 //     (decideHold): a hold counts while its hold, hold_prog or applied
 //     index grew within Config.BootstrapHoldStall (default 30s) by the
-//     primary's own clock, or was just seen; decideDeletions then deletes
+//     primary's own clock, or was just seen, for at most
+//     Config.BootstrapHoldMax (default 30m) since it was first seen, and
+//     while it is not below the first index the log holds (such a
+//     bootstrap is outrun already). A forced deletion (over the
+//     retention bound) reads the members again right before it deletes.
+//     decideDeletions then deletes
 //     no channel whose last index is >= the lowest counting hold, not
 //     even over RetainRoomBytes: appends get ErrRoomFull, as with any
 //     retention that cannot be met. Status().HeldByBootstrap and
 //     roomlog_replica_deletion_held_by_bootstrap show it.
-//  4. A hold that stops growing for BootstrapHoldStall (a stuck fetch, a
-//     source that keeps failing) lapses: logged, counted
+//  4. A hold that stops growing for BootstrapHoldStall (a stuck transfer,
+//     a source that keeps failing), that held for BootstrapHoldMax, or
+//     that the log moved past lapses: logged, counted
 //     (roomlog_replica_bootstrap_holds_lapsed_total), no longer kept. If
 //     its log is then deleted, the member's tail finds its position
-//     compacted while it still holds: ErrBootstrapOutrun, counted
-//     (roomlog_replica_bootstrap_outruns_total), and it bootstraps
-//     again; after 3 outruns in a row it fails with ErrBootstrapOutrun.
+//     compacted after it installed its checkpoint, while it still holds:
+//     ErrBootstrapOutrun, counted (roomlog_replica_bootstrap_outruns_total),
+//     and it bootstraps again; after 3 outruns in a row it fails with
+//     ErrBootstrapOutrun. A fetch that fails is not an outrun: the member
+//     tries again with its hold, however often.
+//
+// Limits: the hold is published asynchronously; a deletion check that
+// read the members just before it appeared may still delete (the member
+// then finds the log moved past its source before it fetches, or, after
+// its install, counts an outrun). The catch-up target is another
+// member's published applied index, which a forged member node could
+// inflate (bounded by BootstrapHoldMax).
 //
 // The simulation checks that no channel a live, progressing hold needs
 // is ever deleted; a primary of a release before holds (v0.1.0) ignores

@@ -338,7 +338,7 @@ var (
 	descHeldByBoot = prometheus.NewDesc("roomlog_replica_deletion_held_by_bootstrap",
 		"Primary only: the lowest index a member's bootstrap holds, which its last deletion check kept (0: none).", nil, nil)
 	descHoldsLapsed = prometheus.NewDesc("roomlog_replica_bootstrap_holds_lapsed_total",
-		"Primary only: members' bootstrap holds no longer honoured because they made no progress for BootstrapHoldStall.", nil, nil)
+		"Primary only: members' bootstrap holds no longer honoured: no progress for BootstrapHoldStall, held for BootstrapHoldMax, or outrun already.", nil, nil)
 	descCkptIndex = prometheus.NewDesc("roomlog_replica_checkpoint_index",
 		"Index of the newest local checkpoint.", nil, nil)
 	descRoomBytes = prometheus.NewDesc("roomlog_replica_room_bytes",

@@ -36,6 +36,7 @@ func (r *Replica) setHold(hold uint64) {
 	if hold == 0 {
 		r.holdProgress.Store(0)
 		r.holdTarget.Store(0)
+		r.holdInstalled.Store(0)
 	}
 	r.ckptReady.Notify()
 }
@@ -71,9 +72,31 @@ func (r *Replica) holdUntilCaughtUp(installed, target uint64) {
 		return
 	}
 	r.holdTarget.Store(target)
+	r.holdInstalled.Store(installed)
 	r.holdProgress.Add(1)
 	r.setHold(installed + 1)
 }
+
+// holdHeartbeat counts a heartbeat into our hold's progress every
+// heartbeatEvery while beat says a bootstrap phase with no byte progress
+// runs (verifying local files, installing); it stops when stop is closed.
+func (r *Replica) holdHeartbeat(beat func() bool, stop <-chan struct{}) {
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if beat() {
+				r.holdProgress.Add(1)
+			}
+		}
+	}
+}
+
+// heartbeatEvery: well below any BootstrapHoldStall Validate accepts.
+const heartbeatEvery = 500 * time.Millisecond
 
 // holdAdvance moves the catch-up hold with the applied index and drops it
 // once the target is reached. Called by the apply goroutine after every
@@ -112,23 +135,23 @@ func (r *Replica) outrun(cause error) error {
 }
 
 // isOutrun says whether err, met by the standby tail, is a bootstrap's
-// position deleted under it.
+// position deleted under it: after its checkpoint was installed, while
+// it still held the log for its catch-up. (Before the install, a tail
+// that finds its position compacted is the failed fetch's: the member
+// bootstraps again, its hold kept.)
 func (r *Replica) isOutrun(err error) bool {
-	return r.hold.Load() != 0 && errors.Is(err, logroom.ErrCompacted)
+	return r.hold.Load() != 0 && r.holdInstalled.Load() != 0 && errors.Is(err, logroom.ErrCompacted)
 }
 
 // bootstrapHold is the primary's side: the lowest index live bootstraps
 // that make progress still need (decideHold), with lapsed holds logged and
-// counted. Only the checkpointer goroutine calls it.
-func (r *Replica) bootstrapHold(members map[string]memberData) uint64 {
+// counted. oldestFirst is the first index the log holds. Only the
+// checkpointer goroutine calls it.
+func (r *Replica) bootstrapHold(members map[string]memberData, oldestFirst uint64) uint64 {
 	if r.holdsSeen == nil {
 		r.holdsSeen = map[string]bootHold{}
 	}
-	stall := r.cfg.BootstrapHoldStall
-	if stall < 0 {
-		stall = 0
-	}
-	hold, lapsed := decideHold(members, r.holdsSeen, time.Now(), stall)
+	hold, lapsed := decideHold(members, r.holdsSeen, time.Now(), max(r.cfg.BootstrapHoldStall, 0), max(r.cfg.BootstrapHoldMax, 0), oldestFirst)
 	now := make(map[string]bool, len(lapsed))
 	for _, id := range lapsed {
 		now[id] = true
@@ -136,8 +159,10 @@ func (r *Replica) bootstrapHold(members map[string]memberData) uint64 {
 			continue // reported when it lapsed
 		}
 		r.holdsLapsed.Add(1)
-		r.log.Warn("a member's bootstrap made no progress for BootstrapHoldStall: the log is no longer held for it",
-			"member", id, "hold", members[id].Hold, "stall", stall)
+		h := r.holdsSeen[id]
+		r.log.Warn("a member's bootstrap hold lapsed: the log is no longer held for it",
+			"member", id, "hold", h.Hold, "oldest_first", oldestFirst, "no_progress_for", time.Since(h.Changed).Round(time.Millisecond),
+			"held_for", time.Since(h.Since).Round(time.Millisecond), "stall", r.cfg.BootstrapHoldStall, "max", r.cfg.BootstrapHoldMax)
 	}
 	r.holdsLapsedPrev = now
 	if hold != 0 && r.heldByBoot.Load() != hold {
@@ -145,6 +170,14 @@ func (r *Replica) bootstrapHold(members map[string]memberData) uint64 {
 	}
 	r.heldByBoot.Store(hold)
 	return hold
+}
+
+// forgetHolds drops the primary's view of holds when it stops deciding
+// deletions (not primary), so Status and the metric do not show a stale
+// hold and a later term starts from what it reads then.
+func (r *Replica) forgetHolds() {
+	r.heldByBoot.Store(0)
+	r.holdsSeen, r.holdsLapsedPrev = nil, nil
 }
 
 // primaryApplied is the highest applied index a live member publishes (the

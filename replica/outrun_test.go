@@ -343,3 +343,53 @@ func TestRebootstrapFetchesOnlyWhatChanged(t *testing.T) {
 	require.Greater(t, reused, again.Bytes/2, "what did not change is reused")
 	c.waitConverged(last, 30*time.Second)
 }
+
+// failingUntil fails every request until the time given, then passes
+// them to the default transport.
+type failingUntil struct{ until time.Time }
+
+func (f failingUntil) RoundTrip(req *http.Request) (*http.Response, error) {
+	if time.Now().Before(f.until) {
+		return nil, errors.New("test: source unreachable")
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestBootstrapFailedFetchIsNotAnOutrun: fetches that fail (the source
+// unreachable for a while) are retried with the hold kept; they are not
+// outruns (which count only once a checkpoint was installed) and never
+// fail the member, however many there are.
+func TestBootstrapFailedFetchIsNotAnOutrun(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	p := c.open("m0")
+	require.Eventually(t, func() bool { return p.Status().Role == RolePrimary }, 20*time.Second, 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for i := 0; i < 200; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprintf("k%03d", i), randVal(100)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Checkpoint(ctx))
+	chans, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.Greater(t, chans[0].FirstIndex, uint64(1), "channel 1 deleted: a new member must bootstrap")
+
+	cfg := c.config("m1")
+	cfg.CheckpointFetch.Client = &http.Client{Transport: failingUntil{until: time.Now().Add(8 * time.Second)}}
+	r, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	c.mu.Lock()
+	c.reps["m1"] = r
+	c.mu.Unlock()
+	require.Eventually(t, func() bool { return r.Status().BootstrapHold != 0 }, 10*time.Second, 10*time.Millisecond, "the hold is published")
+	require.Eventually(t, func() bool {
+		s := r.Status()
+		require.NotEqual(t, RoleFailed, s.Role, "failed fetches must not fail the member: %v", s.Err)
+		return s.Bootstraps == 1 && s.BootstrapHold == 0
+	}, 60*time.Second, 20*time.Millisecond, "it bootstraps once the source answers")
+	require.Zero(t, r.Status().BootstrapOutruns, "a failed fetch is not an outrun")
+	res, err := c.proposeRetry(ctx, setOp("after", "x"))
+	require.NoError(t, err)
+	c.waitConverged(res.Index, 30*time.Second)
+}

@@ -99,6 +99,7 @@ type Replica struct {
 	holdProgress    atomic.Uint64
 	holdPublished   atomic.Uint64
 	holdTarget      atomic.Uint64 // the catch-up hold lasts until applied reaches it
+	holdInstalled   atomic.Uint64 // the checkpoint index our catch-up hold started from (0: still fetching)
 	lastBoot        atomic.Pointer[BootstrapReport]
 	outrunsInARow   atomic.Int64
 	outruns         atomic.Int64        // bootstraps outrun (ErrBootstrapOutrun)

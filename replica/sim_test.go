@@ -579,6 +579,9 @@ func (s *sim) tailStep(m *simMember) {
 		case s.rnd.IntN(25) == 0: // the fetch stalls: its hold lapses
 			m.holdLive = false
 			s.logf("%s bootstrap stalls: hold %d lapses", m.id, m.hold)
+		case s.rnd.IntN(10) == 0: // the fetch fails: the hold stays, the tail bootstraps again
+			m.boot = nil
+			s.logf("%s bootstrap fetch fails (hold %d kept)", m.id, m.hold)
 		}
 		return
 	}
@@ -613,12 +616,15 @@ func (s *sim) bootstrap(m *simMember, need uint64) {
 	}
 	if best == nil {
 		s.logf("%s bootstrap: no live member serves a checkpoint >= %d", m.id, need)
-		m.hold, m.holdTarget = 0, 0
-		return
+		return // a hold of a failed attempt stays (and lapses without progress)
 	}
-	// The fetch starts; the hold is published first (outrun.go).
+	// The fetch starts; the hold is published first (outrun.go), the
+	// lower of this source's and an earlier attempt's.
 	m.boot = &simBoot{from: best.id, ckpt: best.ckpt, state: append([]simEntry(nil), best.applied[:best.ckpt]...)}
-	m.hold, m.holdTarget, m.holdLive = best.ckpt+1, 0, true
+	if m.hold == 0 || m.holdTarget != 0 || best.ckpt+1 < m.hold {
+		m.hold = best.ckpt + 1
+	}
+	m.holdTarget, m.holdLive = 0, true
 	s.logf("%s bootstrap from %s at %d begins (hold %d)", m.id, best.id, best.ckpt, m.hold)
 }
 
@@ -862,9 +868,14 @@ func (s *sim) deleteChannels(m *simMember) {
 	if s.rnd.IntN(3) == 0 {
 		retain = 1 // over the byte bound: deletion may be forced
 	}
+	// The holds decideHold counts: live, progressing, not outrun already.
+	oldest := s.oldestFirst()
+	holds := func(o *simMember) bool {
+		return o != m && s.live(o) && o.hold != 0 && o.holdLive && (oldest == 0 || o.hold >= oldest)
+	}
 	var hold uint64
 	for _, o := range s.ms {
-		if o != m && s.live(o) && o.hold != 0 && o.holdLive && (hold == 0 || o.hold < hold) {
+		if holds(o) && (hold == 0 || o.hold < hold) {
 			hold = o.hold
 		}
 	}
@@ -874,7 +885,7 @@ func (s *sim) deleteChannels(m *simMember) {
 	for _, d := range decideDeletions(infos, m.ckpt, served, minApplied, hold, retain) {
 		c := &s.chans[d.Num]
 		for _, o := range s.ms {
-			if o != m && s.live(o) && o.hold != 0 && o.holdLive && c.last >= o.hold {
+			if holds(o) && c.last >= o.hold {
 				s.fatalf("never outrun: channel %d (%d-%d) deleted while %s's live bootstrap hold needs %d", d.Num, c.first, c.last, o.id, o.hold)
 			}
 		}
