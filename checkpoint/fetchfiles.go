@@ -21,9 +21,11 @@ import (
 )
 
 // FetchStats says what one Fetch sent, reused and spent (Info.Fetch).
-// Every db file of the manifest is exactly one of: fetched, resumed,
-// linked from a known file, linked from a Local directory (or, with
-// Existing, already held).
+// Within one round, every db file of the manifest is exactly one of:
+// fetched, resumed, linked from a known file, linked from a Local
+// directory (or, with Existing, already held). The counts add up over
+// all Rounds: a file fetched in a round whose checkpoint the source then
+// deleted, and linked in the next, counts in both.
 type FetchStats struct {
 	Files int   // files in the manifest
 	Bytes int64 // their total size
@@ -372,7 +374,9 @@ func (ft *fetcher) matchOne(ctx context.Context, f File, known []string, buf []b
 	if strings.HasSuffix(f.Name, ".sst") {
 		for _, dir := range ft.o.Local {
 			src := filepath.Join(dir, f.Name)
-			if fi, err := os.Stat(src); err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size {
+			// Lstat: a symlink is not taken (os.Link would link the
+			// link itself, which checkLayout then refuses).
+			if fi, err := os.Lstat(src); err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size {
 				continue
 			}
 			if ok, err := ft.linkVerified(ctx, src, dst, f, buf); err != nil || ok {

@@ -436,7 +436,15 @@ func Restore(ctx context.Context, ckptPath, storeDir string, want Origin) (err e
 }
 
 // checkStore opens dir read-only and compares its position with m.
-func checkStore(dir string, m Manifest) error {
+func checkStore(dir string, m Manifest) (err error) {
+	// Files that passed their CRC checks can still be a forger's: a
+	// manifest re-signed over sstables Pebble cannot read. Pebble may
+	// panic opening them; that is a corrupt checkpoint, not a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: checkpoint does not open as a store: pebble: %v", ErrCorrupt, p)
+		}
+	}()
 	s, err := store.Open(dir, &store.Options{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint does not open as a store: %w", ErrCorrupt, err)
