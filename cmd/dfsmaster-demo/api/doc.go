@@ -160,7 +160,7 @@
 //
 // The master's own state gives:
 //
-//	307 (Location: the primary's same path) a mutation on a standby that knows the primary
+//	307 (Location: the primary's same path; https:// when this master serves TLS) a mutation on a standby that knows the primary
 //	503 no_primary       a mutation while no primary is known (or during an election)
 //	503 outcome_unknown  the command may or may not have committed: with a key, retry with it;
 //	                     without, read before retrying

@@ -297,7 +297,7 @@ func (s *Server) proposeError(r *http.Request, keyed bool, err error) *httpError
 				st.DisconnectedMS, np.PrimaryAddr)
 		}
 		return &httpError{status: http.StatusTemporaryRedirect, code: CodeNotPrimary,
-			msg: msg, primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL)}
+			msg: msg, primary: np.PrimaryAddr, location: redirectURL(np.PrimaryAddr, r.URL, r.TLS != nil)}
 	case errors.Is(err, ErrNotPrimary):
 		return unavailable(CodeNoPrimary, "no primary is elected right now; retry shortly")
 	case errors.Is(err, ErrRequestConflict):
@@ -322,11 +322,21 @@ func (s *Server) proposeError(r *http.Request, keyed bool, err error) *httpError
 	return &httpError{status: http.StatusInternalServerError, code: CodeInternal, msg: err.Error()}
 }
 
-// redirectURL is the primary's URL for the same path and query.
-func redirectURL(primary string, u *url.URL) string {
+// redirectURL is the primary's URL for the same path and query. A
+// scheme-less primary address gets http://, or https:// when the request
+// came over TLS (secure); over TLS an http:// address is upgraded to
+// https://, so a TLS master never sends a client (and the body a 307
+// makes it re-send) to plain http.
+func redirectURL(primary string, u *url.URL, secure bool) string {
 	base := primary
 	if !strings.Contains(base, "://") {
-		base = "http://" + base
+		if secure {
+			base = "https://" + base
+		} else {
+			base = "http://" + base
+		}
+	} else if secure && len(base) >= len("http://") && strings.EqualFold(base[:len("http://")], "http://") {
+		base = "https://" + base[len("http://"):]
 	}
 	return strings.TrimSuffix(base, "/") + u.RequestURI()
 }

@@ -63,7 +63,9 @@
 // tlsfiles.Source, as the *http.Client, and "https://host:port" addresses.
 // It verifies each master's certificate against the CA file and the host
 // it dials, redirects included, and uses rotated files for new
-// connections.
+// connections. It never sends a request in clear: a redirect to http://
+// (or an http:// address) fails with ErrPlainHTTP before anything is
+// sent.
 //
 // A Client talks to one master. A Pool spreads reads (Ls, Stat, Hash) over
 // several, one after the other, and moves on at once from a master that
