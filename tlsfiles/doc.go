@@ -34,11 +34,16 @@
 //	ErrNoCertificate  PEM, but no (parsable) CERTIFICATE block
 //	ErrNoKey          the key file holds no private key block
 //	ErrKeyMismatch    the key is not the certificate's (tls.X509KeyPair)
-//	ErrExpired        now is past NotAfter (the message gives NotAfter);
-//	                  checked for the CA certificates too
+//	ErrExpired        now is past NotAfter (the message gives NotAfter)
 //	ErrNotYetValid    now is before NotBefore (the message gives it)
 //	ErrUntrusted      the certificate (and the intermediates after it in
 //	                  the Cert file) does not verify against the CA file
+//
+// A CA certificate that is expired or not yet valid (the old CA left in
+// the bundle after a CA rotation) is left out of the pool and logged at
+// warn with its position and subject; the CA file is refused (ErrExpired
+// or ErrNotYetValid) only when no valid CA certificate is left, and the
+// message names each one.
 //
 // # Rotation
 //
@@ -51,10 +56,16 @@
 // fails keeps the old material, logs the error and makes Err return it
 // until a later read succeeds. So a rotation to broken or expired files
 // never serves them, and a half-done rotation (new cert, old key) is
-// retried at the next change of either file. Reload reads at once.
+// retried at the next change of either file. Unchanged files are read
+// again (at most every CheckEvery) after a read refused as not yet valid
+// (a NotBefore a little ahead of our clock: adopted once it is valid) and
+// while the certificate in use expires within RereadBefore (1 h). Reload
+// reads at once.
 //
 // A certificate that expires while in use is still presented (the peer
-// refuses it, by name); rotation is the fix, and Certificate's NotAfter
+// refuses it, by name) and Err reports it ("the certificate in use:
+// ... expired"), joined with why newer files were refused if they were;
+// rotation is the fix, and Certificate's NotAfter
 // tells when it is due. Connections already open are not touched: only
 // new handshakes use new material (go-zookeeper's reconnects included, so
 // a ZooKeeper session survives a rotation).

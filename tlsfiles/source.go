@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,13 +60,21 @@ type Source struct {
 	mu        sync.Mutex // guards the fields below; held while checking and reading files
 	lastCheck time.Time
 	seen      [3]stamp // of the files (CA, Cert, Key) at the last read attempt
-	lastErr   error    // of the last read attempt; nil when it succeeded
+	readErr   error    // of the last read attempt; nil when it succeeded
+	inUseErr  error    // the certificate in use is no longer valid; nil while it is
 	reloads   int
 }
+
+// RereadBefore: while the certificate in use expires within this time (or
+// has expired), the files are read again at every check even when their
+// stamps did not change, as they are after a read refused as not yet
+// valid.
+const RereadBefore = time.Hour
 
 // material is one consistent, validated read of the files.
 type material struct {
 	pool    *x509.CertPool
+	skipped []string         // CA certificates left out of pool (expired, not yet valid)
 	cert    *tls.Certificate // nil without Files.Cert
 	leaf    *x509.Certificate
 	subject string // leaf's RFC 2253 subject
@@ -124,6 +134,7 @@ func LoadWithOptions(f Files, o Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.logSkipped(nil, m)
 	s.cur.Store(m)
 	s.lastCheck = s.now()
 	return s, nil
@@ -142,22 +153,25 @@ func (s *Source) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen = s.stamps()
-	return s.reloadLocked()
+	err := s.reloadLocked()
+	s.checkInUse()
+	return err
 }
 
 func (s *Source) reloadLocked() error {
 	s.lastCheck = s.now()
 	m, err := s.read()
 	if err != nil {
-		if s.lastErr == nil || s.lastErr.Error() != err.Error() {
+		if s.readErr == nil || s.readErr.Error() != err.Error() {
 			s.log.Error("tlsfiles: new files refused; keeping the last good ones", "err", err)
 		}
-		s.lastErr = err
+		s.readErr = err
 		return err
 	}
 	old := s.cur.Load()
+	s.logSkipped(old, m)
 	s.cur.Store(m)
-	s.lastErr = nil
+	s.readErr = nil
 	s.reloads++
 	if old == nil || m.leaf == nil || old.leaf == nil || !bytes.Equal(old.leaf.Raw, m.leaf.Raw) {
 		args := []any{"ca", s.files.CA}
@@ -170,45 +184,81 @@ func (s *Source) reloadLocked() error {
 	return nil
 }
 
-// Err returns the error of the last read of the files: nil when the
-// material in use is the files' current content, else why their current
-// content was refused (the last good material stays in use).
+// Err returns nil when the material in use is valid and is the files'
+// current content. Otherwise it says why: the certificate in use is no
+// longer valid (ErrExpired, "in use"), and/or the files' current content
+// was refused (the last good material stays in use); both joined when
+// both hold and differ.
 func (s *Source) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastErr
+	switch {
+	case s.inUseErr == nil:
+		return s.readErr
+	case s.readErr == nil || s.readErr.Error() == errors.Unwrap(s.inUseErr).Error():
+		return s.inUseErr
+	}
+	return errors.Join(s.inUseErr, s.readErr)
 }
 
-// check re-reads the files if they changed since the last attempt, at
-// most every CheckEvery.
+// check re-reads the files, at most every CheckEvery, if they changed
+// since the last attempt, or, with unchanged files, if the last read was
+// refused as not yet valid (a NotBefore slightly ahead: the issuer's
+// clock) or the certificate in use expires within RereadBefore.
 func (s *Source) check() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.checkEvery > 0 && s.now().Sub(s.lastCheck) < s.checkEvery {
+	now := s.now()
+	if s.checkEvery > 0 && now.Sub(s.lastCheck) < s.checkEvery {
 		return
 	}
-	s.lastCheck = s.now()
+	s.lastCheck = now
 	st := s.stamps()
-	if st == s.seen {
-		s.checkInUse()
-		return
+	if st != s.seen || s.rereadUnchanged(now) {
+		s.seen = st
+		_ = s.reloadLocked() // logged and kept in readErr
 	}
-	s.seen = st
-	_ = s.reloadLocked() // logged and kept in lastErr
 	s.checkInUse()
 }
 
-// checkInUse reports a certificate in use that expired since it was read
+// rereadUnchanged says whether files with unchanged stamps are read again.
+// The caller holds s.mu.
+func (s *Source) rereadUnchanged(now time.Time) bool {
+	if errors.Is(s.readErr, ErrNotYetValid) {
+		return true
+	}
+	m := s.cur.Load()
+	return m != nil && m.leaf != nil && m.leaf.NotAfter.Sub(now) < RereadBefore
+}
+
+// checkInUse reports a certificate in use that is no longer valid
 // (unchanged files, or newer ones refused): it is still presented, peers
-// refuse it, and Err and the log say why. The caller holds s.mu.
+// refuse it, and Err and the log say why, whatever the last read gave.
+// The caller holds s.mu.
 func (s *Source) checkInUse() {
 	m := s.cur.Load()
-	if m == nil || m.leaf == nil || s.lastErr != nil {
+	if m == nil || m.leaf == nil {
+		s.inUseErr = nil
 		return
 	}
-	if err := validity("Cert", s.files.Cert, m.leaf, s.now()); err != nil {
-		s.log.Error("tlsfiles: the certificate in use is no longer valid; replace the files", "err", err)
-		s.lastErr = err
+	err := validity("Cert", s.files.Cert, m.leaf, s.now())
+	if err != nil {
+		err = fmt.Errorf("the certificate in use: %w", err)
+		if s.inUseErr == nil || s.inUseErr.Error() != err.Error() {
+			s.log.Error("tlsfiles: the certificate in use is no longer valid; replace the files", "err", err)
+		}
+	}
+	s.inUseErr = err
+}
+
+// logSkipped logs the CA certificates m leaves out of its pool, when they
+// differ from old's.
+func (s *Source) logSkipped(old, m *material) {
+	if old != nil && slices.Equal(old.skipped, m.skipped) {
+		return
+	}
+	for _, why := range m.skipped {
+		s.log.Warn("tlsfiles: a CA certificate is left out of the pool", "ca", s.files.CA, "certificate", why)
 	}
 }
 
@@ -344,14 +394,29 @@ func (s *Source) read() (*material, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A CA certificate that is not valid now (the old CA of a rotation
+	// left in the bundle) is left out; the file is refused only when none
+	// is left.
 	pool := x509.NewCertPool()
-	for _, c := range cas {
+	m := &material{pool: pool}
+	var first *FileError
+	for i, c := range cas {
 		if err := validity("CA", s.files.CA, c, now); err != nil {
-			return nil, err
+			fe := err.(*FileError) //nolint:errcheck // validity returns *FileError
+			subject, _ := SubjectName(c)
+			why := fmt.Sprintf("certificate %d of %d, %s: %v (%s)", i+1, len(cas), subject, fe.Err, fe.Detail)
+			m.skipped = append(m.skipped, why)
+			if first == nil {
+				first = fe
+			}
+			continue
 		}
 		pool.AddCert(c)
 	}
-	m := &material{pool: pool}
+	if len(m.skipped) == len(cas) {
+		return nil, &FileError{Role: "CA", Path: s.files.CA, Err: first.Err,
+			Detail: "no valid CA certificate: " + strings.Join(m.skipped, "; ")}
+	}
 	if s.files.Cert == "" {
 		return m, nil
 	}
