@@ -86,3 +86,11 @@ func (e *VerifyError) Unwrap() []error { return []error{ErrPeerUntrusted, e.Err}
 
 // ErrPeerUntrusted is wrapped by every VerifyError.
 var ErrPeerUntrusted = errors.New("peer certificate not trusted")
+
+// ErrSubjectNotReproducible: the certificate's subject holds an attribute
+// whose rendering by Java's X500Principal.getName() SubjectName cannot
+// reproduce (a BMPString; a non-ASCII byte in a string type other than
+// UTF8String; a UTF8String that is not UTF-8), so no x509 ACL id can be
+// given for it. Issue the certificate with UTF8String or PrintableString
+// values.
+var ErrSubjectNotReproducible = errors.New("tlsfiles: subject not reproducible as Java writes it")

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // SubjectName returns cert's subject as Java's X500Principal.getName()
@@ -23,6 +23,12 @@ import (
 //   - in a string value, each of , = + < > # ; " \ is escaped with a
 //     backslash wherever it occurs, NUL is written \00, and leading and
 //     trailing spaces are escaped; every other character is kept as is.
+//
+// A keyword attribute whose string value Java renders in a way this does
+// not reproduce is refused with ErrSubjectNotReproducible naming the
+// attribute: a BMPString (Java 17 writes its bytes, not the UTF-16 text),
+// a non-ASCII byte in a PrintableString, T61String, IA5String or
+// GeneralString, or a UTF8String that is not UTF-8.
 func SubjectName(cert *x509.Certificate) (string, error) {
 	return rfc2253(cert.RawSubject)
 }
@@ -75,29 +81,43 @@ func rfc2253(raw []byte) (string, error) {
 			if j > 0 {
 				b.WriteByte('+')
 			}
-			writeATV(&b, a)
+			if err := writeATV(&b, a); err != nil {
+				return "", err
+			}
 		}
 	}
 	return b.String(), nil
 }
 
-func writeATV(b *strings.Builder, a atv) {
+var stringTagNames = map[int]string{
+	tagUTF8String: "UTF8String", tagPrintableString: "PrintableString", tagT61String: "T61String",
+	tagIA5String: "IA5String", tagGeneralString: "GeneralString", tagBMPString: "BMPString",
+}
+
+func writeATV(b *strings.Builder, a atv) error {
 	oid := a.Type.String()
 	kw, known := rfc2253Keywords[oid]
 	v := a.Value
 	str, isString := "", false
-	if v.Class == asn1.ClassUniversal && !v.IsCompound {
+	if known && v.Class == asn1.ClassUniversal && !v.IsCompound {
+		refuse := func(why string) error {
+			return fmt.Errorf("%w: attribute %s (%s) is a %s %s", ErrSubjectNotReproducible, kw, oid, stringTagNames[v.Tag], why)
+		}
 		switch v.Tag {
-		case tagUTF8String, tagPrintableString, tagT61String, tagIA5String, tagGeneralString:
+		case tagUTF8String:
+			if !utf8.Valid(v.Bytes) {
+				return refuse("that is not UTF-8")
+			}
+			str, isString = string(v.Bytes), true
+		case tagPrintableString, tagT61String, tagIA5String, tagGeneralString:
+			for _, c := range v.Bytes {
+				if c >= 0x80 {
+					return refuse("with a non-ASCII byte, which Java decodes its own way; use a UTF8String")
+				}
+			}
 			str, isString = string(v.Bytes), true
 		case tagBMPString:
-			if len(v.Bytes)%2 == 0 {
-				u := make([]uint16, len(v.Bytes)/2)
-				for k := range u {
-					u[k] = uint16(v.Bytes[2*k])<<8 | uint16(v.Bytes[2*k+1])
-				}
-				str, isString = string(utf16.Decode(u)), true
-			}
+			return refuse("(Java's X500Principal.getName() writes its raw bytes, not its text); use a UTF8String")
 		}
 	}
 	if !known || !isString {
@@ -108,7 +128,7 @@ func writeATV(b *strings.Builder, a atv) {
 		}
 		b.WriteString("=#")
 		b.WriteString(hex.EncodeToString(v.FullBytes))
-		return
+		return nil
 	}
 	b.WriteString(kw)
 	b.WriteByte('=')
@@ -139,4 +159,5 @@ func writeATV(b *strings.Builder, a atv) {
 		}
 		b.WriteRune(c)
 	}
+	return nil
 }

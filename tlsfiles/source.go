@@ -78,6 +78,9 @@ type material struct {
 	cert    *tls.Certificate // nil without Files.Cert
 	leaf    *x509.Certificate
 	subject string // leaf's RFC 2253 subject
+	// subjectErr: why subject cannot be given (ErrSubjectNotReproducible);
+	// the certificate still serves TLS, Identity returns this.
+	subjectErr error
 }
 
 // stamp identifies a version of a file.
@@ -274,11 +277,16 @@ func (s *Source) Certificate() *x509.Certificate { return s.current().leaf }
 
 // Identity returns the current certificate's subject as ZooKeeper's
 // X509AuthenticationProvider names the client (see SubjectName): the id
-// of an ACL entry of scheme x509 that grants this certificate.
+// of an ACL entry of scheme x509 that grants this certificate. A subject
+// SubjectName cannot write as Java does is ErrSubjectNotReproducible,
+// naming the file and the attribute.
 func (s *Source) Identity() (string, error) {
 	m := s.current()
 	if m.leaf == nil {
 		return "", ErrNoCertificateConfigured
+	}
+	if m.subjectErr != nil {
+		return "", m.subjectErr
 	}
 	return m.subject, nil
 }
@@ -457,7 +465,7 @@ func (s *Source) read() (*material, error) {
 	}
 	subject, err := SubjectName(leaf)
 	if err != nil {
-		return nil, &FileError{Role: "Cert", Path: s.files.Cert, Err: ErrNoCertificate, Cause: err}
+		m.subjectErr = fmt.Errorf("tlsfiles: Cert file %s: %w", s.files.Cert, err)
 	}
 	pair.Leaf = leaf
 	m.cert, m.leaf, m.subject = &pair, leaf, subject
