@@ -311,6 +311,9 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validatePeerTLS(bad)
+	if c.PeerTLS != nil && c.CheckpointFetch.Client != nil {
+		bad("CheckpointFetch.Client", "set with PeerTLS: the fetch would use this client, without the PeerTLS certificate and CA check (FetchOptions.TLS is ignored with Client); leave it nil")
+	}
 	if c.StoreOptions != nil {
 		if err := c.StoreOptions.Validate(); err != nil {
 			bad("StoreOptions", "%v", err)

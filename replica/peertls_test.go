@@ -378,3 +378,22 @@ func TestPeerTLSConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "http://10.0.0.6:8080", u)
 }
+
+// TestPeerTLSWithFetchClientRefused: CheckpointFetch.Client replaces the
+// fetch's own client, and with it the transport PeerTLS configures
+// (FetchOptions.TLS is ignored with Client): the fetch would present no
+// certificate and check no peer against the CA. Validate refuses the
+// pair by name. Before the fix it was accepted silently.
+func TestPeerTLSWithFetchClientRefused(t *testing.T) {
+	pki := newPeerPKI(t, "ca")
+	cfg := Config{Servers: []string{"127.0.0.1:2181"}, Room: "r", ID: "m", DataDir: t.TempDir(),
+		PeerTLS: pki.source("m", testpki.Options{}), AdvertiseAddr: "10.0.0.5:8443"}
+	require.NoError(t, cfg.Validate())
+	cfg.CheckpointFetch.Client = &http.Client{}
+	err := cfg.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, "CheckpointFetch.Client")
+	require.ErrorContains(t, err, "PeerTLS")
+	cfg.PeerTLS, cfg.AdvertiseAddr = nil, "10.0.0.5:8080"
+	require.NoError(t, cfg.Validate(), "a Client without PeerTLS is fine")
+}
