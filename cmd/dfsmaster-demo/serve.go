@@ -304,14 +304,21 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	return m, nil
 }
 
-// newHTTPServer is a master's HTTP server: bounded header size and header
-// read time. What net/http answers by itself (malformed requests, headers
+// httpIdleTimeout closes a kept-alive connection idle this long: a
+// client whose certificate expired or whose CA was removed from the CA
+// file (verified once, at the handshake) keeps access over an open
+// connection only while it keeps it busy.
+const httpIdleTimeout = 2 * time.Minute
+
+// newHTTPServer is a master's HTTP server: bounded header size, header
+// read time and idle time of kept-alive connections. What net/http answers by itself (malformed requests, headers
 // over MaxHeaderBytes) is plain text, not the API's JSON: see package
 // api's doc, "Errors net/http writes itself".
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    api.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
