@@ -282,7 +282,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case ctx.Err() != nil:
 			fmt.Fprintf(stderr, "roomlog: interrupted while connecting to ZooKeeper %s\n", o.zk)
 		case errors.Is(err, context.DeadlineExceeded):
-			fmt.Fprintf(stderr, "roomlog: cannot reach ZooKeeper at %s: no session within %v (--timeout)\n", o.zk, o.timeout)
+			// err carries the last connection attempt's reason (a TLS
+			// refusal names the CA file and the name checked).
+			fmt.Fprintf(stderr, "roomlog: cannot reach ZooKeeper at %s: no session within %v (--timeout): %v\n", o.zk, o.timeout, err)
 		default:
 			fmt.Fprintf(stderr, "roomlog: connect to ZooKeeper at %s: %v\n", o.zk, err)
 		}
