@@ -88,11 +88,12 @@
 // ZooKeeper's X509AuthenticationProvider authenticates a TLS client as
 // X500Principal.getName() of its certificate's subject. SubjectName and
 // Identity write the same string (see SubjectName for the rules), e.g.
-// "CN=member-a,O=roomlog-test" for a subject of O=roomlog-test, CN=member-a.
-// A subject attribute whose Java rendering it cannot reproduce (a
-// BMPString, non-ASCII bytes outside a UTF8String) is refused with
-// ErrSubjectNotReproducible naming the attribute; such a certificate still
-// serves TLS, but Identity gives no id for it;
+// "CN=member-a,O=roomlog-test" for a subject of O=roomlog-test, CN=member-a;
 // zkx's tests check it against a real ZooKeeper by creating a znode whose
-// only ACL entry is x509:<Identity()> and reading it with that certificate.
+// only ACL entry is x509:<Identity()> and reading it with that certificate,
+// and TestSubjectNameAgainstJava against getName() itself when java is
+// installed. A subject attribute whose Java rendering SubjectName cannot
+// reproduce (a BMPString, non-ASCII bytes outside a UTF8String) is refused
+// with ErrSubjectNotReproducible naming the attribute: such a certificate
+// still serves TLS, but Identity gives no id for it.
 package tlsfiles
