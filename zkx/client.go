@@ -2,6 +2,7 @@ package zkx
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,13 +43,25 @@ type DialConfig struct {
 	// *tlsfiles.Source is a TLSConfig.
 	TLS TLSConfig
 	// TLSServerName is the name the servers' certificates are verified
-	// against (default: the host of each address in Servers).
+	// against (default: the host of each address as Servers writes it,
+	// "zk1" for "zk1:2281", although the client dials the addresses that
+	// name resolves to; a server written as an IP address is verified as
+	// that IP).
 	TLSServerName string
 	// ACLIdentities are certificate identities (RFC 2253 subjects as
 	// tlsfiles.Source.Identity gives them) granted all permissions on
 	// every znode this client creates, with scheme x509: instead of, or
 	// beside, Auth's digest entry. Needs TLS or Auth (a client with
 	// neither could not read what it creates).
+	//
+	// With neither Auth nor ACLIdentities, a client whose TLS presents a
+	// client certificate (TLS is Identified, as *tlsfiles.Source is)
+	// creates with x509:<that certificate's identity at Dial> only, so
+	// nothing it creates is world-open (a certificate whose identity
+	// cannot be named is refused, ErrBadConfig); members of one room with
+	// different certificates must list them all here. Only a client with
+	// neither Auth nor a client certificate (no TLS, or TLS without one)
+	// creates with world:anyone.
 	ACLIdentities []string
 	// Logger receives client logs (nil: discard). go-zookeeper's own log lines
 	// are routed to it at debug level.
@@ -97,6 +110,8 @@ func (c DialConfig) Validate() error {
 	if c.TLS != nil {
 		if v := reflect.ValueOf(c.TLS); v.Kind() == reflect.Pointer && v.IsNil() {
 			errs = append(errs, fmt.Errorf("%w: TLS holds a nil %T (leave TLS unset for plaintext)", ErrBadConfig, c.TLS))
+		} else if _, err := defaultIdentity(c); err != nil {
+			errs = append(errs, fmt.Errorf("%w: TLS presents a client certificate whose x509 identity cannot be named for the default ACL (%w): give ACLIdentities or Auth", ErrBadConfig, err))
 		}
 	}
 	if c.TLSServerName != "" && c.TLS == nil {
@@ -165,10 +180,11 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		acl:      buildACL(cfg),
 		session:  cfg.SessionTimeout,
 	}
-	dialer := &connector{tls: cfg.TLS, serverName: cfg.TLSServerName, bound: handshakeBound(cfg.SessionTimeout), log: c.log}
-	hosts := zk.WithHostProvider(zk.NewDNSHostProvider()) // go-zookeeper's own
+	names := &hostNames{}
+	dialer := &connector{tls: cfg.TLS, serverName: cfg.TLSServerName, names: names, bound: handshakeBound(cfg.SessionTimeout), log: c.log}
+	hosts := zk.WithHostProvider(newNamedDNSHosts(names)) // go-zookeeper's own
 	if !cfg.AnyServer {
-		c.hosts = newLeaderFirst(c.log, dialer.probeConn)
+		c.hosts = newLeaderFirst(c.log, dialer.probeConn, names)
 		hosts = zk.WithHostProvider(c.hosts)
 	}
 	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
@@ -352,9 +368,23 @@ func handshakeBound(session time.Duration) time.Duration { return max(session*2/
 // session handshake: ten read timeouts) at 2×bound. Ordinary read and write
 // deadlines (one read timeout of the session the server granted, which may
 // exceed the one asked for) are left alone.
+//
+// Close closes the TCP connection beneath a TLS one at once, without
+// close_notify: tls.Conn.Close sends it with a 5 s write deadline of its
+// own, and go-zookeeper closes a connection after a write error (a server
+// that stopped reading) and waits for that before it reconnects, which
+// added 5 s to a failover. ZooKeeper needs no close_notify (a closed
+// connection ends the exchange whatever the last record was).
 type boundedConn struct {
 	net.Conn
 	bound time.Duration
+}
+
+func (c *boundedConn) Close() error {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		return tc.NetConn().Close()
+	}
+	return c.Conn.Close()
 }
 
 func (c *boundedConn) cap(t time.Time) time.Time {

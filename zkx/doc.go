@@ -69,11 +69,14 @@
 // With DialConfig.TLS every connection (the first, and each reconnect)
 // dials TCP within go-zookeeper's connect timeout and then runs a TLS
 // handshake bounded by the same deadline (at least 1 s): it asks TLS for
-// a config for the server name (TLSServerName, or the host of the
-// address), so a TLSConfig that re-reads its files (*tlsfiles.Source)
-// hands a rotated certificate to the next connection while the session
-// goes on. ZooKeeper must listen with secureClientPort (Netty) and
-// Servers must name those ports. The leader probe speaks srvr over TLS
+// a config for the server name (TLSServerName, or the host as Servers
+// writes it: both host providers remember which configured host each
+// resolved address came from, so "zk1:2281" is verified as zk1, not as
+// the IP it resolved to; an IP address in Servers as that IP), so a
+// TLSConfig that re-reads its files (*tlsfiles.Source) hands a rotated
+// certificate to the next connection while the session goes on.
+// ZooKeeper must listen with secureClientPort (Netty) and Servers must
+// name those ports. The leader probe speaks srvr over TLS
 // as well. A handshake that fails (the server refused this certificate,
 // or this client refused the server's: untrusted CA, wrong name) fails
 // that connection attempt; go-zookeeper tries the next server, and a
@@ -86,12 +89,15 @@
 // writes it> (tlsfiles.SubjectName computes it; the tests check it on a
 // real server). ACLIdentities puts one x509 entry with all permissions
 // per identity on every znode the client creates, after Auth's digest
-// entry when both are set; with neither, creates use world:anyone. A
-// client whose identity no entry names gets zk.ErrNoAuth, a definite
-// answer that is never retried. Every member of a room must list the same
-// identities (its own included), or members cannot read each other's
-// znodes. ACLIdentities needs TLS or Auth (else the client could not
-// read what it creates).
+// entry when both are set; with neither, a client presenting a client
+// certificate creates with x509:<its own identity> (Identified; taken at
+// Dial), and only one with no certificate (or without TLS) and no Auth
+// creates with world:anyone, so a tool given TLS files but no ACL never
+// leaves world-open znodes in an x509 room. A client whose identity no
+// entry names gets zk.ErrNoAuth, a definite answer that is never
+// retried. Every member of a room must list the same identities (its own
+// included), or members cannot read each other's znodes. ACLIdentities
+// needs TLS or Auth (else the client could not read what it creates).
 //
 // Nothing else changes over TLS: the same requests, sessions and
 // reconnects; only the bytes on the wire are encrypted, and a digest

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -41,6 +40,7 @@ const leaderProbeMaxReply = 16 << 10
 type leaderFirst struct {
 	probe  func(servers []string) []string // each server's Mode, "" when it did not answer
 	lookup func(ctx context.Context, host string) ([]string, error)
+	names  *hostNames // Init records each address's configured host (nil: not kept)
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -54,12 +54,14 @@ type leaderFirst struct {
 }
 
 // newLeaderFirst returns the host provider; wrap (nil: none) prepares
-// each probe connection (the TLS handshake of a TLS client).
-func newLeaderFirst(log *slog.Logger, wrap probeWrap) *leaderFirst {
+// each probe connection (the TLS handshake of a TLS client); Init records
+// the configured host of each resolved address in names (nil: nowhere).
+func newLeaderFirst(log *slog.Logger, wrap probeWrap, names *hostNames) *leaderFirst {
 	var r net.Resolver
 	return &leaderFirst{
 		probe:  func(s []string) []string { return probeModesWith(s, LeaderProbeTimeout, wrap) },
 		lookup: r.LookupHost,
+		names:  names,
 		log:    log,
 	}
 }
@@ -74,23 +76,11 @@ const lookupTimeout = 3 * time.Second
 func (h *leaderFirst) Init(servers []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	var found []string
-	for _, s := range servers {
-		host, port, err := net.SplitHostPort(s)
-		if err != nil {
-			return fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
-		}
-		addrs, err := h.lookup(ctx, host)
-		if err != nil {
-			return fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
-		}
-		for _, a := range addrs {
-			found = append(found, net.JoinHostPort(a, port))
-		}
+	found, names, err := resolveServers(ctx, h.lookup, servers)
+	if err != nil {
+		return err
 	}
-	if len(found) == 0 {
-		return fmt.Errorf("zkx: no addresses found for ZooKeeper servers %q", servers)
-	}
+	h.names.set(names)
 	rand.Shuffle(len(found), func(i, j int) { found[i], found[j] = found[j], found[i] })
 	h.mu.Lock()
 	defer h.mu.Unlock()

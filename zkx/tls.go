@@ -3,6 +3,7 @@ package zkx
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,19 +42,51 @@ func X509ACL(perms int32, identities ...string) []zk.ACL {
 	return out
 }
 
+// Identified is a TLSConfig that knows the client certificate it
+// presents and its x509 identity (*tlsfiles.Source is one). Dial uses it
+// for the default ACL (DialConfig.ACLIdentities).
+type Identified interface {
+	// Certificate returns the client certificate presented (nil: none).
+	Certificate() *x509.Certificate
+	// Identity returns the certificate's identity as ZooKeeper's x509
+	// provider names the session, or why it cannot be named.
+	Identity() (string, error)
+}
+
+// defaultIdentity returns the identity of cfg's client certificate when
+// it is the default ACL (TLS is Identified and presents one, neither
+// Auth nor ACLIdentities are given): "" with none, an error when a
+// certificate is presented whose identity cannot be named.
+func defaultIdentity(cfg DialConfig) (string, error) {
+	if cfg.Auth != nil || len(cfg.ACLIdentities) > 0 {
+		return "", nil
+	}
+	src, ok := cfg.TLS.(Identified)
+	if !ok || src.Certificate() == nil {
+		return "", nil
+	}
+	return src.Identity()
+}
+
 // buildACL is the ACL every create of a client with cfg uses: a digest
-// entry for Auth, an x509 entry per ACLIdentities, or, with neither,
-// world:anyone.
+// entry for Auth, an x509 entry per ACLIdentities; with neither, x509 for
+// the identity of the client certificate TLS presents (an Identified
+// TLSConfig), so a TLS client never creates world-open znodes by
+// omission; with neither and no such certificate (no TLS, or TLS without
+// a client certificate), world:anyone.
 func buildACL(cfg DialConfig) []zk.ACL {
 	var acl []zk.ACL
 	if cfg.Auth != nil {
 		acl = append(acl, zk.DigestACL(zk.PermAll, cfg.Auth.User, cfg.Auth.Password)...)
 	}
 	acl = append(acl, X509ACL(zk.PermAll, cfg.ACLIdentities...)...)
-	if len(acl) == 0 {
-		return zk.WorldACL(zk.PermAll)
+	if len(acl) > 0 {
+		return acl
 	}
-	return acl
+	if id, err := defaultIdentity(cfg); err == nil && id != "" {
+		return X509ACL(zk.PermAll, id)
+	} // (an error: Validate refused cfg)
+	return zk.WorldACL(zk.PermAll)
 }
 
 // connector dials ZooKeeper servers: TCP within go-zookeeper's connect
@@ -61,8 +94,9 @@ func buildACL(cfg DialConfig) []zk.ACL {
 // (at least handshakeFloor). It remembers the last failure so that a Dial
 // that never gets a session can say why.
 type connector struct {
-	tls        TLSConfig // nil: plaintext
-	serverName string    // "" : the host of each address
+	tls        TLSConfig  // nil: plaintext
+	serverName string     // "": the configured host of each address
+	names      *hostNames // the configured host of each resolved address
 	bound      time.Duration
 	log        *slog.Logger
 
@@ -74,9 +108,17 @@ type connector struct {
 // handshakeFloor is the least time a TLS handshake is given.
 const handshakeFloor = time.Second
 
+// name returns the name a server's certificate is verified against:
+// TLSServerName, else the host the configuration named for address (the
+// host providers dial resolved addresses: "zk1:2281" becomes
+// "10.0.0.5:2281", and the certificate names zk1), else address's own
+// host (an IP address the configuration wrote as such).
 func (c *connector) name(address string) string {
 	if c.serverName != "" {
 		return c.serverName
+	}
+	if host, ok := c.names.host(address); ok {
+		return host
 	}
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
@@ -98,7 +140,7 @@ func (c *connector) secure(raw net.Conn, address string, deadline time.Time) (ne
 		return nil, fmt.Errorf("%w: %s (server name %q): %w", ErrTLS, address, name, err)
 	}
 	if err := raw.SetDeadline(time.Time{}); err != nil {
-		_ = tc.Close()
+		_ = raw.Close() // no close_notify (boundedConn.Close)
 		return nil, err
 	}
 	return tc, nil
@@ -149,4 +191,89 @@ func (c *connector) probeConn(ctx context.Context, raw net.Conn, address string)
 		dl = time.Now().Add(handshakeFloor)
 	}
 	return c.secure(raw, address, dl)
+}
+
+// hostNames maps each resolved server address ("10.0.0.5:2281") to the
+// host the configuration named ("zk1"), filled by the host provider's
+// Init, read by the connector for the TLS server name. An address two
+// configured names resolve to keeps the first.
+type hostNames struct {
+	mu sync.Mutex // guards m
+	m  map[string]string
+}
+
+func (n *hostNames) set(m map[string]string) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.m = m
+}
+
+func (n *hostNames) host(address string) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, ok := n.m[address]
+	return h, ok
+}
+
+// resolveServers resolves servers ("host:port") with lookup into one
+// address per A/AAAA record and returns them (in the configuration's
+// order) with the configured host of each.
+func resolveServers(ctx context.Context, lookup func(ctx context.Context, host string) ([]string, error), servers []string) ([]string, map[string]string, error) {
+	var found []string
+	names := make(map[string]string)
+	for _, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
+		}
+		addrs, err := lookup(ctx, host)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zkx: ZooKeeper server %q: %w", s, err)
+		}
+		for _, a := range addrs {
+			addr := net.JoinHostPort(a, port)
+			found = append(found, addr)
+			if _, ok := names[addr]; !ok {
+				names[addr] = host
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil, fmt.Errorf("zkx: no addresses found for ZooKeeper servers %q", servers)
+	}
+	return found, names, nil
+}
+
+// namedDNSHosts is go-zookeeper's own host provider (DialConfig.AnyServer)
+// fed with addresses this package resolved, so that the connector knows
+// the configured host of each.
+type namedDNSHosts struct {
+	*zk.DNSHostProvider
+	names  *hostNames
+	lookup func(ctx context.Context, host string) ([]string, error)
+}
+
+func newNamedDNSHosts(names *hostNames) *namedDNSHosts {
+	var r net.Resolver
+	return &namedDNSHosts{DNSHostProvider: zk.NewDNSHostProvider(), names: names, lookup: r.LookupHost}
+}
+
+// Init resolves servers, records their hosts and hands the addresses to
+// go-zookeeper's provider (which resolves an IP address to itself and
+// shuffles them).
+func (h *namedDNSHosts) Init(servers []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	found, names, err := resolveServers(ctx, h.lookup, servers)
+	if err != nil {
+		return err
+	}
+	h.names.set(names)
+	return h.DNSHostProvider.Init(found)
 }

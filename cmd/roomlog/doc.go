@@ -88,8 +88,11 @@
 // file is a usage error naming it. --zk-acl-x509 ID (repeatable; "self" is
 // --zk-tls-cert's subject) puts an x509 ACL entry for ID on every znode the
 // tool creates (room-version --set, reseed), beside the digest entry of
-// --zk-digest-file if any; a room's znodes must be created with the ACL its
-// members use. reseed takes the same flags.
+// --zk-digest-file if any; without --zk-acl-x509 and without a digest, a
+// tool with --zk-tls-cert creates with its own identity only ("self"), and
+// only one with neither a certificate nor a digest creates world-open
+// znodes. A room's znodes must be created with the ACL its members use.
+// reseed takes the same flags.
 //
 // # Read-only
 //

@@ -32,7 +32,7 @@ func (f *zkTLSFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "zk-tls-cert", "", "client certificate (PEM) presented to ZooKeeper; its subject is this client's x509 identity (needs --zk-tls-key)")
 	fs.StringVar(&f.key, "zk-tls-key", "", "private key (PEM) of --zk-tls-cert")
 	fs.StringVar(&f.serverName, "zk-tls-server-name", "", "name the ZooKeeper servers' certificates are verified against (default: the host of each --zk address)")
-	fs.Var(&f.acl, "zk-acl-x509", "certificate identity (RFC 2253 subject, e.g. 'CN=master-1,O=dfs') granted all permissions on znodes this tool creates (scheme x509); repeatable; 'self' is --zk-tls-cert's")
+	fs.Var(&f.acl, "zk-acl-x509", "certificate identity (RFC 2253 subject, e.g. 'CN=master-1,O=dfs') granted all permissions on znodes this tool creates (scheme x509); repeatable; 'self' is --zk-tls-cert's. Default with --zk-tls-cert and no digest: 'self' only (never world:anyone)")
 }
 
 // dialConfig returns the ZooKeeper dial config for servers and auth with
