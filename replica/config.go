@@ -199,7 +199,9 @@ type Config struct {
 	// tlsfiles.Source.Identity gives them) granted all permissions on every
 	// znode this member creates, beside Auth's digest entry or instead of
 	// it. Every member of a room lists the same ones (each member's own
-	// included). Needs ZooKeeperTLS or Auth.
+	// included). Needs ZooKeeperTLS or Auth. Left empty with ZooKeeperTLS
+	// and no Auth, the member creates for its own certificate's identity
+	// only (logroom.DialConfig.ACLIdentities), never world:anyone.
 	ACLIdentities []string
 	// CheckpointToken, when set, is a shared secret: CheckpointHandler
 	// serves only requests bearing it ("Authorization: Bearer <token>",
