@@ -121,7 +121,8 @@ type Config struct {
 	// checkpoint deletion relies on). Zero fields take package checkpoint's
 	// defaults: ConnectTimeout 5s, ResponseHeaderTimeout 10s, IdleTimeout
 	// 30s, MaxBytes 64 GiB, MaxManifestBytes 8 MiB. Origin is always set by
-	// the replica (the room's incarnation); Client and Progress may be set.
+	// the replica (the room's incarnation); Client (not with PeerTLS) and
+	// Progress may be set.
 	CheckpointFetch checkpoint.FetchOptions
 	// RetainRoomBytes is the retention limit: when the room's sealed
 	// channels hold more than this many bytes, counted as MaxRoomBytes

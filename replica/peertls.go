@@ -67,8 +67,10 @@ func (c Config) validatePeerTLS(bad func(field, format string, args ...any)) {
 	if c.PeerTLS == nil {
 		return
 	}
-	if _, err := c.PeerTLS.Identity(); err != nil {
-		bad("PeerTLS", "%v (a member presents its certificate to peers and serves with it)", err)
+	// Certificate, not Identity: a subject Identity cannot write as Java
+	// does (tlsfiles.ErrSubjectNotReproducible) still serves TLS.
+	if c.PeerTLS.Certificate() == nil {
+		bad("PeerTLS", "%v: no client/server certificate configured (a member presents its certificate to peers and serves with it)", tlsfiles.ErrNoCertificate)
 	}
 	if strings.HasPrefix(strings.ToLower(c.AdvertiseAddr), "http://") {
 		bad("AdvertiseAddr", "%q is plain http but PeerTLS is set: advertise host:port or an https URL", c.AdvertiseAddr)
