@@ -136,26 +136,7 @@ func (r *Replica) fetchOptionsFor(rawURL string) checkpoint.FetchOptions {
 // clients): TCP with d, then a handshake bounded by handshake, verifying
 // the peer against the host it was dialled by.
 func peerDialTLS(src *tlsfiles.Source, d *net.Dialer, handshake time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg := src.ClientConfig(host)
-		cfg.NextProtos = []string{"http/1.1"}
-		c := tls.Client(raw, cfg)
-		hctx, cancel := context.WithTimeout(ctx, handshake)
-		defer cancel()
-		if err := c.HandshakeContext(hctx); err != nil {
-			raw.Close()
-			return nil, err
-		}
-		return c, nil
-	}
+	return src.DialContext(d, handshake, "http/1.1")
 }
 
 // usePeerTLS makes the liveness clients speak TLS with src.

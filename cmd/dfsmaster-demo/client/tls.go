@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -29,26 +28,7 @@ func HTTPSTransport(src *tlsfiles.Source) *http.Transport {
 	tr.DialContext = func(_ context.Context, _, addr string) (net.Conn, error) {
 		return nil, fmt.Errorf("%w (dial %s)", ErrPlainHTTP, addr)
 	}
-	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := dialer.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cfg := src.ClientConfig(host)
-		cfg.NextProtos = []string{"http/1.1"}
-		c := tls.Client(raw, cfg)
-		hctx, cancel := context.WithTimeout(ctx, handshake)
-		defer cancel()
-		if err := c.HandshakeContext(hctx); err != nil {
-			raw.Close()
-			return nil, err
-		}
-		return c, nil
-	}
+	tr.DialTLSContext = src.DialContext(dialer, handshake, "http/1.1")
 	return tr
 }
 
