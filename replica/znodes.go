@@ -64,8 +64,10 @@ type memberData struct {
 	// then until it has applied up to where the primary was when the
 	// checkpoint was installed, the first log index it still needs (C+1,
 	// then its applied index + 1); HoldProgress counts what the bootstrap
-	// did (bytes received, then entries applied). The primary keeps every
-	// channel from Hold on while Hold or HoldProgress moves (decideHold).
+	// did (bytes received, a heartbeat while it verifies local files or
+	// installs, then entries applied). The primary keeps every channel from
+	// Hold on while Hold or HoldProgress grows (decideHold, within
+	// BootstrapHoldStall and BootstrapHoldMax).
 	// Omitted when 0 (members that predate holds never hold).
 	Hold         uint64 `msgpack:"hold,omitempty"`
 	HoldProgress uint64 `msgpack:"hold_prog,omitempty"`
