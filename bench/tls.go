@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -208,27 +207,9 @@ func dialRawTLS(ctx context.Context, servers []string, timeout time.Duration, sr
 	if src == nil {
 		return dialRaw(ctx, servers, timeout)
 	}
-	hasSession := make(chan struct{})
-	var once sync.Once
-	cb := func(ev zk.Event) {
-		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-			once.Do(func() { close(hasSession) })
-		}
-	}
-	dialer := func(network, address string, t time.Duration) (net.Conn, error) {
+	return dialRawWith(ctx, servers, timeout, func(network, address string, t time.Duration) (net.Conn, error) {
 		host, _, _ := net.SplitHostPort(address)
 		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: t}, Config: src.ClientConfig(host)}
 		return d.Dial(network, address)
-	}
-	conn, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(cb), zk.WithLogger(nopZKLogger{}), zk.WithDialer(dialer))
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-hasSession:
-		return conn, nil
-	case <-ctx.Done():
-		conn.Close()
-		return nil, ctx.Err()
-	}
+	})
 }

@@ -18,6 +18,12 @@ func (nopZKLogger) Printf(string, ...any) {}
 // waits for its session. State is observed through the event callback, never
 // the 6-event channel.
 func dialRaw(ctx context.Context, servers []string, timeout time.Duration) (*zk.Conn, error) {
+	return dialRawWith(ctx, servers, timeout, nil)
+}
+
+// dialRawWith is dialRaw with go-zookeeper's dialer replaced by dialer
+// (nil: its own), e.g. a TLS one (dialRawTLS).
+func dialRawWith(ctx context.Context, servers []string, timeout time.Duration, dialer zk.Dialer) (*zk.Conn, error) {
 	hasSession := make(chan struct{})
 	var once sync.Once
 	cb := func(ev zk.Event) {
@@ -25,7 +31,15 @@ func dialRaw(ctx context.Context, servers []string, timeout time.Duration) (*zk.
 			once.Do(func() { close(hasSession) })
 		}
 	}
-	conn, _, err := zk.Connect(servers, timeout, zk.WithEventCallback(cb), zk.WithLogger(nopZKLogger{}))
+	opts := []func(*zk.Conn){zk.WithEventCallback(cb), zk.WithLogger(nopZKLogger{})}
+	if dialer != nil {
+		opts = append(opts, zk.WithDialer(dialer))
+	}
+	conn, _, err := zk.Connect(servers, timeout, func(c *zk.Conn) {
+		for _, o := range opts {
+			o(c)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
