@@ -345,6 +345,12 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		if p.zkTLS {
 			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; every znode's ACL names their identities (x509): %s",
 				strings.Join(p.zkACL, " | "))
+			if err := checkQuorumTLS(ens); err != nil {
+				return res, err
+			}
+			if ens.Size() > 1 {
+				p.step("ZooKeeper quorum TLS: every server's quorum and election links are TLS (sslQuorum=true; each logged %q)", quorumTLSLine)
+			}
 		}
 	}
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/testpki"
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/tlsfiles"
@@ -199,5 +200,29 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 		}
 	}
 	p.step("ZooKeeper TLS check: a client with another identity (CN=intruder) and a plain client are refused on %s (%v)", room, zk.ErrNoAuth)
+	return nil
+}
+
+// quorumTLSLine is what a ZooKeeper server logs when its quorum and
+// election links are TLS (sslQuorum=true).
+const quorumTLSLine = "Using TLS encrypted quorum communication"
+
+// checkQuorumTLS checks that every server of a TLS ensemble with peers
+// logged that its quorum links are TLS: otherwise every write the masters
+// send over TLS crosses the server-to-server links in clear, and the
+// RESULT's zk_tls would not hold.
+func checkQuorumTLS(ens *zkensemble.Ensemble) error {
+	if ens.Size() < 2 {
+		return nil
+	}
+	for i := 0; i < ens.Size(); i++ {
+		b, err := os.ReadFile(ens.LogPath(i))
+		if err != nil {
+			return fmt.Errorf("ZooKeeper quorum TLS check: %w", err)
+		}
+		if !strings.Contains(string(b), quorumTLSLine) {
+			return fmt.Errorf("ZooKeeper quorum TLS check: server %d did not log %q (sslQuorum): its quorum links are in clear", i, quorumTLSLine)
+		}
+	}
 	return nil
 }

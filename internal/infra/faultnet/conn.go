@@ -121,6 +121,7 @@ func (h *half) read() {
 	for {
 		n, err := h.src.Read(buf)
 		if n > 0 {
+			h.c.p.record(h.dir, buf[:n])
 			ch := chunk{data: bytes.Clone(buf[:n]), release: time.Now().Add(h.c.p.latency())}
 			select {
 			case h.q <- ch:

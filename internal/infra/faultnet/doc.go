@@ -20,6 +20,9 @@
 //     a run with "1–5 ms on every link" keeps its latency.
 //  5. p.Stats() snapshots the counters: connections accepted, refused and
 //     reset, bytes delivered and bytes discarded per direction.
+//     p.Record() makes the proxy keep every byte it reads from then on
+//     (both directions, every connection): p.Contains(b) tells a test
+//     whether an eavesdropper on the link would have seen b.
 //  6. p.Close() resets every connection, stops the proxy and returns once
 //     every goroutine it started has returned, whatever fault is on.
 //

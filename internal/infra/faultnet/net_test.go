@@ -1,6 +1,7 @@
 package faultnet
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -129,4 +130,42 @@ func (c *proxyConn) read(msg string) {
 	got, err := readN(c.c, len(msg), prompt)
 	require.NoError(c.t, err)
 	require.Equal(c.t, msg, string(got))
+}
+
+// TestRecord: a proxy records nothing before Record and every byte it
+// reads after, both directions.
+func TestRecord(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() { // an echo server
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	p, err := New(Config{Targets: []string{ln.Addr().String()}})
+	require.NoError(t, err)
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	echo := func(s string) {
+		_, err := io.WriteString(c, s)
+		require.NoError(t, err)
+		buf := make([]byte, len(s))
+		_, err = io.ReadFull(c, buf)
+		require.NoError(t, err)
+	}
+	echo("before-record")
+	require.False(t, p.Contains([]byte("before-record")))
+	p.Record()
+	echo("after-record")
+	require.True(t, p.Contains([]byte("after-record")))
+	require.False(t, p.Contains([]byte("before-record")))
+	require.Equal(t, 2*len("after-record"), p.Recorded())
 }

@@ -1,6 +1,7 @@
 package faultnet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,10 @@ type Proxy struct {
 	closed  bool
 
 	stats counters
+
+	recMu     sync.Mutex      // guards recording and rec
+	recording bool            // Record was called
+	rec       [2]bytes.Buffer // per direction: every byte read since Record, all connections in arrival order
 }
 
 // New listens on cfg.Listen and forwards every connection it accepts, until
@@ -162,6 +167,42 @@ func (p *Proxy) Heal() {
 		f.cut, f.hold = false, false
 		f.drop = [2]bool{}
 	})
+}
+
+// Record starts recording every byte the proxy reads, both directions,
+// from every connection (current and later ones), until Close: what an
+// eavesdropper on the link would see. Meant for short tests (the bytes
+// are kept in memory); Contains asks about them.
+func (p *Proxy) Record() {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	p.recording = true
+}
+
+// Contains reports whether b occurs in the bytes recorded since Record in
+// either direction (each direction's bytes of all connections
+// concatenated in arrival order). False without Record.
+func (p *Proxy) Contains(b []byte) bool {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	return bytes.Contains(p.rec[up].Bytes(), b) || bytes.Contains(p.rec[down].Bytes(), b)
+}
+
+// Recorded returns the number of bytes recorded since Record, both
+// directions.
+func (p *Proxy) Recorded() int {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	return p.rec[up].Len() + p.rec[down].Len()
+}
+
+// record appends b to direction dir's recording when Record was called.
+func (p *Proxy) record(dir int, b []byte) {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	if p.recording {
+		p.rec[dir].Write(b)
+	}
 }
 
 // Stats snapshots the counters.

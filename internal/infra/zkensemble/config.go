@@ -68,7 +68,7 @@ func writeFiles(s *server, all []*server, view peerView, tick time.Duration, tls
 	fmt.Fprintf(&b, "4lw.commands.whitelist=*\n")
 	fmt.Fprintf(&b, "admin.enableServer=false\n")
 	if tlsOpts != nil {
-		b.WriteString(tlsConfig(tlsOpts, s))
+		b.WriteString(tlsConfig(tlsOpts, s, len(all) > 1))
 	}
 	if len(all) > 1 {
 		for _, o := range all {

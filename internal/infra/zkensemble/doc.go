@@ -121,11 +121,16 @@
 // transport-native-unix-common jars, which zookeeper.jar's manifest does
 // not name (scripts/install-zookeeper.sh installs libnetty-java if they
 // are missing). The plaintext port stays and the harness's own checks
-// (Mode, Leader, Start's readiness) use it. Quorum and election links
-// stay plaintext unless TLSOptions.Quorum (sslQuorum=true with the same
-// key and trust stores; each server then logs "Using TLS encrypted
-// quorum communication"). The TLS port is not proxied by FaultNet: put a
-// Tap (below) in front of it.
+// (Mode, Leader, Start's readiness) use it. In a 3-server ensemble the
+// quorum and election links are TLS too (sslQuorum=true with the same key
+// and trust stores; each server then logs "Using TLS encrypted quorum
+// communication"): without it every write a client sends over TLS would
+// cross the server-to-server links in clear. TLSOptions.PlainQuorum
+// leaves them plaintext (a control, a cost comparison). With FaultNet the
+// peer links still go through their proxies, which then carry TLS;
+// Net().Link(name).Record() and Contains show what an eavesdropper on a
+// link saw. The TLS client port is not proxied by FaultNet: put a Tap
+// (below) in front of it.
 //
 // # Tap
 //

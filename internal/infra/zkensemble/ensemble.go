@@ -76,8 +76,9 @@ type Options struct {
 	// TLS, when set, gives every server a TLS client port as well
 	// (secureClientPort through Netty, certificates from TLS.CA, the x509
 	// authentication provider): SecureAddrs, TLSCA. The plaintext client
-	// port stays (the harness's own checks use it). Quorum links stay
-	// plaintext unless TLS.Quorum.
+	// port stays (the harness's own checks use it). The quorum and
+	// election links of a 3-server ensemble are TLS as well, unless
+	// TLS.PlainQuorum.
 	TLS *TLSOptions
 }
 

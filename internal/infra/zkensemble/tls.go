@@ -21,9 +21,12 @@ type TLSOptions struct {
 	// ClientAuth is ssl.clientAuth: "need" (default: a client without a
 	// certificate is refused), "want" or "none".
 	ClientAuth string
-	// Quorum encrypts the quorum and election links too (sslQuorum, with
-	// the same key and trust stores). Only meaningful with 3 servers.
-	Quorum bool
+	// PlainQuorum leaves the quorum and election links of a 3-server
+	// ensemble in clear. By default they are TLS too (sslQuorum=true, with
+	// the same key and trust stores): without it every write a client
+	// sends over TLS crosses the server-to-server links in clear. Only for
+	// tests that need a plaintext quorum (a control, a cost comparison).
+	PlainQuorum bool
 }
 
 func (o *TLSOptions) validate() []string {
@@ -103,8 +106,9 @@ func writeTLSFiles(ca *testpki.CA, s *server) error {
 	return testpki.WriteFile(s.keyStorePath(), append(key, cert...))
 }
 
-// tlsConfig is the zoo.cfg part of a TLS server.
-func tlsConfig(o *TLSOptions, s *server) string {
+// tlsConfig is the zoo.cfg part of a TLS server; quorum says whether the
+// server has peers (a 3-server ensemble).
+func tlsConfig(o *TLSOptions, s *server, quorum bool) string {
 	auth := o.ClientAuth
 	if auth == "" {
 		auth = "need"
@@ -120,7 +124,7 @@ func tlsConfig(o *TLSOptions, s *server) string {
 	fmt.Fprintf(&b, "ssl.trustStore.type=PEM\n")
 	fmt.Fprintf(&b, "ssl.clientAuth=%s\n", auth)
 	fmt.Fprintf(&b, "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider\n")
-	if o.Quorum {
+	if quorum && !o.PlainQuorum {
 		fmt.Fprintf(&b, "sslQuorum=true\n")
 		fmt.Fprintf(&b, "ssl.quorum.keyStore.location=%s\n", s.keyStorePath())
 		fmt.Fprintf(&b, "ssl.quorum.keyStore.type=PEM\n")

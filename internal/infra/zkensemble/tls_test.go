@@ -83,11 +83,11 @@ func readFileString(p string) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// TestTLSQuorum: with TLSOptions.Quorum a 3-server ensemble forms its
+// TestTLSQuorum: a 3-server TLS ensemble forms its
 // quorum over TLS (each server logs that it uses it), serves TLS clients,
 // and a restarted server rejoins.
 func TestTLSQuorum(t *testing.T) {
-	e := ForTest(t, Options{Servers: 3, TLS: &TLSOptions{Quorum: true}})
+	e := ForTest(t, Options{Servers: 3, TLS: &TLSOptions{}})
 	for i := 0; i < 3; i++ {
 		log, err := os.ReadFile(e.LogPath(i))
 		require.NoError(t, err)
