@@ -79,8 +79,14 @@ func (c AssignerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Stats counts an Assigner's writes that ZooKeeper confirmed.
+// Stats counts an Assigner's rounds and the writes of it that ZooKeeper
+// confirmed.
 type Stats struct {
+	// Rounds: rounds run (each reads everything it acts on, package doc,
+	// "Protocol" 2). It grows with the changes the assigner sees, and by
+	// about one per backoff delay while a write keeps failing; a count
+	// that grows while nothing changes is a fault worth a look.
+	Rounds int
 	// Assigned: tasks moved from <dir>/tasks to a worker.
 	Assigned int
 	// Reassigned: assignments moved from a worker that is not a member
@@ -104,6 +110,10 @@ type Assigner struct {
 
 	mu    sync.Mutex // guards stats
 	stats Stats
+
+	// afterReadAssignments, when set (by tests, before Run), runs in each
+	// round once the assignments were read.
+	afterReadAssignments func()
 }
 
 // NewAssigner validates cfg and returns an Assigner; nothing is sent
@@ -323,6 +333,7 @@ type assignment struct {
 // until the next result expires (0: none).
 func (r *round) run(ctx context.Context) (time.Duration, error) {
 	r.again = false
+	r.a.count(func(s *Stats) { s.Rounds++ })
 	if err := r.a.fenceErr(); err != nil {
 		return 0, err
 	}
@@ -341,6 +352,9 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if r.a.afterReadAssignments != nil {
+		r.a.afterReadAssignments()
+	}
 	results, err := r.readResults(ctx)
 	if err != nil {
 		return 0, err
@@ -357,9 +371,15 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 		_, isDone := results[t.rec.ID]
 		var same bool
 		var other string
+		// open checks, in the Multi that deletes the duplicate, that
+		// the open node it duplicates is still there: read before the
+		// task node, it may have finished meanwhile, its result been
+		// deleted and the task node be a new submission.
+		var open *zk.CheckVersionRequest
 		switch {
 		case isAssigned:
 			same, other = string(as.rec.Data) == string(t.rec.Data), r.path(assignDir, as.worker, as.name)
+			open = &zk.CheckVersionRequest{Path: other, Version: as.st.Version}
 		case isDone:
 			rr, found, err := readResultRecord(ctx, r.sess, r.a.cfg.Dir, t.rec.ID)
 			if err != nil && !errors.Is(err, ErrMalformed) {
@@ -372,6 +392,7 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 				continue
 			}
 			same, other = rr.sameSum(t.rec.Data), r.path(resultsDir, nodeName(t.rec.ID))
+			open = &zk.CheckVersionRequest{Path: other, Version: -1}
 		default:
 			kept = append(kept, t)
 			continue
@@ -381,7 +402,7 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			r.a.foreign.Report(p, "another task of this id with other data is open at "+other+": it waits until that one's result is deleted")
 			continue
 		}
-		ok, err := r.write(ctx, "delete duplicate "+p, &zk.DeleteRequest{Path: p, Version: t.st.Version})
+		ok, err := r.write(ctx, "delete duplicate "+p, open, &zk.DeleteRequest{Path: p, Version: t.st.Version})
 		delete(r.tasks, nodeName(t.rec.ID))
 		if err != nil || !ok {
 			return 0, err

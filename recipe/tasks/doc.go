@@ -118,8 +118,12 @@
 //  3. Duplicates: a task node whose id is also assigned or finished (a
 //     Submit that raced a move, or the seed's half-done assignment, when
 //     the create and the delete were two steps) is deleted, fenced, if
-//     its data is the same; with other data it is reported and waits
-//     until the open one's result is deleted.
+//     its data is the same, in a Multi that checks the open node is still
+//     there (the assignment at the version read, the result by its
+//     existence): read earlier in the round, it may have finished and
+//     its result been deleted since, and the task node be a new
+//     submission, which then waits for the next round. With other data
+//     it is reported and waits until the open one's result is deleted.
 //  4. Reassign every assignment of a worker that is not a member: one
 //     fenced Multi deletes it (at the version read) and creates it under
 //     the picked worker with attempt+1. Workers offered: members with

@@ -37,3 +37,7 @@ func AcceptForTest(kind, worker, name string, data []byte, owner int64) string {
 func EncodeResultForTest(id, worker string, attempt int, data []byte) []byte {
 	return zkr.Encode(resultRecord{V: formatVersion, ID: id, Worker: worker, Attempt: attempt, OK: true, Sum: dataSum(data)})
 }
+
+// SetAfterReadAssignmentsForTest makes each round of a call f once it read
+// the assignments (call it before Run).
+func SetAfterReadAssignmentsForTest(a *Assigner, f func()) { a.afterReadAssignments = f }

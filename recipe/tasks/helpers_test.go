@@ -178,6 +178,12 @@ func runAssigner(t *testing.T, cfg tasks.AssignerConfig) *runningAssigner {
 	}
 	a, err := tasks.NewAssigner(cfg)
 	require.NoError(t, err)
+	return startAssigner(t, a)
+}
+
+// startAssigner runs a on a goroutine until the test ends.
+func startAssigner(t *testing.T, a *tasks.Assigner) *runningAssigner {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ra := &runningAssigner{a: a, cancel: cancel, errc: make(chan error, 1)}
 	go func() { ra.errc <- a.Run(ctx) }()
