@@ -111,7 +111,7 @@
 //     armed on the members, and their Data is re-read only when the set of
 //     children changes.
 //  3. Wake the dispatcher; wait for the children watch, any data watch or
-//     a session event; go to 1. A data watch seen firing is forgotten, so
+//     a new session (step 5); go to 1. A data watch seen firing is forgotten, so
 //     that the next listing re-arms it. If <dir> is gone, the view is
 //     empty and an ExistsW waits for it.
 //  4. The dispatcher (one goroutine per watcher) compares the newest view
@@ -120,6 +120,8 @@
 //     join; the same incarnation with another Version is an update.
 //     Leaves are delivered first, then joins, then updates, each in id
 //     order.
+//  5. The session goroutine (one per watcher) follows the session events
+//     (see Session events) and wakes the loop when a new session began.
 //
 // Joins, leaves and updates are thus differences between listings, as in
 // the seed: nothing that happens between a trigger and the re-arm is
@@ -135,8 +137,8 @@
 //
 // Callbacks never run on go-zookeeper's goroutines: watch events reach the
 // watcher's loop through go-zookeeper's one-shot watch channels and its
-// session events through the client's buffered subscription, and the loop only
-// wakes the dispatcher through a coalescing signal. A slow callback delays
+// session events reach its session goroutine through the client's buffered
+// subscription; both only wake the dispatcher through a coalescing signal. A slow callback delays
 // only later callbacks of the same watcher; the view (Members) keeps
 // moving, and the next diff covers everything that changed meanwhile: a
 // member that came and went while a callback was running is never
@@ -146,10 +148,15 @@
 //
 // # Session events
 //
-// The watcher's loop alone reads its session events and follows them in
-// order (its requests waiting for the session follow the client's state
-// instead), so a disconnection that begins and ends while it re-reads the
-// directory is still reported, Suspended then Reconnected.
+// A watcher's session goroutine alone reads its session events and
+// follows them in order, whatever the loop is doing; the loop's requests
+// waiting for the session follow the client's state instead. So a
+// disconnection is reported as soon as the client sees it, even when it
+// begins while the loop re-reads the directory (a request in flight fails,
+// and the loop waits for the session): Suspended and Stale() at once,
+// Reconnected (or Lost) after. One that begins and ends before its events
+// are read is still reported, Suspended then Reconnected. A new session is
+// recognised by its id, which no dropped event can hide.
 //
 //   - Disconnected (Curator's SUSPENDED): the watcher reports Suspended
 //     and Stale() is true; Members keeps the last view, which may be out
@@ -168,7 +175,8 @@
 //     session was gone included (an Update waiting for it returns then);
 //     the watcher reports Lost, Syncs (the new session may read from a
 //     server behind what we saw), forgets its data watches (go-zookeeper
-//     fired them with NotWatching) and lists again, re-arming them; the
+//     fired them with NotWatching) and lists again, re-arming them
+//     (Stale() stays true until that listing is published); the
 //     differences are delivered as leaves and joins (our own member, at
 //     least, is a leave and a join: a new incarnation).
 //

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 
@@ -53,9 +54,9 @@ const (
 	// Reconnected: the same session is back; its watches survived and
 	// fire for anything that changed meanwhile.
 	Reconnected
-	// Lost: the session expired (Curator's LOST). The view was re-read in
-	// the new session, and its differences are delivered as joins and
-	// leaves.
+	// Lost: the session expired (Curator's LOST) and a new one began. The
+	// view is re-read in the new session (Stale stays true until then),
+	// and its differences are delivered as joins and leaves.
 	Lost
 )
 
@@ -126,12 +127,15 @@ type Watcher struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// expired wakes the loop (capacity 1, coalescing): the session goroutine
+	// saw a new session, so the directory must be read again in it.
+	expired chan struct{}
+	// gone is closed by the session goroutine when the client closed.
+	gone chan struct{}
 
 	// sid is the session the last listing ran in. Owned by the loop
 	// goroutine (Watch sets it before starting it).
 	sid int64
-	// connected is the loop's idea of the connection. Owned by the loop.
-	connected bool
 	// watchData: arm a data watch on each child (OnUpdate or WatchData).
 	watchData bool
 	// armed holds, per child name, the data watch armed on it in session
@@ -139,12 +143,21 @@ type Watcher struct {
 	// without arming another (go-zookeeper would keep every channel until
 	// the node changes). Owned by the loop.
 	armed map[string]<-chan zk.Event
+	// beforeRead, when set (tests only: export_test.go), is called by a
+	// listing before it reads each child.
+	beforeRead atomic.Pointer[func(id string)]
 
 	mu sync.Mutex // guards the fields below
-	// view is the last accepted listing by id.
-	view map[string]Member
-	// stale: disconnected since the view was read.
-	stale bool
+	// view is the last accepted listing by id, read in session viewSid
+	// (written by the loop).
+	view    map[string]Member
+	viewSid int64
+	// connected and cur are the session goroutine's idea of the
+	// connection: connected since the last disconnection, in session cur
+	// (written by the session goroutine only). Stale is !connected or
+	// viewSid != cur.
+	connected bool
+	cur       int64
 	// pending are session events not yet handed to OnSession.
 	pending []SessionEvent
 	closed  bool
@@ -176,21 +189,27 @@ func Watch(ctx context.Context, c *zkx.Client, dir string, opts WatchOptions) (*
 		view:      map[string]Member{},
 		watchData: opts.WatchData || opts.OnUpdate != nil,
 		armed:     map[string]<-chan zk.Event{},
+		expired:   make(chan struct{}, 1),
+		gone:      make(chan struct{}),
 	}
 	if err := zkx.EnsurePath(ctx, w.sess, dir); err != nil {
 		w.sess.Close()
 		return nil, fmt.Errorf("membership: watch %s: %w", dir, err)
 	}
 	w.sid = w.sess.ID()
-	w.connected = true
 	ch, err := w.refresh(ctx)
 	if err != nil {
 		w.sess.Close()
 		return nil, fmt.Errorf("membership: watch %s: %w", dir, err)
 	}
+	// The session goroutine starts from the session of the first listing;
+	// the events queued since the subscription (a disconnection during
+	// it, an expiry) follow.
+	w.connected, w.cur = true, w.sid
 	lctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
-	w.wg.Add(2)
+	w.wg.Add(3)
+	go w.followSession(lctx)
 	go w.loop(lctx, ch)
 	go w.dispatch(lctx)
 	return w, nil
@@ -226,12 +245,14 @@ func (w *Watcher) members(self int64) []Member {
 	return out
 }
 
-// Stale reports whether the watcher is disconnected, so that Members may
-// be out of date.
+// Stale reports whether Members may be out of date: the watcher is
+// disconnected (from the moment its client loses the connection, whatever
+// the watcher is doing, until it reconnects), or its session expired and
+// the directory has not yet been read in the new one.
 func (w *Watcher) Stale() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stale
+	return !w.connected || w.viewSid != w.cur
 }
 
 // Foreign returns the children of dir that the last listing refused:
@@ -260,7 +281,7 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 	defer w.wg.Done()
 	var bo zkx.Backoff
 	for {
-		switch ev, what := w.next(ctx, ch); what {
+		switch w.next(ctx, ch) {
 		case wakeStop:
 			return
 		case wakeChange:
@@ -269,12 +290,8 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 		case wakeClosed:
 			w.log.Warn("membership: client closed; watcher stopped")
 			return
-		case wakeSession:
-			w.log.Debug("membership: session event", "type", ev.Type, "state", ev.State, "now", w.sess.Client().State())
-			if !w.follow(ev) {
-				continue
-			}
-			// A new session: ours expired. refresh reports it.
+		case wakeExpired:
+			// A new session: ours expired. refresh Syncs first.
 		}
 		for {
 			var err error
@@ -294,86 +311,125 @@ func (w *Watcher) loop(ctx context.Context, ch <-chan zk.Event) {
 	}
 }
 
-// follow updates the loop's idea of the connection from one session
-// event, and reports whether the session changed (our session expired: the
-// directory must be read again, and refresh reports Lost). It follows the
-// events in order, not the state at the time it reads them: a
-// disconnection that began and ended while a refresh ran (the events wait
-// in the subscription meanwhile) is still reported, Suspended then
-// Reconnected.
-func (w *Watcher) follow(ev zk.Event) (expired bool) {
-	if ev.Type != zk.EventSession {
-		// NotWatching: the session expired (or the client closes).
-		return w.sess.Connected() && w.sess.ID() != w.sid
+// followSession follows the session events, in order, on its own
+// goroutine: whatever the loop is doing (a refresh blocked on a request
+// the disconnection interrupted, waiting for the session), Stale and the
+// events Suspended, Reconnected and Lost follow the connection at once.
+// It wakes the loop when a new session began (ours expired), and closes
+// gone when the client closes.
+func (w *Watcher) followSession(ctx context.Context) {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.sess.Events():
+			if !ok {
+				close(w.gone)
+				return
+			}
+			w.log.Debug("membership: session event", "type", ev.Type, "state", ev.State, "now", w.sess.Client().State())
+			if w.follow(ev) {
+				select {
+				case w.expired <- struct{}{}:
+				default: // the loop has not taken the last one yet
+				}
+			}
+		}
 	}
-	switch ev.State {
-	case zk.StateHasSession:
-		if w.sess.ID() != w.sid {
-			return w.sess.ID() != 0
-		}
-		if !w.connected {
-			w.connected = true
-			w.setStale(false, Reconnected)
-		}
-	case zk.StateDisconnected:
+}
+
+// follow updates the session goroutine's idea of the connection from one
+// session event, reports the change (Suspended, Reconnected or Lost), and
+// reports whether a new session began (our session expired: the directory
+// must be read again). It follows the events in order, so a disconnection
+// that began and ended before its events were read is still reported,
+// Suspended then Reconnected; a new session is recognised by its id, which
+// no dropped event can hide.
+func (w *Watcher) follow(ev zk.Event) (expired bool) {
+	id := w.sess.ID()
+	var report SessionEvent
+	w.mu.Lock()
+	switch {
+	case ev.Type == zk.EventSession && ev.State == zk.StateDisconnected:
 		if w.connected {
 			w.connected = false
-			w.setStale(true, Suspended)
+			report = Suspended
+		}
+	case ev.Type == zk.EventSession && ev.State == zk.StateHasSession,
+		ev.Type == zk.EventNotWatching && w.sess.Connected():
+		// NotWatching: a watch ended (the session expired, or the
+		// client closes); a new session tells which.
+		switch {
+		case id == 0:
+		case id != w.cur:
+			w.cur, w.connected = id, true
+			report, expired = Lost, true
+		case !w.connected && ev.Type == zk.EventSession:
+			w.connected = true
+			report = Reconnected
 		}
 	}
-	return false
+	if report != 0 {
+		w.pushLocked(report)
+	}
+	w.mu.Unlock()
+	if report != 0 {
+		w.sig.Notify()
+	}
+	return expired
 }
 
 // What woke the loop (next).
 const (
 	wakeStop    = iota // ctx ended
 	wakeChange         // the children watch or a data watch fired
-	wakeSession        // a session event
+	wakeExpired        // a new session began: ours expired
 	wakeClosed         // the client closed
 )
 
-// next waits for the children watch ch, a data watch of armed, a session
-// event or ctx. A data watch seen firing leaves armed, so that the refresh
-// that follows re-arms it.
-func (w *Watcher) next(ctx context.Context, ch <-chan zk.Event) (zk.Event, int) {
+// next waits for the children watch ch, a data watch of armed, a new
+// session, the client's close or ctx. A data watch seen firing leaves
+// armed, so that the refresh that follows re-arms it.
+func (w *Watcher) next(ctx context.Context, ch <-chan zk.Event) int {
 	if len(w.armed) == 0 {
 		select {
 		case <-ctx.Done():
-			return zk.Event{}, wakeStop
+			return wakeStop
 		case <-ch:
-			return zk.Event{}, wakeChange
-		case ev, ok := <-w.sess.Events():
-			if !ok {
-				return zk.Event{}, wakeClosed
-			}
-			return ev, wakeSession
+			return wakeChange
+		case <-w.expired:
+			return wakeExpired
+		case <-w.gone:
+			return wakeClosed
 		}
 	}
 	// A dynamic set of channels: one Select over all of them, no goroutine
 	// per member.
-	cases := make([]reflect.SelectCase, 3, 3+len(w.armed))
+	const fixed = 4
+	cases := make([]reflect.SelectCase, fixed, fixed+len(w.armed))
 	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
 	cases[1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
-	cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.sess.Events())}
+	cases[2] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.expired)}
+	cases[3] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w.gone)}
 	names := make([]string, 0, len(w.armed))
 	for n, c := range w.armed {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 		names = append(names, n)
 	}
-	i, v, ok := reflect.Select(cases)
+	i, _, _ := reflect.Select(cases)
 	switch i {
 	case 0:
-		return zk.Event{}, wakeStop
+		return wakeStop
 	case 1:
-		return zk.Event{}, wakeChange
+		return wakeChange
 	case 2:
-		if !ok {
-			return zk.Event{}, wakeClosed
-		}
-		return v.Interface().(zk.Event), wakeSession
+		return wakeExpired
+	case 3:
+		return wakeClosed
 	}
-	delete(w.armed, names[i-3])
-	return zk.Event{}, wakeChange
+	delete(w.armed, names[i-fixed])
+	return wakeChange
 }
 
 // fired reports whether the watch ch has fired (consuming its event).
@@ -414,14 +470,6 @@ func (w *Watcher) read(ctx context.Context, n, p string) ([]byte, *zk.Stat, erro
 	return v.b, v.st, nil
 }
 
-func (w *Watcher) setStale(stale bool, ev SessionEvent) {
-	w.mu.Lock()
-	w.stale = stale
-	w.pushLocked(ev)
-	w.mu.Unlock()
-	w.sig.Notify()
-}
-
 func (w *Watcher) pushLocked(ev SessionEvent) {
 	if len(w.pending) >= maxPendingSession {
 		w.pending = w.pending[1:]
@@ -448,10 +496,9 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 		// The old session's watches are gone: go-zookeeper fired them
 		// (NotWatching), so arm re-arms each of them; a watch already
 		// armed in the new session (a listing that straddled the expiry)
-		// has not fired and is kept, not armed twice.
+		// has not fired and is kept, not armed twice. (The session
+		// goroutine reported Lost when it saw the new session.)
 		w.sid = sid
-		w.connected = true
-		w.setStale(false, Lost)
 	}
 	names, ch, err := zkx.ChildrenW(ctx, w.sess, w.dir)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -477,6 +524,9 @@ func (w *Watcher) refresh(ctx context.Context) (<-chan zk.Event, error) {
 		if err := zkx.ValidName(n); err != nil {
 			foreign[p] = "not a valid member id: " + err.Error()
 			continue
+		}
+		if f := w.beforeRead.Load(); f != nil {
+			(*f)(n)
 		}
 		b, st, err := w.read(ctx, n, p)
 		switch {
@@ -528,7 +578,7 @@ func (w *Watcher) accept(m Member) string {
 func (w *Watcher) publish(view map[string]Member, foreign map[string]string) {
 	w.foreign.Replace(foreign)
 	w.mu.Lock()
-	w.view = view
+	w.view, w.viewSid = view, w.sid
 	w.mu.Unlock()
 	w.sig.Notify()
 }
