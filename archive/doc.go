@@ -14,8 +14,12 @@
 // czxid of its znode) and is keyed by its index range:
 //
 //   - a channel item holds one sealed channel: its number, first and last
-//     index, epoch, room version, the channel znode's data, and every
-//     batch znode's payload in index order with the znode's ctime;
+//     index, epoch, room version, the channel znode's data, and the
+//     payload of every batch znode of its chain (from its first index to
+//     its sealed last, as logroom's readers follow it) in index order with
+//     the znode's ctime; orphan batches past the sealed end (a deposed
+//     writer's, never acknowledged) are not part of the log and are not
+//     archived (package replica copies the chain only);
 //   - a checkpoint item holds one checkpoint: its manifest and its Pebble
 //     files, at one index.
 //

@@ -220,9 +220,15 @@ func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin check
 // once.
 const archiveReadWidth = 16
 
-// readChannelForArchive reads a sealed channel's meta and batch znodes
-// (data and ctime) from ZooKeeper. The archive checks that the batches
-// decode and run from the first index to the last without gap.
+// readChannelForArchive reads a sealed channel's meta and the batch
+// znodes (data and ctime) of its chain: b-First, then the batch named by
+// the index after each batch's last, up to the channel's sealed last index,
+// as logroom's readers follow it. Batch znodes off that chain are not
+// copied: those past the sealed end are orphans of a deposed writer
+// (pipelined batches past a hole, never acknowledged; logroom's doc), any
+// other is foreign; both are logged. A chain that breaks before the sealed
+// end (a missing batch, one that does not continue the previous) is an
+// error naming the znode: the archive would hold less than the log did.
 func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.Origin, ci logroom.ChannelInfo) (archive.Channel, error) {
 	c := r.room.Client()
 	path := r.room.Path(logroom.ChannelsZnode, logroom.ChannelName(ci.Num))
@@ -234,15 +240,22 @@ func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.O
 	if err != nil {
 		return archive.Channel{}, fmt.Errorf("list %s: %w", path, err)
 	}
-	var firsts []uint64
+	// Only names within the sealed range can be on the chain.
+	var firsts, orphans, foreign []uint64
 	for _, n := range names {
-		if f, ok := logroom.ParseBatchName(n); ok {
+		f, ok := logroom.ParseBatchName(n)
+		switch {
+		case !ok:
+		case f > ci.LastIndex:
+			orphans = append(orphans, f)
+		case f < ci.FirstIndex:
+			foreign = append(foreign, f)
+		default:
 			firsts = append(firsts, f)
 		}
 	}
 	slices.Sort(firsts)
-	ch := archive.Channel{Origin: origin, Num: ci.Num, First: ci.FirstIndex, Last: ci.LastIndex, Epoch: ci.Epoch,
-		RoomVersion: ci.RoomVersion, Meta: meta, Batches: make([]archive.Batch, len(firsts))}
+	datas := make([]archive.Batch, len(firsts))
 	errs := make([]error, len(firsts))
 	sem := make(chan struct{}, archiveReadWidth)
 	var wg sync.WaitGroup
@@ -257,7 +270,7 @@ func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.O
 				errs[i] = fmt.Errorf("read %s: %w", p, err)
 				return
 			}
-			ch.Batches[i] = archive.Batch{Data: d, Ctime: st.Ctime}
+			datas[i] = archive.Batch{Data: d, Ctime: st.Ctime}
 		}()
 	}
 	wg.Wait()
@@ -265,6 +278,43 @@ func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.O
 		if err != nil {
 			return archive.Channel{}, err // the first: the others are alike
 		}
+	}
+	ch := archive.Channel{Origin: origin, Num: ci.Num, First: ci.FirstIndex, Last: ci.LastIndex, Epoch: ci.Epoch,
+		RoomVersion: ci.RoomVersion, Meta: meta}
+	// Follow the chain; every batch read and not on it is foreign.
+	next, i := ci.FirstIndex, 0
+	for next <= ci.LastIndex {
+		for i < len(firsts) && firsts[i] < next {
+			foreign = append(foreign, firsts[i])
+			i++
+		}
+		p := path + "/" + logroom.BatchName(next)
+		if i == len(firsts) || firsts[i] != next {
+			return archive.Channel{}, fmt.Errorf("%w: channel %d (indexes %d..%d): no batch znode %s on its chain",
+				archive.ErrCorrupt, ci.Num, ci.FirstIndex, ci.LastIndex, p)
+		}
+		b, err := logroom.DecodeBatch(datas[i].Data)
+		if err != nil {
+			return archive.Channel{}, fmt.Errorf("%w: channel %d: %s: %w", archive.ErrCorrupt, ci.Num, p, err)
+		}
+		if b.First != next || b.Count == 0 {
+			return archive.Channel{}, fmt.Errorf("%w: channel %d: %s holds first index %d count %d, expected first %d",
+				archive.ErrCorrupt, ci.Num, p, b.First, b.Count, next)
+		}
+		ch.Batches = append(ch.Batches, datas[i])
+		next = b.Last() + 1
+		i++
+	}
+	foreign = append(foreign, firsts[i:]...)
+	if len(orphans) > 0 {
+		slices.Sort(orphans)
+		r.log.Info("archive: batch znodes past the channel's sealed end are orphans of a deposed writer (never acknowledged); not archived",
+			"channel", ci.Num, "last", ci.LastIndex, "orphans", len(orphans), "first_orphan", logroom.BatchName(orphans[0]))
+	}
+	if len(foreign) > 0 {
+		slices.Sort(foreign)
+		r.log.Warn("archive: batch znodes off the channel's chain (not written by its writer); not archived",
+			"channel", ci.Num, "first", ci.FirstIndex, "last", ci.LastIndex, "foreign", len(foreign), "first_foreign", logroom.BatchName(foreign[0]))
 	}
 	return ch, nil
 }

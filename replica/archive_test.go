@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/archive"
@@ -349,4 +350,75 @@ func TestArchiveRestoreSeedsNewRoom(t *testing.T) {
 	got, err := r.Propose(ctx, setOp("after", "restore"))
 	require.NoError(t, err)
 	require.Equal(t, at+1, got.Index)
+}
+
+// TestArchiveIgnoresOrphanBatches: a sealed channel holding an orphan batch
+// past its sealed end (a deposed writer's pipelined batch, as logroom's
+// doc describes) is archived as its chain up to the seal; the orphan is
+// ignored, the channel is deleted once archived, and the archive keeps
+// going. Before, the orphan was copied with the chain, the put refused the
+// channel as corrupt on every sweep, and no channel was deleted again.
+func TestArchiveIgnoresOrphanBatches(t *testing.T) {
+	ens := sharedEnsemble(t)
+	dir, err := archive.OpenDir(t.TempDir())
+	require.NoError(t, err)
+	fa := &flakyArchive{Archive: dir}
+	fa.failing.Store(true)
+	c := newCluster(t, ens, func(cfg *Config) {
+		cfg.Archive = fa
+		cfg.CheckpointEveryEntries = -1
+		cfg.CheckpointEveryBytes = -1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c.openN(1)
+	p := c.waitPrimary(20 * time.Second)
+	for i := 0; i < 30; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i%7), fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Checkpoint(ctx)) // seals channel 1; the archive is down, so it stays
+	chans, err := p.Room().Channels(ctx)
+	require.NoError(t, err)
+	require.True(t, chans[0].Sealed)
+	sealed := chans[0]
+	require.EqualValues(t, 1, sealed.FirstIndex)
+
+	// An orphan: a well-formed batch of the channel's epoch past a hole
+	// after the sealed end.
+	orphanFirst := sealed.LastIndex + 2
+	data, err := logroom.EncodeBatch(sealed.Epoch, orphanFirst, [][]byte{[]byte("never acknowledged")})
+	require.NoError(t, err)
+	conn := zkConn(t, ens)
+	_, err = conn.Create(p.room.Path(logroom.ChannelsZnode, logroom.ChannelName(sealed.Num), logroom.BatchName(orphanFirst)),
+		data, 0, zk.WorldACL(zk.PermAll))
+	require.NoError(t, err)
+
+	fa.failing.Store(false)
+	for i := 0; i < 30; i++ {
+		_, err := p.Propose(ctx, setOp(fmt.Sprint("k", i%7), "later"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, p.Checkpoint(ctx))
+	require.Eventually(t, func() bool {
+		as := p.ArchiveStatus()
+		return as.Index >= sealed.LastIndex && as.LastErr == nil
+	}, 20*time.Second, 10*time.Millisecond, "the channel with an orphan is archived (status %+v)", p.ArchiveStatus())
+	require.Eventually(t, func() bool {
+		chans, err := p.Room().Channels(ctx)
+		return err == nil && chans[0].FirstIndex > sealed.LastIndex
+	}, 20*time.Second, 10*time.Millisecond, "the channel is deleted once archived")
+
+	it, ok, err := dir.Lookup(ctx, p.origin(), archive.KindChannel, sealed.FirstIndex, sealed.LastIndex)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ch, err := dir.ReadChannel(ctx, it)
+	require.NoError(t, err)
+	require.Len(t, ch.Batches, sealed.Batches, "the chain only, not the orphan")
+	res, err := archive.Restore(ctx, archive.RestoreOptions{Archive: dir, Room: c.room, ToIndex: sealed.LastIndex,
+		DataDir: t.TempDir()})
+	require.NoError(t, err)
+	h, ok := p.runHashAt(res.Index)
+	require.True(t, ok)
+	require.Equal(t, h, res.RunHash)
 }
