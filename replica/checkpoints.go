@@ -771,10 +771,7 @@ func (r *Replica) serveHTTP() error {
 			}
 		}
 	}
-	// ReadHeaderTimeout also bounds the TLS handshake; refused handshakes
-	// (a peer without a certificate, another CA's) are logged.
-	r.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(r.log.Handler(), slog.LevelWarn)}
+	r.httpSrv = newPeerServer(mux, r.cfg.peerConnMaxAge(), r.log) // peertls.go: bounded connection age
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

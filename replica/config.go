@@ -220,6 +220,15 @@ type Config struct {
 	// only inside TLS. Rotated files are used by new connections without
 	// a restart. It must hold a certificate. nil: plain HTTP.
 	PeerTLS *tlsfiles.Source
+	// PeerConnMaxAge bounds the age of a connection to the checkpoint
+	// server on ListenAddr (tlsfiles.LimitConnAge), so that a peer whose
+	// certificate expired or whose CA was removed from the CA file loses
+	// access however busy it keeps its connection: after PeerConnMaxAge
+	// a connection takes no new request (idle ones close at once), and at
+	// twice it it is closed whatever it is doing (a liveness stream is
+	// reopened by its follower, a fetch resumes). 0:
+	// DefaultPeerConnMaxAge (1m); negative: no bound.
+	PeerConnMaxAge time.Duration
 	// Registerer, when set, receives the replica's Prometheus metrics and
 	// its logroom writer's and reader's (package doc, "Metrics"), labelled
 	// room=<Room> and member=<ID>. They are unregistered by Close. nil: no

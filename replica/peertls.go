@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,7 +35,11 @@ import (
 //   - the certificate files are read again when they change (package
 //     tlsfiles): every new connection uses the current ones, without a
 //     restart. Peer connections are never kept alive between requests, so
-//     the next fetch after a rotation uses the new files.
+//     the next fetch after a rotation uses the new files. The server on
+//     ListenAddr bounds every connection's age (Config.PeerConnMaxAge,
+//     newPeerServer): a peer whose CA was removed, or whose certificate
+//     expired, loses access within twice it, even over a busy connection
+//     or the liveness stream (which its follower reopens).
 //
 // Members without PeerTLS keep advertising and fetching plain http
 // ("host:port" still means http). A room switches by restarting its
@@ -102,6 +107,35 @@ func peerServerTLS(src *tlsfiles.Source) *tls.Config {
 	}
 	cfg.NextProtos = []string{"http/1.1"}
 	return cfg
+}
+
+// DefaultPeerConnMaxAge is Config.PeerConnMaxAge's default.
+const DefaultPeerConnMaxAge = time.Minute
+
+// peerConnMaxAge is Config.PeerConnMaxAge with its default; 0: no bound.
+func (c Config) peerConnMaxAge() time.Duration {
+	switch {
+	case c.PeerConnMaxAge == 0:
+		return DefaultPeerConnMaxAge
+	case c.PeerConnMaxAge < 0:
+		return 0
+	}
+	return c.PeerConnMaxAge
+}
+
+// newPeerServer is the server of the replica's own checkpoint endpoint
+// (Config.ListenAddr). ReadHeaderTimeout also bounds the TLS handshake;
+// refused handshakes (a peer without a certificate, another CA's) are
+// logged. A connection idle for maxAge is closed, and so is any
+// connection older than maxAge once its request ends, or at 2×maxAge
+// (tlsfiles.LimitConnAge): what a handshake verified is verified again
+// at least that often. maxAge 0: no bound (and no idle timeout beyond
+// net/http's default).
+func newPeerServer(h http.Handler, maxAge time.Duration, log *slog.Logger) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: maxAge,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	tlsfiles.LimitConnAge(srv, maxAge)
+	return srv
 }
 
 // peerBaseURL is checkpointBaseURL for a peer's advertised address, and

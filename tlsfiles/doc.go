@@ -68,7 +68,10 @@
 // rotation is the fix, and Certificate's NotAfter
 // tells when it is due. Connections already open are not touched: only
 // new handshakes use new material (go-zookeeper's reconnects included, so
-// a ZooKeeper session survives a rotation).
+// a ZooKeeper session survives a rotation). A server bounds how long a
+// peer verified once keeps access with LimitConnAge(srv, maxAge): no
+// request starts on a connection older than maxAge, and none is open at
+// 2×maxAge, however busy its client keeps it.
 //
 // # Verifying peers
 //

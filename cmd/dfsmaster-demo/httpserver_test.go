@@ -37,7 +37,7 @@ func startHTTP(t *testing.T, room string, reg *prometheus.Registry) string {
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := newHTTPServer(rootHandler(apiSrv, room, ckpt, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), slog.New(slog.DiscardHandler))
+	srv := newHTTPServer(rootHandler(apiSrv, room, ckpt, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), slog.New(slog.DiscardHandler), 0)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()

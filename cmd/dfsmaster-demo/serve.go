@@ -145,6 +145,9 @@ type serveConfig struct {
 	// --zk-acl-x509): replica.Config.ZooKeeperTLS, ZooKeeperTLSServerName
 	// and ACLIdentities, and the chunk-server controller's session.
 	ZK zkTLS
+	// MaxConnAge bounds the age of a connection to the HTTP server (0:
+	// httpMaxConnAge): see tlsfiles.LimitConnAge.
+	MaxConnAge time.Duration
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -276,7 +279,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	m := &master{
 		handoff: cfg.HandoffTimeout,
 		rep:     rep, adapter: adapter, addr: adv, log: log, served: make(chan error, 1), reg: reg,
-		srv: newHTTPServer(h, log),
+		srv: newHTTPServer(h, log, cfg.MaxConnAge),
 	}
 	if cfg.ChunkServers {
 		// Its own ZooKeeper session for the recipes (the replica's is
@@ -310,18 +313,37 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 // connection only while it keeps it busy.
 const httpIdleTimeout = 2 * time.Minute
 
+// httpMaxConnAge bounds the age of a connection however busy its client
+// keeps it (tlsfiles.LimitConnAge): after it the connection takes no new
+// request, and at twice it the connection is closed whatever it does. So
+// a client whose CA was removed, or whose certificate expired, loses
+// access within 2 minutes even over a connection it never lets idle.
+const httpMaxConnAge = time.Minute
+
+// maxConnAgeOr is d, or httpMaxConnAge when d is 0.
+func maxConnAgeOr(d time.Duration) time.Duration {
+	if d == 0 {
+		return httpMaxConnAge
+	}
+	return d
+}
+
 // newHTTPServer is a master's HTTP server: bounded header size, header
-// read time and idle time of kept-alive connections. What net/http answers by itself (malformed requests, headers
-// over MaxHeaderBytes) is plain text, not the API's JSON: see package
-// api's doc, "Errors net/http writes itself".
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
+// read time, idle time of kept-alive connections and age of any
+// connection (maxConnAge, 0: httpMaxConnAge). What net/http answers by
+// itself (malformed requests, headers over MaxHeaderBytes) is plain text,
+// not the API's JSON: see package api's doc, "Errors net/http writes
+// itself".
+func newHTTPServer(h http.Handler, log *slog.Logger, maxConnAge time.Duration) *http.Server {
+	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    api.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	tlsfiles.LimitConnAge(srv, maxConnAgeOr(maxConnAge))
+	return srv
 }
 
 // rootHandler routes a master's requests: metricsPath to metrics, the
