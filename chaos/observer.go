@@ -138,6 +138,7 @@ func (w *observerWatch) followEpochs(ctx context.Context, servers []string, room
 			continue
 		}
 		if err == nil {
+			path = info.Path // a re-seeded room names its epoch znode anew
 			w.mu.Lock()
 			w.rep.Reads++
 			if info.Epoch != 0 {

@@ -14,9 +14,13 @@
 //	<base>/R                        room meta: msgpack {v: 1, created: unix ms
 //	                                [, since, epoch]} at room version 1, {v: 2,
 //	                                created, room: N, since, epoch} at room
-//	                                version N >= 2 (see "Room version")
+//	                                version N >= 2 (see "Room version"); a
+//	                                re-seeded room adds fence: "epoch-<16 hex>"
 //	<base>/R/epoch                  msgpack {v: 1, epoch, owner, nonce}; its znode
-//	                                VERSION is the fence
+//	                                VERSION is the fence. A re-seeded room
+//	                                (SeedRoom) names this znode by the meta's
+//	                                fence instead: a name no earlier incarnation
+//	                                of the room used
 //	<base>/R/channels/ch-%020d      channel N (N = 1, 2, 3…), data = msgpack
 //	                                {v: 1, first, epoch, sealed, last, bytes, batches,
 //	                                deleting (omitted unless set), room (the room
@@ -187,7 +191,11 @@
 //  1. Fencing: every write of a Writer (batch create, seal, channel open)
 //     is a Multi whose first op is CheckVersion(epoch znode, the version its
 //     own CAS produced). Once a newer epoch exists, nothing of an older
-//     writer lands.
+//     writer lands. The check also fences writers of an earlier
+//     incarnation of the room (deleted and re-seeded under them): the
+//     re-seeded room's epoch znode has a fresh name (room meta "fence"),
+//     so their check finds no znode, though its version restarted at 0 and
+//     the new incarnation's takeovers reach their version again.
 //  2. Acknowledgement order: Append returns success only when its batches
 //     and every earlier batch are durable; acknowledged batches are always
 //     a contiguous prefix of the chain.

@@ -907,7 +907,7 @@ func (w *Writer) sealOps() sealPlan {
 		if target == cur {
 			since = w.roomSince // the end of a downgrade: the version has not changed
 		}
-		meta := roomMetaFor(w.roomCreated, target, since, w.epoch, p.lowering)
+		meta := roomMetaFor(w.roomCreated, target, since, w.epoch, p.lowering, w.room.fence)
 		p.ops = append(p.ops, &zk.SetDataRequest{Path: w.room.root, Data: encodeMeta(meta), Version: w.roomMetaVer})
 	}
 	return p

@@ -60,13 +60,19 @@ func SeedRoom(ctx context.Context, c *Client, base, name string, s Seed) (int64,
 	if rv > 1 {
 		since = s.Index + 1
 	}
-	meta := encodeMeta(roomMetaFor(time.Now().UnixMilli(), rv, since, s.Epoch, false))
+	// The epoch znode gets a name no earlier incarnation used (the room
+	// meta records it): a live writer of the lost room checks the version
+	// of its own epoch znode, which is not here, so none of its writes
+	// lands (a znode created anew restarts at version 0, so a version
+	// check on the same name could pass again).
+	fence := newFenceName()
+	meta := encodeMeta(roomMetaFor(time.Now().UnixMilli(), rv, since, s.Epoch, false, fence))
 	epoch := encodeMeta(epochMeta{Version: epochFormatVersion, Epoch: s.Epoch, Owner: s.Owner})
 	ch := encodeMeta(channelMeta{Version: channelFormatVersion, First: s.Index + 1, Epoch: s.Epoch, Last: s.Index, Room: roomField(rv)})
 	err = c.Retry(ctx, func() error {
 		_, e := multiErr(c.Conn().Multi(
 			&zk.CreateRequest{Path: root, Data: meta, Acl: c.ACL()},
-			&zk.CreateRequest{Path: root + "/" + epochNode, Data: epoch, Acl: c.ACL()},
+			&zk.CreateRequest{Path: root + "/" + fence, Data: epoch, Acl: c.ACL()},
 			&zk.CreateRequest{Path: root + "/" + channelsNode, Acl: c.ACL()},
 			&zk.CreateRequest{Path: root + "/" + channelsNode + "/" + channelName(1), Data: ch, Acl: c.ACL()},
 		))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -120,7 +121,44 @@ type roomMeta struct {
 	// room version first changes.
 	Since uint64 `msgpack:"since,omitempty"`
 	Epoch uint64 `msgpack:"epoch,omitempty"`
+	// Fence is the name of the room's epoch znode when it is not "epoch":
+	// a re-seeded room (SeedRoom) names it "epoch-" and 16 random hex
+	// digits, so a writer of an earlier incarnation, whose fence is a
+	// version check on the old name, gets NoNode instead of meeting a
+	// znode version the new incarnation reached again (versions restart at
+	// 0 when a znode is created anew). Omitted for "epoch", so a room
+	// created by OpenRoom is byte-identical to v0.1.0's.
+	Fence string `msgpack:"fence,omitempty"`
 }
+
+// fenceName is the name of the room's epoch znode.
+func (m roomMeta) fenceName() string {
+	if m.Fence == "" {
+		return epochNode
+	}
+	return m.Fence
+}
+
+// fencePrefix starts the name of a re-seeded room's epoch znode.
+const fencePrefix = epochNode + "-"
+
+// validFence reports whether name may be a room meta's Fence: "epoch-"
+// and 16 lowercase hex digits.
+func validFence(name string) bool {
+	hex, ok := strings.CutPrefix(name, fencePrefix)
+	if !ok || len(hex) != 16 {
+		return false
+	}
+	for _, r := range hex {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// newFenceName returns a fresh epoch znode name for a new incarnation.
+func newFenceName() string { return fmt.Sprintf("%s%016x", fencePrefix, rand.Uint64()) }
 
 // roomVersion is the room version the meta records.
 func (m roomMeta) roomVersion() int {
@@ -131,10 +169,14 @@ func (m roomMeta) roomVersion() int {
 }
 
 // roomMetaFor returns the meta recording room version v from index since,
-// set by a writer of epoch, keeping created. record2 keeps record version
-// 2 at room version 1 (a downgrade whose earlier channels remain).
-func roomMetaFor(created int64, v int, since, epoch uint64, record2 bool) roomMeta {
-	m := roomMeta{Version: roomFormatVersion, Created: created, Since: since, Epoch: epoch}
+// set by a writer of epoch, keeping created and the fence name (fence: ""
+// or "epoch" for the epoch znode "epoch"). record2 keeps record version 2
+// at room version 1 (a downgrade whose earlier channels remain).
+func roomMetaFor(created int64, v int, since, epoch uint64, record2 bool, fence string) roomMeta {
+	if fence == epochNode {
+		fence = ""
+	}
+	m := roomMeta{Version: roomFormatVersion, Created: created, Since: since, Epoch: epoch, Fence: fence}
 	if v > 1 || record2 {
 		m.Version, m.Room = roomFormatVersion2, v
 	}
@@ -252,6 +294,9 @@ func decodeRoomMeta(data []byte) (roomMeta, error) {
 	if err := msgpack.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: room meta: %v", ErrCorrupt, err)
 	}
+	if m.Fence != "" && !validFence(m.Fence) {
+		return m, fmt.Errorf("%w: room meta: epoch znode name %q is not %q and 16 hex digits", ErrCorrupt, m.Fence, fencePrefix)
+	}
 	switch {
 	case m.Version == roomFormatVersion:
 		if m.Room != 0 {
@@ -311,6 +356,11 @@ type Room struct {
 	log            *slog.Logger
 	metrics        *Metrics
 	maxRoomVersion int // RoomOptions.MaxRoomVersion
+	// fence is the epoch znode's name, read from the room meta when the
+	// room was opened ("epoch", or "epoch-<hex>" in a re-seeded room). A
+	// Room outliving its incarnation keeps the old name, so its writers'
+	// fence checks and epoch reads find no znode.
+	fence string
 	// deletions counts DeleteChannel calls through this Room, so a Writer on
 	// it refreshes its byte accounting promptly after space was freed.
 	deletions atomic.Uint64
@@ -365,7 +415,8 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 	if err != nil {
 		return nil, zkError("logroom: open room "+r.root, err)
 	}
-	if _, err := decodeRoomMeta(data); err != nil {
+	m, err := decodeRoomMeta(data)
+	if err != nil {
 		if errors.Is(err, ErrRoomLost) {
 			return nil, fmt.Errorf("%w (room %q, znode %s)", err, name, r.root)
 		}
@@ -374,6 +425,7 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 		}
 		return nil, fmt.Errorf("%w: room %q: znode %s is not a room", err, name, r.root)
 	}
+	r.fence = m.fenceName()
 	if err := r.checkACL(ctx); err != nil {
 		return nil, err
 	}
@@ -442,7 +494,7 @@ func (r *Room) readRoomMeta(ctx context.Context) (roomMeta, int32, error) {
 func (r *Room) checkACL(ctx context.Context) error {
 	want := slices.Clone(r.c.ACL())
 	slices.SortFunc(want, compareACL)
-	for _, p := range []string{r.root, r.Path(epochNode), r.Path(channelsNode)} {
+	for _, p := range []string{r.root, r.epochPath(), r.Path(channelsNode)} {
 		var acl []zk.ACL
 		err := r.c.Retry(ctx, func() error {
 			var e error
@@ -487,6 +539,9 @@ func (r *Room) Path(sub ...string) string {
 func (r *Room) Client() *Client { return r.c }
 
 func (r *Room) channelPath(num uint64) string { return r.Path(channelsNode, channelName(num)) }
+
+// epochPath is the path of the room's epoch znode (the fence).
+func (r *Room) epochPath() string { return r.Path(r.fence) }
 func (r *Room) batchPath(num, first uint64) string {
 	return r.Path(channelsNode, channelName(num), batchName(first))
 }
@@ -507,7 +562,7 @@ func (r *Room) Epoch(ctx context.Context) (uint64, error) {
 }
 
 func (r *Room) readEpoch(ctx context.Context) (epochMeta, int32, error) {
-	data, stat, err := zkx.Get(ctx, r.c, r.Path(epochNode))
+	data, stat, err := zkx.Get(ctx, r.c, r.epochPath())
 	if errors.Is(err, zk.ErrNoNode) {
 		return epochMeta{}, 0, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
 	}
@@ -516,7 +571,7 @@ func (r *Room) readEpoch(ctx context.Context) (epochMeta, int32, error) {
 	}
 	m, err := decodeEpochMeta(data)
 	if err != nil {
-		return m, 0, fmt.Errorf("%w: room %q znode %s", err, r.name, r.Path(epochNode))
+		return m, 0, fmt.Errorf("%w: room %q znode %s", err, r.name, r.epochPath())
 	}
 	return m, stat.Version, nil
 }

@@ -125,6 +125,10 @@ type RoomInfo struct {
 	Czxid int64
 	// RoomVersion is the room version its meta records.
 	RoomVersion RoomVersion
+	// EpochZnode is the name of the room's epoch znode: EpochZnode
+	// ("epoch"), or "epoch-" and 16 hex digits in a re-seeded room (a name
+	// no earlier incarnation used; see SeedRoom).
+	EpochZnode string
 }
 
 // ReadRoomInfo syncs with the ZooKeeper leader (what follows sees at least
@@ -156,7 +160,7 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 		return RoomInfo{}, corruptZnode(name, 0, root, err)
 	}
 	return RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
-		RoomVersion: m.info()}, nil
+		RoomVersion: m.info(), EpochZnode: m.fenceName()}, nil
 }
 
 // EpochInfo is the room's epoch znode.
@@ -166,17 +170,21 @@ type EpochInfo struct {
 	// Version is the znode's version: the fence of the writer whose CAS
 	// produced it.
 	Version int32
+	// Path is the epoch znode's path (its name is recorded in the room
+	// meta: RoomInfo.EpochZnode).
+	Path string
 }
 
 // ReadEpoch reads the epoch znode of room name under base (DefaultBase
-// when empty). A missing epoch znode wraps ErrNoRoom; one that does not
-// decode is a *CorruptZnodeError.
+// when empty), under the name the room meta records (ReadRoomInfo first).
+// A missing room or epoch znode wraps ErrNoRoom; one that does not decode
+// is a *CorruptZnodeError.
 func ReadEpoch(ctx context.Context, c *Client, base, name string) (EpochInfo, error) {
-	base, err := checkView(base, name)
+	info, err := ReadRoomInfo(ctx, c, base, name)
 	if err != nil {
 		return EpochInfo{}, err
 	}
-	p := RoomPath(base, name, epochNode)
+	p := info.Path + "/" + info.EpochZnode
 	data, st, err := zkx.Get(ctx, c, p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return EpochInfo{}, fmt.Errorf("%w: %s", ErrNoRoom, p)
@@ -188,7 +196,7 @@ func ReadEpoch(ctx context.Context, c *Client, base, name string) (EpochInfo, er
 	if err != nil {
 		return EpochInfo{}, corruptZnode(name, 0, p, err)
 	}
-	return EpochInfo{Epoch: m.Epoch, Owner: m.Owner, Version: st.Version}, nil
+	return EpochInfo{Epoch: m.Epoch, Owner: m.Owner, Version: st.Version, Path: p}, nil
 }
 
 // ChannelListing is one listing of a room's channels/ znode.

@@ -29,14 +29,14 @@ func TestReadViews(t *testing.T) {
 	require.NoError(t, err)
 	_, st, err := conn.Get(r.Path())
 	require.NoError(t, err)
-	require.Equal(t, RoomInfo{Name: "v", Path: r.Path(), Created: info.Created, Czxid: st.Czxid, RoomVersion: RoomVersion{Version: 1}}, info)
+	require.Equal(t, RoomInfo{Name: "v", Path: r.Path(), Created: info.Created, Czxid: st.Czxid, RoomVersion: RoomVersion{Version: 1}, EpochZnode: EpochZnode}, info)
 	require.GreaterOrEqual(t, info.Created, before-1000)
 	require.LessOrEqual(t, info.Created, time.Now().UnixMilli()+1000)
 	require.Equal(t, RoomPath(base, "v"), r.Path())
 
 	ep, err := ReadEpoch(ctx, c, base, "v")
 	require.NoError(t, err)
-	require.Equal(t, EpochInfo{}, ep, "no writer yet")
+	require.Equal(t, EpochInfo{Path: RoomPath(base, "v", EpochZnode)}, ep, "no writer yet")
 	l, err := ListChannels(ctx, c, base, "v")
 	require.NoError(t, err)
 	require.Empty(t, l.Nums)
@@ -64,7 +64,7 @@ func TestReadViews(t *testing.T) {
 	require.NoError(t, err)
 	epoch, err := r.Epoch(ctx)
 	require.NoError(t, err)
-	require.Equal(t, EpochInfo{Epoch: epoch, Owner: "w2", Version: st.Version}, ep)
+	require.Equal(t, EpochInfo{Epoch: epoch, Owner: "w2", Version: st.Version, Path: RoomPath(base, "v", EpochZnode)}, ep)
 	require.Equal(t, uint64(2), ep.Epoch)
 
 	create := func(p string, data []byte) {

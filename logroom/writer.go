@@ -375,7 +375,7 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 		c:           r.c,
 		cfg:         cfg,
 		m:           cfg.Metrics,
-		epochPath:   r.Path(epochNode),
+		epochPath:   r.epochPath(),
 		maxEntry:    MaxEntryBytes(cfg.MaxBatchBytes),
 		spaceCh:     make(chan struct{}),
 		kick:        zkx.NewSignal(),
