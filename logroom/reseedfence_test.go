@@ -52,7 +52,8 @@ func TestReseedFenceSurvives(t *testing.T) {
 			// The old writer's append, right after the new takeover, must not
 			// be acknowledged...
 			_, err = old.Append(ctx, []byte("ghost"))
-			require.Error(t, err, "a writer of the lost incarnation appended to the re-seeded room"); t.Logf("old writer: %v", err)
+			require.Error(t, err, "a writer of the lost incarnation appended to the re-seeded room")
+			t.Logf("old writer: %v", err)
 			require.True(t, errors.Is(err, ErrFenced) || errors.Is(err, ErrNoRoom) || errors.Is(err, ErrClosed),
 				"the old writer's refusal says it was fenced: %v", err)
 
