@@ -26,6 +26,12 @@ var (
 	// items, an index past the newest archived one, a time before the
 	// oldest archived batch).
 	ErrNotCovered = errors.New("archive: index not covered by the archive")
+	// ErrAmbiguous: the archive holds items of several incarnations of the
+	// room and the restore named none (RestoreOptions.RoomCzxid). A wiped
+	// or new ensemble counts zxids from zero, so the order of czxids says
+	// nothing about which incarnation is newer; the error lists each one,
+	// what it covers and when its last archived batch committed.
+	ErrAmbiguous = errors.New("archive: several incarnations of the room are archived; name one")
 	// ErrNotFound: no item under the key asked for.
 	ErrNotFound = errors.New("archive: no such item")
 )

@@ -37,6 +37,7 @@ type testLog struct {
 	run      map[uint64]store.RunHash
 	state    map[uint64]string
 	t0       time.Time
+	origin   Origin
 }
 
 // makeLog writes n entries in batches of batch, channels of chanEntries
@@ -44,12 +45,19 @@ type testLog struct {
 // at t0 + i seconds.
 func makeLog(t *testing.T, n, batch, chanEntries int, ckptAt ...uint64) *testLog {
 	t.Helper()
+	return makeLogOf(t, testOrigin, time.UnixMilli(1_700_000_000_000), n, batch, chanEntries, ckptAt...)
+}
+
+// makeLogOf is makeLog for the incarnation origin, batch i committing at
+// t0 + i seconds.
+func makeLogOf(t *testing.T, origin Origin, t0 time.Time, n, batch, chanEntries int, ckptAt ...uint64) *testLog {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(filepath.Join(t.TempDir(), "member"), &store.Options{CheckpointFlushBytes: 1})
 	require.NoError(t, err)
 	defer st.Close()
 	l := &testLog{ckptRoot: filepath.Join(t.TempDir(), "ckpts"), run: map[uint64]store.RunHash{},
-		state: map[uint64]string{}, t0: time.UnixMilli(1_700_000_000_000)}
+		state: map[uint64]string{}, t0: t0, origin: origin}
 	isCkpt := map[uint64]bool{}
 	for _, c := range ckptAt {
 		isCkpt[c] = true
@@ -58,7 +66,7 @@ func makeLog(t *testing.T, n, batch, chanEntries int, ckptAt ...uint64) *testLog
 	bi := 0
 	for idx := uint64(1); idx <= uint64(n); {
 		if cur == nil {
-			l.chans = append(l.chans, Channel{Origin: testOrigin, Num: uint64(len(l.chans) + 1), First: idx, Epoch: 1,
+			l.chans = append(l.chans, Channel{Origin: origin, Num: uint64(len(l.chans) + 1), First: idx, Epoch: 1,
 				Meta: []byte(fmt.Sprintf("meta %d", len(l.chans)+1))})
 			cur = &l.chans[len(l.chans)-1]
 		}
@@ -84,7 +92,7 @@ func makeLog(t *testing.T, n, batch, chanEntries int, ckptAt ...uint64) *testLog
 		idx += uint64(len(ents))
 		cur.Last = idx - 1
 		if isCkpt[idx-1] {
-			info, err := checkpoint.Create(ctx, st, l.ckptRoot, testOrigin)
+			info, err := checkpoint.Create(ctx, st, l.ckptRoot, origin)
 			require.NoError(t, err)
 			l.ckpts = append(l.ckpts, info)
 		}
@@ -103,7 +111,7 @@ func (l *testLog) putAll(t *testing.T, a Archive) {
 		require.NoError(t, err)
 	}
 	for _, c := range l.ckpts {
-		_, err := a.PutCheckpoint(ctx, testOrigin, c.Path)
+		_, err := a.PutCheckpoint(ctx, l.origin, c.Path)
 		require.NoError(t, err)
 	}
 }

@@ -97,8 +97,11 @@
 //
 // # Restore protocol
 //
-//  1. List the room's items; pick the incarnation (RestoreOptions.RoomCzxid,
-//     or the newest).
+//  1. List the room's items; pick the incarnation: RestoreOptions.RoomCzxid,
+//     or the only one archived. Several and none named is ErrAmbiguous,
+//     listing each with what it covers and its last commit time: a wiped
+//     or new ensemble counts zxids from zero, so no order of czxids tells
+//     the incarnation in service from a lost one.
 //  2. Pick the target index (ToIndex, or resolve ToTime over the channels).
 //  3. Pick the newest archived checkpoint at or below it (none: start from
 //     an empty store, which needs the channel holding index 1) and the

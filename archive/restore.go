@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/roomlog/roomlog/checkpoint"
@@ -23,8 +25,10 @@ type RestoreOptions struct {
 	Archive Archive
 	// Room is the room's name. Required.
 	Room string
-	// RoomCzxid picks the room incarnation (0: the newest one the archive
-	// holds items of).
+	// RoomCzxid picks the room incarnation (its room znode's czxid). 0:
+	// the only one the archive holds items of; when it holds several,
+	// Restore refuses with ErrAmbiguous listing them (czxids restart from
+	// zero in a wiped or new ensemble: the highest is not the newest).
 	RoomCzxid int64
 	// ToIndex is the index the store is built at (0 with ToTime zero: the
 	// newest index the archive covers).
@@ -98,6 +102,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	items, err := opts.Archive.List(ctx, opts.Room)
 	if err != nil {
 		return res, err
+	}
+	if opts.RoomCzxid == 0 {
+		if err := oneIncarnation(ctx, opts.Archive, items); err != nil {
+			return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
+		}
 	}
 	plan, err := planRestore(items, opts.RoomCzxid)
 	if err != nil {
@@ -252,7 +261,7 @@ func planRestore(items []Item, czxid int64) (plan, error) {
 		return plan{}, fmt.Errorf("%w: nothing archived", ErrNotCovered)
 	}
 	if czxid == 0 {
-		czxid = items[len(items)-1].Origin.RoomCzxid // sorted by czxid
+		czxid = items[0].Origin.RoomCzxid // the only one (oneIncarnation)
 	}
 	var p plan
 	for _, it := range items {
@@ -381,4 +390,79 @@ func resolveTime(ctx context.Context, a Archive, p plan, t time.Time) (uint64, i
 		return 0, 0, fmt.Errorf("%w: no archived channel to resolve %v against", ErrNotCovered, t.UTC())
 	}
 	return idx, at, nil
+}
+
+// oneIncarnation returns nil when items are of at most one incarnation;
+// otherwise ErrAmbiguous listing each incarnation: the indexes its
+// channels and checkpoints cover and when its last archived batch
+// committed (ZooKeeper time, read from its newest channel item), the
+// newest first. Only the operator can tell which one is in service.
+func oneIncarnation(ctx context.Context, a Archive, items []Item) error {
+	var origins []int64
+	for _, it := range items {
+		if len(origins) == 0 || origins[len(origins)-1] != it.Origin.RoomCzxid {
+			origins = append(origins, it.Origin.RoomCzxid) // sorted by czxid
+		}
+	}
+	if len(origins) < 2 {
+		return nil
+	}
+	type inc struct {
+		line string
+		last int64
+	}
+	var incs []inc
+	for _, cz := range origins {
+		p, err := planRestore(items, cz)
+		if err != nil {
+			return err
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "\n  incarnation 0x%x:", cz)
+		var last int64
+		if n := len(p.chans); n > 0 {
+			fmt.Fprintf(&b, " channels hold indexes %d..%d", p.chans[0].First, p.chans[n-1].Last)
+			if gaps := n - 1 - contiguous(p.chans); gaps > 0 {
+				fmt.Fprintf(&b, " (with %d gaps)", gaps)
+			}
+			ch, err := a.ReadChannel(ctx, p.chans[n-1])
+			switch {
+			case err != nil:
+				fmt.Fprintf(&b, "; its newest channel item is unreadable (%v)", err)
+			case len(ch.Batches) > 0:
+				last = ch.Batches[len(ch.Batches)-1].Ctime
+				fmt.Fprintf(&b, "; index %d committed %s (ZooKeeper time)", ch.Last, time.UnixMilli(last).UTC().Format(time.RFC3339))
+			}
+		} else {
+			b.WriteString(" no channel")
+		}
+		switch n := len(p.ckpts); {
+		case n == 1:
+			fmt.Fprintf(&b, "; a checkpoint at index %d", p.ckpts[0].Last)
+		case n > 1:
+			fmt.Fprintf(&b, "; %d checkpoints, at indexes %d..%d", n, p.ckpts[0].Last, p.ckpts[n-1].Last)
+		default:
+			b.WriteString("; no checkpoint")
+		}
+		incs = append(incs, inc{line: b.String(), last: last})
+	}
+	sort.SliceStable(incs, func(i, j int) bool { return incs[i].last > incs[j].last })
+	var b strings.Builder
+	for _, in := range incs {
+		b.WriteString(in.line)
+	}
+	return fmt.Errorf("%w (RoomCzxid, --incarnation); a wiped or new ensemble counts zxids from zero, so the highest czxid need not be the incarnation in service:%s",
+		ErrAmbiguous, b.String())
+}
+
+// contiguous counts the channel items of chans (ascending) that start
+// right after the previous one ends.
+func contiguous(chans []Item) int {
+	n := 0
+	for i := 1; i < len(chans); i++ {
+		if chans[i].First == chans[i-1].Last+1 {
+			n++
+		}
+	}
+	return n
 }

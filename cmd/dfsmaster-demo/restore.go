@@ -25,6 +25,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index (0 without --to-time: the newest archived)")
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir; DATADIR/store must not exist or be empty (required)")
+	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -35,7 +36,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "dfsmaster-demo restore: --archive and --out are required, --to-index or --to-time (not both), no arguments")
 		return exitUsage
 	}
-	opts := archive.RestoreOptions{Room: *room, ToIndex: *toIndex, DataDir: *out, Applier: namespace.Applier{}}
+	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: namespace.Applier{}}
 	if *toTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, *toTime)
 		if err != nil {

@@ -48,8 +48,21 @@ func TestServeArchiveAndRestore(t *testing.T) {
 	var res struct {
 		Index     uint64 `json:"index"`
 		StateHash string `json:"state_hash"`
+		Czxid     int64  `json:"room_czxid"`
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res))
 	require.Equal(t, mid.AppliedIndex, res.Index)
 	require.Equal(t, mid.Hash, res.StateHash)
+
+	// --incarnation names the room incarnation (needed when the archive
+	// holds several); one the archive does not hold is refused by name.
+	stdout.Reset()
+	code = run(ctx, []string{"restore", "--archive", archDir, "--room", "archive-demo", "--incarnation", fmt.Sprintf("0x%x", res.Czxid),
+		"--to-index", fmt.Sprint(mid.AppliedIndex), "--out", filepath.Join(dir, "restored2")}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	stderr.Reset()
+	code = run(ctx, []string{"restore", "--archive", archDir, "--room", "archive-demo", "--incarnation", fmt.Sprintf("0x%x", res.Czxid+1),
+		"--to-index", fmt.Sprint(mid.AppliedIndex), "--out", filepath.Join(dir, "restored3")}, &stdout, &stderr)
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr.String(), fmt.Sprintf("0x%x", res.Czxid+1))
 }

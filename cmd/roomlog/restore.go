@@ -24,6 +24,10 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
                               index, running hash and state hash. --applier must be the
                               room's: ops (store.OpsApplier) here; the demo namespace has
                               'dfsmaster-demo restore'. No --to-*: the newest archived index.
+                              An archive holding several incarnations of the room (re-created,
+                              or re-seeded after ZooKeeper lost it) needs --incarnation: zxids
+                              restart from zero in a wiped ensemble, so no czxid order tells
+                              the one in service; the refusal lists each one.
 `
 
 // restoreJSON is what restore --json prints.
@@ -54,7 +58,7 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir (DATADIR/store must not exist or be empty) (required)")
 	applier := fs.String("applier", "ops", "the room's applier: ops")
-	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of the room znode; 0: the newest archived)")
+	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: roomlog restore [flags]\n\n"+restoreUsage+"\nflags:\n")
