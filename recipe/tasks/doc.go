@@ -97,7 +97,9 @@
 //     creation order, each once. A child gone before it was received is
 //     not delivered. After a session expiry (a new session id) it Syncs
 //     and delivers again every assignment still there: a worker whose
-//     session was lost cannot tell what the assigner did meanwhile.
+//     session was lost cannot tell what the assigner did meanwhile. Its
+//     directory found deleted (by an operator), it creates it again and
+//     lists it again, arming a new watch.
 //  3. Report: check that the assignment node is still the one delivered
 //     (its czxid), then one Multi: delete it at the version delivered,
 //     create D/results/t-<id>. The node gone or re-created (the task was

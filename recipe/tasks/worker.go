@@ -207,15 +207,23 @@ func (w *Worker) loop(ctx context.Context) {
 func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assignment, ch <-chan zk.Event) ([]Assignment, <-chan zk.Event, error) {
 	var names []string
 	var err error
-	if ch == nil {
-		names, ch, err = zkx.ChildrenW(ctx, w.sess, w.assignPath())
-	} else {
-		names, err = zkx.Children(ctx, w.sess, w.assignPath())
-	}
-	if errors.Is(err, zk.ErrNoNode) {
-		// Deleted (by an operator): create it again; the assigner
-		// creates it too before it assigns.
-		return pending, nil, zkx.EnsurePath(ctx, w.sess, w.assignPath())
+	for tries := 0; ; tries++ {
+		if ch == nil {
+			names, ch, err = zkx.ChildrenW(ctx, w.sess, w.assignPath())
+		} else {
+			names, err = zkx.Children(ctx, w.sess, w.assignPath())
+		}
+		if !errors.Is(err, zk.ErrNoNode) || tries == 1 {
+			break
+		}
+		// Deleted (by an operator, or by the assigner while this
+		// worker was not a member): create it again, then list it
+		// again, arming a watch on the new directory (the assigner
+		// also creates it before it assigns).
+		ch = nil
+		if err := zkx.EnsurePath(ctx, w.sess, w.assignPath()); err != nil {
+			return pending, nil, err
+		}
 	}
 	if err != nil {
 		return pending, nil, err
