@@ -60,7 +60,10 @@
 //     the node is deleted, or the session that holds it expires (a new
 //     session id, or StateExpired), it goes back to 1 in the current
 //     session (the rebuild), creating the node with the latest data,
-//     retrying with backoff until Leave.
+//     retrying with backoff until Leave. Its session events queue while
+//     it writes or rebuilds, so it judges each by the current session id,
+//     not by the event alone: an expiry read after the node was rebuilt in
+//     the new session is about the old one, and changes nothing.
 //  4. Leave stops that goroutine, waits for it, and deletes the node if our
 //     session holds it. If the delete cannot be done within Leave's ctx,
 //     Leave says so and the node stays (until the session ends, or until

@@ -1,5 +1,7 @@
 package membership
 
+import "github.com/go-zookeeper/zk"
+
 // SetBeforeRead makes w's listings call f (nil: nothing) before reading
 // each child, on the watcher's loop goroutine: a test pauses a refresh
 // there.
@@ -9,4 +11,14 @@ func SetBeforeRead(w *Watcher, f func(id string)) {
 		return
 	}
 	w.beforeRead.Store(&f)
+}
+
+// SetKeeperEventHook makes r's keeper call f (nil: nothing) after it
+// handled each session event, on the keeper's goroutine.
+func SetKeeperEventHook(r *Registration, f func(zk.Event)) {
+	if f == nil {
+		r.afterEvent.Store(nil)
+		return
+	}
+	r.afterEvent.Store(&f)
 }

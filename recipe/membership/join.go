@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 
@@ -45,6 +46,9 @@ type Registration struct {
 	done   chan struct{} // closed when the loop returned
 	// poke wakes the keeper when Update recorded new data.
 	poke zkx.Signal
+	// afterEvent, when set (tests only: export_test.go), is called by the
+	// keeper after it handled a session event.
+	afterEvent atomic.Pointer[func(zk.Event)]
 
 	mu sync.Mutex // guards the fields below
 	// data is the latest data (Join's, then Update's), gen its generation
@@ -458,12 +462,25 @@ func (r *Registration) wait(ctx context.Context, ch <-chan zk.Event, owner int64
 				r.setErr(zkr.ErrClientClosed)
 				return false, false
 			}
-			if ev.State == zk.StateExpired {
+			// Events queue while the keeper is busy (a write or a
+			// rebuild waiting for the session), so one may be about a
+			// session older than the node's: only the current session
+			// id tells whether the session that holds the node is gone.
+			// go-zookeeper clears it before it reports StateExpired.
+			lost := false
+			switch id := r.sess.ID(); {
+			case id == owner:
+			case ev.State == zk.StateExpired:
 				r.lose("session expired")
-				return false, true
-			}
-			if id := r.sess.ID(); id != 0 && id != owner {
+				lost = true
+			case id != 0:
 				r.lose("session expired (new session)")
+				lost = true
+			}
+			if f := r.afterEvent.Load(); f != nil {
+				(*f)(ev)
+			}
+			if lost {
 				return false, true
 			}
 		}
