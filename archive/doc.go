@@ -90,10 +90,14 @@
 // batch. RestoreOptions.ToTime resolves to the last index of the last
 // batch, in index order, committed at or before the time, stopping at the
 // first batch committed after it (so a leader clock that stepped back
-// never lets a later entry in before an earlier one). Request envelopes
+// never lets a later entry in before an earlier one). A time past every
+// archived batch resolves to the newest checkpoint above them whose
+// manifest was created (the member's clock) at or before it, else to the
+// last archived batch; the result is then marked cut back
+// (RestoreResult.Cut, CutReason): later entries may exist in channels not
+// sealed and archived yet. Request envelopes
 // (store.Request.Stamp) carry proposers' clocks too, but only for
-// ProposeRequest entries; checkpoint manifests carry the member's clock at
-// creation; neither is used to resolve a time.
+// ProposeRequest entries and are not used to resolve a time.
 //
 // # Restore protocol
 //

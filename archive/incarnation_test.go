@@ -58,3 +58,50 @@ func TestRestoreSeveralIncarnationsNeedsOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, inService.state[80], res.StateHash)
 }
+
+// TestRestoreToTimePastArchivedBatches: a time later than every archived
+// batch resolves to the newest archived index, the checkpoint at 250 above
+// the last archived channel (210), when that checkpoint was made at or
+// before the time; a time before the checkpoint was made cannot be
+// resolved past 210, and the result says it was cut back (Cut, CutReason).
+// Before, both resolved to 210, silently.
+func TestRestoreToTimePastArchivedBatches(t *testing.T) {
+	ctx := context.Background()
+	l := makeLog(t, 250, 5, 30, 210, 250)
+	a, err := OpenDir(t.TempDir())
+	require.NoError(t, err)
+	for _, ch := range l.chans {
+		if ch.Last <= 210 {
+			_, err := a.PutChannel(ctx, ch)
+			require.NoError(t, err)
+		}
+	}
+	for _, c := range l.ckpts {
+		_, err := a.PutCheckpoint(ctx, testOrigin, c.Path)
+		require.NoError(t, err)
+	}
+	require.Equal(t, uint64(250), l.ckpts[len(l.ckpts)-1].Manifest.Index)
+	made := l.ckpts[len(l.ckpts)-1].Manifest.Created
+
+	res, err := Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToTime: made.Add(time.Minute), DataDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Equal(t, uint64(250), res.Index, "the newest archived index (the checkpoint)")
+	require.Equal(t, l.state[250], res.StateHash)
+	require.True(t, res.Cut, "entries after 250 committed before the time are not archived")
+	require.Contains(t, res.CutReason, "250")
+
+	// Past the batches but before the checkpoint at 250 was made: the
+	// archive cannot tell when 211..250 committed.
+	res, err = Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToTime: l.t0.Add(24 * time.Hour), DataDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Equal(t, uint64(210), res.Index)
+	require.Equal(t, l.state[210], res.StateHash)
+	require.True(t, res.Cut)
+	require.Contains(t, res.CutReason, "210")
+
+	// Within the archived batches: exact, not cut.
+	res, err = Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToTime: l.t0.Add(9 * time.Second), DataDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Equal(t, uint64(50), res.Index)
+	require.False(t, res.Cut)
+}

@@ -37,9 +37,13 @@ type RestoreOptions struct {
 	// the last index of the last batch, in index order, whose ZooKeeper
 	// commit time (Batch.Ctime) is at or before ToTime, stopping at the
 	// first batch committed after it (doc.go, "Time"). A time past the
-	// newest archived batch resolves to the newest archived index: entries
-	// of channels not sealed and archived yet are not in the archive
-	// (RestoreResult.Time says when the restored index was committed).
+	// newest archived batch resolves to the newest archived index of which
+	// the archive can tell it committed at or before ToTime: a checkpoint
+	// above the last archived channel counts when it was made (its
+	// manifest's Created, the member's clock) at or before ToTime.
+	// Entries of channels not sealed and archived yet are not in the
+	// archive: RestoreResult.Cut says so (RestoreResult.Time says when the
+	// restored index was committed).
 	ToTime time.Time
 	// DataDir receives the store at DataDir/store (StoreDirName), which
 	// must not exist or be empty. Required.
@@ -72,6 +76,13 @@ type RestoreResult struct {
 	// Time is the ZooKeeper commit time of the batch holding Index (zero
 	// when Index is the checkpoint's and no archived batch says).
 	Time time.Time
+	// Cut is set when ToTime is later than every archived batch: Index is
+	// the newest index the archive shows committed at or before ToTime,
+	// and entries committed after it (in channels not sealed and archived
+	// yet, or whose commit time the archive cannot tell) may be missing.
+	// CutReason says what the archive holds and why Index stops there.
+	Cut       bool
+	CutReason string
 	// StoreDir is where the store is.
 	StoreDir string
 	// Took is how long Restore took; Resolve the part spent choosing the
@@ -116,7 +127,8 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	target := opts.ToIndex
 	var targetTime int64
 	if !opts.ToTime.IsZero() {
-		target, targetTime, err = resolveTime(ctx, opts.Archive, plan, opts.ToTime)
+		target, targetTime, res.CutReason, err = resolveTime(ctx, opts.Archive, plan, opts.ToTime)
+		res.Cut = res.CutReason != ""
 		if err != nil {
 			return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
 		}
@@ -357,39 +369,86 @@ func (p plan) cover(target uint64) (*Item, []Item, error) {
 // reading the incarnation's channels in order, it stops at the first batch
 // committed after t. The index must be covered (a checkpoint at or below
 // it, channels up to it); otherwise ErrNotCovered says what the archive
-// can resolve.
-func resolveTime(ctx context.Context, a Archive, p plan, t time.Time) (uint64, int64, error) {
+// can resolve. A t past every archived batch resolves to the newest
+// checkpoint above them made at or before t (else the last batch's index),
+// with a reason saying the result is cut back (RestoreResult.Cut).
+func resolveTime(ctx context.Context, a Archive, p plan, t time.Time) (uint64, int64, string, error) {
 	ms := t.UnixMilli()
 	var idx uint64 // the last index of the last batch committed at or before t
 	var at int64
 	for _, it := range p.chans {
 		ch, err := a.ReadChannel(ctx, it)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, "", err
 		}
 		for _, bt := range ch.Batches {
 			b, err := logroom.DecodeBatch(bt.Data)
 			if err != nil {
-				return 0, 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
+				return 0, 0, "", fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
 			}
 			if bt.Ctime > ms {
 				switch {
 				case idx == 0:
-					return 0, 0, fmt.Errorf("%w: %v is before the oldest archived batch (index %d, committed %v, in %s)",
+					return 0, 0, "", fmt.Errorf("%w: %v is before the oldest archived batch (index %d, committed %v, in %s)",
 						ErrNotCovered, t.UTC(), b.First, time.UnixMilli(bt.Ctime).UTC(), it.Path)
 				case b.First != idx+1:
-					return 0, 0, fmt.Errorf("%w: %v falls in indexes %d..%d, which are in no archived channel",
+					return 0, 0, "", fmt.Errorf("%w: %v falls in indexes %d..%d, which are in no archived channel",
 						ErrNotCovered, t.UTC(), idx+1, b.First-1)
 				}
-				return idx, at, nil
+				return idx, at, "", nil
 			}
 			idx, at = b.Last(), bt.Ctime
 		}
 	}
 	if idx == 0 {
-		return 0, 0, fmt.Errorf("%w: no archived channel to resolve %v against", ErrNotCovered, t.UTC())
+		return 0, 0, "", fmt.Errorf("%w: no archived channel to resolve %v against", ErrNotCovered, t.UTC())
 	}
-	return idx, at, nil
+	// t is past every archived batch: a checkpoint above them made at or
+	// before t holds entries committed before t.
+	why := fmt.Sprintf("%v is after the newest archived batch (index %d, committed %v)",
+		t.UTC(), idx, time.UnixMilli(at).UTC())
+	var later []string
+	for i := len(p.ckpts) - 1; i >= 0 && p.ckpts[i].Last > idx; i-- {
+		ck := p.ckpts[i]
+		made, err := checkpointCreated(ctx, a, ck)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, 0, "", ctx.Err()
+			}
+			later = append(later, fmt.Sprintf("the checkpoint at index %d is unusable (%v)", ck.Last, err))
+			continue
+		}
+		if made.After(t) {
+			later = append(later, fmt.Sprintf("the checkpoint at index %d was made at %v (the member's clock), after it", ck.Last, made.UTC()))
+			continue
+		}
+		return ck.Last, 0, fmt.Sprintf("%s; restored to the archived checkpoint at index %d, made at %v (the member's clock); "+
+			"entries after index %d are in channels not sealed and archived yet", why, ck.Last, made.UTC(), ck.Last), nil
+	}
+	why += fmt.Sprintf("; restored to index %d; entries after it are in channels not sealed and archived yet", idx)
+	if len(later) > 0 {
+		why += " (" + strings.Join(later, "; ") + ")"
+	}
+	return idx, at, why, nil
+}
+
+// checkpointCreated is the creation time the manifest of checkpoint item
+// it records (verifying the item).
+func checkpointCreated(ctx context.Context, a Archive, it Item) (time.Time, error) {
+	dir, release, err := a.OpenCheckpoint(ctx, it)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer release()
+	mb, err := os.ReadFile(filepath.Join(dir, checkpoint.ManifestName))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("archive: %w", err)
+	}
+	m, err := checkpoint.ParseManifest(mb)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
+	}
+	return m.Created, nil
 }
 
 // oneIncarnation returns nil when items are of at most one incarnation;

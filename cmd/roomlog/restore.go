@@ -44,6 +44,8 @@ type restoreJSON struct {
 	RunBase    uint64 `json:"run_hash_base"`
 	StateHash  string `json:"state_hash"`
 	Time       string `json:"time,omitempty"`
+	Cut        bool   `json:"cut,omitempty"`
+	CutReason  string `json:"cut_reason,omitempty"`
 	StoreDir   string `json:"store_dir"`
 	TookMs     int64  `json:"took_ms"`
 }
@@ -114,7 +116,7 @@ func printRestore(w io.Writer, res archive.RestoreResult, asJSON bool) error {
 	j := restoreJSON{Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
-		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds()}
+		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason}
 	if !res.Time.IsZero() {
 		j.Time = res.Time.Format(time.RFC3339Nano)
 	}
@@ -128,6 +130,9 @@ func printRestore(w io.Writer, res archive.RestoreResult, asJSON bool) error {
 		j.RunHash, j.RunBase, j.StateHash)
 	if err == nil && j.Time != "" {
 		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)
+	}
+	if err == nil && j.Cut {
+		_, err = fmt.Fprintf(w, "  CUT BACK: %s\n", j.CutReason)
 	}
 	return err
 }

@@ -124,6 +124,16 @@ func TestRestoreCommandToTimeAndCorruption(t *testing.T) {
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &j))
 	require.EqualValues(t, 40, j.Index)
 	require.Equal(t, want, j.StateHash)
+	require.False(t, j.Cut)
+
+	// A time past every archived batch: the newest archived index, and
+	// the output says the restore was cut back there.
+	stdout.Reset()
+	code = run([]string{"restore", "--archive", dir, "--room", "r1", "--to-time", time.Now().UTC().Format(time.RFC3339), "--out", t.TempDir()}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	require.Contains(t, stdout.String(), "at index 100")
+	require.Contains(t, stdout.String(), "CUT BACK")
+	require.Contains(t, stdout.String(), "not sealed and archived yet")
 
 	items, err := filepath.Glob(filepath.Join(dir, "r1", "*", "ch-*"))
 	require.NoError(t, err)
