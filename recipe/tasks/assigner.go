@@ -137,8 +137,9 @@ func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
 }
 
 // Foreign returns the nodes the assigner ignores: task, assignment and
-// result nodes that break the format, and task nodes that conflict with
-// an open task of the same id.
+// result nodes that break the format, task nodes that conflict with an
+// open task of the same id, and task nodes waiting for a foreign node at
+// their result's name to go.
 func (a *Assigner) Foreign() []Foreign { return a.foreign.List() }
 
 // Stats returns the counts so far (over every Run).
@@ -194,7 +195,7 @@ func (a *Assigner) Run(ctx context.Context) error {
 	}
 	r := &round{a: a, sess: zkr.NewSession(a.cfg.Client), wake: zkx.NewSignal(),
 		tasks: map[string]cached[taskRecord]{}, assigns: map[string]cached[assignRecord]{},
-		firstSeen: map[string]time.Time{}, dirs: map[string]bool{}}
+		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, results: map[string]bool{}}
 	if f, ok := a.cfg.Fence.(interface{ Token() int64 }); ok {
 		r.token = f.Token()
 	}
@@ -247,10 +248,14 @@ type round struct {
 	assigns map[string]cached[assignRecord]
 	// firstSeen: when this Run first listed each result (by name).
 	firstSeen map[string]time.Time
-	// dirs: worker directories known to exist.
-	dirs map[string]bool
+	// results: the names of the last listing of <dir>/results.
+	results map[string]bool
+	// dirs: the worker directories known to exist, each with the names
+	// in it (foreign ones included: a task is not assigned to a worker
+	// whose directory holds its name already).
+	dirs map[string]map[string]bool
 	// again: a write failed on a state that changed under it: run another
-	// round at once.
+	// round soon (after a backoff while it keeps failing).
 	again bool
 }
 
@@ -281,7 +286,17 @@ func (r *round) setup(ctx context.Context) error {
 }
 
 func (r *round) loop(ctx context.Context, fenceDone <-chan struct{}) error {
+	// bo delays the rounds after a failed one: a round that failed, or
+	// whose write failed on a state that changed under it (again),
+	// runs again after bo's next delay, or sooner on a change. A state
+	// that stays as it is (a node the recipe cannot consume) costs a
+	// round per delay, not a busy loop.
 	var bo zkx.Backoff
+	retry := func() <-chan time.Time {
+		d := bo.Next()
+		bo.AtLeast(2 * d)
+		return time.After(d)
+	}
 	for {
 		next, err := r.run(ctx)
 		var wait <-chan time.Time
@@ -292,10 +307,9 @@ func (r *round) loop(ctx context.Context, fenceDone <-chan struct{}) error {
 			return ctx.Err()
 		case err != nil:
 			r.a.log.Warn("assigner round failed; reading everything again", "err", err)
-			wait = time.After(bo.Next())
+			wait = retry()
 		case r.again:
-			bo.Reset()
-			continue
+			wait = retry()
 		default:
 			bo.Reset()
 			if next > 0 {
@@ -382,7 +396,16 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			open = &zk.CheckVersionRequest{Path: other, Version: as.st.Version}
 		case isDone:
 			rr, found, err := readResultRecord(ctx, r.sess, r.a.cfg.Dir, t.rec.ID)
-			if err != nil && !errors.Is(err, ErrMalformed) {
+			if errors.Is(err, ErrMalformed) {
+				// A foreign node holds the result's name: the task
+				// could not report there. It waits until the node is
+				// gone (ResultTTL, or an operator: the results watch).
+				rp := r.path(resultsDir, nodeName(t.rec.ID))
+				r.a.foreign.Report(rp, err.Error())
+				r.a.foreign.Report(r.path(tasksDir, nodeName(t.rec.ID)), "waits: a foreign node holds its result's name at "+rp)
+				continue
+			}
+			if err != nil {
 				return 0, err
 			}
 			if !found {
@@ -436,6 +459,23 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 		load[as.worker]--
 		load[w]++
 	}
+	// Delete the empty directories of workers that are not members (a
+	// Submit reads every directory). One that joins meanwhile creates
+	// its directory again.
+	for w, names := range r.dirs {
+		if len(names) > 0 || live[w] {
+			continue
+		}
+		wp := r.path(assignDir, w)
+		ok, err := r.write(ctx, "delete the empty directory "+wp+" of a worker that is not a member", &zk.DeleteRequest{Path: wp, Version: -1})
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			delete(r.dirs, w)
+			r.a.log.Debug("deleted the empty directory of a worker that is not a member", "path", wp)
+		}
+	}
 	// Assign the waiting tasks, in submission order.
 	for _, t := range waiting {
 		w := r.pick(Task{ID: t.rec.ID, Data: t.rec.Data, Submitted: msTime(t.rec.Submitted)}, live, load)
@@ -463,23 +503,23 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, map
 	assigned := map[string]assignment{}
 	load := map[string]int{}
 	listed := map[string]bool{}
-	dirs := map[string]bool{}
+	dirs := map[string]map[string]bool{}
 	for _, w := range workers {
 		wp := r.path(assignDir, w)
 		if err := zkx.ValidName(w); err != nil {
 			r.a.foreign.Report(wp, "not a worker id: "+err.Error())
 			continue
 		}
-		dirs[w] = true
 		names, err := zkx.Children(ctx, r.sess, wp)
 		if errors.Is(err, zk.ErrNoNode) {
-			delete(dirs, w)
 			continue
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("list %s: %w", wp, err)
 		}
+		dirs[w] = make(map[string]bool, len(names))
 		for _, n := range names {
+			dirs[w][n] = true
 			p := wp + "/" + n
 			listed[p] = true
 			c, ok := r.assigns[p]
@@ -563,6 +603,16 @@ func (r *round) readResults(ctx context.Context) (map[string]bool, error) {
 			delete(r.firstSeen, n)
 		}
 	}
+	all := make(map[string]bool, len(names))
+	for _, n := range names {
+		all[n] = true
+	}
+	for n := range r.results {
+		if !all[n] {
+			r.a.foreign.Drop(p + "/" + n)
+		}
+	}
+	r.results = all
 	return out, nil
 }
 
@@ -623,8 +673,11 @@ func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
 // pick returns the worker for task t ("" to leave it waiting).
 func (r *round) pick(t Task, live map[string]bool, load map[string]int) string {
 	var ws []string
+	name := nodeName(t.ID)
 	for w := range live {
-		if load[w] < r.a.cfg.MaxOpen {
+		// A directory holding the task's name already (a foreign node:
+		// readAssignments reported it) would refuse the create.
+		if load[w] < r.a.cfg.MaxOpen && !r.dirs[w][name] {
 			ws = append(ws, w)
 		}
 	}
@@ -656,13 +709,13 @@ func (r *round) pick(t Task, live map[string]bool, load map[string]int) string {
 // ensureDir makes sure <dir>/assign/<w> exists (the worker creates it
 // before it joins; an operator may have deleted it).
 func (r *round) ensureDir(ctx context.Context, w string) error {
-	if r.dirs[w] {
+	if _, ok := r.dirs[w]; ok {
 		return nil
 	}
 	if err := zkx.EnsurePath(ctx, r.sess, r.path(assignDir, w)); err != nil {
 		return err
 	}
-	r.dirs[w] = true
+	r.dirs[w] = map[string]bool{}
 	return nil
 }
 
@@ -682,6 +735,7 @@ func (r *round) assign(ctx context.Context, t waitingTask, w string) (bool, erro
 	if err != nil || !ok {
 		return false, err
 	}
+	r.dirs[w][name] = true
 	r.a.count(func(s *Stats) { s.Assigned++ })
 	r.a.log.Debug("assigned", "task", t.rec.ID, "worker", w)
 	return true, nil
@@ -705,6 +759,8 @@ func (r *round) reassign(ctx context.Context, as assignment, w string) (bool, er
 	if err != nil || !ok {
 		return false, err
 	}
+	delete(r.dirs[as.worker], as.name)
+	r.dirs[w][as.name] = true
 	r.a.count(func(s *Stats) { s.Reassigned++ })
 	r.a.log.Info("reassigned the task of a worker that is gone", "task", as.rec.ID, "from", as.worker, "to", w, "attempt", rec.Attempt)
 	return true, nil

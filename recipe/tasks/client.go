@@ -133,7 +133,9 @@ func lookup(ctx context.Context, s *zkr.Session, dir, id string, data []byte) (f
 		}
 		r, why := decodeAssign(w, name, b, st)
 		if why != "" {
-			continue // foreign: not an assignment (the assigner reports it)
+			// Not an assignment: the assigner reports it and assigns
+			// no task of this id to that worker.
+			return true, fmt.Errorf("%w: %s: %s", ErrMalformed, ap, why)
 		}
 		if !bytes.Equal(r.Data, data) {
 			return true, fmt.Errorf("%w: %s is assigned with other data", ErrConflict, ap)

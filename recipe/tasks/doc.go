@@ -98,7 +98,8 @@
 //     not delivered. After a session expiry (a new session id) it Syncs
 //     and delivers again every assignment still there: a worker whose
 //     session was lost cannot tell what the assigner did meanwhile. Its
-//     directory found deleted (by an operator), it creates it again and
+//     directory found deleted (by an operator, or by the assigner while
+//     the worker was not a member: Assigner 5), it creates it again and
 //     lists it again, arming a new watch.
 //  3. Report: check that the assignment node is still the one delivered
 //     (its czxid), then one Multi: delete it at the version delivered,
@@ -126,18 +127,31 @@
 //     its result been deleted since, and the task node be a new
 //     submission, which then waits for the next round. With other data
 //     it is reported and waits until the open one's result is deleted.
+//     A foreign node at D/results/t-<id> (its name parses, its data does
+//     not) is reported with the task node, which waits until that node is
+//     gone (ResultTTL, step 7, or an operator): its worker could not
+//     report there.
 //  4. Reassign every assignment of a worker that is not a member: one
 //     fenced Multi deletes it (at the version read) and creates it under
 //     the picked worker with attempt+1. Workers offered: members with
-//     fewer than MaxOpen assignments, least loaded first. No worker: it
-//     waits under the old one.
-//  5. Assign every waiting task, in creation order: one fenced Multi
-//     creates D/assign/<w>/t-<id> (attempt 1) and deletes D/tasks/t-<id>
-//     (at the version read).
-//  6. Expire the results first seen by this Run more than ResultTTL ago
+//     fewer than MaxOpen assignments whose directory does not hold a node
+//     of the task's name (a foreign one), least loaded first. No worker:
+//     it waits under the old one.
+//  5. Delete, fenced, the empty directory of every worker that is not a
+//     member (a Submit reads every directory). A worker that joins
+//     meanwhile creates it again (Worker 2), and so does the assigner
+//     before it assigns.
+//  6. Assign every waiting task, in creation order, to a worker offered
+//     as in 4: one fenced Multi creates D/assign/<w>/t-<id> (attempt 1)
+//     and deletes D/tasks/t-<id> (at the version read).
+//  7. Expire the results first seen by this Run more than ResultTTL ago
 //     (fenced delete).
-//  7. Wait for a child watch, a membership change, the next expiry, a
-//     session event or a retry; go to 2.
+//  8. Wait for a child watch, a membership change, the next expiry, a
+//     session event or a retry; go to 2. A round that failed, or whose
+//     write found the state changed under it, is retried after a backoff
+//     (20 ms doubling to 1 s, reset by a round that did not fail), or at
+//     the first change: a node the recipe cannot consume costs a round
+//     per delay, never a busy loop (Stats.Rounds counts them).
 //
 // Every write of the assigner consumes the node it moves: it deletes it
 // at the version read, in the same Multi as the create. So a Multi whose
@@ -184,7 +198,9 @@
 //     after it first saw them (a new assigner counts again: a result may
 //     live up to ResultTTL after each failover).
 //   - Task data and results: MaxDataBytes, MaxResultBytes.
-//   - D/assign keeps one empty directory per worker id ever joined.
+//   - D/assign holds the directories of the members and of the workers
+//     that still have assignments (or foreign nodes): a running assigner
+//     deletes the others once empty.
 //
 // Cost: a Submit is about 2 + W reads (W worker directories), two exists
 // and one create. An assigner round lists D/tasks, D/results, D/assign and
