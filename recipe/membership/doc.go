@@ -114,8 +114,8 @@
 //     armed on the members, and their Data is re-read only when the set of
 //     children changes.
 //  3. Wake the dispatcher; wait for the children watch, any data watch or
-//     a new session (step 5); go to 1. A data watch seen firing is forgotten, so
-//     that the next listing re-arms it. If <dir> is gone, the view is
+//     a new session (step 5); go to 1. A data watch seen firing is
+//     forgotten, so that the next listing re-arms it. If <dir> is gone, the view is
 //     empty and an ExistsW waits for it.
 //  4. The dispatcher (one goroutine per watcher) compares the newest view
 //     with the last one it delivered: a member missing, or present with
