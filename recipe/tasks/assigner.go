@@ -40,7 +40,8 @@ type AssignerConfig struct {
 	// an election or the lease of a lock the assigner won.
 	Fence Fence
 	// Pick chooses the worker for a task among workers: the live workers
-	// with room (fewer than MaxOpen assignments), least loaded first (ties
+	// with room (fewer than MaxOpen assignments, and the task's data
+	// within MaxOpenBytes with theirs), least loaded first (ties
 	// by id). It runs on Run's goroutine and must not block. It may
 	// return "" to leave the task waiting; a name not in workers is
 	// treated as "" (and logged). Default: workers[0], the least loaded.
@@ -50,6 +51,11 @@ type AssignerConfig struct {
 	// MaxOpen caps the assignments of one worker (its directory's
 	// children). Default DefaultMaxOpen, at most MaxOpenLimit.
 	MaxOpen int
+	// MaxOpenBytes caps the task data (the sum of Task.Data's lengths)
+	// assigned to one worker at once: a task that would pass it waits in
+	// <dir>/tasks. Default DefaultMaxOpenBytes; at least MaxDataBytes (a
+	// worker with nothing assigned can always take any task).
+	MaxOpenBytes int
 	// ResultTTL is how long a result stays once the assigner first saw it
 	// (its own monotonic clock: a new assigner starts counting again).
 	// Default DefaultResultTTL.
@@ -72,6 +78,9 @@ func (c AssignerConfig) Validate() error {
 	}
 	if c.MaxOpen < 0 || c.MaxOpen > MaxOpenLimit {
 		errs = append(errs, fmt.Errorf("%w: MaxOpen %d not in [0, %d]", ErrBadConfig, c.MaxOpen, MaxOpenLimit))
+	}
+	if c.MaxOpenBytes != 0 && c.MaxOpenBytes < MaxDataBytes {
+		errs = append(errs, fmt.Errorf("%w: MaxOpenBytes %d < MaxDataBytes %d (a task of MaxDataBytes could never be assigned; 0 for the default)", ErrBadConfig, c.MaxOpenBytes, MaxDataBytes))
 	}
 	if c.ResultTTL < 0 {
 		errs = append(errs, fmt.Errorf("%w: ResultTTL %v < 0", ErrBadConfig, c.ResultTTL))
@@ -124,6 +133,9 @@ func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
 	}
 	if cfg.MaxOpen == 0 {
 		cfg.MaxOpen = DefaultMaxOpen
+	}
+	if cfg.MaxOpenBytes == 0 {
+		cfg.MaxOpenBytes = DefaultMaxOpenBytes
 	}
 	if cfg.ResultTTL == 0 {
 		cfg.ResultTTL = DefaultResultTTL
@@ -456,8 +468,8 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 		if !ok {
 			continue
 		}
-		load[as.worker]--
-		load[w]++
+		load.add(as.worker, as.rec.Data, -1)
+		load.add(w, as.rec.Data, 1)
 	}
 	// Delete the empty directories of workers that are not members (a
 	// Submit reads every directory). One that joins meanwhile creates
@@ -487,21 +499,21 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			return 0, err
 		}
 		if ok {
-			load[w]++
+			load.add(w, t.rec.Data, 1)
 		}
 	}
 	return r.expire(ctx, results)
 }
 
 // readAssignments lists <dir>/assign and every worker directory in it.
-func (r *round) readAssignments(ctx context.Context) (map[string]assignment, map[string]int, error) {
+func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loads, error) {
 	workers, err := zkx.Children(ctx, r.sess, r.path(assignDir))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", r.path(assignDir), err)
 	}
 	sort.Strings(workers)
 	assigned := map[string]assignment{}
-	load := map[string]int{}
+	load := loads{}
 	listed := map[string]bool{}
 	dirs := map[string]map[string]bool{}
 	for _, w := range workers {
@@ -549,14 +561,14 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, map
 				}
 				r.a.foreign.Report(r.path(assignDir, lo.worker, lo.name),
 					fmt.Sprintf("a second assignment of task %s (attempt %d; attempt %d is at %s)", c.rec.ID, lo.rec.Attempt, hi.rec.Attempt, r.path(assignDir, hi.worker, hi.name)))
-				load[lo.worker]++
+				load.add(lo.worker, lo.rec.Data, 1)
 				as = hi
 				assigned[c.rec.ID] = as
-				load[as.worker]++
+				load.add(as.worker, as.rec.Data, 1)
 				continue
 			}
 			assigned[c.rec.ID] = as
-			load[w]++
+			load.add(w, c.rec.Data, 1)
 		}
 	}
 	for p := range r.assigns {
@@ -670,14 +682,30 @@ func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
 	return out, nil
 }
 
+// workLoad is what is assigned to one worker: n assignments holding
+// bytes of task data.
+type workLoad struct{ n, bytes int }
+
+// loads is the workLoad of each worker.
+type loads map[string]workLoad
+
+// add counts k assignments (negative: moved away) of a task with data to
+// worker w.
+func (l loads) add(w string, data []byte, k int) {
+	x := l[w]
+	x.n += k
+	x.bytes += k * len(data)
+	l[w] = x
+}
+
 // pick returns the worker for task t ("" to leave it waiting).
-func (r *round) pick(t Task, live map[string]bool, load map[string]int) string {
+func (r *round) pick(t Task, live map[string]bool, load loads) string {
 	var ws []string
 	name := nodeName(t.ID)
 	for w := range live {
 		// A directory holding the task's name already (a foreign node:
 		// readAssignments reported it) would refuse the create.
-		if load[w] < r.a.cfg.MaxOpen && !r.dirs[w][name] {
+		if l := load[w]; l.n < r.a.cfg.MaxOpen && l.bytes+len(t.Data) <= r.a.cfg.MaxOpenBytes && !r.dirs[w][name] {
 			ws = append(ws, w)
 		}
 	}
@@ -685,8 +713,8 @@ func (r *round) pick(t Task, live map[string]bool, load map[string]int) string {
 		return ""
 	}
 	sort.Slice(ws, func(i, j int) bool {
-		if load[ws[i]] != load[ws[j]] {
-			return load[ws[i]] < load[ws[j]]
+		if load[ws[i]].n != load[ws[j]].n {
+			return load[ws[i]].n < load[ws[j]].n
 		}
 		return ws[i] < ws[j]
 	})

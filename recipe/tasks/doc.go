@@ -134,9 +134,10 @@
 //  4. Reassign every assignment of a worker that is not a member: one
 //     fenced Multi deletes it (at the version read) and creates it under
 //     the picked worker with attempt+1. Workers offered: members with
-//     fewer than MaxOpen assignments whose directory does not hold a node
-//     of the task's name (a foreign one), least loaded first. No worker:
-//     it waits under the old one.
+//     fewer than MaxOpen assignments, room for the task's data within
+//     MaxOpenBytes, and no node of the task's name in their directory (a
+//     foreign one), least loaded first. No worker: it waits under the
+//     old one.
 //  5. Delete, fenced, the empty directory of every worker that is not a
 //     member (a Submit reads every directory). A worker that joins
 //     meanwhile creates it again (Worker 2), and so does the assigner
@@ -189,11 +190,14 @@
 // # Bounds
 //
 //   - D/tasks and D/results: Submit refuses at DefaultMaxOpen children
-//     (ErrTooMany), soft by the number of concurrent submitters.
+//     (ErrTooMany), soft by the number of concurrent submitters. These
+//     caps count nodes, not bytes: each directory may hold up to
+//     DefaultMaxOpen × MaxDataBytes (MaxResultBytes) of data.
 //   - D/assign/<worker>: at most MaxOpen (AssignerConfig, default
-//     DefaultMaxOpen, at most MaxOpenLimit) assignments; tasks wait in
-//     D/tasks beyond that. Each cap keeps a getChildren reply well under
-//     ZooKeeper's 1 MiB packet limit.
+//     DefaultMaxOpen, at most MaxOpenLimit) assignments holding at most
+//     MaxOpenBytes (default DefaultMaxOpenBytes) of task data; tasks wait
+//     in D/tasks beyond that. Each node cap keeps a getChildren reply
+//     well under ZooKeeper's 1 MiB packet limit.
 //   - Results are deleted by DeleteResult, or by the assigner ResultTTL
 //     after it first saw them (a new assigner counts again: a result may
 //     live up to ResultTTL after each failover).

@@ -142,3 +142,32 @@ func TestDepartedWorkerDirsRemoved(t *testing.T) {
 	waitResults(t, admin, dir, []string{"x"}, 15*time.Second)
 	require.ElementsMatch(t, []string{"w1", "gone-foreign"}, children(t, admin, dir+"/assign"))
 }
+
+// TestMaxOpenBytes: the assigner caps the task data assigned to one
+// worker in bytes, not only in nodes: 150 tasks of 60 KiB (9 MB) are not
+// all given to the one worker, which sits on them; a second worker gets
+// the rest.
+func TestMaxOpenBytes(t *testing.T) {
+	dir := recipetest.Dir(t)
+	admin := recipetest.Dial(t, nil, 4*time.Second)
+	l := newLedger()
+	startWorker(t, recipetest.Dial(t, nil, 4*time.Second), dir, "w1", l, workerOpts{hold: func(tasks.Assignment) bool { return true }})
+	ra := runAssigner(t, tasks.AssignerConfig{Client: admin, Dir: dir, Fence: leaseFence(t, admin, dir+"-lock")})
+	const n, size = 150, 60 << 10
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	for i := 0; i < n; i++ {
+		require.NoError(t, tasks.Submit(ctx, admin, dir, fmt.Sprintf("t%03d", i), make([]byte, size)))
+	}
+	perWorker := tasks.DefaultMaxOpenBytes / size
+	recipetest.Eventually(t, 20*time.Second, "w1 full", func() bool {
+		return len(children(t, admin, dir+"/assign/w1")) >= perWorker
+	})
+	require.LessOrEqual(t, roundsIn(t, ra.a, time.Second), idleRounds, "the assigner spins")
+	require.Len(t, children(t, admin, dir+"/assign/w1"), perWorker, "at most DefaultMaxOpenBytes of task data")
+	require.Len(t, children(t, admin, dir+"/tasks"), n-perWorker)
+	startWorker(t, recipetest.Dial(t, nil, 4*time.Second), dir, "w2", l, workerOpts{})
+	recipetest.Eventually(t, 30*time.Second, "w2 runs the rest", func() bool {
+		return len(children(t, admin, dir+"/results")) == n-perWorker
+	})
+	require.Empty(t, children(t, admin, dir+"/tasks"))
+}

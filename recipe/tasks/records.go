@@ -32,6 +32,11 @@ const (
 	// MaxOpenLimit is the largest AssignerConfig.MaxOpen: 6,000 names of
 	// 128 bytes (plus 4 bytes of length each) are under 0.8 MiB.
 	MaxOpenLimit = 6000
+	// DefaultMaxOpenBytes is the default cap on the task data assigned
+	// to one worker at once (AssignerConfig.MaxOpenBytes): 128 tasks of
+	// MaxDataBytes, or DefaultMaxOpen tasks of 2 KiB. ZooKeeper keeps
+	// every node in memory.
+	DefaultMaxOpenBytes = 8 << 20
 	// DefaultResultTTL is how long the assigner keeps a result nobody
 	// deleted.
 	DefaultResultTTL = 10 * time.Minute

@@ -1,6 +1,7 @@
 package tasks_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/recipe/tasks"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // TestAcceptance: the acceptance rules of each kind of node, on good
@@ -75,5 +77,31 @@ func TestHostileData(t *testing.T) {
 		for _, kind := range []string{"task", "assign", "result"} {
 			_ = tasks.AcceptForTest(kind, "w1", "t-a", b, 0)
 		}
+	}
+}
+
+// TestValidateMaxOpenBytes: MaxOpenBytes is 0 (the default) or at least
+// MaxDataBytes; anything else is ErrBadConfig naming the field.
+func TestValidateMaxOpenBytes(t *testing.T) {
+	fence := nodeFence{path: "/fence"}
+	for _, tc := range []struct {
+		bytes int
+		ok    bool
+	}{
+		{0, true},
+		{tasks.MaxDataBytes, true},
+		{tasks.DefaultMaxOpenBytes, true},
+		{tasks.MaxDataBytes - 1, false},
+		{-1, false},
+	} {
+		t.Run(fmt.Sprint(tc.bytes), func(t *testing.T) {
+			err := tasks.AssignerConfig{Client: &zkx.Client{}, Dir: "/d", Fence: fence, MaxOpenBytes: tc.bytes}.Validate()
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tasks.ErrBadConfig)
+			require.ErrorContains(t, err, "MaxOpenBytes")
+		})
 	}
 }
