@@ -50,7 +50,11 @@ type RestoreOptions struct {
 	DataDir string
 	// Applier must be the Applier the room's members use (the state is
 	// rebuilt by applying the archived entries again). Default
-	// store.OpsApplier{}.
+	// store.OpsApplier{}. An Applier error fails the restore naming the
+	// entry's index and channel item; an Applier that rejects what it
+	// cannot decode (a response, store.OpsApplier without Strict) builds
+	// a store no member held if the room's members apply with another
+	// Applier: give a strict one where that matters.
 	Applier store.Applier
 	// Progress, if set, is called after each archived channel applied.
 	Progress func(applied, target uint64)
@@ -205,7 +209,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 			lastCtime = bt.Ctime
 			if len(batch) >= 1024 {
 				if _, err := st.Apply(batch); err != nil {
-					return res, fmt.Errorf("archive: restore: apply %d..%d from %s: %w", batch[0].Index, batch[len(batch)-1].Index, it.Path, err)
+					return res, fmt.Errorf("archive: restore: apply indexes %d..%d from channel %d (%s): %w", batch[0].Index, batch[len(batch)-1].Index, ch.Num, it.Path, err)
 				}
 				res.Entries += uint64(len(batch))
 				batch = batch[:0]
@@ -213,7 +217,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 		}
 		if len(batch) > 0 {
 			if _, err := st.Apply(batch); err != nil {
-				return res, fmt.Errorf("archive: restore: apply %d..%d from %s: %w", batch[0].Index, batch[len(batch)-1].Index, it.Path, err)
+				return res, fmt.Errorf("archive: restore: apply indexes %d..%d from channel %d (%s): %w", batch[0].Index, batch[len(batch)-1].Index, ch.Num, it.Path, err)
 			}
 			res.Entries += uint64(len(batch))
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/store"
 )
 
 // runRestore is 'dfsmaster-demo restore': archive.Restore with the
@@ -25,6 +26,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index (0 without --to-time: the newest archived)")
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir; DATADIR/store must not exist or be empty (required)")
+	allowRejected := fs.Bool("allow-rejected", false, "apply an entry that is not a namespace command as the masters did (rejected, nothing written) instead of failing the restore")
 	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -36,7 +38,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "dfsmaster-demo restore: --archive and --out are required, --to-index or --to-time (not both), no arguments")
 		return exitUsage
 	}
-	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: namespace.Applier{}}
+	ap := &restoreApplier{allowRejected: *allowRejected}
+	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: ap}
 	if *toTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, *toTime)
 		if err != nil {
@@ -55,7 +58,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid,
 				"index": res.Index, "epoch": res.Epoch, "checkpoint": res.Checkpoint, "entries": res.Entries,
 				"run_hash": res.RunHash.String(), "run_hash_base": res.RunHash.Base, "state_hash": res.StateHash,
-				"store_dir": res.StoreDir, "took_ms": res.Took.Milliseconds(), "cut": res.Cut, "cut_reason": res.CutReason})
+				"store_dir": res.StoreDir, "took_ms": res.Took.Milliseconds(), "cut": res.Cut, "cut_reason": res.CutReason,
+				"rejected": ap.rejected, "first_rejected": ap.firstRejected})
 		}
 	}
 	if err != nil {
@@ -63,4 +67,26 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitError
 	}
 	return exitOK
+}
+
+// restoreApplier is namespace.Applier for a restore: an entry that is not
+// a namespace command (an archive of a room whose members apply another
+// Applier) fails the restore, naming its index, unless allowRejected
+// (then it is rejected as the masters reject it, and counted).
+type restoreApplier struct {
+	allowRejected           bool
+	rejected, firstRejected uint64
+}
+
+func (a *restoreApplier) Apply(b store.Batch, e store.Entry) ([]byte, error) {
+	if _, err := namespace.DecodeCommand(e.Data); err != nil {
+		if !a.allowRejected {
+			return nil, fmt.Errorf("not a namespace command (was the room served by dfsmaster-demo? --allow-rejected applies it as the masters did): %w", err)
+		}
+		if a.rejected == 0 {
+			a.firstRejected = e.Index
+		}
+		a.rejected++
+	}
+	return namespace.Applier{}.Apply(b, e)
 }

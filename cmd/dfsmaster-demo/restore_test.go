@@ -5,14 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/store"
 )
 
 // TestServeArchiveAndRestore: a master served with --archive archives its
@@ -65,4 +69,49 @@ func TestServeArchiveAndRestore(t *testing.T) {
 		"--to-index", fmt.Sprint(mid.AppliedIndex), "--out", filepath.Join(dir, "restored3")}, &stdout, &stderr)
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr.String(), fmt.Sprintf("0x%x", res.Czxid+1))
+}
+
+// TestRestoreRefusesForeignEntries: 'dfsmaster-demo restore' of an archive
+// whose entries are not namespace commands (a room of store.OpsApplier)
+// fails naming the first such entry's index, and builds no store; with
+// --allow-rejected it applies them as the masters would (rejected) and
+// counts them.
+func TestRestoreRefusesForeignEntries(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := archive.OpenDir(dir)
+	require.NoError(t, err)
+	origin := archive.Origin{Room: "dfs", RoomCzxid: 0x42}
+	var ents [][]byte
+	for i := range 4 {
+		op, err := store.EncodeOps([]store.Op{{Kind: store.OpSet, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})
+		require.NoError(t, err)
+		ents = append(ents, op)
+	}
+	data, err := logroom.EncodeBatch(1, 1, ents)
+	require.NoError(t, err)
+	_, err = a.PutChannel(ctx, archive.Channel{Origin: origin, Num: 1, First: 1, Last: 4, Epoch: 1,
+		Batches: []archive.Batch{{Data: data, Ctime: 1}}})
+	require.NoError(t, err)
+
+	out := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"restore", "--archive", dir, "--to-index", "4", "--out", out}, &stdout, &stderr)
+	require.Equal(t, exitError, code, stdout.String())
+	require.Contains(t, stderr.String(), "index 1")
+	require.Contains(t, stderr.String(), "channel 1")
+	require.Contains(t, stderr.String(), "not a namespace command")
+	_, err = os.Stat(filepath.Join(out, archive.StoreDirName))
+	require.True(t, os.IsNotExist(err), "no store left")
+
+	stdout.Reset()
+	code = run(ctx, []string{"restore", "--archive", dir, "--to-index", "4", "--out", out, "--allow-rejected"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	var res struct {
+		Index    uint64 `json:"index"`
+		Rejected uint64 `json:"rejected"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &res))
+	require.EqualValues(t, 4, res.Index)
+	require.EqualValues(t, 4, res.Rejected)
 }

@@ -14,7 +14,7 @@ import (
 
 // restoreUsage is restore's part of the usage text.
 const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
-          [--applier ops] [--incarnation CZXID] [--json]
+          [--applier ops [--allow-rejected]] [--incarnation CZXID] [--json]
                               WRITES LOCALLY (never to ZooKeeper): builds a store at exactly
                               index N (or the last index committed at or before T, RFC 3339)
                               from the archive's newest checkpoint at or below it plus the
@@ -23,7 +23,10 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
                               from it with 'roomlog reseed --from DATADIR'); prints the
                               index, running hash and state hash. --applier must be the
                               room's: ops (store.OpsApplier) here; the demo namespace has
-                              'dfsmaster-demo restore'. No --to-*: the newest archived index.
+                              'dfsmaster-demo restore'. An entry that is not ops fails the
+                              restore, naming its index and channel (--allow-rejected: reject
+                              it as store.OpsApplier members did). No --to-*: the newest
+                              archived index.
                               An archive holding several incarnations of the room (re-created,
                               or re-seeded after ZooKeeper lost it) needs --incarnation: zxids
                               restart from zero in a wiped ensemble, so no czxid order tells
@@ -46,8 +49,12 @@ type restoreJSON struct {
 	Time       string `json:"time,omitempty"`
 	Cut        bool   `json:"cut,omitempty"`
 	CutReason  string `json:"cut_reason,omitempty"`
-	StoreDir   string `json:"store_dir"`
-	TookMs     int64  `json:"took_ms"`
+	// Rejected entries (--allow-rejected): not ops, rejected as
+	// store.OpsApplier rejects them; FirstRejected is the first's index.
+	Rejected      uint64 `json:"rejected,omitempty"`
+	FirstRejected uint64 `json:"first_rejected,omitempty"`
+	StoreDir      string `json:"store_dir"`
+	TookMs        int64  `json:"took_ms"`
 }
 
 // cmdRestoreArgs runs 'roomlog restore' (its own flags; no ZooKeeper).
@@ -59,7 +66,8 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index")
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir (DATADIR/store must not exist or be empty) (required)")
-	applier := fs.String("applier", "ops", "the room's applier: ops")
+	applier := fs.String("applier", "ops", "the room's applier: ops (store.OpsApplier; an entry that is not ops fails the restore, naming it)")
+	allowRejected := fs.Bool("allow-rejected", false, "with --applier ops: apply an entry that is not ops as the room's members did (store.OpsApplier rejects it, writing nothing) instead of failing; only for a room whose members apply store.OpsApplier")
 	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
 	fs.Usage = func() {
@@ -86,7 +94,12 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	case *applier != "ops":
 		return usageErr("--applier %q: this binary knows ops (store.OpsApplier); restore the demo namespace with 'dfsmaster-demo restore'", *applier)
 	}
-	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: store.OpsApplier{}}
+	rej := &rejectCounter{}
+	var ap store.Applier = store.OpsApplier{Strict: true}
+	if *allowRejected {
+		ap = rej
+	}
+	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: ap}
 	if *toTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, *toTime)
 		if err != nil {
@@ -103,17 +116,48 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	res, err := archive.Restore(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
+		if errors.Is(err, store.ErrApply) {
+			fmt.Fprint(stderr, "roomlog restore: the entry is not ops (store.OpsApplier's format): if the room's members apply with another "+
+				"Applier, restore with it (the demo namespace: 'dfsmaster-demo restore'); if they apply store.OpsApplier and rejected "+
+				"such entries too, give --allow-rejected. Nothing was restored.\n")
+		}
 		return exitFail
 	}
-	if err := printRestore(stdout, res, *asJSON); err != nil {
+	res2 := restoreOut{RestoreResult: res, Rejected: rej.n, FirstRejected: rej.first}
+	if err := printRestore(stdout, res2, *asJSON); err != nil {
 		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
 		return exitFail
 	}
 	return exitOK
 }
 
-func printRestore(w io.Writer, res archive.RestoreResult, asJSON bool) error {
-	j := restoreJSON{Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
+// rejectCounter is store.OpsApplier (not strict) counting the entries it
+// rejects, as members applying store.OpsApplier rejected them.
+type rejectCounter struct {
+	n, first uint64
+}
+
+func (r *rejectCounter) Apply(b store.Batch, e store.Entry) ([]byte, error) {
+	resp, err := store.OpsApplier{}.Apply(b, e)
+	if err == nil && store.OpsResult(resp) != nil {
+		if r.n == 0 {
+			r.first = e.Index
+		}
+		r.n++
+	}
+	return resp, err
+}
+
+// restoreOut is what restore prints: the result and the entries rejected
+// (--allow-rejected).
+type restoreOut struct {
+	archive.RestoreResult
+	Rejected, FirstRejected uint64
+}
+
+func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
+	res := out.RestoreResult
+	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
 		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason}
@@ -130,6 +174,10 @@ func printRestore(w io.Writer, res archive.RestoreResult, asJSON bool) error {
 		j.RunHash, j.RunBase, j.StateHash)
 	if err == nil && j.Time != "" {
 		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)
+	}
+	if err == nil && j.Rejected > 0 {
+		_, err = fmt.Fprintf(w, "  %d entries are not ops and were rejected (nothing written), the first at index %d: "+
+			"right only if the room's members apply store.OpsApplier\n", j.Rejected, j.FirstRejected)
 	}
 	if err == nil && j.Cut {
 		_, err = fmt.Fprintf(w, "  CUT BACK: %s\n", j.CutReason)

@@ -23,6 +23,13 @@ import (
 // and the state hash a member had at want.
 func archiveOf(t *testing.T, n int, want uint64) (string, string) {
 	t.Helper()
+	return archiveWith(t, n, want, nil)
+}
+
+// archiveWith is archiveOf whose entries at the indexes in foreign are not
+// ops (another applier's, which store.OpsApplier rejects).
+func archiveWith(t *testing.T, n int, want uint64, foreign map[uint64]bool) (string, string) {
+	t.Helper()
 	ctx := context.Background()
 	origin := archive.Origin{Room: "r1", RoomCzxid: 77}
 	dir := t.TempDir()
@@ -38,6 +45,9 @@ func archiveOf(t *testing.T, n int, want uint64) (string, string) {
 		for i := idx; i < idx+4; i++ {
 			op, err := store.EncodeOps([]store.Op{{Kind: store.OpSet, Key: []byte(fmt.Sprint("k", i%7)), Value: []byte(fmt.Sprint(i))}})
 			require.NoError(t, err)
+			if foreign[i] {
+				op = []byte(fmt.Sprintf("\x07another applier's command %d", i))
+			}
 			ents = append(ents, op)
 			_, err = st.Apply([]store.Entry{{Index: i, Epoch: 1, Data: op}})
 			require.NoError(t, err)
@@ -146,4 +156,41 @@ func TestRestoreCommandToTimeAndCorruption(t *testing.T) {
 	require.Equal(t, exitFail, code)
 	require.Contains(t, stderr.String(), items[0])
 	require.Contains(t, stderr.String(), "corrupt")
+}
+
+// TestRestoreCommandRefusesEntriesItCannotApply: an archive whose entries
+// after the checkpoint are not ops (a room whose members apply with
+// another Applier, such as the demo namespace) is not restored with
+// --applier ops: the restore fails naming the first such entry's index and
+// its channel item, and leaves no store. --allow-rejected restores it the
+// way members applying store.OpsApplier did (rejecting those entries) and
+// says how many were rejected. Before, the entries were skipped, the
+// command exited 0 and printed hashes of a store no member ever held.
+func TestRestoreCommandRefusesEntriesItCannotApply(t *testing.T) {
+	dir, _ := archiveWith(t, 100, 62, map[uint64]bool{53: true, 54: true, 70: true})
+	out := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"restore", "--archive", dir, "--room", "r1", "--to-index", "80", "--out", out}, &stdout, &stderr)
+	require.Equal(t, exitFail, code, stdout.String())
+	require.Contains(t, stderr.String(), "index 53")
+	require.Contains(t, stderr.String(), "channel 3")
+	require.Contains(t, stderr.String(), filepath.Join(dir, "r1"))
+	require.Contains(t, stderr.String(), "dfsmaster-demo restore")
+	_, err := os.Stat(filepath.Join(out, "store"))
+	require.True(t, os.IsNotExist(err), "a failed restore leaves no store")
+
+	// Before the first such entry: fine.
+	stderr.Reset()
+	code = run([]string{"restore", "--archive", dir, "--room", "r1", "--to-index", "52", "--out", t.TempDir()}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"restore", "--archive", dir, "--room", "r1", "--to-index", "80", "--out", t.TempDir(), "--allow-rejected", "--json"}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	var j restoreJSON
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &j))
+	require.EqualValues(t, 80, j.Index)
+	require.EqualValues(t, 3, j.Rejected)
+	require.EqualValues(t, 53, j.FirstRejected)
 }
