@@ -506,9 +506,9 @@ func (r *Room) checkACL(ctx context.Context) error {
 		}
 		acl = slices.Clone(acl)
 		slices.SortFunc(acl, compareACL)
-		if !slices.Equal(acl, want) {
-			return fmt.Errorf("%w: room %q: znode %s has ACL %v, the client creates with %v",
-				ErrForeignACL, r.name, p, acl, want)
+		if err := zkx.CheckACL(acl, want, r.c.Self()); err != nil { // a configuration in rotation: zkx/aclcheck.go
+			return fmt.Errorf("%w: room %q: znode %s has ACL %v, the client creates with %v: %w",
+				ErrForeignACL, r.name, p, acl, want, err)
 		}
 	}
 	return nil

@@ -132,6 +132,8 @@ const subBuffer = 64
 type Client struct {
 	conn    *zk.Conn
 	acl     []zk.ACL
+	auth    *Digest   // DialConfig.Auth (Self)
+	tls     TLSConfig // DialConfig.TLS (Self)
 	log     *slog.Logger
 	hosts   *leaderFirst  // nil with DialConfig.AnyServer
 	session time.Duration // the session timeout asked for
@@ -178,6 +180,8 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		stateCh:  make(chan struct{}),
 		closedCh: make(chan struct{}),
 		acl:      buildACL(cfg),
+		auth:     cfg.Auth,
+		tls:      cfg.TLS,
 		session:  cfg.SessionTimeout,
 	}
 	names := &hostNames{}

@@ -99,6 +99,15 @@
 // included), or members cannot read each other's znodes. ACLIdentities
 // needs TLS or Auth (else the client could not read what it creates).
 //
+// Changing identities (aclcheck.go): an existing tree's ACL is checked
+// with CheckACL against the configured ACL and the entries that name the
+// client (Client.Self): every entry must name a configured identity with
+// no more permissions than configured, and one entry naming the client
+// must grant it all. A rotation adds the new identity to every member's
+// configuration, then sets the tree to it (SetACL on the base,
+// SetACLTree on the room); a removal sets the tree first, then drops the
+// identity from the configurations.
+//
 // Nothing else changes over TLS: the same requests, sessions and
 // reconnects; only the bytes on the wire are encrypted, and a digest
 // credential (Auth) sent over TLS travels inside it.
