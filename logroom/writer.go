@@ -525,6 +525,31 @@ func (c WriterConfig) checkRoomVersion(v int) error {
 	return nil
 }
 
+// WatchFence tells, without writing, whether this writer is fenced: the
+// epoch znode it checks (synced first) no longer has the version its CAS
+// produced (a newer epoch took the room), or is gone (the room was
+// deleted, or re-seeded: a new incarnation names its epoch znode anew).
+// When it is not, watch fires at the next change or deletion of that
+// znode (or when the session's watches end). A writer that writes learns
+// of a fence at its next Multi; one that writes nothing (an idle primary)
+// learns through this.
+func (w *Writer) WatchFence(ctx context.Context) (fenced bool, watch <-chan zk.Event, err error) {
+	if err := zkx.Sync(ctx, w.c, w.epochPath); err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return true, nil, nil
+		}
+		return false, nil, zkError("logroom: sync "+w.epochPath, err)
+	}
+	ok, st, ch, err := zkx.ExistsW(ctx, w.c, w.epochPath)
+	if err != nil {
+		return false, nil, zkError("logroom: watch "+w.epochPath, err)
+	}
+	if !ok || st.Version != w.epochVer {
+		return true, nil, nil
+	}
+	return false, ch, nil
+}
+
 // fenceOp is the first op of every write of this writer.
 func (w *Writer) fenceOp() *zk.CheckVersionRequest {
 	return &zk.CheckVersionRequest{Path: w.epochPath, Version: w.epochVer}

@@ -79,6 +79,7 @@ type coreBugs struct {
 	ignoreExpiry       bool // keep leading after the session expired
 	ignoreLost         bool // keep leading when disconnected past the session timeout
 	ignoreFence        bool // keep leading when the writer was fenced
+	ignoreDeposed      bool // keep leading when the term was found deposed
 	ignoreApplierReady bool // take over while no standby tail runs
 	acceptWhileEnding  bool // end a term without first closing its door
 }
@@ -131,6 +132,14 @@ type (
 		Epoch  uint64
 		Fenced bool
 		Err    error
+	}
+	// evDeposed: the term of Epoch was found deposed without writing: its
+	// candidate node is gone (deleted by a liveness deposition, right or
+	// wrong, or by an operator) or its writer is fenced (the epoch znode
+	// moved, or the room was replaced). Reason says which.
+	evDeposed struct {
+		Epoch  uint64
+		Reason string
 	}
 	// evRequest: an API call asks the primary of term Epoch to step down
 	// or to hand over to To.
@@ -265,6 +274,8 @@ func (c *core) Step(ev any) []action {
 		out = c.onTailStopped(ev)
 	case evWriterFailed:
 		out = c.onWriterFailed(ev)
+	case evDeposed:
+		out = c.onDeposed(ev)
 	case evRequest:
 		out = c.onRequest(ev)
 	case evTransferWritten:
@@ -500,6 +511,18 @@ func (c *core) onWriterFailed(ev evWriterFailed) []action {
 	out = append(out, c.endTerm("writer stopped")...)
 	c.electionDirty = true
 	return out
+}
+
+// onDeposed ends a term that lost its candidate node or its fence: it
+// must stop saying primary now (its writes would be fenced anyway, but an
+// idle primary would not learn it until it wrote), and re-queue.
+func (c *core) onDeposed(ev evDeposed) []action {
+	if c.role != RolePrimary || ev.Epoch != c.epoch || c.bugs.ignoreDeposed {
+		return nil
+	}
+	out := []action{{Kind: aLog, Reason: "primary deposed (" + ev.Reason + "); stepping down to standby"}}
+	out = append(out, c.endTerm("deposed: "+ev.Reason)...)
+	return append(out, c.requeue("deposed"))
 }
 
 func (c *core) onRequest(ev evRequest) []action {

@@ -122,6 +122,11 @@ func TestCoreScenarios(t *testing.T) {
 					ev.Err = logroom.ErrOutcomeUnknown
 				}
 				acts = c.Step(ev)
+			case "deposed":
+				ev := evDeposed{}
+				d.ScanArgs(t, "epoch", &ev.Epoch)
+				d.ScanArgs(t, "reason", &ev.Reason)
+				acts = c.Step(ev)
 			case "request":
 				ev := evRequest{}
 				switch {

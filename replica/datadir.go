@@ -20,15 +20,24 @@ func (r *Replica) origin() checkpoint.Origin {
 }
 
 // markerName is the file in DataDir that ties it to one incarnation of one
-// room: {"Base", "Room", "RoomCzxid"} (JSON). RoomCzxid is the zxid that
-// created the room znode, so a room deleted and re-created under the same
-// name is told apart from the one this state was built from.
+// room: {"Base", "Room", "RoomCzxid"[, "RoomVersion"]} (JSON). RoomCzxid is
+// the zxid that created the room znode, so a room deleted and re-created
+// under the same name is told apart from the one this state was built
+// from. RoomVersion is the highest room version the member saw the room at
+// (omitted before it saw one above 1): a re-seed after ZooKeeper lost the
+// room creates it at that version, not at 1.
 const markerName = "roomlog-member.json"
 
 type dirMarker struct {
-	Base      string
-	Room      string
-	RoomCzxid int64
+	Base        string
+	Room        string
+	RoomCzxid   int64
+	RoomVersion int `json:",omitempty"`
+}
+
+// sameRoom reports whether m names the same room incarnation as o.
+func (m dirMarker) sameRoom(o dirMarker) bool {
+	return m.Base == o.Base && m.Room == o.Room && m.RoomCzxid == o.RoomCzxid
 }
 
 // checkDataDir refuses a data dir whose state belongs to another room (or
@@ -100,8 +109,12 @@ func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
 		if err := json.Unmarshal(b, &have); err != nil {
 			return fmt.Errorf("%w: %s is malformed: %v", ErrWrongDataDir, path, err)
 		}
-		if have == want {
+		if have.sameRoom(want) {
+			r.markerRV = have.RoomVersion
 			return nil
+		}
+		if have.Base == want.Base && have.Room == want.Room {
+			want.RoomVersion = have.RoomVersion // a re-seed's incarnation keeps the version
 		}
 		if r.applied.Load() > 0 {
 			if have.Base != want.Base || have.Room != want.Room {
@@ -133,7 +146,36 @@ func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("replica: rename %s: %w", tmp, err)
 	}
+	r.markerRV = want.RoomVersion
 	return nil
+}
+
+// recordRoomVersion records room version v in DataDir's marker when it is
+// above what the marker holds (loop only; rare: once per raise), so that
+// a re-seed after ZooKeeper lost the room restores it. A failed write is
+// logged and tried again at the next read of the room version.
+func (r *Replica) recordRoomVersion(v int) {
+	if v <= r.markerRV {
+		return
+	}
+	path := filepath.Join(r.cfg.DataDir, markerName)
+	b, err := os.ReadFile(path)
+	var m dirMarker
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		r.log.Warn("cannot record the room version in the data dir's marker; will retry", "version", v, "err", err)
+		return
+	}
+	if m.RoomVersion < v {
+		m.RoomVersion = v
+		if err := writeMarker(r.cfg.DataDir, m); err != nil {
+			r.log.Warn("cannot record the room version in the data dir's marker; will retry", "version", v, "err", err)
+			return
+		}
+	}
+	r.markerRV = m.RoomVersion
 }
 
 // divergedName is the file in DataDir that records that the integrity

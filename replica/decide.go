@@ -356,3 +356,15 @@ func decideHold(members map[string]memberData, seen map[string]bootHold, now tim
 	}
 	return hold, lapsed
 }
+
+// offerCheckpoint decides whether the primary takes a checkpoint now,
+// without waiting for the policy: the log no longer holds the entries
+// before oldestFirst (the room was re-seeded or restored at oldestFirst-1,
+// or channels were deleted under another member's checkpoint), its store
+// covers them, and no local checkpoint of its own does. A member started
+// on an empty disk then finds a source at once; before, a restored seed
+// offered none until something was written and a checkpoint came due, and
+// standbys started empty sat at index 0.
+func offerCheckpoint(primary bool, oldestFirst, localCkpt, applied uint64) bool {
+	return primary && oldestFirst > 1 && localCkpt < oldestFirst-1 && applied >= oldestFirst-1
+}

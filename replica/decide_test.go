@@ -316,3 +316,24 @@ func TestDecideDeletions(t *testing.T) {
 	gap := []logroom.ChannelInfo{{Num: 1, FirstIndex: 1, LastIndex: 0}, sealed(2, 1, 100, 10)}
 	require.Empty(t, decideDeletions(gap, 100, 100, 100, 0, 0))
 }
+
+func TestOfferCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		primary                    bool
+		oldestFirst, ckpt, applied uint64
+		want                       bool
+	}{
+		{"restored seed: log starts at 91, no checkpoint", true, 91, 0, 90, true},
+		{"restored seed with an older checkpoint", true, 91, 40, 95, true},
+		{"covered by our checkpoint", true, 91, 90, 95, false},
+		{"nothing deleted", true, 1, 0, 95, false},
+		{"not known yet", true, 0, 0, 95, false},
+		{"a standby never offers", false, 91, 0, 95, false},
+		{"store behind the log's start", true, 91, 0, 80, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, offerCheckpoint(tc.primary, tc.oldestFirst, tc.ckpt, tc.applied))
+		})
+	}
+}

@@ -617,7 +617,14 @@
 //     timeout later the evidence was wrong (DepositionsWrong,
 //     roomlog_replica_depositions_wrong_total):
 //     an unneeded takeover, never a safety issue, since every write is
-//     fenced by the epoch, not by the session.
+//     fenced by the epoch, not by the session. A primary deposed wrongly
+//     learns it without writing: while it leads, it watches its own
+//     candidate node and its epoch znode (the term watch), and when the
+//     node is deleted, the epoch znode moves past its writer's fence or
+//     goes (the room was replaced), the core ends the term (evDeposed:
+//     role standby, reason "deposed: …", re-queued) within a round trip
+//     of the change, about 0.1 s (TestWronglyDeposedPrimaryStepsDown),
+//     instead of at its next write; it then follows the new primary.
 //     What counts as proof: after the stream broke, one bounded probe of
 //     the address that is refused, accepted and hung up before any
 //     answer (a TCP proxy in front of a dead process), or answered by

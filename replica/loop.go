@@ -11,6 +11,7 @@ import (
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // loopState is the run loop's private state. Only the loop goroutine (and
@@ -53,6 +54,12 @@ type loopState struct {
 	elGen uint64
 	// settling: the publish queued is a settled one (see publishDue).
 	settling bool
+	// offeredFor: the oldest first index for which a checkpoint was last
+	// offered (offerCheckpoint), so it is asked for once.
+	offeredFor uint64
+	// termWatched: the epoch of the term whose candidate node and fence
+	// were last checked and are watched (watchTerm); 0: none, check again.
+	termWatched uint64
 
 	// membersDirty: the membership watcher's view moved since the last
 	// reload.
@@ -151,6 +158,8 @@ type watchKind int
 
 const (
 	watchElection watchKind = iota
+	// watchTerm: the primary's candidate node or its epoch znode changed.
+	watchTerm
 )
 
 type watchEvent struct {
@@ -220,8 +229,11 @@ func (r *Replica) run() {
 			}
 			r.onSession()
 		case we := <-r.watchc:
-			if we.kind == watchElection {
+			switch we.kind {
+			case watchElection:
 				r.step(evWatch{Gen: we.gen})
+			case watchTerm:
+				lp.termWatched = 0 // check again (reconcile), and re-arm
 			}
 		case <-lp.mem.changed.C():
 			lp.membersDirty = true
@@ -447,6 +459,9 @@ func (r *Replica) reconcile() {
 	if lp.c.failed {
 		return
 	}
+	if t := r.currentTerm(); t != nil && lp.termWatched != t.epoch && lp.pending["term-watch"] == 0 {
+		r.watchTerm(t)
+	}
 	// An observer never reads the election: it holds no candidate, and
 	// the core's election stays due (dirty) without anything polling it.
 	if !r.cfg.Observer && lp.c.electionDue() && lp.pending["election"] == 0 {
@@ -459,6 +474,42 @@ func (r *Replica) reconcile() {
 		r.auditRoom()
 	}
 	r.publishStatus()
+}
+
+// watchTerm checks that the primary's term still holds its candidate node
+// and its fence (the epoch znode at its writer's version) and watches both:
+// a term deposed without writing (its candidate deleted by a liveness
+// deposition that was wrong, or by an operator; a newer epoch; the room
+// replaced) ends within a round trip of the change instead of at its next
+// write. A failed check is retried by a later reconcile.
+func (r *Replica) watchTerm(t *term) {
+	lp := r.lp
+	r.enqueue(zkJob{name: "term-watch", bound: electionZKWait, run: func(ctx context.Context) func() {
+		fenced, fch, err := t.w.WatchFence(ctx)
+		var held bool
+		var cch <-chan zk.Event
+		node := lp.el.line.Node()
+		if err == nil && !fenced && node != "" {
+			held, _, cch, err = zkx.ExistsW(ctx, r.client, r.room.Path(electionDir, node))
+		}
+		return func() {
+			if r.currentTerm() != t {
+				return // the term ended meanwhile
+			}
+			switch {
+			case err != nil:
+				r.log.Debug("term watch failed; will retry", "err", err)
+			case fenced:
+				r.step(evDeposed{Epoch: t.epoch, Reason: "a newer epoch took the room, or the room was replaced"})
+			case !held:
+				r.step(evDeposed{Epoch: t.epoch, Reason: fmt.Sprintf("our candidate node %s was deleted", node)})
+			default:
+				lp.termWatched = t.epoch
+				r.forward(watchTerm, "epoch", fch)
+				r.forward(watchTerm, "candidate", cch)
+			}
+		}
+	}})
 }
 
 // publishMember queues a write of our member data as it is now.
@@ -1131,6 +1182,11 @@ func (r *Replica) refreshChannels() {
 			r.channelFigures(chans)
 			if decide {
 				r.onRoomVersion(rd)
+			}
+			if offerCheckpoint(r.currentTerm() != nil, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load()) && lp.offeredFor != lp.oldestFirst {
+				lp.offeredFor = lp.oldestFirst
+				r.log.Info("the log starts past our last checkpoint: taking one now, so members started empty have a source", "oldest_first", lp.oldestFirst)
+				r.ckptTrig.Notify()
 			}
 		}
 	}})

@@ -161,6 +161,11 @@ func testDataLoss(t *testing.T, tc lossCase) {
 	require.NoError(t, err)
 	t.Logf("%s: reseed took %v: seed %d from %s, epoch %d, previous: %s", tc.name, res.Took, res.Seed.Index, res.From, res.Epoch, res.Previous)
 	require.Equal(t, last, res.Seed.Index)
+	if tc.name == "restored-from-older-copy" {
+		require.Empty(t, res.Unchecked, "the old room was there: its live members were looked for")
+	} else {
+		require.Contains(t, res.Unchecked, "could not be looked for", "a re-seed of a missing room says it could not check for live members of the lost incarnation")
+	}
 	roles := map[string]string{}
 	for _, s := range res.Survivors {
 		roles[filepath.Base(s.Dir)] = s.Role

@@ -123,6 +123,10 @@ type Replica struct {
 	events          <-chan zk.Event    // session events (Client.Subscribe)
 	unsubscribe     func()
 
+	// markerRV is the room version DataDir's marker records (set by
+	// checkMarker in Open, then by the loop: recordRoomVersion).
+	markerRV int
+
 	// stalled is closed when a store of this replica declared its disk
 	// stalled (store.ErrDiskStalled): waits for goroutines that may be
 	// stuck on that disk end there.

@@ -50,8 +50,11 @@ type ReseedConfig struct {
 	// survivor applied, or that holds entries of another incarnation
 	// (they are lost).
 	Force bool
-	// RoomVersion to create the room at; 0: the old room's when
-	// ZooKeeper still has it, else 1.
+	// RoomVersion to create the room at; 0: the highest of the old
+	// room's (when ZooKeeper still has it) and the versions the
+	// survivors' markers recorded (a member records each room version it
+	// sees), else 1. A version below one a survivor recorded is refused:
+	// lowering needs the downgrade protocol, which a re-seed skips.
 	RoomVersion int
 	// MembersGone bounds the wait for the old room's ephemeral nodes
 	// (of sessions that died with the members) to go; default two
@@ -65,6 +68,9 @@ type Survivor struct {
 	Dir         string
 	Position    store.Point // its applied position
 	MarkerCzxid int64       // the room incarnation its marker names (0: no marker)
+	// MarkerRoomVersion: the highest room version its marker recorded (0:
+	// none recorded, a member of a release before this was recorded).
+	MarkerRoomVersion int
 	// Role: "seed" (the room continues from it), "adopted" (at the seed's
 	// position), "bootstrap" (a prefix of the seed: it bootstraps from a
 	// peer's checkpoint when it starts), "left out" (disagrees with the
@@ -80,10 +86,20 @@ type ReseedResult struct {
 	From      string // the seed's data dir
 	Czxid     int64  // the new incarnation
 	Epoch     uint64 // the epoch the room was created at
+	// RoomVersion is the room version the room was created at.
+	RoomVersion int
 	// Previous: what ZooKeeper held under the room's name before
 	// ("missing", or a description).
 	Previous string
-	Took     time.Duration
+	// Unchecked is set when ZooKeeper held no room under the name (missing,
+	// or a member's tombstone): the live members of the lost incarnation
+	// could not be looked for, so one may still run (paused, or cut off).
+	// None of its writes can land in the re-seeded room (its epoch znode
+	// has a name no earlier incarnation used); it learns the room was
+	// replaced at its next write or audit. Stop every member of the lost
+	// incarnation before starting the survivors.
+	Unchecked string
+	Took      time.Duration
 }
 
 type survivorStore struct {
@@ -156,13 +172,30 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		epoch = max(epoch, s.Position.Epoch)
 	}
 	rv := cfg.RoomVersion
+	recorded, by := 0, ""
+	for _, s := range survivors {
+		if s.MarkerRoomVersion > recorded {
+			recorded, by = s.MarkerRoomVersion, s.Dir
+		}
+	}
+	if rv != 0 && rv < recorded {
+		return res, fmt.Errorf("%w: %s recorded room version %d; a re-seed at room version %d would lower it without the downgrade protocol (lower it in a running room first, or re-seed at %d)",
+			ErrReseedRefused, by, recorded, rv, recorded)
+	}
 	info, err := logroom.ReadRoomInfo(ctx, c, cfg.Base, cfg.Room)
+	const unchecked = "ZooKeeper holds no room under the name, so live members of the lost incarnation could not be looked for: " +
+		"one may still run (paused or cut off); none of its writes can land in the re-seeded room (its epoch znode has a new name), " +
+		"but stop every member of the lost incarnation before starting the survivors"
 	switch {
 	case errors.Is(err, logroom.ErrNoRoom):
 		res.Previous = "missing"
+		res.Unchecked = unchecked
+		log.Warn("reseed: " + unchecked)
 	case errors.Is(err, logroom.ErrRoomLost):
 		// A member's tombstone (it found the room missing): replaced.
 		res.Previous = "a tombstone: " + err.Error()
+		res.Unchecked = unchecked
+		log.Warn("reseed: " + unchecked)
 		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
 			return res, fmt.Errorf("replica: reseed: delete the tombstone: %w", err)
 		}
@@ -194,8 +227,13 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		}
 	}
 	if rv == 0 {
-		rv = 1
+		// ZooKeeper lost the room (or its meta): the survivors' markers
+		// keep the version the state was written under.
+		rv = max(recorded, 1)
+	} else if cfg.RoomVersion == 0 {
+		rv = max(rv, recorded)
 	}
+	res.RoomVersion = rv
 	if epoch >= 1<<62 {
 		return res, fmt.Errorf("%w: epoch %d is too close to the end of the epoch space", ErrReseedRefused, epoch)
 	}
@@ -229,7 +267,7 @@ func finishReseed(cfg ReseedConfig, survivors []*survivorStore, seed *survivorSt
 		if s.Role == "left out" {
 			continue
 		}
-		m := dirMarker{Base: cfg.Base, Room: cfg.Room, RoomCzxid: res.Czxid}
+		m := dirMarker{Base: cfg.Base, Room: cfg.Room, RoomCzxid: res.Czxid, RoomVersion: res.RoomVersion}
 		if err := writeMarker(s.Dir, m); err != nil {
 			errs = append(errs, err)
 		}
@@ -263,7 +301,7 @@ func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
 			if m.Base != cfg.Base || m.Room != cfg.Room {
 				return out, fmt.Errorf("%w: %s holds the state of room %s/%s, not %s/%s", ErrReseedRefused, dir, m.Base, m.Room, cfg.Base, cfg.Room)
 			}
-			s.MarkerCzxid = m.RoomCzxid
+			s.MarkerCzxid, s.MarkerRoomVersion = m.RoomCzxid, m.RoomVersion
 		}
 		st, err := store.Open(filepath.Join(dir, "store"), &store.Options{ReadOnly: true})
 		if err != nil {

@@ -338,6 +338,7 @@ func (r *Replica) onRoomVersion(rd roomVersionRead) {
 		r.setVersionBlocked(report, true)
 		return
 	}
+	r.recordRoomVersion(rd.rv.Version)
 	t := r.currentTerm()
 	f := r.versionFacts(rd.rv, rd.target, lp.mem.known, rd.maxChannel)
 	f.Primary = lp.c.role == RolePrimary && t != nil

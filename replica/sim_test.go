@@ -59,7 +59,11 @@ type simBugs struct {
 	ackFenced    bool // acknowledge an append the epoch check refused
 	ignoreServed bool // delete channels covered only by our own checkpoint, served or not
 	ignoreHold   bool // delete channels a live bootstrap's hold still needs
-	core         coreBugs
+	// reseedSameFence: a re-seed creates the epoch znode again under its
+	// old name (at version 0), as SeedRoom did before the fence was named
+	// per incarnation.
+	reseedSameFence bool
+	core            coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -71,7 +75,8 @@ type simChannel struct {
 
 type simTerm struct {
 	epoch, start, next uint64
-	epochVersion       int32 // the epoch znode's version this writer fenced with
+	epochVersion       int32  // the epoch znode's version this writer fenced with
+	epochPath          string // the epoch znode it fenced with (the room's incarnation)
 	accepting          bool
 	stopped            bool  // the writer stopped on an outcome it could not learn
 	sid                int64 // the core's session when it took the lead
@@ -86,6 +91,7 @@ type simBoot struct {
 type simTakeover struct {
 	epoch, start uint64
 	version      int32
+	epochPath    string
 	fenced       bool // NewWriter ran (epoch 0: it was refused)
 	reported     bool // its end is queued
 }
@@ -114,6 +120,11 @@ type simMember struct {
 	ending     bool // a term is ending off the loop (no apply goroutine runs)
 	lastTick   time.Time
 	pending    []any
+	// deposedQueued / deposedTold: the epoch of the term whose deposition
+	// the term watch found and queued / the core was told of.
+	deposedQueued, deposedTold uint64
+	// fencedTold: the epoch of the term the core was told was fenced.
+	fencedTold uint64
 }
 
 type sim struct {
@@ -134,6 +145,11 @@ type sim struct {
 	lost   int  // appends whose reply was lost
 	calm   bool // settling: no faults (no lost replies)
 	seenEl int  // simZK.changes of the election dir at the last watch fire
+	// epochPath is the room's epoch znode: simEpoch, renamed by each
+	// re-seed (the fence of an incarnation).
+	epochPath string
+	reseeds   int
+	deposals  int // candidates of live primaries deleted (wrong proofs)
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -151,7 +167,7 @@ func (s *sim) fatalf(format string, args ...any) {
 
 func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 	s := &sim{fail: fail, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), bugs: bugs, zk: newSimZK(), seed: seed,
-		now: time.Unix(1_000_000, 0), writer: map[uint64]string{}}
+		now: time.Unix(1_000_000, 0), writer: map[uint64]string{}, epochPath: simEpoch}
 	admin := s.zk.open()
 	s.admin = admin
 	for _, p := range []string{simRoom, simElection, simLog} {
@@ -254,7 +270,7 @@ func (s *sim) do(m *simMember, a action) {
 		if uint64(len(m.applied)) != tr.start-1 {
 			s.fatalf("%s leads epoch %d from %d having applied %d: it would write at an index it applied, or skip one", m.id, tr.epoch, tr.start, len(m.applied))
 		}
-		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, accepting: true, sid: m.c.sessionID}
+		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, epochPath: tr.epochPath, accepting: true, sid: m.c.sessionID}
 	case aStartTail:
 		m.tail = true
 	case aWriteTransfer:
@@ -285,6 +301,12 @@ func (s *sim) checkInvariants() {
 		}
 		if c.failed && c.role != RoleFailed {
 			s.fatalf("%s: failed, role %s", m.id, c.role)
+		}
+		if m.term != nil && m.fencedTold == m.term.epoch {
+			s.fatalf("%s: a fenced primary keeps acting as primary: its writer of epoch %d was fenced, it still holds the term", m.id, m.term.epoch)
+		}
+		if m.term != nil && m.deposedTold == m.term.epoch {
+			s.fatalf("%s: a deposed primary keeps acting as primary: told its term of epoch %d lost its candidate or fence, it still holds it", m.id, m.term.epoch)
 		}
 		if m.term != nil && m.term.sid != c.sessionID {
 			s.fatalf("%s still leads epoch %d after its session 0x%x was replaced by 0x%x", m.id, m.term.epoch, m.term.sid, c.sessionID)
@@ -365,6 +387,10 @@ func (s *sim) run(n int) {
 			s.checkpoint(m)
 		case r < 190:
 			s.deleteChannels(s.primary(m))
+		case r < 192:
+			s.depose(s.primary(m))
+		case r == 192 && storm:
+			s.reseed()
 		default:
 			s.watchFire()
 		}
@@ -418,6 +444,12 @@ func (s *sim) deliver(m *simMember) {
 		se.Now = s.now // the loop stamps a session event when it handles it
 		ev = se
 	}
+	if d, ok := ev.(evDeposed); ok {
+		m.deposedTold = d.Epoch
+	}
+	if f, ok := ev.(evWriterFailed); ok && f.Fenced {
+		m.fencedTold = f.Epoch
+	}
 	s.stepCore(m, ev)
 }
 
@@ -453,6 +485,7 @@ func (s *sim) reconcile(m *simMember) {
 		}
 		return
 	}
+	s.watchTerm(m)
 	if !m.c.electionDue() {
 		return
 	}
@@ -480,6 +513,61 @@ func (s *sim) reconcile(m *simMember) {
 		}
 	}
 	s.stepCore(m, evElection{Facts: f})
+}
+
+// watchTerm is the loop's term watch (loop.go watchTerm): a primary whose
+// candidate node is gone, or whose epoch znode moved past its fence or is
+// gone, is told so (queued: it arrives in any order with the rest).
+func (s *sim) watchTerm(m *simMember) {
+	t := m.term
+	if t == nil || m.deposedQueued == t.epoch {
+		return
+	}
+	reason := ""
+	if _, ver, err := s.zk.get(m.sid, t.epochPath); err != nil || ver != t.epochVersion {
+		reason = "fence moved"
+	} else if _, _, err := s.zk.get(m.sid, m.candidate); m.candidate == "" || err != nil {
+		reason = "candidate deleted"
+	}
+	if reason != "" {
+		m.deposedQueued = t.epoch
+		m.pending = append(m.pending, evDeposed{Epoch: t.epoch, Reason: reason})
+	}
+}
+
+// depose: a standby's liveness proof was wrong (a proxy resetting
+// connections): it deletes the live primary's candidate node.
+func (s *sim) depose(m *simMember) {
+	if m.term == nil || m.candidate == "" {
+		return
+	}
+	if _, err := s.zk.do(s.admin, simOp{kind: "delete", path: m.candidate, version: -1}); err == nil {
+		s.deposals++
+		s.logf("%s candidate %s deleted by a wrong liveness proof", m.id, m.candidate)
+	}
+}
+
+// reseed: ZooKeeper lost the room and an operator re-seeded it from a
+// survivor that lost nothing (the log stays): the epoch znode is created
+// anew, at version 0, holding an epoch above every one seen, under a
+// fresh name (the reseedSameFence bug: under the old one). Members that
+// lead or take over keep the fence they hold.
+func (s *sim) reseed() {
+	cur := s.epoch()
+	for e := range s.writer {
+		cur = max(cur, e)
+	}
+	if _, err := s.zk.do(s.admin, simOp{kind: "delete", path: s.epochPath, version: -1}); err != nil {
+		s.fatalf("reseed: delete %s: %v", s.epochPath, err)
+	}
+	s.reseeds++
+	if !s.bugs.reseedSameFence {
+		s.epochPath = fmt.Sprintf("%s-%d", simEpoch, s.reseeds)
+	}
+	if _, err := s.zk.do(s.admin, simOp{kind: "create", path: s.epochPath, data: []byte(strconv.FormatUint(cur+1, 10))}); err != nil {
+		s.fatalf("reseed: create %s: %v", s.epochPath, err)
+	}
+	s.logf("room re-seeded: epoch znode %s at epoch %d", s.epochPath, cur+1)
 }
 
 // oldestFirst is the first index still in the log (0: none deleted yet).
@@ -511,11 +599,14 @@ func (s *sim) propose(m *simMember) {
 		return
 	}
 	err := s.zk.multi(m.sid,
-		simOp{kind: "check", path: simEpoch, version: t.epochVersion},
+		simOp{kind: "check", path: t.epochPath, version: t.epochVersion},
 		simOp{kind: "create", path: entryPath(e.index), data: []byte(strconv.FormatUint(e.epoch, 10))})
 	if err == nil {
 		if e.index != s.logEnd()+1 {
 			s.fatalf("append of %+v landed at log end %d", e, s.logEnd())
+		}
+		if n := len(s.hist); n > 0 && s.hist[n-1].epoch > e.epoch {
+			s.fatalf("fencing on every write: %s's entry %+v of epoch %d landed after %+v of a newer epoch", m.id, e, e.epoch, s.hist[n-1])
 		}
 		s.hist = append(s.hist, e)
 		if w, ok := s.writer[e.epoch]; ok && w != m.id {
@@ -530,7 +621,7 @@ func (s *sim) propose(m *simMember) {
 	case !s.calm && s.rnd.IntN(20) == 0:
 		s.lost++
 		werr = fmt.Errorf("append: %w", logroom.ErrOutcomeUnknown)
-	case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists):
+	case errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNodeExists) || errors.Is(err, zk.ErrNoNode):
 		werr = fmt.Errorf("append: %w", logroom.ErrFenced)
 	case errors.Is(err, zk.ErrSessionExpired):
 		werr = fmt.Errorf("append: %w", logroom.ErrOutcomeUnknown)
@@ -641,7 +732,8 @@ func (s *sim) takeoverStep(m *simMember) {
 		if !s.usable(m) {
 			return
 		}
-		data, ver, err := s.zk.get(m.sid, simEpoch)
+		epochPath := s.epochPath
+		data, ver, err := s.zk.get(m.sid, epochPath)
 		if err != nil {
 			return
 		}
@@ -652,13 +744,13 @@ func (s *sim) takeoverStep(m *simMember) {
 			// write: the version check refuses it.
 			ver--
 		}
-		if err := s.zk.multi(m.sid, simOp{kind: "set", path: simEpoch, data: []byte(strconv.FormatUint(epoch, 10)), version: ver}); err != nil {
+		if err := s.zk.multi(m.sid, simOp{kind: "set", path: epochPath, data: []byte(strconv.FormatUint(epoch, 10)), version: ver}); err != nil {
 			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: fmt.Errorf("new writer: %w", logroom.ErrFenced)}})
 			tr.fenced = true
 			tr.epoch = 0
 			return
 		}
-		tr.fenced, tr.epoch, tr.version, tr.start = true, epoch, ver+1, s.logEnd()+1
+		tr.fenced, tr.epoch, tr.version, tr.start, tr.epochPath = true, epoch, ver+1, s.logEnd()+1, epochPath
 		s.logf("%s new writer epoch %d start %d", m.id, epoch, tr.start)
 		return
 	}
@@ -755,7 +847,7 @@ func (s *sim) settle() {
 
 // epoch reads the room's epoch.
 func (s *sim) epoch() uint64 {
-	data, _, err := s.zk.get(s.admin, simEpoch)
+	data, _, err := s.zk.get(s.admin, s.epochPath)
 	if err != nil {
 		s.fatalf("read epoch: %v", err)
 	}
@@ -921,12 +1013,14 @@ func TestSimulation(t *testing.T) {
 	if os.Getenv("SIM_SEEDS") != "" {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
-	var acked, lost, leads, deleted int
+	var acked, lost, leads, deleted, deposals, reseeds int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
 		acked += len(s.acked)
 		lost += s.lost
+		deposals += s.deposals
+		reseeds += s.reseeds
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -935,8 +1029,11 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted", seeds, acked, lost, leads, deleted)
+	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds",
+		seeds, acked, lost, leads, deleted, deposals, reseeds)
 	// The simulation must exercise what it checks.
+	require.Positive(t, deposals)
+	require.Positive(t, reseeds)
 	require.Positive(t, acked)
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
@@ -958,6 +1055,10 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, ""},
 		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, ""},
 		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, ""},
+		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary"},
+		// Found as a ghost write of the old incarnation's primary, or as
+		// that primary holding its term in the re-seeded room.
+		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, ""},
 		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, ""},
 		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, ""},
 	} {

@@ -255,6 +255,9 @@ func statusFromReplica(s replica.Status, addr string, b version.Build) api.Statu
 	if s.Err != nil {
 		out.Error = s.Err.Error()
 	}
+	if s.TailErr != nil {
+		out.TailError = s.TailErr.Error()
+	}
 	out.Members = apiMembers(s)
 	return out
 }

@@ -43,6 +43,7 @@ type reseedJSON struct {
 	Epoch     uint64           `json:"epoch"`
 	Czxid     string           `json:"czxid"`
 	Previous  string           `json:"previous"`
+	Unchecked string           `json:"unchecked,omitempty"` // live members of the lost incarnation could not be looked for
 	TookMS    int64            `json:"took_ms"`
 	Survivors []reseedSurvivor `json:"survivors"`
 }
@@ -164,7 +165,7 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitFail
 	}
 	out := reseedJSON{Room: pos[0], Index: res.Seed.Index, From: res.From, Epoch: res.Epoch, Czxid: fmt.Sprintf("0x%x", res.Czxid),
-		Previous: res.Previous, TookMS: res.Took.Milliseconds(), Survivors: []reseedSurvivor{}}
+		Previous: res.Previous, Unchecked: res.Unchecked, TookMS: res.Took.Milliseconds(), Survivors: []reseedSurvivor{}}
 	for _, s := range res.Survivors {
 		out.Survivors = append(out.Survivors, reseedSurvivor{Dir: s.Dir, Index: s.Position.Index, Epoch: s.Position.Epoch,
 			Hash: s.Position.Hash.String(), Base: s.Position.Hash.Base, Role: s.Role, Reason: s.Reason,
@@ -184,6 +185,9 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 			line += "  (" + s.Reason + ")"
 		}
 		fmt.Fprintln(stdout, line)
+	}
+	if out.Unchecked != "" {
+		fmt.Fprintln(stdout, "warning: "+out.Unchecked)
 	}
 	fmt.Fprintln(stdout, "start the seed's member first; members left out are refused by name until their data dir is moved away")
 	return exitOK

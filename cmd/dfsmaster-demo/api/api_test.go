@@ -504,3 +504,25 @@ func TestFailedMaster(t *testing.T) {
 	require.Equal(t, api.CodeUnavailable, r.code(t))
 	require.Equal(t, "closed", ok(t, get(t, base, "/v1/status"))["role"])
 }
+
+// TestHealthBehindWithoutSource: a standby that cannot reach its room's
+// state (started empty after a restore, with no checkpoint to fetch: its
+// tail retries with an error) must not say healthy; before, /v1/health
+// answered 200 while it sat at index 0 and reads of existing paths
+// answered 404.
+func TestHealthBehindWithoutSource(t *testing.T) {
+	p := newPair(t, api.Config{})
+	base := p.standbySrv.URL
+	ok(t, get(t, base, "/v1/health"))
+
+	const why = "replica: bootstrap: no member serves a checkpoint at or past index 90"
+	p.standby.set(func(f *fakeMaster) { f.status.TailError = why })
+	r := get(t, base, "/v1/health")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "body %s", r.raw)
+	require.Equal(t, api.CodeBehind, r.code(t))
+	require.Contains(t, r.obj(t)["message"], why)
+	require.Equal(t, why, ok(t, get(t, base, "/v1/status"))["tail_error"])
+
+	p.standby.set(func(f *fakeMaster) { f.status.TailError = "" })
+	ok(t, get(t, base, "/v1/health"))
+}

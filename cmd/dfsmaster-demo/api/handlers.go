@@ -560,8 +560,10 @@ func disconnected(msg string) *httpError {
 // handleHealth answers 200 while the master takes part in the room,
 // connected to ZooKeeper (in any role); 503 disconnected while it is cut off
 // (it recovers by itself, but a load balancer should send reads elsewhere
-// meanwhile); 503 failed with the reason once it failed; 503 unavailable
-// while it shuts down.
+// meanwhile); 503 behind while its standby tail cannot reach the room's
+// state (no checkpoint to fetch, say: it cannot serve reads of it); 503
+// failed with the reason once it failed; 503 unavailable while it shuts
+// down.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if _, _, herr := readQuery(r); herr != nil {
 		s.fail(w, r, herr)
@@ -575,6 +577,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !st.Connected {
 		s.fail(w, r, disconnected(fmt.Sprintf("master %s is cut off from ZooKeeper (for %d ms, applied %d); it recovers by itself; send reads elsewhere meanwhile",
 			st.ID, st.DisconnectedMS, st.AppliedIndex)))
+		return
+	}
+	if st.TailError != "" {
+		s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: CodeBehind,
+			msg:    fmt.Sprintf("master %s cannot reach its room's state (applied %d): %s; it retries by itself; send reads elsewhere meanwhile", st.ID, st.AppliedIndex, st.TailError),
+			header: map[string]string{"Retry-After": "1"}})
 		return
 	}
 	writeJSON(w, http.StatusOK, HealthResponse{Status: "ok", ID: st.ID, Role: st.Role, AppliedIndex: st.AppliedIndex})

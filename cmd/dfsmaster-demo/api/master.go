@@ -130,6 +130,10 @@ type Status struct {
 	CheckpointIndex uint64    `json:"checkpoint_index"`  // index of this master's newest local checkpoint (0: none)
 	Bootstraps      int       `json:"bootstraps"`        // times this master restored its state from a peer's checkpoint
 	Error           string    `json:"failure,omitempty"` // why the master failed (Role is RoleFailed), if it did
+	// TailError: why this standby cannot catch up while its tail retries
+	// (no member serves a checkpoint it needs, say); "" while it
+	// progresses. /v1/health answers 503 behind while it is set.
+	TailError string `json:"tail_error,omitempty"`
 	// The integrity check (replica package doc, "Integrity"): this
 	// master's running state hash at HashIndex, how many peers' hashes it
 	// compared and how many differed, and its report of a disagreement it

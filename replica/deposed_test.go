@@ -1,0 +1,79 @@
+package replica
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/logroom"
+)
+
+// TestWronglyDeposedPrimaryStepsDown: a live primary whose candidate node
+// is deleted (what a standby's liveness deposition does when its proof was
+// wrong: a proxy that resets connections) must stop saying primary within
+// about a second, without writing anything: its candidate is gone and the
+// next in line takes the epoch. Before the term watched its candidate and
+// the epoch znode, the old primary went on reporting primary (Status,
+// member data) until its own next write was fenced — with an idle room,
+// for as long as nobody proposed.
+func TestWronglyDeposedPrimaryStepsDown(t *testing.T) {
+	ens := sharedEnsemble(t)
+	c := newCluster(t, ens, nil)
+	c.openN(2)
+	p := c.waitPrimary(30 * time.Second)
+	s := c.other(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := c.proposeRetry(ctx, setOp("k", "v"))
+	require.NoError(t, err)
+	oldEpoch := p.Status().Epoch
+
+	// Delete p's candidate node as a deposition does (exactly the node,
+	// version 0), from a client of our own: no write of p's follows.
+	cl, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	defer cl.Close()
+	dir := logroom.RoomPath(logroom.DefaultBase, c.room, electionDir)
+	kids, _, err := cl.Conn().Children(dir)
+	require.NoError(t, err)
+	node := ""
+	for _, k := range kids {
+		data, _, err := cl.Conn().Get(dir + "/" + k)
+		require.NoError(t, err)
+		if strings.Contains(string(data), p.cfg.ID) && strings.Contains(k, *p.live.guid.Load()) {
+			node = k
+		}
+	}
+	require.NotEmpty(t, node, "p's candidate node among %v", kids)
+	_, err = cl.Conn().Multi(&zk.CheckVersionRequest{Path: dir + "/" + node, Version: 0}, &zk.DeleteRequest{Path: dir + "/" + node, Version: 0})
+	require.NoError(t, err)
+	deposed := time.Now()
+
+	// The standby takes over (the line moved on)...
+	require.Eventually(t, func() bool {
+		st := s.Status()
+		return st.Role == RolePrimary && st.Epoch > oldEpoch
+	}, 20*time.Second, 10*time.Millisecond, "the standby did not take over after the primary's candidate was deleted")
+	// ... and the old primary learns it within about a second of the
+	// newer epoch (a second and a half of slack for a loaded machine),
+	// without proposing anything.
+	took := time.Duration(0)
+	require.Eventually(t, func() bool {
+		if p.Status().Role != RolePrimary {
+			took = time.Since(deposed)
+			return true
+		}
+		return false
+	}, 2500*time.Millisecond, 10*time.Millisecond, "the deposed primary still says primary %v after its candidate was deleted and a newer epoch took over", time.Since(deposed))
+	t.Logf("the old primary stopped saying primary %v after its candidate was deleted", took)
+
+	// It follows the new primary: a write through the new primary reaches it.
+	res, err := s.Propose(ctx, setOp("k2", "v2"))
+	require.NoError(t, err)
+	require.NoError(t, p.WaitApplied(ctx, res.Index))
+	require.NotEqual(t, RoleFailed, p.Status().Role)
+}
