@@ -52,8 +52,15 @@ func makeLog(t *testing.T, n, batch, chanEntries int, ckptAt ...uint64) *testLog
 // t0 + i seconds.
 func makeLogOf(t *testing.T, origin Origin, t0 time.Time, n, batch, chanEntries int, ckptAt ...uint64) *testLog {
 	t.Helper()
+	return makeLogFlush(t, origin, t0, 1, n, batch, chanEntries, ckptAt...)
+}
+
+// makeLogFlush is makeLogOf whose store flushes its memtable for a
+// checkpoint only when its WAL holds flushBytes (store.Options).
+func makeLogFlush(t *testing.T, origin Origin, t0 time.Time, flushBytes int64, n, batch, chanEntries int, ckptAt ...uint64) *testLog {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(filepath.Join(t.TempDir(), "member"), &store.Options{CheckpointFlushBytes: 1})
+	st, err := store.Open(filepath.Join(t.TempDir(), "member"), &store.Options{CheckpointFlushBytes: flushBytes})
 	require.NoError(t, err)
 	defer st.Close()
 	l := &testLog{ckptRoot: filepath.Join(t.TempDir(), "ckpts"), run: map[uint64]store.RunHash{},
@@ -422,9 +429,23 @@ func TestRestoreRefusesByName(t *testing.T) {
 		it.Path, _ = a.itemPath(testOrigin, KindCheckpoint, 200, 200)
 		p := largestFile(t, filepath.Join(it.Path, checkpoint.DBDir))
 		require.NoError(t, os.Truncate(p, 10))
-		err := restore(a, 250)
-		require.ErrorIs(t, err, ErrCorrupt)
+		// Skipped, named, for the next older restore point.
+		res, err := Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToIndex: 250, DataDir: t.TempDir()})
+		require.NoError(t, err)
+		require.EqualValues(t, 100, res.Checkpoint)
+		require.Equal(t, l.state[250], res.StateHash)
+		require.Len(t, res.Skipped, 1)
+		require.Contains(t, res.Skipped[0], p)
+		// None left to fall back to: refused, naming it.
+		items, err := a.List(ctx, "r1")
+		require.NoError(t, err)
+		require.NoError(t, os.Remove(items[0].Path)) // the channel at 1
+		q, _ := a.itemPath(testOrigin, KindCheckpoint, 100, 100)
+		require.NoError(t, os.Truncate(filepath.Join(q, checkpoint.ManifestName), 3))
+		err = restore(a, 250)
+		require.ErrorIs(t, err, ErrNotCovered)
 		require.ErrorContains(t, err, p)
+		require.ErrorContains(t, err, q)
 	})
 	t.Run("foreign checkpoint", func(t *testing.T) {
 		a := full(t)
@@ -436,9 +457,12 @@ func TestRestoreRefusesByName(t *testing.T) {
 		b, err := json.Marshal(rec)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(p, itemName), b, 0o644))
-		err = restore(a, 250)
-		require.ErrorIs(t, err, ErrForeign)
-		require.ErrorContains(t, err, p)
+		res, err := Restore(ctx, RestoreOptions{Archive: a, Room: "r1", ToIndex: 250, DataDir: t.TempDir()})
+		require.NoError(t, err)
+		require.EqualValues(t, 100, res.Checkpoint, "the foreign checkpoint is skipped")
+		require.Len(t, res.Skipped, 1)
+		require.Contains(t, res.Skipped[0], p)
+		require.Contains(t, res.Skipped[0], "another room or room incarnation")
 	})
 	t.Run("not empty", func(t *testing.T) {
 		a := full(t)

@@ -484,23 +484,17 @@ type prevTable struct {
 // previousTables returns the .sst tables of the newest checkpoint item in
 // od below index whose record and manifest read back: Pebble tables are
 // immutable, so a table of the same name, size and CRC32C (its manifest's)
-// is the same table, and a new item links it instead of copying it. Any
-// trouble (none, corrupt): nothing to link, everything is copied.
+// is the same table, and a new item links it instead of copying it. A
+// table that item shares already with the item before it (the same file)
+// is left out: no file is shared by more than two items, so one damaged
+// file takes at most two restore points. Any trouble (none, corrupt):
+// nothing to link, everything is copied.
 func previousTables(od string, index uint64) map[string]prevTable {
-	ents, err := os.ReadDir(od)
-	if err != nil {
+	below := checkpointDirsBelow(od, index)
+	if len(below) == 0 {
 		return nil
 	}
-	var best string
-	var bestIdx uint64
-	for _, e := range ents {
-		if kind, _, i, ok := parseItemName(e.Name()); ok && kind == KindCheckpoint && i < index && (best == "" || i > bestIdx) {
-			best, bestIdx = filepath.Join(od, e.Name()), i
-		}
-	}
-	if best == "" {
-		return nil
-	}
+	best := below[len(below)-1]
 	rec, err := readCkptItem(best)
 	if err != nil {
 		return nil
@@ -520,10 +514,58 @@ func previousTables(od string, index uint64) map[string]prevTable {
 	out := map[string]prevTable{}
 	for _, f := range m.Files {
 		if s, ok := sha[checkpoint.DBDir+"/"+f.Name]; ok && strings.HasSuffix(f.Name, ".sst") {
-			out[f.Name] = prevTable{path: filepath.Join(best, checkpoint.DBDir, f.Name), size: f.Size, crc: f.CRC32C, sha: s}
+			p := filepath.Join(best, checkpoint.DBDir, f.Name)
+			if len(below) >= 2 && sameFile(p, filepath.Join(below[len(below)-2], checkpoint.DBDir, f.Name)) {
+				continue // shared by two items already: copy
+			}
+			out[f.Name] = prevTable{path: p, size: f.Size, crc: f.CRC32C, sha: s}
 		}
 	}
 	return out
+}
+
+// checkpointDirsBelow lists the checkpoint item directories in od whose
+// index is below index, ascending.
+func checkpointDirsBelow(od string, index uint64) []string {
+	ents, err := os.ReadDir(od)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents { // sorted by name: by index (zero-padded)
+		if kind, _, i, ok := parseItemName(e.Name()); ok && kind == KindCheckpoint && i < index && e.IsDir() {
+			out = append(out, filepath.Join(od, e.Name()))
+		}
+	}
+	return out
+}
+
+// sameFile reports whether a and b are one file (a hard link).
+func sameFile(a, b string) bool {
+	fa, err1 := os.Lstat(a)
+	fb, err2 := os.Lstat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
+
+// sharedBy names the other checkpoint items of p's origin directory that
+// hold p (a file of a checkpoint item, db/<name>) as the same file (hard
+// linked): they are damaged with it. Empty when none.
+func sharedBy(itemDir, name string) string {
+	od := filepath.Dir(itemDir)
+	var idx []string
+	for _, d := range checkpointDirsBelow(od, ^uint64(0)) {
+		if d == itemDir {
+			continue
+		}
+		if sameFile(filepath.Join(itemDir, name), filepath.Join(d, name)) {
+			_, _, i, _ := parseItemName(filepath.Base(d))
+			idx = append(idx, fmt.Sprint(i))
+		}
+	}
+	if len(idx) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the same file, hard-linked, is in the checkpoint at index %s: damaged too)", strings.Join(idx, ", "))
 }
 
 // copyVerified copies src to dst (new), fsyncs it, and returns its hex
@@ -639,10 +681,10 @@ func verifyCkptItem(ctx context.Context, it Item) error {
 			return err
 		}
 		if size != f.Size {
-			return fmt.Errorf("%w: %s: %d bytes, the item records %d (truncated?)", ErrCorrupt, p, size, f.Size)
+			return fmt.Errorf("%w: %s: %d bytes, the item records %d (truncated?)%s", ErrCorrupt, p, size, f.Size, sharedBy(it.Path, f.Name))
 		}
 		if sum != f.SHA256 {
-			return fmt.Errorf("%w: %s: sha256 %.16s, the item records %.16s", ErrCorrupt, p, sum, f.SHA256)
+			return fmt.Errorf("%w: %s: sha256 %.16s, the item records %.16s%s", ErrCorrupt, p, sum, f.SHA256, sharedBy(it.Path, f.Name))
 		}
 	}
 	mb, err := os.ReadFile(filepath.Join(it.Path, checkpoint.ManifestName))

@@ -81,6 +81,10 @@
 //     CRC32C is hard-linked instead of copied, after its CRC32C is checked
 //     again, so rot in the earlier item is never carried into the new one;
 //     its SHA-256 is the earlier record's. Where links fail, it is copied.
+//     A file the previous item shares already with the one before it is
+//     copied, never linked a third time: one damaged file takes at most
+//     two restore points, and the error verifying an item names the other
+//     items holding the damaged file.
 //
 // # Time
 //
@@ -113,6 +117,9 @@
 //     without gap; else ErrNotCovered naming the missing indexes.
 //  4. Verify the checkpoint item and restore it (checkpoint.Restore, origin
 //     checked) to DataDir/store; open the store with the members' Applier.
+//     A checkpoint item that fails verification (corrupt, foreign, gone)
+//     is skipped and named (RestoreResult.Skipped): back to step 3 with
+//     the next older one.
 //  5. Read each channel (verified), apply its entries after the checkpoint
 //     and up to the target, in order, through store.Apply.
 //  6. Report the applied index (the target, exactly), running hash and

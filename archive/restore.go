@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ type RestoreResult struct {
 	// Checkpoint is the index of the archived checkpoint it started from
 	// (0: from an empty store, the log's first channel).
 	Checkpoint uint64
+	// Skipped names the newer checkpoints at or below Index that failed
+	// verification (damaged, with the items sharing a damaged file), each
+	// with its error: the restore started from an older restore point.
+	Skipped []string
 	// Entries is how many archived entries were applied on top of it,
 	// Channels from how many channel items.
 	Entries  uint64
@@ -140,10 +145,6 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	} else if target == 0 {
 		target = plan.newest()
 	}
-	ckpt, chans, err := plan.cover(target)
-	if err != nil {
-		return res, fmt.Errorf("archive: restore room %q (%v) to index %d: %w", opts.Room, plan.origin, target, err)
-	}
 	storeDir := filepath.Join(opts.DataDir, StoreDirName)
 	if err := checkEmptyDir(storeDir); err != nil {
 		return res, err
@@ -155,8 +156,27 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 		}
 	}()
 	t0 := time.Now()
-	if ckpt != nil {
+	// The newest checkpoint at or below the target that verifies: a
+	// damaged one is skipped (reported) for the next older restore point.
+	var chans []Item
+	for {
+		var ckpt *Item
+		ckpt, chans, err = plan.cover(target)
+		if err != nil {
+			if len(res.Skipped) > 0 {
+				err = fmt.Errorf("%w; damaged checkpoints skipped: %s", err, strings.Join(res.Skipped, "; "))
+			}
+			return res, fmt.Errorf("archive: restore room %q (%v) to index %d: %w", opts.Room, plan.origin, target, err)
+		}
+		if ckpt == nil {
+			break
+		}
 		dir, release, err := opts.Archive.OpenCheckpoint(ctx, *ckpt)
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrForeign) || errors.Is(err, ErrNotFound) {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("checkpoint at index %d: %v", ckpt.Last, err))
+			plan.ckpts = slices.DeleteFunc(plan.ckpts, func(it Item) bool { return it.Path == ckpt.Path })
+			continue
+		}
 		if err != nil {
 			return res, err
 		}
@@ -167,6 +187,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 			return res, fmt.Errorf("archive: restore %v: %w", *ckpt, err)
 		}
 		res.Checkpoint = ckpt.Last
+		break
 	}
 	res.CheckpointRestore = time.Since(t0)
 	t1 := time.Now()
@@ -181,7 +202,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 		}
 	}()
 	if got := st.AppliedIndex(); got != res.Checkpoint {
-		return res, fmt.Errorf("%w: the store restored from %v is at index %d", ErrCorrupt, *ckpt, got)
+		return res, fmt.Errorf("%w: the store restored from the checkpoint at %d is at index %d", ErrCorrupt, res.Checkpoint, got)
 	}
 	var lastCtime int64
 	for _, it := range chans {

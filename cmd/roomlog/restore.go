@@ -35,20 +35,21 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
 
 // restoreJSON is what restore --json prints.
 type restoreJSON struct {
-	Room       string `json:"room"`
-	RoomCzxid  int64  `json:"room_czxid"`
-	Index      uint64 `json:"index"`
-	Epoch      uint64 `json:"epoch"`
-	Checkpoint uint64 `json:"checkpoint"`
-	Entries    uint64 `json:"entries"`
-	Channels   int    `json:"channels"`
-	RunHash    string `json:"run_hash"`
-	RunHashAll string `json:"run_hash_full"`
-	RunBase    uint64 `json:"run_hash_base"`
-	StateHash  string `json:"state_hash"`
-	Time       string `json:"time,omitempty"`
-	Cut        bool   `json:"cut,omitempty"`
-	CutReason  string `json:"cut_reason,omitempty"`
+	Room       string   `json:"room"`
+	RoomCzxid  int64    `json:"room_czxid"`
+	Index      uint64   `json:"index"`
+	Epoch      uint64   `json:"epoch"`
+	Checkpoint uint64   `json:"checkpoint"`
+	Entries    uint64   `json:"entries"`
+	Channels   int      `json:"channels"`
+	RunHash    string   `json:"run_hash"`
+	RunHashAll string   `json:"run_hash_full"`
+	RunBase    uint64   `json:"run_hash_base"`
+	StateHash  string   `json:"state_hash"`
+	Time       string   `json:"time,omitempty"`
+	Skipped    []string `json:"skipped_checkpoints,omitempty"`
+	Cut        bool     `json:"cut,omitempty"`
+	CutReason  string   `json:"cut_reason,omitempty"`
 	// Rejected entries (--allow-rejected): not ops, rejected as
 	// store.OpsApplier rejects them; FirstRejected is the first's index.
 	Rejected      uint64 `json:"rejected,omitempty"`
@@ -160,7 +161,7 @@ func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
-		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason}
+		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason, Skipped: res.Skipped}
 	if !res.Time.IsZero() {
 		j.Time = res.Time.Format(time.RFC3339Nano)
 	}
@@ -174,6 +175,11 @@ func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 		j.RunHash, j.RunBase, j.StateHash)
 	if err == nil && j.Time != "" {
 		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)
+	}
+	for _, sk := range j.Skipped {
+		if err == nil {
+			_, err = fmt.Fprintf(w, "  SKIPPED damaged %s\n", sk)
+		}
 	}
 	if err == nil && j.Rejected > 0 {
 		_, err = fmt.Fprintf(w, "  %d entries are not ops and were rejected (nothing written), the first at index %d: "+
