@@ -709,6 +709,7 @@ func (r *Replica) CheckpointHandler() http.Handler {
 	if r.cfg.CheckpointToken != "" {
 		h = checkpoint.RequireBearer(r.cfg.CheckpointToken, h)
 	}
+	h = r.cfg.requirePeerIdentity(h) // peertls.go: Config.PeerIdentities
 	h = stripRoomPrefix(r.cfg.Room, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		// A failed replica may hold state of a diverged history: it

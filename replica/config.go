@@ -229,6 +229,15 @@ type Config struct {
 	// reopened by its follower, a fetch resumes). 0:
 	// DefaultPeerConnMaxAge (1m); negative: no bound.
 	PeerConnMaxAge time.Duration
+	// PeerIdentities, when set, are the certificate identities (as
+	// tlsfiles.Source.Identity gives them) accepted as members over
+	// PeerTLS: the checkpoint endpoint (checkpoints, manifests, the
+	// liveness stream) answers 403 to a client whose certificate is not on
+	// the list, and this member fetches from and probes only servers whose
+	// certificate is. Without it any certificate the CA file signed is a
+	// member (a chunk server's or a client's too, when one CA signs every
+	// role). Needs PeerTLS.
+	PeerIdentities []string
 	// Registerer, when set, receives the replica's Prometheus metrics and
 	// its logroom writer's and reader's (package doc, "Metrics"), labelled
 	// room=<Room> and member=<ID>. They are unregistered by Close. nil: no

@@ -3,12 +3,14 @@ package replica
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +72,9 @@ func peerAdvertise(addr string, peerTLS *tlsfiles.Source) string {
 // to present, and no plain http address to advertise.
 func (c Config) validatePeerTLS(bad func(field, format string, args ...any)) {
 	if c.PeerTLS == nil {
+		if len(c.PeerIdentities) > 0 {
+			bad("PeerIdentities", "set without PeerTLS (identities are checked against peer certificates)")
+		}
 		return
 	}
 	// Certificate, not Identity: a subject Identity cannot write as Java
@@ -80,6 +85,64 @@ func (c Config) validatePeerTLS(bad func(field, format string, args ...any)) {
 	if strings.HasPrefix(strings.ToLower(c.AdvertiseAddr), "http://") {
 		bad("AdvertiseAddr", "%q is plain http but PeerTLS is set: advertise host:port or an https URL", c.AdvertiseAddr)
 	}
+}
+
+// peerIdentityOK reports whether chain's leaf names an identity of
+// Config.PeerIdentities (always true without the list), and says why not.
+func (c Config) peerIdentityOK(chain []*x509.Certificate) error {
+	if len(c.PeerIdentities) == 0 {
+		return nil
+	}
+	if len(chain) == 0 {
+		return errors.New("the peer presented no certificate, and Config.PeerIdentities is set")
+	}
+	id, err := tlsfiles.SubjectName(chain[0])
+	if err != nil {
+		return fmt.Errorf("the peer's certificate identity: %w", err)
+	}
+	if !slices.Contains(c.PeerIdentities, id) {
+		return fmt.Errorf("the peer's certificate identity %q is not in Config.PeerIdentities", id)
+	}
+	return nil
+}
+
+// requirePeerIdentity serves h only to a client whose TLS certificate
+// names an identity of Config.PeerIdentities (403 otherwise, and for a
+// request without TLS); without the list, h as it is.
+func (c Config) requirePeerIdentity(h http.Handler) http.Handler {
+	if len(c.PeerIdentities) == 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var chain []*x509.Certificate
+		if r.TLS != nil {
+			chain = r.TLS.PeerCertificates
+		}
+		if err := c.peerIdentityOK(chain); err != nil {
+			http.Error(w, "not a member of this room: "+err.Error(), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// peerClientTLS is PeerTLS's client configuration for a peer at host,
+// refusing a server whose certificate is not in Config.PeerIdentities.
+func (c Config) peerClientTLS(host string) *tls.Config {
+	cfg := c.PeerTLS.ClientConfig(host)
+	if len(c.PeerIdentities) == 0 {
+		return cfg
+	}
+	verify := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if verify != nil {
+			if err := verify(cs); err != nil {
+				return err
+			}
+		}
+		return c.peerIdentityOK(cs.PeerCertificates)
+	}
+	return cfg
 }
 
 // PeerServerTLS returns the server TLS configuration of the checkpoint
@@ -161,7 +224,7 @@ func (r *Replica) fetchOptionsFor(rawURL string) checkpoint.FetchOptions {
 		if u, err := url.Parse(rawURL); err == nil {
 			host = u.Hostname()
 		}
-		o.TLS = r.cfg.PeerTLS.ClientConfig(host)
+		o.TLS = r.cfg.peerClientTLS(host)
 	}
 	return o
 }

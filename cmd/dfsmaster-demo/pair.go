@@ -271,6 +271,12 @@ type pair struct {
 	zkTLS     bool
 	zkPlain   string
 	zkACL     []string
+	// zkWorkerACL are the chunk servers' identities, granted on their
+	// task znodes only; idents every certificate's identity by id;
+	// opsTLS the demo's own ZooKeeper certificate (an operator's).
+	zkWorkerACL []string
+	idents      map[string]string
+	opsTLS      *tlsfiles.Source
 
 	// writers are owned by their goroutines until run returns (run waits
 	// for them on every path); runPair reads them afterwards.
@@ -343,8 +349,8 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		}
 		p.step("ZooKeeper ready in %.1fs at %s", time.Since(zt).Seconds(), p.zkConn)
 		if p.zkTLS {
-			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; every znode's ACL names their identities (x509): %s",
-				strings.Join(p.zkACL, " | "))
+			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; the room's ACL names the masters and the operator (x509): %s; the chunk servers' task znodes add %s",
+				strings.Join(p.zkACL, " | "), strings.Join(p.zkWorkerACL, " | "))
 			if err := checkQuorumTLS(ens); err != nil {
 				return res, err
 			}
@@ -643,6 +649,7 @@ func (p *pair) startNode(ctx context.Context, id, role string) error {
 	ready := servingPrefix
 	if f, ok := p.tls[id]; ok {
 		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+		args = append(args, p.peerArgs()...)
 		ready = servingPrefixTLS
 	}
 	args = append(args, p.zkTLSArgs(id)...)

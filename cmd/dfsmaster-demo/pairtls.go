@@ -38,9 +38,10 @@ func (p *pair) makeCerts() error {
 	}
 	p.ca = ca
 	p.tls = map[string]tlsfiles.Files{}
-	for _, id := range []string{"m1", "m2", "chunk", "client"} {
+	p.idents = map[string]string{}
+	for _, id := range []string{"m1", "m2", "chunk", "client", "ops"} {
 		o := testpki.Options{}
-		if id == "chunk" || id == "client" {
+		if id == "chunk" || id == "client" || id == "ops" {
 			o.Client = true
 		}
 		f, err := ca.Issue(dir, id, o)
@@ -56,9 +57,18 @@ func (p *pair) makeCerts() error {
 		if err != nil {
 			return err
 		}
-		p.zkACL = append(p.zkACL, ident)
-		if id == "client" {
+		p.idents[id] = ident
+		switch id {
+		case "m1", "m2", "ops": // the room: the masters and the operator (the demo's own ZooKeeper client)
+			p.zkACL = append(p.zkACL, ident)
+		case "chunk": // the chunk servers' task znodes only
+			p.zkWorkerACL = append(p.zkWorkerACL, ident)
+		}
+		switch id {
+		case "client":
 			p.clientTLS = src
+		case "ops":
+			p.opsTLS = src
 		}
 	}
 	tr := client.HTTPSTransport(p.clientTLS)
@@ -131,10 +141,14 @@ func shortErr(err error) string {
 	return s
 }
 
-// zkTLSArgs are the --zk-tls-* and --zk-acl-x509 flags of process id
-// ("m1", "m2", "chunk") when ZooKeeper is TLS: its own certificate, and
-// every identity of the pair in the ACL (a znode one process creates must
-// be readable and writable by the others).
+// zkTLSArgs are the --zk-tls-* and --zk-acl-x509* flags of process id
+// ("m1", "m2", "chunk") when ZooKeeper is TLS: its own certificate and
+// the ACLs by role. The room's znodes grant the masters and the operator
+// (zkACL) only; the chunk servers' task znodes grant those and the chunk
+// servers (zkWorkerACL): a master creates the room with --zk-acl-x509
+// and its recipes with --zk-acl-x509-workers added, a chunk server
+// creates its task znodes with both lists. The masters accept only each
+// other as peers (--tls-peer).
 func (p *pair) zkTLSArgs(id string) []string {
 	if !p.zkTLS {
 		return nil
@@ -144,14 +158,32 @@ func (p *pair) zkTLSArgs(id string) []string {
 	for _, ident := range p.zkACL {
 		args = append(args, "--zk-acl-x509", ident)
 	}
+	for _, ident := range p.zkWorkerACL {
+		if id == "chunk" {
+			args = append(args, "--zk-acl-x509", ident)
+		} else {
+			args = append(args, "--zk-acl-x509-workers", ident)
+		}
+	}
 	return args
 }
 
-// zkDial adds the demo's own ZooKeeper TLS (its client certificate, the
-// pair's ACL identities) to d when ZooKeeper is TLS.
+// peerArgs are the --tls-peer flags of a master: the masters' identities.
+func (p *pair) peerArgs() []string {
+	var args []string
+	for _, id := range []string{"m1", "m2"} {
+		if ident, ok := p.idents[id]; ok {
+			args = append(args, "--tls-peer", ident)
+		}
+	}
+	return args
+}
+
+// zkDial adds the demo's own ZooKeeper TLS (the operator's certificate,
+// the room's ACL identities) to d when ZooKeeper is TLS.
 func (p *pair) zkDial(d logroom.DialConfig) logroom.DialConfig {
 	if p.zkTLS {
-		d.TLS, d.ACLIdentities = p.clientTLS, p.zkACL
+		d.TLS, d.ACLIdentities = p.opsTLS, p.zkACL
 	}
 	return d
 }
@@ -179,6 +211,10 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	chunk, err := tlsfiles.Load(p.tls["chunk"])
+	if err != nil {
+		return err
+	}
 	room := replica.DefaultBase + "/" + p.cfg.room
 	for _, d := range []struct {
 		what string
@@ -186,6 +222,7 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 	}{
 		{"a TLS client of the same CA with another identity", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: intruder}},
 		{"a plain client", logroom.DialConfig{Servers: logroom.SplitServers(p.zkPlain)}},
+		{"a chunk server's certificate", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: chunk}},
 	} {
 		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		c, err := logroom.Dial(dctx, d.cfg)
@@ -194,12 +231,13 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 			return fmt.Errorf("ZooKeeper TLS check: %s: connect: %w", d.what, err)
 		}
 		_, _, err = c.Conn().Get(room)
+		_, werr := c.Conn().Set(room+"/epoch", []byte("x"), -1)
 		c.Close()
-		if !errors.Is(err, zk.ErrNoAuth) {
-			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, want %v", d.what, room, err, zk.ErrNoAuth)
+		if !errors.Is(err, zk.ErrNoAuth) || !errors.Is(werr, zk.ErrNoAuth) {
+			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, writing its epoch %v, want %v", d.what, room, err, werr, zk.ErrNoAuth)
 		}
 	}
-	p.step("ZooKeeper TLS check: a client with another identity (CN=intruder) and a plain client are refused on %s (%v)", room, zk.ErrNoAuth)
+	p.step("ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and a chunk server's certificate (CN=chunk) are refused reading and writing %s (%v)", room, zk.ErrNoAuth)
 	return nil
 }
 

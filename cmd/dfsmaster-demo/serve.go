@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +146,13 @@ type serveConfig struct {
 	// --zk-acl-x509): replica.Config.ZooKeeperTLS, ZooKeeperTLSServerName
 	// and ACLIdentities, and the chunk-server controller's session.
 	ZK zkTLS
+	// ZKWorkers are x509 identities granted all permissions on the chunk
+	// servers' task znodes beside ZK's (--zk-acl-x509-workers): the
+	// recipes' session creates with both lists, the replica with ZK's
+	// only, so a worker's certificate cannot write the room.
+	ZKWorkers []string
+	// PeerIdentities: replica.Config.PeerIdentities (--tls-peer).
+	PeerIdentities []string
 	// MaxConnAge bounds the age of a connection to the HTTP server (0:
 	// httpMaxConnAge): see tlsfiles.LimitConnAge.
 	MaxConnAge time.Duration
@@ -251,6 +259,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		Auth:                   cfg.Auth,
 		CheckpointToken:        cfg.CheckpointToken,
 		PeerTLS:                cfg.TLS,
+		PeerIdentities:         cfg.PeerIdentities,
 		ZooKeeperTLS:           cfg.ZK.src,
 		ZooKeeperTLSServerName: cfg.ZK.serverName,
 		ACLIdentities:          cfg.ZK.acl,
@@ -284,8 +293,12 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 	if cfg.ChunkServers {
 		// Its own ZooKeeper session for the recipes (the replica's is
 		// the replica's).
-		c, err := logroom.Dial(ctx, cfg.ZK.dial(logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
-			Logger: log.With("component", "chunk")}))
+		d := cfg.ZK.dial(logroom.DialConfig{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
+			Logger: log.With("component", "chunk")})
+		if len(cfg.ZKWorkers) > 0 { // the task znodes: masters and workers
+			d.ACLIdentities = append(slices.Clone(d.ACLIdentities), cfg.ZKWorkers...)
+		}
+		c, err := logroom.Dial(ctx, d)
 		if err != nil {
 			adapter.Close()
 			ln.Close()
@@ -518,6 +531,12 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	chunk := fs.Bool("chunkservers", false, "as primary, control the room's chunk servers ('dfsmaster-demo chunkserver'): a lost server's blocks are re-replicated through recipe/tasks")
 	tlsFlags := addTLSFlags(fs, "HTTP API and checkpoint endpoint over HTTPS with mutual TLS")
 	zkFlags := addZKTLSFlags(fs)
+	workerACL := &aclList{}
+	fs.Var(workerACL, "zk-acl-x509-workers", "certificate identity granted all permissions on the chunk servers' task znodes (recipe/tasks) only, "+
+		"beside --zk-acl-x509 (repeatable): the chunk servers' certificates, never the room's")
+	peerIDs := &aclList{}
+	fs.Var(peerIDs, "tls-peer", "certificate identity (RFC 2253 subject) accepted as a member over --tls-* (repeatable; replica Config.PeerIdentities): "+
+		"the checkpoint endpoint refuses other certificates of the CA with 403, and fetches only from these")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return opts, exitOK, false
@@ -590,6 +609,12 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if err != nil {
 		bad = append(bad, err.Error())
 	}
+	if len(*workerACL) > 0 && len(zkTLS.acl) == 0 {
+		bad = append(bad, "--zk-acl-x509-workers needs --zk-acl-x509 (the masters' identities)")
+	}
+	if len(*peerIDs) > 0 && peerTLS == nil {
+		bad = append(bad, "--tls-peer needs --tls-ca, --tls-cert and --tls-key")
+	}
 	if len(bad) > 0 {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %s\n", strings.Join(bad, "; "))
 		return opts, exitUsage, false
@@ -602,7 +627,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
-			TLS: peerTLS, ZK: zkTLS,
+			TLS: peerTLS, ZK: zkTLS, ZKWorkers: *workerACL, PeerIdentities: *peerIDs,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

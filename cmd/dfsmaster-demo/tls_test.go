@@ -222,5 +222,5 @@ func TestPairDemoTLS(t *testing.T) {
 	require.Contains(t, out, "==> m2 serving https://127.0.0.1:")
 	require.Contains(t, out, "TLS check: m1 answers a plain HTTP request with 400")
 	require.True(t, res.ZKTLS, "a local ensemble is TLS too")
-	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder) and a plain client are refused")
+	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and a chunk server's certificate (CN=chunk) are refused reading and writing")
 }
