@@ -181,6 +181,11 @@
 //     its last index); the summary says how many were compared. Live
 //     members whose chains have different bases (stores written by a
 //     version without the running hash) never compare: a warning.
+//  9. No live member published an applied index (or a hash at an index)
+//     beyond the log's end, read again before it is called a fault: the
+//     log lost entries that member applied (ZooKeeper restored from an
+//     older copy, or the room rolled back), though what remains is
+//     well-formed. A fault naming the member, its index and the log's end.
 //
 // The members, rooms and checkpoints commands apply the same rules: rooms
 // counts only accepted members, checkpoints lists only them.

@@ -86,6 +86,74 @@ func compareHashes(v replica.RoomView, rv *roomView, fault, warn func(ch uint64,
 	return compared
 }
 
+// checkRolledBack reports a fault for each live member that published an
+// applied index (or a state hash at an index) beyond the log's end: the
+// log lost entries a member applied (ZooKeeper restored from an older
+// copy, or the room rolled back), which a walk of the shorter log alone
+// finds well-formed. The end is read again first (the log grows while
+// verify runs, and members publish their index after the walk).
+func checkRolledBack(ctx context.Context, rv *roomView, v replica.RoomView, known bool, end uint64,
+	fault func(ch uint64, znode, format string, args ...any)) error {
+	var ahead []replica.MemberView
+	for _, m := range v.Members {
+		if m.Foreign == "" && m.Decoded && (m.Applied > end || m.HashAt > end || !known) {
+			ahead = append(ahead, m)
+		}
+	}
+	if len(ahead) == 0 {
+		return nil
+	}
+	fresh, ok, err := freshLogEnd(ctx, rv)
+	if err != nil {
+		return err
+	}
+	if ok {
+		end, known = max(end, fresh), true
+	}
+	for _, m := range ahead {
+		at := max(m.Applied, m.HashAt)
+		switch {
+		case !known && at > 0:
+			fault(0, m.Path, "member %s published applied index %d, but the room holds no channel: the log was lost under it "+
+				"(ZooKeeper wiped or restored from an older copy?); its members fail with ErrRoomLost; recover with 'roomlog reseed'", m.ID, at)
+		case known && at > end:
+			fault(0, m.Path, "member %s published applied index %d, but the log ends at index %d: entries it applied are gone "+
+				"(ZooKeeper restored from an older copy, or the log rolled back); its members fail with ErrRoomLost; recover with 'roomlog reseed'",
+				m.ID, at, end)
+		}
+	}
+	return nil
+}
+
+// freshLogEnd reads the log's last index again: the newest channel's
+// sealed last index, or the end of its chain when open. ok is false when
+// the room holds no channel.
+func freshLogEnd(ctx context.Context, rv *roomView) (uint64, bool, error) {
+	l, err := rv.channelListing(ctx)
+	if err != nil || len(l.Nums) == 0 {
+		return 0, false, err
+	}
+	num := l.Nums[len(l.Nums)-1]
+	m, err := rv.channel(ctx, num)
+	if errors.Is(err, errChannelGone) || errors.Is(err, errMalformed) {
+		return 0, false, nil // reported by the walk, or gone since
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if m.Sealed {
+		return m.LastIndex, true, nil
+	}
+	res, err := rv.walkChannel(ctx, num, m, walkOpts{start: m.FirstIndex})
+	if errors.Is(err, errChannelGone) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return res.end, true, nil
+}
+
 type verifyOut struct {
 	OK       bool          `json:"ok"`
 	Summary  verifySummary `json:"summary"`
@@ -229,6 +297,7 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 		out.Summary.LastIndex = end
 		prevMeta, prevNum, prevEnd = &m, num, end
 	}
+	logEnd := out.Summary.LastIndex // the log's last index (first-1 when it holds no entry)
 	if !haveFirst || out.Summary.LastIndex < out.Summary.FirstIndex {
 		out.Summary.FirstIndex, out.Summary.LastIndex = 0, 0
 	}
@@ -240,6 +309,9 @@ func verifyRoom(ctx context.Context, rv *roomView) (verifyOut, error) {
 	_, memberForeign, electionForeign := memberRows(v)
 	for _, f := range append(memberForeign, electionForeign...) {
 		warn(0, f.Path, "foreign znode, ignored by replicas (%s); delete it", f.Reason)
+	}
+	if err := checkRolledBack(ctx, rv, v, haveFirst, logEnd, fault); err != nil {
+		return out, err
 	}
 	out.Summary.HashesCompared = compareHashes(v, rv, fault, warn)
 	out.Summary.Epoch = roomEpoch

@@ -354,3 +354,45 @@ func TestVerifyLiveRoom(t *testing.T) {
 	require.Greater(t, v.Summary.Epoch, uint64(1), "takeovers happened while verifying")
 	require.Greater(t, v.Summary.Channels, 3)
 }
+
+// TestVerifyRolledBackRoom: a live member that published an applied index
+// beyond the log's end (ZooKeeper restored from an older copy rolled the
+// log back under it) is a fault naming the member, its index and the
+// log's end; a member within the log is not. Before, verify walked the
+// shorter log, found it well-formed and said OK.
+func TestVerifyRolledBackRoom(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	conn := c.Conn()
+	const base = "/rolledback"
+	b := buildRoom(t, c, base, "rb", false) // entries 1..34
+	cl := newCLI(t, e, base)
+	members := b.room.Path("members")
+	if _, err := conn.Create(members, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		require.NoError(t, err)
+	}
+	member := func(id string, applied uint64) {
+		data, err := msgpack.Marshal(map[string]any{"v": 1, "id": id, "addr": "127.0.0.1:7001", "role": "standby",
+			"epoch": 2, "applied": applied, "ckpt": 0})
+		require.NoError(t, err)
+		_, err = conn.Create(members+"/"+id, data, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		require.NoError(t, err)
+	}
+	member("m1", 34)
+	code, out, errs := cl.run("verify", "rb")
+	require.Equal(t, exitOK, code, "a member at the log's end is fine\n%s%s", out, errs)
+
+	member("m2", 60)
+	code, out, errs = cl.run("verify", "rb")
+	require.Equal(t, exitFail, code, "%s%s", out, errs)
+	require.Contains(t, out, "m2")
+	require.Contains(t, out, "applied index 60")
+	require.Contains(t, out, "log ends at index 34")
+	require.NotContains(t, out, "m1 ")
+	var v verifyOut
+	code, out, _ = cl.run("verify", "rb", "--json")
+	require.Equal(t, exitFail, code)
+	require.NoError(t, jsonUnmarshal(out, &v))
+	require.False(t, v.OK)
+	require.Len(t, v.Faults, 1)
+}
