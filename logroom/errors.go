@@ -63,9 +63,13 @@ var (
 	// The message names the znode, the version found and the binary's
 	// range; upgrade this binary or lower the room version.
 	ErrUnsupportedVersion = errors.New("logroom: unsupported room version")
-	// ErrForeignACL: OpenRoom found a room whose znodes carry another ACL
-	// than the client's (e.g. a world-writable room opened with digest
-	// credentials, which anyone could fence). Nothing was changed.
+	// ErrForeignACL: OpenRoom found a room whose znodes carry an ACL the
+	// client's configuration does not allow (e.g. a world-writable room
+	// opened with digest credentials, which anyone could fence): an entry
+	// naming an identity outside the client's list or with more
+	// permissions than configured, or no entry granting this client ALL
+	// (zkx.CheckACL; a list in the middle of a rotation is accepted).
+	// Nothing was changed.
 	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
 	// ErrRoomLost: the room znode is a tombstone (WriteTombstone): a
 	// member found that ZooKeeper lost the room and recorded it, so that
