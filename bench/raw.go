@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/roomlog/roomlog/zkx"
 )
 

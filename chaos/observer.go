@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/internal/harness/testnode"
 	"github.com/roomlog/roomlog/logroom"

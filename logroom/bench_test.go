@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // bench3 is one 3-server ensemble shared by the benchmarks of a run.

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // The pinned cross-package API (contracts.md): this only compiles while

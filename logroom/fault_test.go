@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/version"
 	"github.com/roomlog/roomlog/zkx"

@@ -13,7 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/roomlog/roomlog/version"

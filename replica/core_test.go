@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/logroom"
 )

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // Crash detection faster than the session (package doc, "Failover

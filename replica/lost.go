@@ -9,7 +9,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"

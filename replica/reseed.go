@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"

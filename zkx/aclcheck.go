@@ -7,7 +7,7 @@ import (
 	"path"
 	"slices"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // ACLs of an existing tree against a client's configuration.

@@ -3,7 +3,7 @@ package zkx
 import (
 	"testing"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/stretchr/testify/require"
 )
 

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // DefaultSessionTimeout is the ZooKeeper session timeout Dial asks for when

@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // IsConnLoss reports whether err, returned by a go-zookeeper request, says

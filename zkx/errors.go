@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // Sentinel errors. logroom's ErrClosed, ErrBadConfig and ErrUnavailable are

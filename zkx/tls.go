@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // TLSConfig gives the TLS client configuration for one server name: the

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 	"github.com/roomlog/roomlog/logroom"

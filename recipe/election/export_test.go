@@ -3,7 +3,7 @@ package election
 import (
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
 )

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
 	"github.com/roomlog/roomlog/zkx"

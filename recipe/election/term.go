@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"path"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
 	"github.com/roomlog/roomlog/zkx"

@@ -1,6 +1,6 @@
 package membership
 
-import "github.com/go-zookeeper/zk"
+import "github.com/roomlog/roomlog/third_party/zk"
 
 // SetBeforeRead makes w's listings call f (nil: nothing) before reading
 // each child, on the watcher's loop goroutine: a test pauses a refresh

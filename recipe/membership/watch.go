@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/roomlog/roomlog/third_party/zk"
 
 	"github.com/roomlog/roomlog/recipe/internal/zkr"
 	"github.com/roomlog/roomlog/zkx"

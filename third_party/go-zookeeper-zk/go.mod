@@ -1,3 +1,0 @@
-module github.com/go-zookeeper/zk
-
-go 1.13
