@@ -26,7 +26,11 @@ type roomRow struct {
 	// channel's first; 0 without channels).
 	FirstIndex uint64 `json:"first_index"`
 	Members    int    `json:"members"`
-	Error      string `json:"error,omitempty"`
+	// Lost: a tombstone stands in the room's place (a member found the
+	// room missing, replica package doc "Disaster recovery"); Error holds
+	// its text.
+	Lost  bool   `json:"lost,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout, stderr io.Writer) error {
@@ -56,6 +60,10 @@ func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout,
 	}
 	t := newTable(stdout, "ROOM", "CREATED", "EPOCH", "OWNER", "CHANNELS", "FIRST", "MEMBERS")
 	for _, r := range rows {
+		if r.Lost {
+			t.row(r.Name, "LOST: "+r.Error)
+			continue
+		}
 		if r.Error != "" {
 			t.row(r.Name, "("+r.Error+")")
 			continue
@@ -78,6 +86,9 @@ func roomSummary(ctx context.Context, in *inspector, name string) (roomRow, bool
 		return row, true, nil
 	case errors.Is(err, logroom.ErrNoRoom): // deleted since the listing
 		return row, false, nil
+	case errors.Is(err, logroom.ErrRoomLost): // a tombstone: listed, marked
+		row.Lost, row.Error = true, err.Error()
+		return row, true, nil
 	case errors.Is(err, logroom.ErrCorrupt), errors.Is(err, logroom.ErrBadName): // not a room
 		return row, false, nil
 	case err != nil:

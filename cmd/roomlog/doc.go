@@ -9,7 +9,10 @@
 //	        [--zk-tls-ca FILE [--zk-tls-cert FILE --zk-tls-key FILE]] [--json] COMMAND [ARGS]
 //
 //	rooms                  the rooms under --base: created, epoch, owner,
-//	                       channels, first retained index, live members
+//	                       channels, first retained index, live members; a
+//	                       room a tombstone replaced (ZooKeeper lost it) is
+//	                       listed as LOST with the tombstone's text (JSON
+//	                       lost, error), the others as usual
 //	channels ROOM          per channel: num, first, last, sealed, epoch,
 //	                       batches, bytes, entries (the open channel's last
 //	                       index, batches and bytes are read from its chain)
