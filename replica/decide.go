@@ -368,3 +368,20 @@ func decideHold(members map[string]memberData, seen map[string]bootHold, now tim
 func offerCheckpoint(primary bool, oldestFirst, localCkpt, applied uint64) bool {
 	return primary && oldestFirst > 1 && localCkpt < oldestFirst-1 && applied >= oldestFirst-1
 }
+
+// primaryOf is the one rule for "who is primary" by the members' data:
+// among the live members whose data says primary, the one that leads the
+// newest epoch (a deposed primary's data says primary until it learns it
+// was deposed or its session expires; ties go to the smaller id, so the
+// answer does not depend on map order). ok false: none says primary.
+func primaryOf(members map[string]memberData) (p memberData, ok bool) {
+	for _, d := range members {
+		if d.Role != roleStrPrimary {
+			continue
+		}
+		if !ok || d.Epoch > p.Epoch || (d.Epoch == p.Epoch && d.ID < p.ID) {
+			p, ok = d, true
+		}
+	}
+	return p, ok
+}

@@ -337,3 +337,29 @@ func TestOfferCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+func TestPrimaryOf(t *testing.T) {
+	m := func(id, role string, epoch uint64) memberData { return memberData{ID: id, Role: role, Epoch: epoch} }
+	for _, tc := range []struct {
+		name    string
+		members []memberData
+		want    string // "" none
+	}{
+		{"none", []memberData{m("a", roleStrStandby, 3), m("b", roleStrStandby, 3)}, ""},
+		{"one", []memberData{m("a", roleStrStandby, 3), m("b", roleStrPrimary, 3)}, "b"},
+		{"a deposed primary's data lags: the newest epoch", []memberData{m("a", roleStrPrimary, 4), m("b", roleStrPrimary, 5)}, "b"},
+		{"a tie (forged or corrupt data): the smaller id, whatever the map order", []memberData{m("c", roleStrPrimary, 5), m("b", roleStrPrimary, 5)}, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 20 { // map order varies between runs
+				ms := map[string]memberData{}
+				for _, d := range tc.members {
+					ms[d.ID] = d
+				}
+				p, ok := primaryOf(ms)
+				require.Equal(t, tc.want != "", ok)
+				require.Equal(t, tc.want, p.ID)
+			}
+		})
+	}
+}

@@ -195,13 +195,20 @@ type livenessTarget struct {
 // (the old primary died, its successor leads) its view still lists the
 // dead; candidates of members no longer live are skipped. ok false: none.
 func livenessTargetOf(v electionView, self string, members map[string]memberData) (livenessTarget, bool) {
-	// A deposed primary's member data says primary until its session
-	// expires: the primary is the one that leads the newest epoch.
+	// The primary is primaryOf's, among the members in the line (a
+	// deposed primary's member data says primary until its session
+	// expires: the newest epoch wins).
+	inLine := make(map[string]memberData, len(v.cands))
+	for _, c := range v.cands {
+		if d, live := members[c.ID]; live {
+			inLine[c.ID] = d
+		}
+	}
+	prim, ok := primaryOf(inLine)
 	p := -1
-	var epoch uint64
 	for i, c := range v.cands {
-		if d, live := members[c.ID]; live && d.Role == roleStrPrimary && (p < 0 || d.Epoch > epoch) {
-			p, epoch = i, d.Epoch
+		if ok && c.ID == prim.ID && p < 0 {
+			p = i
 		}
 	}
 	if p < 0 {

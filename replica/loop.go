@@ -583,10 +583,8 @@ func (r *Replica) ownCatchUp() uint64 {
 
 // askedCatchUp is the CatchUp the primary's member data asks for (0: none).
 func (r *Replica) askedCatchUp() uint64 {
-	for _, d := range r.lp.mem.known {
-		if d.Role == roleStrPrimary && d.ID != r.cfg.ID {
-			return d.CatchUp
-		}
+	if p, ok := primaryOf(r.lp.mem.known); ok && p.ID != r.cfg.ID {
+		return p.CatchUp
 	}
 	return 0
 }
@@ -628,20 +626,15 @@ func (r *Replica) refreshMembers() {
 	if r.cfg.Observer {
 		// An observer reads no election: the primary is the member that
 		// leads the newest epoch by its data.
-		var epoch uint64
 		lp.primaryID, lp.primaryAddr = "", ""
-		for _, d := range lp.mem.known {
-			if d.Role == roleStrPrimary && (lp.primaryID == "" || d.Epoch > epoch) {
-				lp.primaryID, lp.primaryAddr, epoch = d.ID, d.Addr, d.Epoch
-			}
+		if p, ok := primaryOf(lp.mem.known); ok {
+			lp.primaryID, lp.primaryAddr = p.ID, p.Addr
 		}
 	}
 	// The primary's published applied index is the best "committed" hint a
 	// standby has.
-	for _, d := range lp.mem.known {
-		if d.Role == roleStrPrimary {
-			r.noteCommitted(d.Applied)
-		}
+	if p, ok := primaryOf(lp.mem.known); ok {
+		r.noteCommitted(p.Applied)
 	}
 }
 
@@ -1282,9 +1275,10 @@ func (r *Replica) checkHashes() {
 	}
 	own := r.RunHash()
 	peers := make(map[string]hashObs, len(lp.mem.known))
+	prim, _ := primaryOf(lp.mem.known)
 	for id, d := range lp.mem.known {
 		if id != r.cfg.ID {
-			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash, Agree: d.HashAgree, Primary: d.Role == roleStrPrimary}
+			peers[id] = hashObs{At: d.HashAt, Base: d.HashBase, Hash: d.Hash, Agree: d.HashAgree, Primary: id == prim.ID}
 		}
 	}
 	before := lp.hash.compared
