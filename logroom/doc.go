@@ -443,7 +443,8 @@
 //   - roomlog_room_bytes (gauge, bytes): batch znode bytes the room holds
 //     (MaxRoomBytes bounds this plus 480 per znode): sealed channels' recorded bytes
 //     plus the open channel's. Set by a writer's takeover and by its
-//     refresh while the room is full, and by Room.Bytes; raised by each
+//     refresh while the room is full, and by Room.Bytes, Usage and UsageOf
+//     (a replica measures once a second, so standbys report it too); raised by each
 //     batch a writer sends (counted when sent, as the bound counts it),
 //     lowered by DeleteChannel by the channel's recorded bytes. Are we near
 //     the room's byte bound?

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -40,7 +41,7 @@ const (
 // reservedNames may not be used as room names: "zookeeper" is reserved by
 // ZooKeeper itself, the others are the children of a room, reserved so that
 // a room can never be confused with a room's subtree when base paths nest.
-var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints", "transfer", "version", "reseed"}
+var reservedNames = []string{"zookeeper", epochNode, channelsNode, "members", "election", "checkpoints", "transfer", "version", "reseed", "operator"}
 
 // ValidateName checks a room name: non-empty, at most MaxNameBytes bytes,
 // valid UTF-8, no '/', not "." or "..", not reserved, and no control or
@@ -364,6 +365,8 @@ type Room struct {
 	// deletions counts DeleteChannel calls through this Room, so a Writer on
 	// it refreshes its byte accounting promptly after space was freed.
 	deletions atomic.Uint64
+	// sizes: the open channels' batch sizes UsageOf has measured.
+	sizes openSizes
 }
 
 // OpenRoom opens the room name under opts.Base, creating it when absent. The
@@ -865,13 +868,25 @@ func (r *Room) Usage(ctx context.Context) (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
+	return r.UsageOf(ctx, infos)
+}
+
+// UsageOf is Usage for a channel listing the caller already holds (from
+// Channels): sealed channels count their recorded bytes and batches; each
+// open channel is listed and its batch znodes not seen by an earlier
+// measurement are stat'ed (a batch znode's data never changes, so the Room
+// remembers the sizes of the open channels' batches it has measured). It
+// sets the room gauges (roomlog_room_bytes, _znodes, _channels).
+func (r *Room) UsageOf(ctx context.Context, infos []ChannelInfo) (Usage, error) {
 	u := Usage{Znodes: len(infos), Channels: len(infos)}
+	open := map[uint64]bool{}
 	for _, ci := range infos {
 		if ci.Sealed {
 			u.Bytes += ci.Bytes
 			u.Znodes += ci.Batches
 			continue
 		}
+		open[ci.Num] = true
 		n, children, err := r.openChannelBytes(ctx, ci.Num)
 		if err != nil {
 			return Usage{}, err
@@ -879,40 +894,119 @@ func (r *Room) Usage(ctx context.Context) (Usage, error) {
 		u.Bytes += n
 		u.Znodes += children
 	}
+	r.sizes.forget(open)
 	r.metrics.roomMeasured(u.Bytes, u.Znodes, len(infos))
 	return u, nil
 }
 
+// openSizes remembers the data lengths of the open channels' batch znodes
+// that UsageOf has stat'ed, so a measurement once a second costs one
+// listing per open channel plus one stat per batch written since.
+type openSizes struct {
+	mu    sync.Mutex
+	chans map[uint64]*channelSizes // guarded by mu; open channels only
+}
+
+// channelSizes is one channel znode's measured children. czxid identifies
+// the channel znode: a channel of the same number created again (a
+// re-seeded room) starts over.
+type channelSizes struct {
+	czxid int64
+	sizes map[string]int64
+}
+
+// known returns the sizes already measured for the channel whose znode
+// has czxid, keeping only names (the children listed now).
+func (o *openSizes) known(num uint64, czxid int64, names []string) map[string]int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cs := o.chans[num]
+	out := make(map[string]int64, len(names))
+	if cs == nil || cs.czxid != czxid {
+		return out
+	}
+	for _, n := range names {
+		if s, ok := cs.sizes[n]; ok {
+			out[n] = s
+		}
+	}
+	return out
+}
+
+// store records the sizes measured for the channel whose znode has czxid.
+func (o *openSizes) store(num uint64, czxid int64, sizes map[string]int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.chans == nil {
+		o.chans = map[uint64]*channelSizes{}
+	}
+	o.chans[num] = &channelSizes{czxid: czxid, sizes: sizes}
+}
+
+// forget drops the channels that are not open any more.
+func (o *openSizes) forget(open map[uint64]bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for num := range o.chans {
+		if !open[num] {
+			delete(o.chans, num)
+		}
+	}
+}
+
 // openChannelBytes sums the data lengths of a channel's children and
-// returns them with the number of children.
+// returns them with the number of children. Children measured by an
+// earlier call are not stat'ed again.
 func (r *Room) openChannelBytes(ctx context.Context, num uint64) (int64, int, error) {
 	path := r.channelPath(num)
-	names, err := zkx.Children(ctx, r.c, path)
+	var names []string
+	var pst *zk.Stat
+	err := r.c.Retry(ctx, func() error {
+		var e error
+		names, pst, e = r.c.Conn().Children(path)
+		return e
+	})
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, 0, nil
 	}
 	if err != nil {
 		return 0, 0, zkError("logroom: list channel "+path, err)
 	}
-	sizes := make([]int64, len(names))
-	err = parallel(len(names), 32, func(i int) error {
+	known := r.sizes.known(num, pst.Czxid, names)
+	var todo []string
+	for _, n := range names {
+		if _, ok := known[n]; !ok {
+			todo = append(todo, n)
+		}
+	}
+	sizes := make([]int64, len(todo))
+	found := make([]bool, len(todo))
+	err = parallel(len(todo), 32, func(i int) error {
 		var st *zk.Stat
 		var ok bool
 		e := r.c.Retry(ctx, func() error {
 			var e error
-			ok, st, e = r.c.Conn().Exists(path + "/" + names[i])
+			ok, st, e = r.c.Conn().Exists(path + "/" + todo[i])
 			return e
 		})
 		if e != nil {
 			return zkError("logroom: stat batch", e)
 		}
 		if ok {
-			sizes[i] = int64(st.DataLength)
+			sizes[i], found[i] = int64(st.DataLength), true
 		}
 		return nil
 	})
+	for i, n := range todo {
+		if found[i] {
+			known[n] = sizes[i]
+		}
+	}
+	if err == nil {
+		r.sizes.store(num, pst.Czxid, known)
+	}
 	var total int64
-	for _, s := range sizes {
+	for _, s := range known {
 		total += s
 	}
 	return total, len(names), err

@@ -921,6 +921,8 @@
 //	roomlog_replica_bootstrap_holds_lapsed_total counter (scrape) primary: holds dropped for making no progress
 //	roomlog_replica_bootstrap_seconds          histogram      how long did bootstraps take?
 //	roomlog_replica_bootstraps                 gauge (scrape) how many since Open?
-//	roomlog_replica_room_bytes                 gauge (scrape) is the room near its byte bound?
+//	roomlog_replica_room_bytes                 gauge (scrape) data bytes of the room's batch znodes, open channel included
+//	roomlog_replica_room_charged_bytes         gauge (scrape) what the bound counts (bytes + 480 per znode): is the room near it?
+//	roomlog_replica_room_max_bytes             gauge (scrape) the bound (Config.Writer.MaxRoomBytes)
 //	roomlog_replica_room_channels              gauge (scrape) are channels being deleted?
 package replica

@@ -1148,6 +1148,11 @@ func (r *Replica) refreshChannels() {
 		if err != nil {
 			return nil
 		}
+		// What the room holds, the open channel's batches included (the
+		// sealed channels' figures come with the listing; the open
+		// channel's batches are listed and each new one stat'ed once).
+		usage, uerr := r.room.UsageOf(ctx, chans)
+		measured := uerr == nil
 		// The room version and the operator's target (package doc, "Room
 		// version"): read with the channels, once a second.
 		rd := roomVersionRead{maxChannel: maxChannelVersion(chans)}
@@ -1158,7 +1163,7 @@ func (r *Replica) refreshChannels() {
 				if lostBatch(chans) {
 					lp.auditSoon = true
 				}
-				r.channelFigures(chans)
+				r.channelFigures(chans, usage, measured)
 			}
 		}
 		decide := true
@@ -1172,7 +1177,7 @@ func (r *Replica) refreshChannels() {
 			if lostBatch(chans) {
 				lp.auditSoon = true
 			}
-			r.channelFigures(chans)
+			r.channelFigures(chans, usage, measured)
 			if decide {
 				r.onRoomVersion(rd)
 			}
@@ -1185,21 +1190,26 @@ func (r *Replica) refreshChannels() {
 	}})
 }
 
-// channelFigures records what a read of the channels found.
-func (r *Replica) channelFigures(chans []logroom.ChannelInfo) {
+// channelFigures records what a read of the channels found and, when
+// measured, what the room holds (logroom's Usage: the open channel's
+// batches included). Without a measurement the last one stays.
+func (r *Replica) channelFigures(chans []logroom.ChannelInfo, u logroom.Usage, measured bool) {
 	lp := r.lp
 	var open uint64
-	var bytes int64
 	if len(chans) > 0 {
 		lp.oldestFirst = chans[0].FirstIndex
 	}
 	for _, c := range chans {
-		bytes += c.Bytes
 		if !c.Sealed {
 			open = c.Num
 		}
 	}
-	r.publishSnap(func(s *statusSnap) { s.openChannel, s.channels, s.roomBytes = open, len(chans), bytes })
+	r.publishSnap(func(s *statusSnap) {
+		s.openChannel, s.channels = open, len(chans)
+		if measured {
+			s.roomBytes, s.roomCharged = u.Bytes, u.Charged()
+		}
+	})
 }
 
 // auditLogDue: the running member's audit of the log it has seen is due
@@ -1246,7 +1256,7 @@ func (r *Replica) auditRoom() {
 		at := time.Now()
 		return func() {
 			lp.auditFails = 0
-			r.channelFigures(chans)
+			r.channelFigures(chans, logroom.Usage{}, false)
 			r.publishSnap(func(s *statusSnap) { s.audited = at })
 		}
 	}})

@@ -342,7 +342,11 @@ var (
 	descCkptIndex = prometheus.NewDesc("roomlog_replica_checkpoint_index",
 		"Index of the newest local checkpoint.", nil, nil)
 	descRoomBytes = prometheus.NewDesc("roomlog_replica_room_bytes",
-		"Bytes the room's channels hold in ZooKeeper (refreshed about every second).", nil, nil)
+		"Data bytes of the room's batch znodes in ZooKeeper, the open channel's included (refreshed about every second).", nil, nil)
+	descRoomCharged = prometheus.NewDesc("roomlog_replica_room_charged_bytes",
+		"What MaxRoomBytes bounds: roomlog_replica_room_bytes plus 480 bytes of ZooKeeper heap per znode (refreshed about every second).", nil, nil)
+	descRoomMax = prometheus.NewDesc("roomlog_replica_room_max_bytes",
+		"The room's byte bound this replica's writer enforces (Config.Writer.MaxRoomBytes); appends past it get ErrRoomFull.", nil, nil)
 	descChannels = prometheus.NewDesc("roomlog_replica_room_channels",
 		"Channels in the room (refreshed about every second).", nil, nil)
 	descHashCompared = prometheus.NewDesc("roomlog_replica_hash_compared_total",
@@ -374,7 +378,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRole, descObserver, descEpoch, descApplied, descCommitted, descLag, descMemberDelta,
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
 		descBootHold, descBootOutruns, descHeldByBoot, descHoldsLapsed,
-		descRoomBytes, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
+		descRoomBytes, descRoomCharged, descRoomMax, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
 		descDepositions, descDepositionsWrong,
 		descArchiveBehindBytes, descArchiveBehindEntries, descArchiveIndex} { // archive
 		ch <- d
@@ -425,6 +429,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descHeldByBoot, float64(s.HeldByBootstrap))
 	ch <- prometheus.MustNewConstMetric(descHoldsLapsed, prometheus.CounterValue, float64(s.BootstrapHoldsLapsed))
 	gauge(descRoomBytes, float64(s.RoomBytes))
+	gauge(descRoomCharged, float64(s.RoomCharged))
+	gauge(descRoomMax, float64(s.MaxRoomBytes))
 	gauge(descChannels, float64(s.Channels))
 	ch <- prometheus.MustNewConstMetric(descHashCompared, prometheus.CounterValue, float64(s.HashCompared))
 	ch <- prometheus.MustNewConstMetric(descHashMismatches, prometheus.CounterValue, float64(s.HashMismatches))

@@ -169,6 +169,7 @@ type statusSnap struct {
 	openChannel uint64
 	channels    int
 	roomBytes   int64
+	roomCharged int64
 	// hash: the integrity check's counts and its last report.
 	hashCompared, hashMismatches uint64
 	hashReport                   string
@@ -633,6 +634,7 @@ func (r *Replica) Status() Status {
 		PrimaryID: s.primaryID, PrimaryAddr: s.primaryAddr, Members: members, Foreign: foreign,
 		Connected: s.connState == zk.StateHasSession, ConnState: s.connState.String(), SessionID: s.sessionID,
 		OpenChannel: s.openChannel, Channels: s.channels, RoomBytes: s.roomBytes,
+		RoomCharged: s.roomCharged, MaxRoomBytes: r.cfg.Writer.MaxRoomBytes,
 		CheckpointIndex: r.localCkpt.Load(), Bootstraps: int(r.bootstraps.Load()),
 		BootstrapHold: r.hold.Load(), BootstrapOutruns: r.outruns.Load(), LastBootstrap: r.lastBoot.Load(),
 		HeldByBootstrap: r.heldByBoot.Load(), BootstrapHoldsLapsed: r.holdsLapsed.Load(),
@@ -643,6 +645,9 @@ func (r *Replica) Status() Status {
 		RoomVersionBlocked: s.roomVersionBlocked,
 	}
 	st.RoomVersionMin, st.RoomVersionMax = r.roomVersions()
+	if st.MaxRoomBytes <= 0 {
+		st.MaxRoomBytes = DefaultMaxRoomBytes // the writer's default
+	}
 	st.Depositions, st.DepositionsWrong = r.live.deposed.Load(), r.live.deposedWrong.Load()
 	if ev := r.live.lastEvidence.Load(); ev != nil {
 		st.LastDeposition = *ev

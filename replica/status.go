@@ -119,7 +119,12 @@ type Status struct {
 	Suspended   time.Duration // how long the connection has been down (0 when connected)
 	OpenChannel uint64        // number of the room's open channel (refreshed about every second)
 	Channels    int           // channels in the room
-	RoomBytes   int64         // bytes the room's channels hold in ZooKeeper
+	RoomBytes   int64         // data bytes of the room's batch znodes in ZooKeeper, open channel included
+	// RoomCharged is what Config.Writer.MaxRoomBytes bounds: RoomBytes
+	// plus logroom.ZnodeHeapBytes per batch and channel znode. It and
+	// RoomBytes are measured with the channels, about every second.
+	RoomCharged  int64
+	MaxRoomBytes int64 // Config.Writer.MaxRoomBytes (the bound, defaults applied)
 
 	CheckpointIndex uint64 // newest local checkpoint (0: none)
 	Bootstraps      int    // times this replica restored its store from a peer's checkpoint
