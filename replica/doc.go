@@ -899,6 +899,10 @@
 //	roomlog_replica_hash_compared_total        counter (scrape) peers' running hashes compared with ours (integrity)
 //	roomlog_replica_hash_mismatches_total      counter (scrape) of those, how many differed: any is a divergence somewhere
 //	roomlog_replica_diverged                   gauge (scrape) 1 when this member stopped with ErrDiverged
+//	roomlog_replica_room_lost                  gauge (scrape) 1 when this member stopped with ErrRoomLost
+//	roomlog_replica_room_version_blocked       gauge (scrape) 1 while a target room version is set and not reached
+//	roomlog_replica_tls_cert_not_after_seconds{link} gauge (scrape) when the certificate in use expires (zookeeper, peer)
+//	roomlog_replica_tls_files_error{link}      gauge (scrape) 1 while the link's TLS files are refused (tlsfiles.Source.Err)
 //	roomlog_replica_foreign_znodes             gauge (scrape) has someone forged znodes in the room?
 //	roomlog_replica_leader_changes_total       counter        how often does leadership move?
 //	roomlog_replica_takeover_seconds           histogram      how long from winning the election to accepting proposals?

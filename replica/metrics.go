@@ -9,6 +9,7 @@ import (
 
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/tlsfiles"
 )
 
 // metrics are a replica's Prometheus collectors. A nil *metrics (no
@@ -370,6 +371,14 @@ var (
 		"Last index through which the room's sealed channels are archived.", nil, nil)
 	descDiverged = prometheus.NewDesc("roomlog_replica_diverged",
 		"1 when this replica stopped because its state diverged (ErrDiverged: the integrity check or the log), else 0.", nil, nil)
+	descRoomLost = prometheus.NewDesc("roomlog_replica_room_lost",
+		"1 when this replica stopped because ZooKeeper lost or rolled back the room (ErrRoomLost), else 0.", nil, nil)
+	descVersionBlocked = prometheus.NewDesc("roomlog_replica_room_version_blocked",
+		"1 while the operator's target room version is set and the room is not there (Status().RoomVersionBlocked says why), else 0.", nil, nil)
+	descCertNotAfter = prometheus.NewDesc("roomlog_replica_tls_cert_not_after_seconds",
+		"Unix time the certificate in use expires, per link (zookeeper: Config.ZooKeeperTLS; peer: Config.PeerTLS); absent without TLS.", []string{"link"}, nil)
+	descTLSError = prometheus.NewDesc("roomlog_replica_tls_files_error",
+		"1 while the link's TLS files are refused (the last reload failed, or the certificate in use expired: tlsfiles.Source.Err), else 0.", []string{"link"}, nil)
 )
 
 var roleLabels = []Role{RoleStandby, RoleTakingOver, RolePrimary, RoleFailed, RoleClosed}
@@ -379,6 +388,7 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 		descMembers, descForeign, descConnected, descSuspended, descPending, descBootstraps, descCkptIndex,
 		descBootHold, descBootOutruns, descHeldByBoot, descHoldsLapsed,
 		descRoomBytes, descRoomCharged, descRoomMax, descChannels, descHashCompared, descHashMismatches, descDiverged, descRoomVersion, descRoomVersionTarget,
+		descRoomLost, descVersionBlocked, descCertNotAfter, descTLSError,
 		descDepositions, descDepositionsWrong,
 		descArchiveBehindBytes, descArchiveBehindEntries, descArchiveIndex} { // archive
 		ch <- d
@@ -439,6 +449,20 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		diverged = 1
 	}
 	gauge(descDiverged, diverged)
+	gauge(descRoomLost, boolGauge(s.Err != nil && errors.Is(s.Err, ErrRoomLost)))
+	gauge(descVersionBlocked, boolGauge(s.RoomVersionBlocked != ""))
+	for _, l := range []struct {
+		name string
+		src  *tlsfiles.Source
+	}{{"zookeeper", c.r.cfg.ZooKeeperTLS}, {"peer", c.r.cfg.PeerTLS}} {
+		if l.src == nil {
+			continue
+		}
+		if cert := l.src.Certificate(); cert != nil {
+			gauge(descCertNotAfter, float64(cert.NotAfter.Unix()), l.name)
+		}
+		gauge(descTLSError, boolGauge(l.src.Err() != nil), l.name)
+	}
 	ch <- prometheus.MustNewConstMetric(descDepositions, prometheus.CounterValue, float64(s.Depositions))
 	ch <- prometheus.MustNewConstMetric(descDepositionsWrong, prometheus.CounterValue, float64(s.DepositionsWrong))
 	gauge(descRoomVersion, float64(s.RoomVersion))
@@ -449,4 +473,11 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descArchiveBehindEntries, float64(as.BehindEntries))
 		gauge(descArchiveIndex, float64(as.Index))
 	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
