@@ -276,7 +276,7 @@ func (r *rereplicator) step(ctx context.Context, leading func() bool) error {
 			return err
 		}
 		if err := tasks.Submit(ctx, r.c, r.dir, rrTaskID(p.Block, p.Gen), data); err != nil {
-			if errors.Is(err, tasks.ErrTooMany) {
+			if errors.Is(err, tasks.ErrTooMany) || errors.Is(err, tasks.ErrFull) {
 				return nil // the assigner catches up first
 			}
 			return err

@@ -56,6 +56,18 @@ type AssignerConfig struct {
 	// <dir>/tasks. Default DefaultMaxOpenBytes; at least MaxDataBytes (a
 	// worker with nothing assigned can always take any task).
 	MaxOpenBytes int
+	// MaxWaitingBytes bounds the bytes of <dir>/tasks (data, names and
+	// ZooKeeper's per-znode cost): the assigner publishes their total
+	// and this bound in that node's data, and Submit refuses a task that
+	// would pass it (ErrFull). Default DefaultMaxWaitingBytes; at least
+	// one task of MaxDataBytes.
+	MaxWaitingBytes int64
+	// MaxFinishedBytes bounds the bytes of <dir>/results the same way:
+	// Submit refuses while one more result of MaxResultBytes would pass
+	// it, and the assigner assigns no waiting task while the results
+	// are at it. Default DefaultMaxFinishedBytes; at least one result of
+	// MaxResultBytes.
+	MaxFinishedBytes int64
 	// ResultTTL is how long a result stays once the assigner first saw it
 	// (its own monotonic clock: a new assigner starts counting again).
 	// Default DefaultResultTTL.
@@ -81,6 +93,12 @@ func (c AssignerConfig) Validate() error {
 	}
 	if c.MaxOpenBytes != 0 && c.MaxOpenBytes < MaxDataBytes {
 		errs = append(errs, fmt.Errorf("%w: MaxOpenBytes %d < MaxDataBytes %d (a task of MaxDataBytes could never be assigned; 0 for the default)", ErrBadConfig, c.MaxOpenBytes, MaxDataBytes))
+	}
+	if c.MaxWaitingBytes != 0 && c.MaxWaitingBytes < maxTaskCost {
+		errs = append(errs, fmt.Errorf("%w: MaxWaitingBytes %d < %d, what one task of MaxDataBytes may cost (0 for the default)", ErrBadConfig, c.MaxWaitingBytes, maxTaskCost))
+	}
+	if c.MaxFinishedBytes != 0 && c.MaxFinishedBytes < maxResultCost {
+		errs = append(errs, fmt.Errorf("%w: MaxFinishedBytes %d < %d, what one result of MaxResultBytes may cost (0 for the default)", ErrBadConfig, c.MaxFinishedBytes, maxResultCost))
 	}
 	if c.ResultTTL < 0 {
 		errs = append(errs, fmt.Errorf("%w: ResultTTL %v < 0", ErrBadConfig, c.ResultTTL))
@@ -139,6 +157,12 @@ func NewAssigner(cfg AssignerConfig) (*Assigner, error) {
 	}
 	if cfg.ResultTTL == 0 {
 		cfg.ResultTTL = DefaultResultTTL
+	}
+	if cfg.MaxWaitingBytes == 0 {
+		cfg.MaxWaitingBytes = DefaultMaxWaitingBytes
+	}
+	if cfg.MaxFinishedBytes == 0 {
+		cfg.MaxFinishedBytes = DefaultMaxFinishedBytes
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -207,7 +231,7 @@ func (a *Assigner) Run(ctx context.Context) error {
 	}
 	r := &round{a: a, sess: zkr.NewSession(a.cfg.Client), wake: zkx.NewSignal(),
 		tasks: map[string]cached[taskRecord]{}, assigns: map[string]cached[assignRecord]{},
-		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, results: map[string]bool{}}
+		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, resultSize: map[string]int32{}}
 	if f, ok := a.cfg.Fence.(interface{ Token() int64 }); ok {
 		r.token = f.Token()
 	}
@@ -260,8 +284,21 @@ type round struct {
 	assigns map[string]cached[assignRecord]
 	// firstSeen: when this Run first listed each result (by name).
 	firstSeen map[string]time.Time
-	// results: the names of the last listing of <dir>/results.
-	results map[string]bool
+	// results: the names of the last listing of <dir>/results (nil
+	// before the first), at child version resultsCv; resultSize the
+	// data length of each of them read so far.
+	results    map[string]bool
+	resultsCv  int32
+	resultSize map[string]int32
+	// taskNames: the names of the last listing of <dir>/tasks (nil
+	// before the first), at child version tasksCv.
+	taskNames map[string]bool
+	tasksCv   int32
+	// waiting and finished are the byte totals (nodeCost) of the last
+	// listings of <dir>/tasks and <dir>/results; pubTasks and
+	// pubResults what this Run published in those nodes.
+	waiting, finished    dirTotal
+	pubTasks, pubResults dirTotal
 	// dirs: the worker directories known to exist, each with the names
 	// in it (foreign ones included: a task is not assigned to a worker
 	// whose directory holds its name already).
@@ -389,6 +426,12 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := r.publishTotal(ctx, tasksDir, r.waiting, &r.pubTasks); err != nil {
+		return 0, err
+	}
+	if err := r.publishTotal(ctx, resultsDir, r.finished, &r.pubResults); err != nil {
+		return 0, err
+	}
 	// Duplicates: a task node whose id is assigned or finished (a Submit
 	// that raced a move, or the seed's half-done assignment).
 	kept := waiting[:0]
@@ -488,7 +531,13 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			r.a.log.Debug("deleted the empty directory of a worker that is not a member", "path", wp)
 		}
 	}
-	// Assign the waiting tasks, in submission order.
+	// Assign the waiting tasks, in submission order, unless the results
+	// are at their bound: each task assigned may add one.
+	if r.finished.Bytes >= r.a.cfg.MaxFinishedBytes && len(waiting) > 0 {
+		r.a.log.Warn("results at their byte bound: waiting tasks are not assigned until results are deleted",
+			"results_bytes", r.finished.Bytes, "bound", r.a.cfg.MaxFinishedBytes, "waiting", len(waiting))
+		waiting = nil
+	}
 	for _, t := range waiting {
 		w := r.pick(Task{ID: t.rec.ID, Data: t.rec.Data, Submitted: msTime(t.rec.Submitted)}, live, load)
 		if w == "" {
@@ -585,15 +634,16 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 // only when a task node of the same id is waiting.
 func (r *round) readResults(ctx context.Context) (map[string]bool, error) {
 	p := r.path(resultsDir)
-	var names []string
-	var err error
-	if r.resultsCh == nil {
-		names, r.resultsCh, err = zkx.ChildrenW(ctx, r.sess, p)
-	} else {
-		names, err = zkx.Children(ctx, r.sess, p)
-	}
+	l, err := list(ctx, r.sess, p, r.resultsCh == nil)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
+	}
+	if l.ch != nil {
+		r.resultsCh = l.ch
+	}
+	names := l.names
+	if hiddenChanges(r.results, r.resultsCv, names, l.st.Cversion) {
+		clear(r.resultSize)
 	}
 	now := time.Now()
 	listed := map[string]bool{}
@@ -622,9 +672,29 @@ func (r *round) readResults(ctx context.Context) (map[string]bool, error) {
 	for n := range r.results {
 		if !all[n] {
 			r.a.foreign.Drop(p + "/" + n)
+			delete(r.resultSize, n)
 		}
 	}
-	r.results = all
+	r.results, r.resultsCv = all, l.st.Cversion
+	// The byte total: each result's size is read once (an exists: the
+	// data is read only when a task of its id waits).
+	total := int64(0)
+	for _, n := range names {
+		size, ok := r.resultSize[n]
+		if !ok {
+			found, st, err := zkx.Exists(ctx, r.sess, p+"/"+n)
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", p+"/"+n, err)
+			}
+			if !found {
+				continue
+			}
+			size = st.DataLength
+			r.resultSize[n] = size
+		}
+		total += nodeCost(n, size)
+	}
+	r.finished = dirTotal{V: formatVersion, Bytes: total, Cversion: l.st.Cversion, Max: r.a.cfg.MaxFinishedBytes}
 	return out, nil
 }
 
@@ -638,18 +708,21 @@ type waitingTask struct {
 // tasks in creation order.
 func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
 	p := r.path(tasksDir)
-	var names []string
-	var err error
-	if r.tasksCh == nil {
-		names, r.tasksCh, err = zkx.ChildrenW(ctx, r.sess, p)
-	} else {
-		names, err = zkx.Children(ctx, r.sess, p)
-	}
+	l, err := list(ctx, r.sess, p, r.tasksCh == nil)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", p, err)
 	}
+	if l.ch != nil {
+		r.tasksCh = l.ch
+	}
+	names := l.names
+	if hiddenChanges(r.taskNames, r.tasksCv, names, l.st.Cversion) {
+		// A node deleted and created again unseen: read every one again.
+		clear(r.tasks)
+	}
 	listed := map[string]bool{}
 	var out []waitingTask
+	total := int64(0)
 	for _, n := range names {
 		listed[n] = true
 		tp := p + "/" + n
@@ -666,6 +739,7 @@ func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
 			c = cached[taskRecord]{rec: rec, st: *st, foreign: why}
 			r.tasks[n] = c
 		}
+		total += nodeCost(n, c.st.DataLength)
 		if c.foreign != "" {
 			r.a.foreign.Report(tp, c.foreign)
 			continue
@@ -678,6 +752,8 @@ func (r *round) readTasks(ctx context.Context) ([]waitingTask, error) {
 			r.a.foreign.Drop(p + "/" + n)
 		}
 	}
+	r.taskNames, r.tasksCv = listed, l.st.Cversion
+	r.waiting = dirTotal{V: formatVersion, Bytes: total, Cversion: l.st.Cversion, Max: r.a.cfg.MaxWaitingBytes}
 	sort.Slice(out, func(i, j int) bool { return out[i].st.Czxid < out[j].st.Czxid })
 	return out, nil
 }

@@ -37,12 +37,17 @@ func checkArgs(c *zkx.Client, dir, id string) error {
 // the task again.
 //
 // Bounded: when DefaultMaxOpen tasks are waiting, or DefaultMaxOpen
-// results are not yet deleted, Submit returns ErrTooMany (the cap is soft
-// by the number of concurrent submitters: each checks before it creates).
+// results are not yet deleted, Submit returns ErrTooMany; when the task
+// would pass the byte bound of <dir>/tasks, or one more result that of
+// <dir>/results, as the assigner published them (AssignerConfig
+// MaxWaitingBytes, MaxFinishedBytes; package doc, "Bounds"), ErrFull.
+// Both caps are soft by the number of concurrent submitters: each checks
+// before it creates.
 //
 // Cost: a getData of the task node, a getChildren of <dir>/assign plus
-// one exists per worker directory, a getData of the result node, two
-// exists for the caps and one create.
+// one getData per worker directory, a getData of the result node, a
+// getData of <dir>/tasks and of <dir>/results for the caps, and one
+// create.
 func Submit(ctx context.Context, c *zkx.Client, dir, id string, data []byte) error {
 	if err := checkArgs(c, dir, id); err != nil {
 		return err
@@ -68,17 +73,15 @@ func submit(ctx context.Context, s *zkr.Session, dir, id string, data []byte) er
 	if found || err != nil {
 		return err
 	}
-	for _, d := range []string{tasksDir, resultsDir} {
-		ok, st, err := zkx.Exists(ctx, s, dir+"/"+d)
-		if err != nil {
-			return err
-		}
-		if ok && st.NumChildren >= DefaultMaxOpen {
-			return fmt.Errorf("%w: %s/%s holds %d nodes, at most %d", ErrTooMany, dir, d, st.NumChildren, DefaultMaxOpen)
-		}
-	}
 	rec := zkr.Encode(taskRecord{V: formatVersion, ID: id, Data: data, Submitted: time.Now().UnixMilli()})
 	p := dir + "/" + tasksDir + "/" + nodeName(id)
+	if err := checkRoom(ctx, s, dir, tasksDir, maxTaskCost, nodeCost(nodeName(id), int32(len(rec)))); err != nil {
+		return err
+	}
+	// Room for its result once it runs.
+	if err := checkRoom(ctx, s, dir, resultsDir, maxResultCost, maxResultCost); err != nil {
+		return err
+	}
 	// A create retried after a connection loss answers NodeExists if the
 	// first one landed: read it back and compare.
 	err = zkr.Retry0(ctx, s, func() error {

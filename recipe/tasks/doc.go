@@ -29,6 +29,8 @@
 // Under the recipe's directory D (every directory created on demand,
 // PERSISTENT, empty data, the client's ACL):
 //
+//	D/tasks                   data: empty, or the byte total the assigner
+//	                          published (below). Same for D/results.
 //	D/tasks/t-<id>            PERSISTENT: submitted, not yet assigned.
 //	                          msgpack {v: 1, id, data, submitted}.
 //	D/assign/<worker>         PERSISTENT, created by the worker before it
@@ -42,6 +44,19 @@
 //	                          worker, attempt, ok, result, at, sum}; sum is
 //	                          the first 16 bytes of SHA-256 of the task's
 //	                          data (Submit compares it).
+//
+// A byte total is msgpack {v: 1, bytes, cversion, max}: the cost of the
+// directory's children as the assigner listed them at child version
+// (Stat.Cversion) cversion — for each child, its name and data lengths
+// plus 400 bytes, what a znode costs ZooKeeper's heap — and the bound
+// Submit enforces (AssignerConfig.MaxWaitingBytes, MaxFinishedBytes).
+// Children are never written after creation and every create or delete
+// under the directory moves its cversion by one, so the directory's
+// cost now is at most bytes + (Cversion now − cversion) × the largest
+// cost one child can have (a task of MaxDataBytes, a result of
+// MaxResultBytes, with the longest names). An empty or undecodable
+// total counts as none: a directory of an earlier release, or one no
+// assigner of this release has listed yet.
 //
 // id is a task id: a valid znode name of at most MaxIDLen bytes; worker
 // is a valid znode name. submitted and at are the writer's clock in Unix
@@ -80,8 +95,13 @@
 //     task moving meanwhile is found further on. Found with the same data
 //     (for a result: the same sum): nil, nothing written. With other
 //     data: ErrConflict.
-//  2. Caps: D/tasks or D/results holding DefaultMaxOpen children (their
-//     Stat.NumChildren, one exists each): ErrTooMany.
+//  2. Caps, from one getData of D/tasks and one of D/results: either
+//     holding DefaultMaxOpen children (Stat.NumChildren): ErrTooMany.
+//     Where a byte total is published: the estimate above plus the
+//     task's node passing D/tasks' max, or the estimate plus the
+//     largest result passing D/results' max: ErrFull, naming the
+//     directory, the estimate and the bound. Without a total, nodes
+//     are counted only, as before.
 //  3. Create D/tasks/t-<id>. A connection loss is retried; a retry that
 //     finds the node (NodeExists: our lost create, or a racing Submit)
 //     goes back to 1, which compares.
@@ -117,7 +137,15 @@
 //     on — the members, D/assign and each worker directory in it, D/results
 //     (child watch) and D/tasks (child watch) — reading each node once
 //     while it stays listed. This is the recovery: a new assigner starts
-//     with a round, and every round after a failure is one.
+//     with a round, and every round after a failure is one. The
+//     listings of D/tasks and D/results carry their Stat: the cost of
+//     their children (each task node's size from its read, each
+//     result's from one exists, both once while it stays listed; all
+//     read again when the cversion moved by more than the names that
+//     came and went: a node deleted and created again unseen) is
+//     published, fenced, in each directory's data when it differs
+//     from what this Run published last. The round's own moves are
+//     published by the next round, which their child watch starts.
 //  3. Duplicates: a task node whose id is also assigned or finished (a
 //     Submit that raced a move, or the seed's half-done assignment, when
 //     the create and the delete were two steps) is deleted, fenced, if
@@ -144,7 +172,9 @@
 //     before it assigns.
 //  6. Assign every waiting task, in creation order, to a worker offered
 //     as in 4: one fenced Multi creates D/assign/<w>/t-<id> (attempt 1)
-//     and deletes D/tasks/t-<id> (at the version read).
+//     and deletes D/tasks/t-<id> (at the version read). Not while the
+//     results listed cost MaxFinishedBytes or more: the tasks wait
+//     until results are deleted (their child watch starts a round).
 //  7. Expire the results first seen by this Run more than ResultTTL ago
 //     (fenced delete).
 //  8. Wait for a child watch, a membership change, the next expiry, a
@@ -190,9 +220,20 @@
 // # Bounds
 //
 //   - D/tasks and D/results: Submit refuses at DefaultMaxOpen children
-//     (ErrTooMany), soft by the number of concurrent submitters. These
-//     caps count nodes, not bytes: each directory may hold up to
-//     DefaultMaxOpen × MaxDataBytes (MaxResultBytes) of data.
+//     (ErrTooMany) and, once an assigner published their byte totals,
+//     at MaxWaitingBytes and MaxFinishedBytes (ErrFull; defaults
+//     DefaultMaxWaitingBytes and DefaultMaxFinishedBytes, 64 MiB each),
+//     soft by the number of concurrent submitters (each checks before
+//     it creates). Changes since the last total are charged at the
+//     largest node: while no assigner publishes (none runs, or one of
+//     an earlier release), Submit refuses after about max / 66 KiB
+//     changes, which bounds the directory too; a directory whose total
+//     an operator empties counts nodes only again. D/results beyond
+//     Submit's check grows by the tasks waiting and assigned then, and
+//     no more once the assigner holds new assignments at the bound
+//     (Assigner 6): at most MaxFinishedBytes plus one result per
+//     assignment open. A client that may write D can set any node's
+//     data: the bounds hold for the recipe's own writers.
 //   - D/assign/<worker>: at most MaxOpen (AssignerConfig, default
 //     DefaultMaxOpen, at most MaxOpenLimit) assignments holding at most
 //     MaxOpenBytes (default DefaultMaxOpenBytes) of task data; tasks wait
@@ -206,10 +247,11 @@
 //     that still have assignments (or foreign nodes): a running assigner
 //     deletes the others once empty.
 //
-// Cost: a Submit is about 2 + W reads (W worker directories), two exists
-// and one create. An assigner round lists D/tasks, D/results, D/assign and
-// each of its W directories, reads each new node once, and writes one
-// Multi per task moved: rounds coalesce bursts of changes.
+// Cost: a Submit is about 4 + W reads (W worker directories) and one
+// create. An assigner round lists D/tasks, D/results, D/assign and each
+// of its W directories, reads each new node once (a new result: one
+// exists), writes the byte totals that changed, and one Multi per task
+// moved: rounds coalesce bursts of changes.
 //
 // # Guarantees
 //
@@ -243,7 +285,7 @@
 //
 // # Errors
 //
-// ErrBadConfig, ErrConflict, ErrTooMany, ErrFenced, ErrReassigned,
+// ErrBadConfig, ErrConflict, ErrTooMany, ErrFull, ErrFenced, ErrReassigned,
 // ErrMalformed, ErrClosed (wrapped); context errors; errors wrapping
 // zkx.ErrClosed once the client is closed.
 package tasks

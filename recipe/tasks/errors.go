@@ -16,6 +16,13 @@ var (
 	// MaxOpen results not yet deleted in <dir>/results. Nothing was
 	// written; retry once the assigner or the clients made room.
 	ErrTooMany = errors.New("tasks: too many open tasks")
+	// ErrFull: Submit found the bytes of <dir>/tasks or <dir>/results
+	// (as the assigner last published them, each change since counted
+	// at the largest size a node can have) at their bound
+	// (AssignerConfig.MaxWaitingBytes, MaxFinishedBytes). Nothing was
+	// written; retry once the assigner or the clients made room. It is
+	// backpressure, like ErrTooMany.
+	ErrFull = errors.New("tasks: task directory full")
 	// ErrFenced: the assigner's fence is lost (its term or lease ended,
 	// or ZooKeeper refused a guarded write): nothing of that write was
 	// applied, and Run returns it.

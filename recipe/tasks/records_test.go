@@ -105,3 +105,12 @@ func TestValidateMaxOpenBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxNodeCost: what Submit charges each child change since a
+// published total covers the largest node the recipe writes there.
+func TestMaxNodeCost(t *testing.T) {
+	taskCharge, taskMax, resultCharge, resultMax := tasks.MaxNodeCostsForTest()
+	require.GreaterOrEqual(t, taskCharge, taskMax)
+	require.GreaterOrEqual(t, resultCharge, resultMax)
+	require.Less(t, taskCharge-taskMax, int64(256), "the charge is close to the largest node")
+}
