@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/roomlog/roomlog/checkpoint"
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // Sentinel errors. Check them with errors.Is; every error that wraps one
@@ -36,9 +39,72 @@ var (
 	ErrNotFound = errors.New("archive: no such item")
 )
 
-// Origin is the room incarnation items belong to: the room's name and the
-// zxid that created its znode (package checkpoint's origin).
-type Origin = checkpoint.Origin
+// Origin is the room incarnation items belong to: the room's name, the
+// zxid that created its znode, and the name of its epoch znode.
+//
+// The czxid alone does not identify an incarnation: a wiped or new
+// ensemble counts zxids from zero, so a room re-seeded there may be
+// created at the czxid a lost incarnation had. The epoch znode's name
+// does: a room OpenRoom creates has "epoch" (logroom.EpochZnode) and a
+// czxid unique within one ensemble's life, and after a wipe the only way
+// back is a re-seed (logroom.SeedRoom), which draws a fresh
+// "epoch-<16 hex>". Together they are an identity no other incarnation
+// can reproduce.
+type Origin struct {
+	Room      string
+	RoomCzxid int64
+	// Fence is the room's epoch znode name (logroom.RoomInfo.EpochZnode,
+	// logroom.Room.EpochZnode). Required: an empty one is refused, never
+	// taken for "epoch".
+	Fence string
+}
+
+func (o Origin) String() string {
+	if o.Fence == logroom.EpochZnode {
+		return fmt.Sprintf("room %q created at zxid 0x%x", o.Room, o.RoomCzxid)
+	}
+	return fmt.Sprintf("room %q created at zxid 0x%x with epoch znode %q", o.Room, o.RoomCzxid, o.Fence)
+}
+
+// ID names the incarnation as the restore commands' --incarnation takes
+// it and as errors list it: "0x<czxid>/<epoch znode>".
+func (o Origin) ID() string { return fmt.Sprintf("0x%x/%s", o.RoomCzxid, o.Fence) }
+
+// ParseIncarnation parses an incarnation as the restore commands'
+// --incarnation take it: "<czxid>" (0x for hex), or "<czxid>/<epoch znode>"
+// (Origin.ID). The epoch znode is "" when not given.
+func ParseIncarnation(s string) (czxid int64, fence string, err error) {
+	cz, fence, _ := strings.Cut(s, "/")
+	czxid, err = strconv.ParseInt(cz, 0, 64)
+	if err != nil || czxid <= 0 {
+		return 0, "", fmt.Errorf("archive: incarnation %q: %q is not a czxid (a positive integer, e.g. 0x1f)", s, cz)
+	}
+	if strings.Contains(s, "/") && !logroom.ValidEpochZnode(fence) {
+		return 0, "", fmt.Errorf("archive: incarnation %q: %q is not an epoch znode name (%q, or %q and 16 hex digits)",
+			s, fence, logroom.EpochZnode, logroom.EpochZnode+"-")
+	}
+	return czxid, fence, nil
+}
+
+// Checkpoint is the origin package checkpoint records in a manifest (the
+// room and czxid; the archive's own records add the fence).
+func (o Origin) Checkpoint() checkpoint.Origin {
+	return checkpoint.Origin{Room: o.Room, RoomCzxid: o.RoomCzxid}
+}
+
+// validate refuses an origin that cannot key items.
+func (o Origin) validate() error {
+	switch {
+	case o.RoomCzxid <= 0:
+		return fmt.Errorf("archive: origin %v has no room czxid", o)
+	case o.Fence == "":
+		return fmt.Errorf("archive: origin of room %q (zxid 0x%x) names no epoch znode (Origin.Fence: logroom.RoomInfo.EpochZnode)", o.Room, o.RoomCzxid)
+	case !logroom.ValidEpochZnode(o.Fence):
+		return fmt.Errorf("archive: origin of room %q (zxid 0x%x): epoch znode name %q is not %q or %q and 16 hex digits",
+			o.Room, o.RoomCzxid, o.Fence, logroom.EpochZnode, logroom.EpochZnode+"-")
+	}
+	return nil
+}
 
 // Kind tells channel items from checkpoint items.
 type Kind int

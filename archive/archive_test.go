@@ -18,7 +18,7 @@ import (
 	"github.com/roomlog/roomlog/store"
 )
 
-var testOrigin = Origin{Room: "r1", RoomCzxid: 0x1234}
+var testOrigin = Origin{Room: "r1", RoomCzxid: 0x1234, Fence: "epoch"}
 
 func setOp(k, v string) []byte {
 	b, err := store.EncodeOps([]store.Op{{Kind: store.OpSet, Key: []byte(k), Value: []byte(v)}})
@@ -69,6 +69,11 @@ func makeLogFlush(t *testing.T, origin Origin, t0 time.Time, flushBytes int64, n
 	for _, c := range ckptAt {
 		isCkpt[c] = true
 	}
+	// Entries of a re-seeded incarnation's log differ from the original's.
+	tag := ""
+	if origin.Fence != logroom.EpochZnode {
+		tag = origin.Fence
+	}
 	var cur *Channel
 	bi := 0
 	for idx := uint64(1); idx <= uint64(n); {
@@ -80,7 +85,7 @@ func makeLogFlush(t *testing.T, origin Origin, t0 time.Time, flushBytes int64, n
 		var ents [][]byte
 		for len(ents) < batch && idx+uint64(len(ents)) <= uint64(n) {
 			i := idx + uint64(len(ents))
-			ents = append(ents, setOp(fmt.Sprint("k", i%37), fmt.Sprint("v", i)))
+			ents = append(ents, setOp(fmt.Sprint("k", i%37), fmt.Sprint("v", i, tag)))
 			if isCkpt[i] {
 				break
 			}
@@ -99,7 +104,7 @@ func makeLogFlush(t *testing.T, origin Origin, t0 time.Time, flushBytes int64, n
 		idx += uint64(len(ents))
 		cur.Last = idx - 1
 		if isCkpt[idx-1] {
-			info, err := checkpoint.Create(ctx, st, l.ckptRoot, origin)
+			info, err := checkpoint.Create(ctx, st, l.ckptRoot, origin.Checkpoint())
 			require.NoError(t, err)
 			l.ckpts = append(l.ckpts, info)
 		}
@@ -239,12 +244,12 @@ func TestCheckpointItem(t *testing.T) {
 	t.Run("foreign origin refused at put", func(t *testing.T) {
 		a, err := OpenDir(t.TempDir())
 		require.NoError(t, err)
-		_, err = a.PutCheckpoint(ctx, Origin{Room: "r1", RoomCzxid: 99}, src.Path)
+		_, err = a.PutCheckpoint(ctx, Origin{Room: "r1", RoomCzxid: 99, Fence: "epoch"}, src.Path)
 		require.ErrorIs(t, err, ErrForeign)
 	})
 	t.Run("foreign item refused at read", func(t *testing.T) {
 		a, it := put(t)
-		other := Origin{Room: "r1", RoomCzxid: 0x9999}
+		other := Origin{Room: "r1", RoomCzxid: 0x9999, Fence: "epoch"}
 		od, err := a.originDir(other)
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(od, 0o755))

@@ -37,9 +37,12 @@ const (
 
 // channelHeader is the JSON header of a channel item.
 type channelHeader struct {
-	Format      int
-	Room        string
-	RoomCzxid   int64
+	Format    int
+	Room      string
+	RoomCzxid int64
+	// Fence is the incarnation's epoch znode name, omitted for "epoch"
+	// (so such items are v0.1.0's, byte for byte).
+	Fence       string `json:",omitempty"`
 	Channel     uint64
 	First, Last uint64
 	Epoch       uint64
@@ -63,6 +66,10 @@ func contentSum(ch Channel) string {
 	put := func(v uint64) { binary.BigEndian.PutUint64(b[:], v); h.Write(b[:]) }
 	h.Write([]byte(ch.Origin.Room))
 	put(uint64(ch.Origin.RoomCzxid))
+	if f := fenceField(ch.Origin.Fence); f != "" { // "epoch": v0.1.0's sum
+		put(uint64(len(f)))
+		h.Write([]byte(f))
+	}
 	put(ch.Num)
 	put(ch.First)
 	put(ch.Last)
@@ -115,7 +122,7 @@ func checkChannel(ch Channel) error {
 
 // encodeChannel encodes a checked channel as an item file.
 func encodeChannel(ch Channel) ([]byte, channelHeader, error) {
-	h := channelHeader{Format: channelFormat, Room: ch.Origin.Room, RoomCzxid: ch.Origin.RoomCzxid,
+	h := channelHeader{Format: channelFormat, Room: ch.Origin.Room, RoomCzxid: ch.Origin.RoomCzxid, Fence: fenceField(ch.Origin.Fence),
 		Channel: ch.Num, First: ch.First, Last: ch.Last, Epoch: ch.Epoch, RoomVersion: ch.RoomVersion,
 		Batches: len(ch.Batches), Content: contentSum(ch)}
 	size := len(chanMagic) + 8 + len(ch.Meta) + len(endMagic) + sha256.Size + 1024
@@ -203,6 +210,9 @@ func decodeChannel(path string, data []byte) (Channel, channelHeader, error) {
 	if h.Format != channelFormat {
 		return bad("format %d, this binary reads %d", h.Format, channelFormat)
 	}
+	if !validFenceField(h.Fence) {
+		return bad("epoch znode name %q", h.Fence)
+	}
 	if h.Batches < 0 || h.Batches > maxBatches || h.Batches > len(p)/12 {
 		return bad("header says %d batches", h.Batches)
 	}
@@ -213,7 +223,7 @@ func decodeChannel(path string, data []byte) (Channel, channelHeader, error) {
 	if !ok {
 		return bad("meta truncated")
 	}
-	ch := Channel{Origin: Origin{Room: h.Room, RoomCzxid: h.RoomCzxid}, Num: h.Channel, First: h.First, Last: h.Last,
+	ch := Channel{Origin: Origin{Room: h.Room, RoomCzxid: h.RoomCzxid, Fence: fenceOf(h.Fence)}, Num: h.Channel, First: h.First, Last: h.Last,
 		Epoch: h.Epoch, RoomVersion: h.RoomVersion, Meta: meta, Batches: make([]Batch, 0, h.Batches)}
 	var total int64
 	for i := 0; i < h.Batches; i++ {

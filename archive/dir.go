@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/checkpoint"
+	"github.com/roomlog/roomlog/logroom"
 )
 
 // Dir is an Archive in a local (or mounted) directory; doc.go gives its
@@ -66,16 +67,45 @@ func (d *Dir) roomDir(room string) (string, error) {
 	return filepath.Join(d.root, esc), nil
 }
 
-// originDir is the directory of o's items.
+// originDir is the directory of o's items: <czxid %016x> for an
+// incarnation whose epoch znode is "epoch" (v0.1.0's layout, unchanged),
+// <czxid %016x>-<epoch znode> otherwise.
 func (d *Dir) originDir(o Origin) (string, error) {
-	if o.RoomCzxid <= 0 {
-		return "", fmt.Errorf("archive: origin %v has no room czxid", o)
+	if err := o.validate(); err != nil {
+		return "", err
 	}
 	rd, err := d.roomDir(o.Room)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(rd, fmt.Sprintf("%016x", o.RoomCzxid)), nil
+	return filepath.Join(rd, originDirName(o)), nil
+}
+
+func originDirName(o Origin) string {
+	if o.Fence == logroom.EpochZnode {
+		return fmt.Sprintf("%016x", o.RoomCzxid)
+	}
+	return fmt.Sprintf("%016x-%s", o.RoomCzxid, o.Fence)
+}
+
+// parseOriginDir parses an origin directory's name (originDirName).
+func parseOriginDir(room, name string) (Origin, bool) {
+	if len(name) < 16 {
+		return Origin{}, false
+	}
+	cz, err := strconv.ParseUint(name[:16], 16, 63)
+	if err != nil || cz == 0 {
+		return Origin{}, false
+	}
+	o := Origin{Room: room, RoomCzxid: int64(cz), Fence: logroom.EpochZnode}
+	if rest := name[16:]; rest != "" {
+		f, ok := strings.CutPrefix(rest, "-")
+		if !ok || f == logroom.EpochZnode || !logroom.ValidEpochZnode(f) {
+			return Origin{}, false
+		}
+		o.Fence = f
+	}
+	return o, true
 }
 
 func chanName(first, last uint64) string {
@@ -146,8 +176,8 @@ func (d *Dir) List(ctx context.Context, room string) ([]Item, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cz, err := strconv.ParseInt(oe.Name(), 16, 64)
-		if err != nil || len(oe.Name()) != 16 || cz <= 0 || !oe.IsDir() {
+		o, ok := parseOriginDir(room, oe.Name())
+		if !ok || !oe.IsDir() {
 			continue
 		}
 		od := filepath.Join(rd, oe.Name())
@@ -160,7 +190,7 @@ func (d *Dir) List(ctx context.Context, room string) ([]Item, error) {
 			if !ok || (kind == KindCheckpoint) != e.IsDir() {
 				continue
 			}
-			out = append(out, Item{Kind: kind, Origin: Origin{Room: room, RoomCzxid: cz}, First: f, Last: l,
+			out = append(out, Item{Kind: kind, Origin: o, First: f, Last: l,
 				Path: filepath.Join(od, e.Name())})
 		}
 	}
@@ -173,6 +203,9 @@ func sortItems(items []Item) {
 		a, b := items[i], items[j]
 		if a.Origin.RoomCzxid != b.Origin.RoomCzxid {
 			return a.Origin.RoomCzxid < b.Origin.RoomCzxid
+		}
+		if a.Origin.Fence != b.Origin.Fence {
+			return a.Origin.Fence < b.Origin.Fence
 		}
 		if a.First != b.First {
 			return a.First < b.First
@@ -216,7 +249,7 @@ func (d *Dir) PutChannel(ctx context.Context, ch Channel) (Item, error) {
 		if err != nil {
 			return false, err
 		}
-		if oh.Content != h.Content || oh.Room != h.Room || oh.RoomCzxid != h.RoomCzxid {
+		if oh.Content != h.Content || oh.Room != h.Room || oh.RoomCzxid != h.RoomCzxid || oh.Fence != h.Fence {
 			return false, fmt.Errorf("%w: %s holds channel %d (content %.16s), put channel %d (content %.16s)",
 				ErrConflict, path, oh.Channel, oh.Content, h.Channel, h.Content)
 		}
@@ -272,8 +305,11 @@ type ckptItem struct {
 	Format    int
 	Room      string
 	RoomCzxid int64
-	Index     uint64
-	Epoch     uint64
+	// Fence is the incarnation's epoch znode name, omitted for "epoch"
+	// (so such records are v0.1.0's, byte for byte).
+	Fence string `json:",omitempty"`
+	Index uint64
+	Epoch uint64
 	// Created is the checkpoint manifest's creation time (the member's
 	// clock).
 	Created time.Time
@@ -287,6 +323,35 @@ type itemFile struct {
 	Name   string
 	Size   int64
 	SHA256 string
+}
+
+// origin is the incarnation the record names.
+func (c ckptItem) origin() Origin {
+	return Origin{Room: c.Room, RoomCzxid: c.RoomCzxid, Fence: fenceOf(c.Fence)}
+}
+
+// fenceField is how items record an epoch znode name: omitted ("") for
+// "epoch", as v0.1.0 wrote them.
+func fenceField(fence string) string {
+	if fence == logroom.EpochZnode {
+		return ""
+	}
+	return fence
+}
+
+// fenceOf is the epoch znode name an item's fence field records.
+func fenceOf(field string) string {
+	if field == "" {
+		return logroom.EpochZnode
+	}
+	return field
+}
+
+// validFenceField reports whether an item's fence field may be read:
+// omitted, or a re-seeded room's epoch znode name ("epoch" itself is
+// never written).
+func validFenceField(field string) bool {
+	return field == "" || (field != logroom.EpochZnode && logroom.ValidEpochZnode(field))
 }
 
 func (c ckptItem) sum() string {
@@ -320,6 +385,9 @@ func readCkptItem(dir string) (ckptItem, error) {
 	if c.Format != ckptFormat {
 		return ckptItem{}, fmt.Errorf("%w: %s: format %d, this binary reads %d", ErrCorrupt, p, c.Format, ckptFormat)
 	}
+	if !validFenceField(c.Fence) {
+		return ckptItem{}, fmt.Errorf("%w: %s: epoch znode name %q", ErrCorrupt, p, c.Fence)
+	}
 	if s := c.sum(); s != c.Checksum {
 		return ckptItem{}, fmt.Errorf("%w: %s: checksum %.16s does not match its content (%.16s)", ErrCorrupt, p, c.Checksum, s)
 	}
@@ -345,7 +413,7 @@ func (d *Dir) PutCheckpoint(ctx context.Context, origin Origin, src string) (Ite
 	if err != nil {
 		return Item{}, fmt.Errorf("archive: put checkpoint %s: %w", src, err)
 	}
-	if err := m.CheckOrigin(origin); err != nil {
+	if err := m.CheckOrigin(origin.Checkpoint()); err != nil {
 		return Item{}, fmt.Errorf("archive: put checkpoint %s: %w: %w", src, ErrForeign, err)
 	}
 	path, err := d.itemPath(origin, KindCheckpoint, m.Index, m.Index)
@@ -392,8 +460,8 @@ func (d *Dir) PutCheckpoint(ctx context.Context, origin Origin, src string) (Ite
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	rec := ckptItem{Format: ckptFormat, Room: origin.Room, RoomCzxid: origin.RoomCzxid, Index: m.Index, Epoch: m.Epoch,
-		Created: m.Created}
+	rec := ckptItem{Format: ckptFormat, Room: origin.Room, RoomCzxid: origin.RoomCzxid, Fence: fenceField(origin.Fence),
+		Index: m.Index, Epoch: m.Epoch, Created: m.Created}
 	if err := writeFileSync(filepath.Join(tmp, checkpoint.ManifestName), mb); err != nil {
 		return Item{}, fmt.Errorf("archive: %w", err)
 	}
@@ -638,7 +706,7 @@ func verifyCkptItem(ctx context.Context, it Item) error {
 	if err != nil {
 		return err
 	}
-	if got := (Origin{Room: rec.Room, RoomCzxid: rec.RoomCzxid}); got != it.Origin || rec.Index != it.Last {
+	if got := rec.origin(); got != it.Origin || rec.Index != it.Last {
 		return fmt.Errorf("%w: %s records index %d of %v, stored as index %d of %v", ErrForeign, it.Path, rec.Index, got, it.Last, it.Origin)
 	}
 	want := map[string]itemFile{}
@@ -695,7 +763,7 @@ func verifyCkptItem(ctx context.Context, it Item) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, it.Path, err)
 	}
-	if err := m.CheckOrigin(it.Origin); err != nil || m.Index != it.Last {
+	if err := m.CheckOrigin(it.Origin.Checkpoint()); err != nil || m.Index != it.Last {
 		return fmt.Errorf("%w: %s: its manifest is of index %d (%v): %v", ErrForeign, it.Path, m.Index, m.Origin(), err)
 	}
 	return nil

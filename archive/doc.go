@@ -10,8 +10,15 @@
 //
 // # Items and keys
 //
-// An item belongs to one room incarnation (Origin: the room's name and the
-// czxid of its znode) and is keyed by its index range:
+// An item belongs to one room incarnation (Origin: the room's name, the
+// czxid of its znode and the name of its epoch znode) and is keyed by its
+// index range. The czxid alone is no identity: a wiped or new ensemble
+// counts zxids from zero, so a room re-seeded there can be created at the
+// czxid a lost incarnation had. The epoch znode's name completes it: a
+// room OpenRoom creates has "epoch" and a czxid unique within one
+// ensemble's life, and after a wipe the only way back is a re-seed
+// (logroom.SeedRoom), which draws a fresh "epoch-<16 hex>". An origin
+// without the name is refused, never taken for "epoch". The items:
 //
 //   - a channel item holds one sealed channel: its number, first and last
 //     index, epoch, room version, the channel znode's data, and the
@@ -27,10 +34,16 @@
 //
 // # Directory layout (Dir)
 //
-//	<root>/<url.PathEscape(room)>/<czxid %016x>/
+//	<root>/<url.PathEscape(room)>/<czxid %016x>[-<epoch znode>]/
+//	                                     an incarnation's items; the epoch
+//	                                     znode's name is left out for
+//	                                     "epoch" (v0.1.0's folders, which
+//	                                     therefore read as that incarnation)
 //	    ch-<first %020d>-<last %020d>        a channel item (one file)
 //	    ckpt-<index %020d>/                  a checkpoint item
-//	        roomlog-archive-item.json        its record: origin, index, epoch,
+//	        roomlog-archive-item.json        its record: origin (Fence: the
+//	                                         epoch znode, omitted for "epoch"),
+//	                                         index, epoch,
 //	                                         every file's size and SHA-256,
 //	                                         self-checksummed (SHA-256 of the
 //	                                         compact JSON with Checksum "")
@@ -43,16 +56,20 @@
 // A channel item file is
 //
 //	"RLARCH01"
-//	u32 n, n bytes of JSON header (room, czxid, channel, first, last, epoch,
-//	    room version, batch count, batch bytes, first and last ctime, and
-//	    Content: the SHA-256 of the origin, range, epoch and every batch
-//	    with its ctime)
+//	u32 n, n bytes of JSON header (room, czxid, Fence: the epoch znode
+//	    omitted for "epoch", channel, first, last, epoch, room version,
+//	    batch count, batch bytes, first and last ctime, and Content: the
+//	    SHA-256 of the origin (its epoch znode only when not "epoch"),
+//	    range, epoch and every batch with its ctime)
 //	u32 n, n bytes: the channel znode's data
 //	per batch: i64 ctime (unix ms), u32 n, n bytes of batch znode payload
 //	"RLAREND1", then the SHA-256 of every byte before the 32 it occupies
 //
 // with big-endian integers. The batch payloads decode with
-// logroom.DecodeBatch.
+// logroom.DecodeBatch. Items of an incarnation whose epoch znode is
+// "epoch" are v0.1.0's byte for byte (no Fence field, the same Content),
+// so a v0.1.0 binary reads them; it does not see the folders of re-seeded
+// incarnations (their names are not 16 hex digits).
 //
 // # Invariants
 //
@@ -66,7 +83,8 @@
 //     exactly the recorded files at their sizes and SHA-256, and a
 //     manifest of the item's origin and index. A corrupt or truncated
 //     item is refused with ErrCorrupt naming its path and what was wrong;
-//     one recording another origin with ErrForeign.
+//     one recording another origin (another czxid or epoch znode than
+//     its folder's) with ErrForeign.
 //  3. Puts are idempotent: a channel whose Content matches the stored one
 //     (the channel znode's data may differ: DeleteChannel marks it) and a
 //     checkpoint whose manifest matches byte for byte are the same item.
@@ -105,11 +123,13 @@
 //
 // # Restore protocol
 //
-//  1. List the room's items; pick the incarnation: RestoreOptions.RoomCzxid,
-//     or the only one archived. Several and none named is ErrAmbiguous,
-//     listing each with what it covers and its last commit time: a wiped
-//     or new ensemble counts zxids from zero, so no order of czxids tells
-//     the incarnation in service from a lost one.
+//  1. List the room's items; pick the incarnation: RestoreOptions.RoomCzxid
+//     and RoomFence, or the only one archived. Several and none named is
+//     ErrAmbiguous, listing each (0x<czxid>/<epoch znode>) with what it
+//     covers and its last commit time: a wiped or new ensemble counts
+//     zxids from zero, so no order of czxids tells the incarnation in
+//     service from a lost one. A czxid named without the epoch znode that
+//     several archived incarnations share is ErrAmbiguous too.
 //  2. Pick the target index (ToIndex, or resolve ToTime over the channels).
 //  3. Pick the newest archived checkpoint at or below it (none: start from
 //     an empty store, which needs the channel holding index 1) and the

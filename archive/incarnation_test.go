@@ -20,8 +20,8 @@ import (
 func TestRestoreSeveralIncarnationsNeedsOne(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.UnixMilli(1_700_000_000_000)
-	lost := makeLogOf(t, Origin{Room: "r1", RoomCzxid: 0x500}, t0, 60, 5, 20, 40)
-	inService := makeLogOf(t, Origin{Room: "r1", RoomCzxid: 0x3}, t0.Add(time.Hour), 90, 5, 30, 60)
+	lost := makeLogOf(t, Origin{Room: "r1", RoomCzxid: 0x500, Fence: "epoch"}, t0, 60, 5, 20, 40)
+	inService := makeLogOf(t, Origin{Room: "r1", RoomCzxid: 0x3, Fence: "epoch"}, t0.Add(time.Hour), 90, 5, 30, 60)
 	a, err := OpenDir(t.TempDir())
 	require.NoError(t, err)
 	lost.putAll(t, a)
@@ -36,7 +36,7 @@ func TestRestoreSeveralIncarnationsNeedsOne(t *testing.T) {
 			opts.Archive, opts.Room, opts.DataDir = a, "r1", t.TempDir()
 			_, err := Restore(ctx, opts)
 			require.ErrorIs(t, err, ErrAmbiguous)
-			for _, want := range []string{"0x500", "0x3:", "indexes 1..60", "indexes 1..90",
+			for _, want := range []string{"0x500/epoch:", "0x3/epoch:", "indexes 1..60", "indexes 1..90",
 				t0.Add(11 * time.Second).UTC().Format(time.RFC3339), t0.Add(time.Hour + 17*time.Second).UTC().Format(time.RFC3339)} {
 				require.ErrorContains(t, err, want)
 			}

@@ -26,11 +26,16 @@ type RestoreOptions struct {
 	Archive Archive
 	// Room is the room's name. Required.
 	Room string
-	// RoomCzxid picks the room incarnation (its room znode's czxid). 0:
-	// the only one the archive holds items of; when it holds several,
-	// Restore refuses with ErrAmbiguous listing them (czxids restart from
-	// zero in a wiped or new ensemble: the highest is not the newest).
+	// RoomCzxid and RoomFence pick the room incarnation: its room znode's
+	// czxid and its epoch znode's name (Origin). RoomCzxid 0: the only
+	// one the archive holds items of; when it holds several, Restore
+	// refuses with ErrAmbiguous listing them (czxids restart from zero in
+	// a wiped or new ensemble: the highest is not the newest). RoomFence
+	// "": the only incarnation of that czxid the archive holds; several
+	// (a room re-seeded in a wiped ensemble at the czxid a lost one had)
+	// are refused with ErrAmbiguous. RoomFence needs RoomCzxid.
 	RoomCzxid int64
+	RoomFence string
 	// ToIndex is the index the store is built at (0 with ToTime zero: the
 	// newest index the archive covers).
 	ToIndex uint64
@@ -119,16 +124,18 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	if opts.Applier == nil {
 		opts.Applier = store.OpsApplier{}
 	}
+	if opts.RoomFence != "" && opts.RoomCzxid == 0 {
+		return res, fmt.Errorf("archive: restore: RoomFence without RoomCzxid (epoch znode %q): name the incarnation by both", opts.RoomFence)
+	}
 	items, err := opts.Archive.List(ctx, opts.Room)
 	if err != nil {
 		return res, err
 	}
-	if opts.RoomCzxid == 0 {
-		if err := oneIncarnation(ctx, opts.Archive, items); err != nil {
-			return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
-		}
+	origin, err := pickOrigin(ctx, opts.Archive, items, opts.RoomCzxid, opts.RoomFence)
+	if err != nil {
+		return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
 	}
-	plan, err := planRestore(items, opts.RoomCzxid)
+	plan, err := planRestore(items, origin)
 	if err != nil {
 		return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
 	}
@@ -181,7 +188,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 			return res, err
 		}
 		wrote = true
-		err = checkpoint.Restore(ctx, dir, storeDir, plan.origin)
+		err = checkpoint.Restore(ctx, dir, storeDir, plan.origin.Checkpoint())
 		release()
 		if err != nil {
 			return res, fmt.Errorf("archive: restore %v: %w", *ckpt, err)
@@ -292,30 +299,73 @@ type plan struct {
 	chans  []Item // ascending First
 }
 
-// planRestore picks the incarnation (czxid, or the newest) from a listing.
-func planRestore(items []Item, czxid int64) (plan, error) {
-	if len(items) == 0 {
-		return plan{}, fmt.Errorf("%w: nothing archived", ErrNotCovered)
-	}
-	if czxid == 0 {
-		czxid = items[0].Origin.RoomCzxid // the only one (oneIncarnation)
-	}
-	var p plan
+// planRestore gathers the items of the incarnation origin.
+func planRestore(items []Item, origin Origin) (plan, error) {
+	p := plan{origin: origin}
 	for _, it := range items {
-		if it.Origin.RoomCzxid != czxid {
+		if it.Origin != origin {
 			continue
 		}
-		p.origin = it.Origin
 		if it.Kind == KindCheckpoint {
 			p.ckpts = append(p.ckpts, it)
 		} else {
 			p.chans = append(p.chans, it)
 		}
 	}
-	if p.origin.RoomCzxid == 0 {
-		return plan{}, fmt.Errorf("%w: nothing archived of the incarnation created at zxid 0x%x", ErrNotCovered, czxid)
+	if len(p.ckpts)+len(p.chans) == 0 {
+		return plan{}, fmt.Errorf("%w: nothing archived of incarnation %s", ErrNotCovered, origin.ID())
 	}
 	return p, nil
+}
+
+// origins lists the incarnations items belong to, in their order.
+func origins(items []Item) []Origin {
+	var out []Origin
+	for _, it := range items {
+		if len(out) == 0 || out[len(out)-1] != it.Origin {
+			out = append(out, it.Origin) // sorted by origin
+		}
+	}
+	return out
+}
+
+// pickOrigin picks the incarnation a restore rebuilds: the one named
+// (czxid, and fence when given), else the only one archived. Several that
+// fit is ErrAmbiguous, listing them.
+func pickOrigin(ctx context.Context, a Archive, items []Item, czxid int64, fence string) (Origin, error) {
+	all := origins(items)
+	if len(all) == 0 {
+		return Origin{}, fmt.Errorf("%w: nothing archived", ErrNotCovered)
+	}
+	if czxid == 0 {
+		if len(all) == 1 {
+			return all[0], nil
+		}
+		return Origin{}, ambiguous(ctx, a, items, all,
+			"a wiped or new ensemble counts zxids from zero, so the highest czxid need not be the incarnation in service")
+	}
+	var fit []Origin
+	for _, o := range all {
+		if o.RoomCzxid == czxid && (fence == "" || o.Fence == fence) {
+			fit = append(fit, o)
+		}
+	}
+	switch {
+	case len(fit) == 1:
+		return fit[0], nil
+	case len(fit) == 0:
+		want := fmt.Sprintf("0x%x", czxid)
+		if fence != "" {
+			want += "/" + fence
+		}
+		ids := make([]string, len(all))
+		for i, o := range all {
+			ids[i] = o.ID()
+		}
+		return Origin{}, fmt.Errorf("%w: nothing archived of incarnation %s (archived: %s)", ErrNotCovered, want, strings.Join(ids, ", "))
+	}
+	return Origin{}, ambiguous(ctx, a, items, fit, fmt.Sprintf(
+		"several incarnations were created at zxid 0x%x (a room re-seeded in a wiped ensemble, whose zxids started again from zero); their epoch znodes tell them apart", czxid))
 }
 
 // newest is the highest index the archive holds (a channel's last or a
@@ -476,33 +526,23 @@ func checkpointCreated(ctx context.Context, a Archive, it Item) (time.Time, erro
 	return m.Created, nil
 }
 
-// oneIncarnation returns nil when items are of at most one incarnation;
-// otherwise ErrAmbiguous listing each incarnation: the indexes its
-// channels and checkpoints cover and when its last archived batch
-// committed (ZooKeeper time, read from its newest channel item), the
-// newest first. Only the operator can tell which one is in service.
-func oneIncarnation(ctx context.Context, a Archive, items []Item) error {
-	var origins []int64
-	for _, it := range items {
-		if len(origins) == 0 || origins[len(origins)-1] != it.Origin.RoomCzxid {
-			origins = append(origins, it.Origin.RoomCzxid) // sorted by czxid
-		}
-	}
-	if len(origins) < 2 {
-		return nil
-	}
+// ambiguous is ErrAmbiguous listing each incarnation of among: the
+// indexes its channels and checkpoints cover and when its last archived
+// batch committed (ZooKeeper time, read from its newest channel item),
+// the newest first. why says why the archive cannot choose.
+func ambiguous(ctx context.Context, a Archive, items []Item, among []Origin, why string) error {
 	type inc struct {
 		line string
 		last int64
 	}
 	var incs []inc
-	for _, cz := range origins {
-		p, err := planRestore(items, cz)
+	for _, o := range among {
+		p, err := planRestore(items, o)
 		if err != nil {
 			return err
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "\n  incarnation 0x%x:", cz)
+		fmt.Fprintf(&b, "\n  incarnation %s:", o.ID())
 		var last int64
 		if n := len(p.chans); n > 0 {
 			fmt.Fprintf(&b, " channels hold indexes %d..%d", p.chans[0].First, p.chans[n-1].Last)
@@ -535,8 +575,7 @@ func oneIncarnation(ctx context.Context, a Archive, items []Item) error {
 	for _, in := range incs {
 		b.WriteString(in.line)
 	}
-	return fmt.Errorf("%w (RoomCzxid, --incarnation); a wiped or new ensemble counts zxids from zero, so the highest czxid need not be the incarnation in service:%s",
-		ErrAmbiguous, b.String())
+	return fmt.Errorf("%w (RoomCzxid and RoomFence; --incarnation 0x<czxid>/<epoch znode>): %s:%s", ErrAmbiguous, why, b.String())
 }
 
 // contiguous counts the channel items of chans (ascending) that start

@@ -158,6 +158,11 @@ func validFence(name string) bool {
 	return true
 }
 
+// ValidEpochZnode reports whether name may be a room's epoch znode name
+// (RoomInfo.EpochZnode): EpochZnode, or "epoch-" and 16 lowercase hex
+// digits (a re-seeded room's).
+func ValidEpochZnode(name string) bool { return name == epochNode || validFence(name) }
+
 // newFenceName returns a fresh epoch znode name for a new incarnation.
 func newFenceName() string { return fmt.Sprintf("%s%016x", fencePrefix, rand.Uint64()) }
 
@@ -542,6 +547,13 @@ func (r *Room) Path(sub ...string) string {
 func (r *Room) Client() *Client { return r.c }
 
 func (r *Room) channelPath(num uint64) string { return r.Path(channelsNode, channelName(num)) }
+
+// EpochZnode is the name of the room's epoch znode, read from the room
+// meta when the room was opened (RoomInfo.EpochZnode): with the room
+// znode's czxid, the incarnation's identity, which no other incarnation
+// can reproduce (czxids restart from zero in a wiped ensemble; a re-seed
+// draws a fresh name).
+func (r *Room) EpochZnode() string { return r.fence }
 
 // epochPath is the path of the room's epoch znode (the fence).
 func (r *Room) epochPath() string { return r.Path(r.fence) }

@@ -83,6 +83,14 @@ func (r *Replica) ArchiveStatus() ArchiveStatus {
 	return ar.st
 }
 
+// archiveOrigin is the incarnation the archive files this member's items
+// under: the room's czxid and its epoch znode's name (a room re-seeded in
+// a wiped ensemble may have the czxid a lost incarnation had; the name
+// tells them apart).
+func (r *Replica) archiveOrigin() archive.Origin {
+	return archive.Origin{Room: r.cfg.Room, RoomCzxid: r.roomCzxid, Fence: r.room.EpochZnode()}
+}
+
 // archiveLogEvery bounds how often an archive that keeps failing with the
 // same error is logged at Error.
 const archiveLogEvery = 30 * time.Second
@@ -124,7 +132,7 @@ func (r *Replica) archiveSweep(ctx context.Context, chans []logroom.ChannelInfo)
 	if ar == nil {
 		return ^uint64(0)
 	}
-	origin := r.origin()
+	origin := r.archiveOrigin()
 	var through uint64
 	ok := true
 	var behindEntries uint64
@@ -172,7 +180,7 @@ func (r *Replica) archiveSweep(ctx context.Context, chans []logroom.ChannelInfo)
 
 // archiveChannel copies one sealed channel from ZooKeeper to the archive,
 // unless the archive has it already.
-func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin checkpoint.Origin, ci logroom.ChannelInfo) error {
+func (r *Replica) archiveChannel(ctx context.Context, ar *archiver, origin archive.Origin, ci logroom.ChannelInfo) error {
 	if ci.LastIndex < ci.FirstIndex {
 		return nil // sealed empty: nothing to keep
 	}
@@ -229,7 +237,7 @@ const archiveReadWidth = 16
 // other is foreign; both are logged. A chain that breaks before the sealed
 // end (a missing batch, one that does not continue the previous) is an
 // error naming the znode: the archive would hold less than the log did.
-func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.Origin, ci logroom.ChannelInfo) (archive.Channel, error) {
+func (r *Replica) readChannelForArchive(ctx context.Context, origin archive.Origin, ci logroom.ChannelInfo) (archive.Channel, error) {
 	c := r.room.Client()
 	path := r.room.Path(logroom.ChannelsZnode, logroom.ChannelName(ci.Num))
 	meta, _, err := zkx.Get(ctx, c, path)
@@ -323,7 +331,7 @@ func (r *Replica) readChannelForArchive(ctx context.Context, origin checkpoint.O
 // if it is newer than the newest archived (have). A checkpoint of the same
 // index another primary archived first (ErrConflict: same state, other
 // files) counts as archived.
-func (r *Replica) archiveNewestCheckpoint(ctx context.Context, ar *archiver, origin checkpoint.Origin, have uint64) {
+func (r *Replica) archiveNewestCheckpoint(ctx context.Context, ar *archiver, origin archive.Origin, have uint64) {
 	info, err := checkpoint.Newest(r.ckptRoot)
 	if err != nil || info.Manifest.Index <= have {
 		return

@@ -409,7 +409,7 @@ func TestArchiveIgnoresOrphanBatches(t *testing.T) {
 		return err == nil && chans[0].FirstIndex > sealed.LastIndex
 	}, 20*time.Second, 10*time.Millisecond, "the channel is deleted once archived")
 
-	it, ok, err := dir.Lookup(ctx, p.origin(), archive.KindChannel, sealed.FirstIndex, sealed.LastIndex)
+	it, ok, err := dir.Lookup(ctx, p.archiveOrigin(), archive.KindChannel, sealed.FirstIndex, sealed.LastIndex)
 	require.NoError(t, err)
 	require.True(t, ok)
 	ch, err := dir.ReadChannel(ctx, it)

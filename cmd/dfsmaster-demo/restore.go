@@ -27,7 +27,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir; DATADIR/store must not exist or be empty (required)")
 	allowRejected := fs.Bool("allow-rejected", false, "apply an entry that is not a namespace command as the masters did (rejected, nothing written) instead of failing the restore")
-	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
+	incarnation := fs.String("incarnation", "", "the room incarnation: the czxid of its room znode (e.g. 0x1f), and its epoch znode when several share the czxid (0x1f/epoch-<16 hex>); required when the archive holds several (the error lists them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -39,7 +39,15 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 	ap := &restoreApplier{allowRejected: *allowRejected}
-	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: ap}
+	opts := archive.RestoreOptions{Room: *room, ToIndex: *toIndex, DataDir: *out, Applier: ap}
+	if *incarnation != "" {
+		cz, fence, err := archive.ParseIncarnation(*incarnation)
+		if err != nil {
+			fmt.Fprintf(stderr, "dfsmaster-demo restore: --incarnation: %v\n", err)
+			return exitUsage
+		}
+		opts.RoomCzxid, opts.RoomFence = cz, fence
+	}
 	if *toTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, *toTime)
 		if err != nil {
@@ -55,7 +63,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if res, err = archive.Restore(ctx, opts); err == nil {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid,
+			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid, "epoch_znode": res.Origin.Fence,
 				"index": res.Index, "epoch": res.Epoch, "checkpoint": res.Checkpoint, "entries": res.Entries,
 				"run_hash": res.RunHash.String(), "run_hash_base": res.RunHash.Base, "state_hash": res.StateHash,
 				"store_dir": res.StoreDir, "took_ms": res.Took.Milliseconds(), "cut": res.Cut, "cut_reason": res.CutReason, "skipped_checkpoints": res.Skipped,

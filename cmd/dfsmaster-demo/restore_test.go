@@ -81,7 +81,7 @@ func TestRestoreRefusesForeignEntries(t *testing.T) {
 	dir := t.TempDir()
 	a, err := archive.OpenDir(dir)
 	require.NoError(t, err)
-	origin := archive.Origin{Room: "dfs", RoomCzxid: 0x42}
+	origin := archive.Origin{Room: "dfs", RoomCzxid: 0x42, Fence: logroom.EpochZnode}
 	var ents [][]byte
 	for i := range 4 {
 		op, err := store.EncodeOps([]store.Op{{Kind: store.OpSet, Key: []byte(fmt.Sprint("k", i)), Value: []byte("v")}})

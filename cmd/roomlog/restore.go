@@ -14,7 +14,7 @@ import (
 
 // restoreUsage is restore's part of the usage text.
 const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
-          [--applier ops [--allow-rejected]] [--incarnation CZXID] [--json]
+          [--applier ops [--allow-rejected]] [--incarnation CZXID[/EPOCHZNODE]] [--json]
                               WRITES LOCALLY (never to ZooKeeper): builds a store at exactly
                               index N (or the last index committed at or before T, RFC 3339)
                               from the archive's newest checkpoint at or below it plus the
@@ -30,13 +30,16 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
                               An archive holding several incarnations of the room (re-created,
                               or re-seeded after ZooKeeper lost it) needs --incarnation: zxids
                               restart from zero in a wiped ensemble, so no czxid order tells
-                              the one in service; the refusal lists each one.
+                              the one in service, and two incarnations may share a czxid (their
+                              epoch znodes tell them apart: 0x5/epoch, 0x5/epoch-<16 hex>); the
+                              refusal lists each one.
 `
 
 // restoreJSON is what restore --json prints.
 type restoreJSON struct {
 	Room       string   `json:"room"`
 	RoomCzxid  int64    `json:"room_czxid"`
+	EpochZnode string   `json:"epoch_znode"`
 	Index      uint64   `json:"index"`
 	Epoch      uint64   `json:"epoch"`
 	Checkpoint uint64   `json:"checkpoint"`
@@ -69,7 +72,7 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	out := fs.String("out", "", "the new data dir (DATADIR/store must not exist or be empty) (required)")
 	applier := fs.String("applier", "ops", "the room's applier: ops (store.OpsApplier; an entry that is not ops fails the restore, naming it)")
 	allowRejected := fs.Bool("allow-rejected", false, "with --applier ops: apply an entry that is not ops as the room's members did (store.OpsApplier rejects it, writing nothing) instead of failing; only for a room whose members apply store.OpsApplier")
-	czxid := fs.Int64("incarnation", 0, "the room incarnation (czxid of its room znode, e.g. 0x1f); required when the archive holds several (the error lists them)")
+	incarnation := fs.String("incarnation", "", "the room incarnation: the czxid of its room znode (e.g. 0x1f), and its epoch znode when several share the czxid (0x1f/epoch-<16 hex>); required when the archive holds several (the error lists them)")
 	asJSON := fs.Bool("json", false, "machine-readable JSON output")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: roomlog restore [flags]\n\n"+restoreUsage+"\nflags:\n")
@@ -100,7 +103,14 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *allowRejected {
 		ap = rej
 	}
-	opts := archive.RestoreOptions{Room: *room, RoomCzxid: *czxid, ToIndex: *toIndex, DataDir: *out, Applier: ap}
+	opts := archive.RestoreOptions{Room: *room, ToIndex: *toIndex, DataDir: *out, Applier: ap}
+	if *incarnation != "" {
+		cz, fence, err := archive.ParseIncarnation(*incarnation)
+		if err != nil {
+			return usageErr("--incarnation: %v", err)
+		}
+		opts.RoomCzxid, opts.RoomFence = cz, fence
+	}
 	if *toTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, *toTime)
 		if err != nil {
@@ -158,7 +168,7 @@ type restoreOut struct {
 
 func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 	res := out.RestoreResult
-	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, Index: res.Index, Epoch: res.Epoch,
+	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, EpochZnode: res.Origin.Fence, Index: res.Index, Epoch: res.Epoch,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
 		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason, Skipped: res.Skipped}
@@ -168,10 +178,10 @@ func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, j)
 	}
-	_, err := fmt.Fprintf(w, "restored room %q (incarnation 0x%x) at index %d (epoch %d) into %s\n"+
+	_, err := fmt.Fprintf(w, "restored room %q (incarnation %s) at index %d (epoch %d) into %s\n"+
 		"  from checkpoint %d + %d archived entries (%d channels), in %v\n"+
 		"  running hash %s (base %d)\n  state hash   %s\n",
-		j.Room, j.RoomCzxid, j.Index, j.Epoch, j.StoreDir, j.Checkpoint, j.Entries, j.Channels, res.Took.Round(time.Millisecond),
+		j.Room, res.Origin.ID(), j.Index, j.Epoch, j.StoreDir, j.Checkpoint, j.Entries, j.Channels, res.Took.Round(time.Millisecond),
 		j.RunHash, j.RunBase, j.StateHash)
 	if err == nil && j.Time != "" {
 		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)

@@ -31,7 +31,7 @@ func archiveOf(t *testing.T, n int, want uint64) (string, string) {
 func archiveWith(t *testing.T, n int, want uint64, foreign map[uint64]bool) (string, string) {
 	t.Helper()
 	ctx := context.Background()
-	origin := archive.Origin{Room: "r1", RoomCzxid: 77}
+	origin := archive.Origin{Room: "r1", RoomCzxid: 77, Fence: logroom.EpochZnode}
 	dir := t.TempDir()
 	a, err := archive.OpenDir(dir)
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func archiveWith(t *testing.T, n int, want uint64, foreign map[uint64]bool) (str
 			ch = archive.Channel{Origin: origin, Num: ch.Num + 1, First: ch.Last + 1, Epoch: 1}
 		}
 		if idx+3 == 48 {
-			info, err := checkpoint.Create(ctx, st, filepath.Join(t.TempDir(), "ckpts"), origin)
+			info, err := checkpoint.Create(ctx, st, filepath.Join(t.TempDir(), "ckpts"), origin.Checkpoint())
 			require.NoError(t, err)
 			_, err = a.PutCheckpoint(ctx, origin, info.Path)
 			require.NoError(t, err)
