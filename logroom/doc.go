@@ -21,6 +21,10 @@
 //	                                (SeedRoom) names this znode by the meta's
 //	                                fence instead: a name no earlier incarnation
 //	                                of the room used
+//	<base>/R/epoch/w-%016x          a writer's token (empty): created in the same
+//	                                Multi as its epoch CAS, checked (version 0)
+//	                                by its every write; a takeover deletes the
+//	                                earlier writers' tokens behind its fence
 //	<base>/R/channels/ch-%020d      channel N (N = 1, 2, 3…), data = msgpack
 //	                                {v: 1, first, epoch, sealed, last, bytes, batches,
 //	                                deleting (omitted unless set), room (the room
@@ -189,13 +193,14 @@
 // # Invariants
 //
 //  1. Fencing: every write of a Writer (batch create, seal, channel open)
-//     is a Multi whose first op is CheckVersion(epoch znode, the version its
-//     own CAS produced). Once a newer epoch exists, nothing of an older
-//     writer lands. The check also fences writers of an earlier
-//     incarnation of the room (deleted and re-seeded under them): the
+//     is a Multi whose first ops are CheckVersion(epoch znode, the version
+//     its own CAS produced) and CheckVersion(its token under the epoch
+//     znode, 0). Once a newer epoch exists, nothing of an older writer
+//     lands. The checks also fence writers of an earlier incarnation of
+//     the room (deleted under them, and re-seeded or created again), whose
+//     epoch znode's version restarted at 0 and may come back to theirs: a
 //     re-seeded room's epoch znode has a fresh name (room meta "fence"),
-//     so their check finds no znode, though its version restarted at 0 and
-//     the new incarnation's takeovers reach their version again.
+//     and no room created again holds their token.
 //  2. Acknowledgement order: Append returns success only when its batches
 //     and every earlier batch are durable; acknowledged batches are always
 //     a contiguous prefix of the chain.
@@ -261,8 +266,11 @@
 //     (batches carry their channel's epoch), so a lowered or reset epoch
 //     znode never makes a writer reuse an epoch; an epoch that would
 //     overflow is ErrCorrupt. Set the epoch znode to it with version v
-//     (CAS). The writer's fence is version v+1. A lost reply is
-//     resolved by reading back the nonce. BadVersion → ErrFenced.
+//     (CAS) and create the writer's token epoch/w-<nonce>, in one Multi.
+//     The writer's fence is version v+1 and its token. A lost reply is
+//     resolved by reading back the nonce. BadVersion → ErrFenced. Once
+//     the writer has taken over, it deletes earlier writers' tokens in
+//     one Multi behind its fence.
 //  2. Check the chain again (an older writer may have rotated before our
 //     CAS). None: create ch-1 (first 1), fenced.
 //  3. Last channel sealed (only a foreign write can do that): ErrCorrupt.

@@ -536,12 +536,12 @@ func (w *Writer) refreshRoomBytes() {
 
 // send runs one batch's fenced Multi and reports its outcome to the loop.
 func (w *Writer) send(b *batch) {
-	res, err := w.c.Conn().Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})
+	res, err := w.c.Conn().Multi(append(w.fenceOps(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})...)
 	i, err := multiErr(res, err)
 	st := batchLanded
 	switch {
 	case err == nil:
-	case i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+	case fenceRefused(i, err):
 		st = batchFenced
 	default:
 		// Connection loss (applied or not), NodeExists (an earlier attempt
@@ -819,12 +819,12 @@ func (w *Writer) resolveBatch(ctx context.Context, b *batch, fenced bool, synced
 		}
 		// Absent: resend the same bytes, fenced.
 		w.stats.resent.Add(1)
-		res, err := w.c.Conn().Multi(w.fenceOp(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})
+		res, err := w.c.Conn().Multi(append(w.fenceOps(), &zk.CreateRequest{Path: b.path, Data: b.data, Acl: w.c.ACL()})...)
 		i, err := multiErr(res, err)
 		switch {
 		case err == nil:
 			return batchLanded, nil
-		case i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)):
+		case fenceRefused(i, err):
 			return batchFenced, nil
 		case errors.Is(err, zk.ErrNodeExists):
 			continue // an earlier attempt landed meanwhile: compare bytes
@@ -957,7 +957,7 @@ func (w *Writer) startSeal() {
 		ls.sealFailed = true // go through rotate() once nothing is in flight
 		return
 	}
-	checks := []interface{}{w.fenceOp()}
+	checks := w.fenceOps()
 	for _, b := range ls.inflight {
 		if b.state != batchLanded {
 			checks = append(checks, &zk.CheckVersionRequest{Path: b.path, Version: 0})

@@ -80,3 +80,39 @@ func TestReseedFenceSurvives(t *testing.T) {
 		})
 	}
 }
+
+// TestRecreatedRoomFence: a room deleted under a live writer and created
+// again by OpenRoom (a member started on an empty disk before any
+// survivor wrote a tombstone, or automation) has its epoch znode "epoch"
+// created anew at version 0, and its first takeover brings it to the
+// version the old writer checks. The old writer's append must still be
+// refused (each writer's token under the epoch znode is gone with the old
+// room), and the new writer must go on.
+func TestRecreatedRoomFence(t *testing.T) {
+	needZK(t)
+	zs := sharedZK(t)
+	ctx := testCtx(t, 60*time.Second)
+	base := testBase(t)
+	const name = "recreate"
+	cOld, cNew := dial(t, zs.Addrs()), dial(t, zs.Addrs())
+	rOld, err := OpenRoom(ctx, cOld, name, RoomOptions{Base: base})
+	require.NoError(t, err)
+	old := newWriter(t, rOld, WriterConfig{Owner: "old"})
+	_, err = old.Append(ctx, payload(1), payload(2))
+	require.NoError(t, err)
+
+	require.NoError(t, DeleteRoom(ctx, cNew, base, name))
+	rNew, err := OpenRoom(ctx, cNew, name, RoomOptions{Base: base})
+	require.NoError(t, err)
+	nw := newWriter(t, rNew, WriterConfig{Owner: "new"})
+
+	_, err = old.Append(ctx, []byte("ghost"))
+	require.ErrorIs(t, err, ErrFenced, "a writer of the deleted room appended to the re-created room")
+	last, err := nw.Append(ctx, []byte("new-1"), []byte("new-2"))
+	require.NoError(t, err, "the new writer was fenced by the deleted room's writer")
+	rd, err := rNew.Tail(ctx, 1)
+	require.NoError(t, err)
+	defer rd.Close()
+	got := readN(t, ctx, rd, int(last))
+	require.Equal(t, "new-1", string(got[0].Data))
+}

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,6 +264,12 @@ type Writer struct {
 	epoch     uint64
 	epochVer  int32 // the fence: the epoch znode version this writer set
 	epochPath string
+	// tokenPath is this writer's token, <epoch znode>/w-<nonce>, created in
+	// the same Multi as its epoch CAS and checked (version 0) by every
+	// write with the epoch version: a room deleted and created again
+	// under the writer (whose epoch znode's version restarts at 0 and
+	// comes back to ours) has no token of ours, so nothing of ours lands.
+	tokenPath string
 	start     uint64
 	maxEntry  int
 	// maxRaw bounds a batch's uncompressed payload (= its stored payload
@@ -414,6 +422,7 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if err := w.takeOver(ctx); err != nil {
 		return nil, err
 	}
+	w.dropOldTokens(ctx)
 	w.lastCommitted.Store(w.start - 1)
 	w.ls.sessionID = w.c.SessionID()
 	w.lifeCtx, w.cancelLife = context.WithCancel(context.Background())
@@ -442,15 +451,22 @@ func (w *Writer) takeEpoch(ctx context.Context) error {
 	}
 	next := epochMeta{Version: epochFormatVersion, Epoch: epoch, Owner: w.cfg.Owner, Nonce: nonce}
 	data := encodeMeta(next)
+	w.tokenPath = fmt.Sprintf("%s/%s%016x", w.epochPath, writerTokenPrefix, nonce)
 	var bo zkx.Backoff
 	for {
-		st, err := r.c.Conn().Set(w.epochPath, data, ver)
+		res, err := r.c.Conn().Multi(
+			&zk.SetDataRequest{Path: w.epochPath, Data: data, Version: ver},
+			&zk.CreateRequest{Path: w.tokenPath, Acl: r.c.ACL()})
+		i, err := multiErr(res, err)
 		if err == nil {
-			w.epoch, w.epochVer = next.Epoch, st.Version
+			w.epoch, w.epochVer = next.Epoch, ver+1
 			return nil
 		}
-		if errors.Is(err, zk.ErrBadVersion) {
+		if i == 0 && errors.Is(err, zk.ErrBadVersion) {
 			return fmt.Errorf("%w: room %q: another writer took epoch %d concurrently", ErrFenced, r.name, epoch)
+		}
+		if i == 0 && errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("%w: %s (the room was deleted)", ErrNoRoom, w.epochPath)
 		}
 		if !isConnErr(err) {
 			return zkError("logroom: set epoch", err)
@@ -547,12 +563,62 @@ func (w *Writer) WatchFence(ctx context.Context) (fenced bool, watch <-chan zk.E
 	if !ok || st.Version != w.epochVer {
 		return true, nil, nil
 	}
+	// The version alone may have come back (the room deleted and created
+	// again): our token says whether this is the znode we set.
+	if ok, _, err := zkx.Exists(ctx, w.c, w.tokenPath); err != nil {
+		return false, nil, zkError("logroom: read "+w.tokenPath, err)
+	} else if !ok {
+		return true, nil, nil
+	}
 	return false, ch, nil
 }
 
-// fenceOp is the first op of every write of this writer.
-func (w *Writer) fenceOp() *zk.CheckVersionRequest {
-	return &zk.CheckVersionRequest{Path: w.epochPath, Version: w.epochVer}
+// writerTokenPrefix starts the name of a writer's token under the epoch
+// znode.
+const writerTokenPrefix = "w-"
+
+// fenceLen is how many ops fenceOps puts first in every write.
+const fenceLen = 2
+
+// fenceRefused reports whether a Multi whose first fenceLen ops are fenceOps
+// failed on the fence: op i refused with BadVersion (a newer epoch) or
+// NoNode (the room, or our token, is gone).
+func fenceRefused(i int, err error) bool {
+	return i >= 0 && i < fenceLen && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode))
+}
+
+// dropOldTokens deletes the tokens of earlier writers under the epoch
+// znode (each takeover leaves one), in one Multi behind our fence, so a
+// writer fenced meanwhile deletes nothing (in particular not the token of
+// the writer that fenced it). Best effort: a failure leaves them for the
+// next takeover.
+func (w *Writer) dropOldTokens(ctx context.Context) {
+	kids, err := zkx.Children(ctx, w.c, w.epochPath)
+	if err != nil {
+		return
+	}
+	ops := w.fenceOps()
+	own := path.Base(w.tokenPath)
+	for _, k := range kids {
+		if k != own && strings.HasPrefix(k, writerTokenPrefix) && len(ops) < 200 {
+			ops = append(ops, &zk.DeleteRequest{Path: w.epochPath + "/" + k, Version: -1})
+		}
+	}
+	if len(ops) == fenceLen {
+		return
+	}
+	if _, err := multiErr(w.c.Conn().Multi(ops...)); err != nil {
+		w.log.Debug("dropping earlier writers' tokens failed; the next takeover retries", "err", err)
+	}
+}
+
+// fenceOps are the first ops of every write of this writer: the epoch
+// znode at the version its CAS produced, and its token.
+func (w *Writer) fenceOps() []interface{} {
+	return []interface{}{
+		&zk.CheckVersionRequest{Path: w.epochPath, Version: w.epochVer},
+		&zk.CheckVersionRequest{Path: w.tokenPath, Version: 0},
+	}
 }
 
 // fencedWrite runs a Multi whose first op is the fence, resolving a lost
@@ -560,14 +626,14 @@ func (w *Writer) fenceOp() *zk.CheckVersionRequest {
 // place. It returns nil once applied, an ErrFenced error when the fence
 // failed, or another error.
 func (w *Writer) fencedWrite(ctx context.Context, what string, verify func() (bool, error), ops ...interface{}) error {
-	ops = append([]interface{}{w.fenceOp()}, ops...)
+	ops = append(w.fenceOps(), ops...)
 	var bo zkx.Backoff
 	for {
 		i, err := multiErr(w.c.Conn().Multi(ops...))
 		if err == nil {
 			return nil
 		}
-		if i == 0 && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) {
+		if fenceRefused(i, err) {
 			return fmt.Errorf("%w: room %q: %s", ErrFenced, w.room.name, what)
 		}
 		if errors.Is(err, zk.ErrClosing) {

@@ -63,7 +63,10 @@ type simBugs struct {
 	// old name (at version 0), as SeedRoom did before the fence was named
 	// per incarnation.
 	reseedSameFence bool
-	core            coreBugs
+	// noTermWatch: the loop never checks or watches its term's candidate
+	// and fence (a primary deposed without writing goes on leading).
+	noTermWatch bool
+	core        coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -125,6 +128,10 @@ type simMember struct {
 	deposedQueued, deposedTold uint64
 	// fencedTold: the epoch of the term the core was told was fenced.
 	fencedTold uint64
+	// deposedChecks counts the reconciles, while usable and with nothing
+	// pending, that found m holding a term whose candidate is gone or
+	// whose fence moved (reset when it holds none).
+	deposedChecks int
 }
 
 type sim struct {
@@ -354,6 +361,10 @@ func (s *sim) run(n int) {
 		// Storms of faults alternate with calm stretches, in which every
 		// member reconnects and the room settles on a primary.
 		storm := (s.step/150)%2 == 1
+		// Every third stretch nobody proposes: an idle primary learns of
+		// a deposition only through its term watch, never by a fenced
+		// write.
+		idle := (s.step/150)%3 == 2
 		r := s.rnd.IntN(200)
 		if !storm && r >= 152 && r < 169 {
 			s.reconnect(m)
@@ -366,7 +377,9 @@ func (s *sim) run(n int) {
 		case r < 55:
 			s.reconcile(m)
 		case r < 100:
-			s.propose(s.primary(m))
+			if !idle {
+				s.propose(s.primary(m))
+			}
 		case r < 125:
 			s.tailStep(m)
 		case r < 136:
@@ -485,7 +498,12 @@ func (s *sim) reconcile(m *simMember) {
 		}
 		return
 	}
-	s.watchTerm(m)
+	s.checkDeposedTerm(m)
+	if !s.bugs.noTermWatch {
+		// What the check finds is queued: it reaches the core after other
+		// events, in any order, and a write may go out meanwhile.
+		s.watchTerm(m)
+	}
 	if !m.c.electionDue() {
 		return
 	}
@@ -532,6 +550,40 @@ func (s *sim) watchTerm(m *simMember) {
 	if reason != "" {
 		m.deposedQueued = t.epoch
 		m.pending = append(m.pending, evDeposed{Epoch: t.epoch, Reason: reason})
+	}
+}
+
+// deposedInFact reports whether m's term has lost its candidate node or
+// its fence (whatever m was told).
+func (s *sim) deposedInFact(m *simMember) bool {
+	t := m.term
+	if t == nil {
+		return false
+	}
+	if _, ver, err := s.zk.get(s.admin, t.epochPath); err != nil || ver != t.epochVersion {
+		return true
+	}
+	_, _, err := s.zk.get(s.admin, m.candidate)
+	return m.candidate == "" || err != nil
+}
+
+// checkDeposedTerm: a primary deposed in fact (its candidate deleted, its
+// fence moved or gone) must stop leading within a few reconciles of its
+// loop, whether or not it writes: the invariant behind the term watch.
+func (s *sim) checkDeposedTerm(m *simMember) {
+	if !s.deposedInFact(m) {
+		m.deposedChecks = 0
+		return
+	}
+	for _, ev := range m.pending {
+		switch ev.(type) {
+		case evDeposed, evWriterFailed, evSession, simTakeoverDone:
+			return // what it was told is still on its way
+		}
+	}
+	m.deposedChecks++
+	if m.deposedChecks > 4 {
+		s.fatalf("%s: a deposed primary keeps acting as primary: its term of epoch %d lost its candidate or fence %d reconciles ago", m.id, m.term.epoch, m.deposedChecks)
 	}
 }
 
@@ -1056,6 +1108,7 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, ""},
 		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, ""},
 		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary"},
+		{"loop: no term watch", simBugs{noTermWatch: true}, "a deposed primary keeps acting as primary"},
 		// Found as a ghost write of the old incarnation's primary, or as
 		// that primary holding its term in the re-seeded room.
 		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, ""},
