@@ -156,6 +156,9 @@ type serveConfig struct {
 	// MaxConnAge bounds the age of a connection to the HTTP server (0:
 	// httpMaxConnAge): see tlsfiles.LimitConnAge.
 	MaxConnAge time.Duration
+	// MaxRoomBytes bounds the room in ZooKeeper (the writer's
+	// MaxRoomBytes; 0: the default). Tests fill a room with a small one.
+	MaxRoomBytes int64
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -266,7 +269,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		Registerer:             reg,
 		Logger:                 log.With("component", "replica"),
 		MaxRoomVersion:         cfg.MaxRoomVersion,
-		Writer:                 logroom.WriterConfig{Compression: cfg.Compression},
+		Writer:                 logroom.WriterConfig{Compression: cfg.Compression, MaxRoomBytes: cfg.MaxRoomBytes},
 	})
 	if err != nil {
 		ln.Close()

@@ -10,7 +10,8 @@
 // ScrapeInterval (job "roomlog"), runs `prometheus` on a free loopback
 // port with its storage in a temporary directory, waits (bounded) until
 // /-/ready answers, and stops it (SIGTERM, then SIGKILL after 5 s) at the
-// test's cleanup. Query runs an instant PromQL query through the HTTP API
+// test's cleanup. StartWith also loads rule files and takes another
+// interval (scrape and rule evaluation). Query runs an instant PromQL query through the HTTP API
 // (/api/v1/query) and returns the vector's samples. CheckMetrics pipes an
 // exposition body through `promtool check metrics` and returns its
 // complaints (none: nil).

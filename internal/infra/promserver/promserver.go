@@ -21,7 +21,8 @@ import (
 	"time"
 )
 
-// ScrapeInterval is how often Start's server scrapes its targets.
+// ScrapeInterval is how often Start's server scrapes its targets (and
+// evaluates its rules).
 const ScrapeInterval = 500 * time.Millisecond
 
 // Find returns the paths of prometheus and promtool, or an error naming
@@ -87,20 +88,44 @@ type Server struct {
 // /metrics) and waits until it is ready (bounded by ctx and 60 s).
 func Start(ctx context.Context, t testing.TB, targets []string) *Server {
 	t.Helper()
+	return StartWith(ctx, t, targets, Options{})
+}
+
+// Options are StartWith's.
+type Options struct {
+	// Interval is the scrape and rule evaluation interval (0:
+	// ScrapeInterval).
+	Interval time.Duration
+	// RuleFiles are loaded as the server's rule files (absolute paths).
+	RuleFiles []string
+}
+
+// StartWith is Start with rule files and another interval.
+func StartWith(ctx context.Context, t testing.TB, targets []string, o Options) *Server {
+	t.Helper()
 	bin, _ := Require(t)
 	dir := t.TempDir()
+	if o.Interval <= 0 {
+		o.Interval = ScrapeInterval
+	}
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
 		quoted[i] = strconv.Quote(tg)
 	}
+	rules := make([]string, len(o.RuleFiles))
+	for i, f := range o.RuleFiles {
+		rules[i] = strconv.Quote(f)
+	}
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %s
   scrape_timeout: %s
+  evaluation_interval: %s
+rule_files: [%s]
 scrape_configs:
   - job_name: roomlog
     static_configs:
       - targets: [%s]
-`, ScrapeInterval, ScrapeInterval, strings.Join(quoted, ", "))
+`, o.Interval, o.Interval, o.Interval, strings.Join(rules, ", "), strings.Join(quoted, ", "))
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatalf("promserver: %v", err)
