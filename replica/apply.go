@@ -412,6 +412,10 @@ func (r *Replica) follow(ctx context.Context) error {
 		return err
 	}
 	defer rd.Close()
+	// The log matches and still holds what we need next: the tail is
+	// healthy again (an idle room applies nothing that would say so; the
+	// demo's health check answers 503 behind while an error is set).
+	r.tailErr.Store(nil)
 	rctx, cancel := context.WithCancel(ctx)
 	type fetched struct {
 		es  []logroom.Entry

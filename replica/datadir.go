@@ -150,12 +150,15 @@ func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
 	return nil
 }
 
-// recordRoomVersion records room version v in DataDir's marker when it is
-// above what the marker holds (loop only; rare: once per raise), so that
-// a re-seed after ZooKeeper lost the room restores it. A failed write is
-// logged and tried again at the next read of the room version.
+// recordRoomVersion records room version v, the version the room's
+// formats are at now (the room meta's, or a higher one while channels
+// written under it remain: a downgrade in progress), in DataDir's marker
+// when it differs from what the marker holds (loop only; rare: once per
+// move, a finished downgrade included), so that a re-seed after ZooKeeper
+// lost the room restores it. A failed write is logged and tried again at
+// the next read of the room version.
 func (r *Replica) recordRoomVersion(v int) {
-	if v <= r.markerRV {
+	if v == r.markerRV || v < 1 {
 		return
 	}
 	path := filepath.Join(r.cfg.DataDir, markerName)
@@ -168,7 +171,7 @@ func (r *Replica) recordRoomVersion(v int) {
 		r.log.Warn("cannot record the room version in the data dir's marker; will retry", "version", v, "err", err)
 		return
 	}
-	if m.RoomVersion < v {
+	if m.RoomVersion != v {
 		m.RoomVersion = v
 		if err := writeMarker(r.cfg.DataDir, m); err != nil {
 			r.log.Warn("cannot record the room version in the data dir's marker; will retry", "version", v, "err", err)

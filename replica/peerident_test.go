@@ -81,3 +81,46 @@ func TestPeerIdentities(t *testing.T) {
 	Config{PeerIdentities: []string{id1}}.validatePeerTLS(func(field, format string, args ...any) { bad = append(bad, field) })
 	require.Contains(t, bad, "PeerIdentities")
 }
+
+// TestLivenessChecksPeerIdentities: the liveness stream and probe are
+// the input to depositions; with Config.PeerIdentities they must refuse a
+// server whose certificate (signed by the CA) is not a member's, as
+// checkpoint fetches do. Before, their dialer verified the CA and the host
+// only, so a chunk server's certificate answered them.
+func TestLivenessChecksPeerIdentities(t *testing.T) {
+	ca, err := testpki.NewCA("peers")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	load := func(name string) (*tlsfiles.Source, string) {
+		f, err := ca.Issue(filepath.Join(dir, name), name, testpki.Options{})
+		require.NoError(t, err)
+		src, err := tlsfiles.Load(f)
+		require.NoError(t, err)
+		id, err := src.Identity()
+		require.NoError(t, err)
+		return src, id
+	}
+	m1, id1 := load("m1")
+	m2, id2 := load("m2")
+	chunk, _ := load("chunk")
+	serve := func(src *tlsfiles.Source) *httptest.Server {
+		ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "alive")
+		}))
+		ts.TLS = peerServerTLS(src)
+		ts.StartTLS()
+		t.Cleanup(ts.Close)
+		return ts
+	}
+	member, stranger := serve(m1), serve(chunk)
+	cfg := Config{PeerTLS: m2, PeerIdentities: []string{id1, id2}}
+	l := newLiveness()
+	l.usePeerTLS(m2, cfg.peerIdentityOK)
+	for _, c := range []*http.Client{l.stream, l.probe} {
+		resp, err := c.Get(member.URL)
+		require.NoError(t, err, "a member's server")
+		resp.Body.Close()
+		_, err = c.Get(stranger.URL)
+		require.ErrorContains(t, err, "not in Config.PeerIdentities", "a CA-signed certificate that is not a member's")
+	}
+}

@@ -231,17 +231,38 @@ func (r *Replica) fetchOptionsFor(rawURL string) checkpoint.FetchOptions {
 
 // peerDialTLS is a DialTLSContext for peer connections (the liveness
 // clients): TCP with d, then a handshake bounded by handshake, verifying
-// the peer against the host it was dialled by.
-func peerDialTLS(src *tlsfiles.Source, d *net.Dialer, handshake time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return src.DialContext(d, handshake, "http/1.1")
+// the peer against the host it was dialled by and, when check is not nil,
+// its certificate chain with check (Config.PeerIdentities).
+func peerDialTLS(src *tlsfiles.Source, d *net.Dialer, handshake time.Duration, check func([]*x509.Certificate) error) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := src.DialContext(d, handshake, "http/1.1")
+	if check == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc, ok := c.(*tls.Conn)
+		if !ok {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s: not a TLS connection", ErrPeerTLS, addr)
+		}
+		if err := check(tc.ConnectionState().PeerCertificates); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s: %w", ErrPeerTLS, addr, err)
+		}
+		return c, nil
+	}
 }
 
-// usePeerTLS makes the liveness clients speak TLS with src.
-func (l *liveness) usePeerTLS(src *tlsfiles.Source) {
+// usePeerTLS makes the liveness clients speak TLS with src, refusing
+// servers whose chain check refuses (nil: any the CA signed for the host).
+func (l *liveness) usePeerTLS(src *tlsfiles.Source, check func([]*x509.Certificate) error) {
 	dialer := &net.Dialer{Timeout: livenessDial}
 	for _, c := range []*http.Client{l.stream, l.probe} {
 		if tr, ok := c.Transport.(*http.Transport); ok {
-			tr.DialTLSContext = peerDialTLS(src, dialer, max(tr.TLSHandshakeTimeout, livenessDial))
+			tr.DialTLSContext = peerDialTLS(src, dialer, max(tr.TLSHandshakeTimeout, livenessDial), check)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -236,7 +237,11 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		r.baseURL, _ = checkpointBaseURL(cfg.AdvertiseAddr) // validated
 	}
 	if cfg.PeerTLS != nil {
-		r.live.usePeerTLS(cfg.PeerTLS) // peertls.go
+		var check func([]*x509.Certificate) error
+		if len(cfg.PeerIdentities) > 0 {
+			check = cfg.peerIdentityOK
+		}
+		r.live.usePeerTLS(cfg.PeerTLS, check) // peertls.go
 	}
 	if cfg.Registerer != nil {
 		reg := prometheus.WrapRegistererWith(prometheus.Labels{"room": cfg.Room, "member": cfg.ID}, cfg.Registerer)

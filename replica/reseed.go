@@ -50,11 +50,12 @@ type ReseedConfig struct {
 	// survivor applied, or that holds entries of another incarnation
 	// (they are lost).
 	Force bool
-	// RoomVersion to create the room at; 0: the highest of the old
-	// room's (when ZooKeeper still has it) and the versions the
-	// survivors' markers recorded (a member records each room version it
-	// sees), else 1. A version below one a survivor recorded is refused:
-	// lowering needs the downgrade protocol, which a re-seed skips.
+	// RoomVersion to create the room at; 0: the higher of the old
+	// room's (when ZooKeeper still has it) and the one the seed's marker
+	// recorded (a member records the room version it sees, a finished
+	// downgrade included; a survivor's without the seed's), else 1. A
+	// version below the recorded one is refused: lowering needs the
+	// downgrade protocol, which a re-seed skips.
 	RoomVersion int
 	// MembersGone bounds the wait for the old room's ephemeral nodes
 	// (of sessions that died with the members) to go; default two
@@ -172,10 +173,15 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		epoch = max(epoch, s.Position.Epoch)
 	}
 	rv := cfg.RoomVersion
-	recorded, by := 0, ""
-	for _, s := range survivors {
-		if s.MarkerRoomVersion > recorded {
-			recorded, by = s.MarkerRoomVersion, s.Dir
+	// The room version the state was written under: the seed's marker
+	// (it saw the most, a finished downgrade included), else the highest
+	// another survivor recorded.
+	recorded, by := seed.MarkerRoomVersion, seed.Dir
+	if recorded == 0 {
+		for _, s := range survivors {
+			if s.MarkerRoomVersion > recorded {
+				recorded, by = s.MarkerRoomVersion, s.Dir
+			}
 		}
 	}
 	if rv != 0 && rv < recorded {

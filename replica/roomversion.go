@@ -338,7 +338,7 @@ func (r *Replica) onRoomVersion(rd roomVersionRead) {
 		r.setVersionBlocked(report, true)
 		return
 	}
-	r.recordRoomVersion(rd.rv.Version)
+	r.recordRoomVersion(max(rd.rv.Version, rd.maxChannel))
 	t := r.currentTerm()
 	f := r.versionFacts(rd.rv, rd.target, lp.mem.known, rd.maxChannel)
 	f.Primary = lp.c.role == RolePrimary && t != nil
