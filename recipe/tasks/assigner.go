@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,18 @@ type AssignerConfig struct {
 	// are at it. Default DefaultMaxFinishedBytes; at least one result of
 	// MaxResultBytes.
 	MaxFinishedBytes int64
+	// WorkerACL, when set, gives each worker an ACL of its own (package
+	// doc, "ACLs"): it returns the ACL entries naming worker's identity
+	// (their Perms are ignored: the recipe grants per node what the
+	// worker needs). Nodes of a worker are then created with the
+	// client's ACL plus these entries; a worker it returns none for is
+	// not offered tasks. nil: every node gets the client's ACL.
+	WorkerACL func(worker string) []zk.ACL
+	// WorkerIdentities, with WorkerACL, are the entries naming every
+	// worker's identity (Perms ignored): <dir>/workers, when the
+	// assigner creates it, grants them CREATE and DELETE, to join and
+	// leave.
+	WorkerIdentities []zk.ACL
 	// ResultTTL is how long a result stays once the assigner first saw it
 	// (its own monotonic clock: a new assigner starts counting again).
 	// Default DefaultResultTTL.
@@ -102,6 +115,9 @@ func (c AssignerConfig) Validate() error {
 	}
 	if c.ResultTTL < 0 {
 		errs = append(errs, fmt.Errorf("%w: ResultTTL %v < 0", ErrBadConfig, c.ResultTTL))
+	}
+	if len(c.WorkerIdentities) > 0 && c.WorkerACL == nil {
+		errs = append(errs, fmt.Errorf("%w: WorkerIdentities without WorkerACL", ErrBadConfig))
 	}
 	return errors.Join(errs...)
 }
@@ -231,7 +247,8 @@ func (a *Assigner) Run(ctx context.Context) error {
 	}
 	r := &round{a: a, sess: zkr.NewSession(a.cfg.Client), wake: zkx.NewSignal(),
 		tasks: map[string]cached[taskRecord]{}, assigns: map[string]cached[assignRecord]{},
-		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, resultSize: map[string]int32{}}
+		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, resultSize: map[string]int32{},
+		armed: map[string]bool{}, fired: map[string]bool{}}
 	if f, ok := a.cfg.Fence.(interface{ Token() int64 }); ok {
 		r.token = f.Token()
 	}
@@ -241,6 +258,9 @@ func (a *Assigner) Run(ctx context.Context) error {
 		defer r.watcher.Close()
 		err = r.loop(rctx, fenceDone)
 	}
+	cancel()
+	r.waiters.Wait() // the directory watches' goroutines
+
 	if ferr := a.fenceErr(); ferr != nil {
 		return ferr
 	}
@@ -306,6 +326,25 @@ type round struct {
 	// again: a write failed on a state that changed under it: run another
 	// round soon (after a backoff while it keeps failing).
 	again bool
+	// armed: the worker directories with a child watch armed by this
+	// Run (a worker's report in its own directory starts a round).
+	// Each watch has a goroutine (waiters) that records it in fired
+	// when it fires and wakes the loop.
+	armed   map[string]bool
+	waiters sync.WaitGroup
+	firedMu sync.Mutex // guards fired
+	fired   map[string]bool
+	// reports: the results workers wrote into their own directories
+	// (r-<id>, per-worker ACLs), read by the last readAssignments.
+	reports []report
+}
+
+// report is an accepted r-<id> node of a worker's directory.
+type report struct {
+	worker, name string
+	data         []byte
+	rec          resultRecord
+	st           zk.Stat
 }
 
 func (r *round) path(parts ...string) string {
@@ -317,6 +356,17 @@ func (r *round) path(parts ...string) string {
 }
 
 func (r *round) setup(ctx context.Context) error {
+	if r.a.cfg.WorkerACL != nil {
+		// The workers join and leave in <dir>/workers: CREATE and DELETE
+		// there (package doc, "ACLs").
+		if err := zkx.EnsurePath(ctx, r.sess, r.a.cfg.Dir); err != nil {
+			return fmt.Errorf("tasks: assigner: %w", err)
+		}
+		acl := r.withWorkers(r.a.cfg.WorkerIdentities, zk.PermCreate|zk.PermDelete)
+		if err := r.createDir(ctx, r.path(workersDir), acl); err != nil {
+			return fmt.Errorf("tasks: assigner: %w", err)
+		}
+	}
 	for _, d := range []string{tasksDir, assignDir, resultsDir, workersDir} {
 		if err := zkx.EnsurePath(ctx, r.sess, r.path(d)); err != nil {
 			return fmt.Errorf("tasks: assigner: %w", err)
@@ -331,6 +381,44 @@ func (r *round) setup(ctx context.Context) error {
 		return fmt.Errorf("tasks: assigner: %w", err)
 	}
 	r.watcher = w
+	return nil
+}
+
+// withWorkers is the client's ACL plus entries (their Perms set to perms).
+func (r *round) withWorkers(entries []zk.ACL, perms int32) []zk.ACL {
+	acl := append([]zk.ACL(nil), r.sess.ACL()...)
+	for _, e := range entries {
+		e.Perms = perms
+		acl = append(acl, e)
+	}
+	return acl
+}
+
+// workerACL is the ACL of a node of worker w granting it perms: the
+// client's ACL alone without AssignerConfig.WorkerACL.
+func (r *round) workerACL(w string, perms int32) []zk.ACL {
+	if r.a.cfg.WorkerACL == nil {
+		return r.sess.ACL()
+	}
+	return r.withWorkers(r.a.cfg.WorkerACL(w), perms)
+}
+
+// servable reports whether tasks may go to worker w: with per-worker
+// ACLs, only when WorkerACL names its identity.
+func (r *round) servable(w string) bool {
+	return r.a.cfg.WorkerACL == nil || len(r.a.cfg.WorkerACL(w)) > 0
+}
+
+// createDir creates the persistent node p (its parent exists) with acl,
+// nil if it exists.
+func (r *round) createDir(ctx context.Context, p string, acl []zk.ACL) error {
+	err := zkr.Retry0(ctx, r.sess, func() error {
+		_, err := r.sess.Conn().Create(p, nil, 0, acl)
+		return err
+	})
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
 	return nil
 }
 
@@ -422,6 +510,15 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Results reported in the workers' own directories go to
+	// <dir>/results (they count as finished from now on).
+	reported := map[string]bool{}
+	for _, rp := range r.reports {
+		reported[rp.rec.ID] = true
+		if err := r.moveReport(ctx, rp); err != nil {
+			return 0, err
+		}
+	}
 	waiting, err := r.readTasks(ctx)
 	if err != nil {
 		return 0, err
@@ -471,6 +568,11 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			}
 			same, other = rr.sameSum(t.rec.Data), r.path(resultsDir, nodeName(t.rec.ID))
 			open = &zk.CheckVersionRequest{Path: other, Version: -1}
+		case reported[t.rec.ID]:
+			// Its result is on its way to <dir>/results: the next
+			// round compares with it.
+			r.again = true
+			continue
 		default:
 			kept = append(kept, t)
 			continue
@@ -531,6 +633,15 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			r.a.log.Debug("deleted the empty directory of a worker that is not a member", "path", wp)
 		}
 	}
+	// A live worker without a directory gets one (with per-worker ACLs
+	// a worker cannot create it).
+	for w := range live {
+		if _, ok := r.dirs[w]; !ok && r.servable(w) {
+			if err := r.ensureDir(ctx, w); err != nil {
+				return 0, err
+			}
+		}
+	}
 	// Assign the waiting tasks, in submission order, unless the results
 	// are at their bound: each task assigned may add one.
 	if r.finished.Bytes >= r.a.cfg.MaxFinishedBytes && len(waiting) > 0 {
@@ -565,13 +676,20 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 	load := loads{}
 	listed := map[string]bool{}
 	dirs := map[string]map[string]bool{}
+	r.reports = nil
+	r.firedMu.Lock()
+	for w := range r.fired {
+		delete(r.armed, w)
+	}
+	clear(r.fired)
+	r.firedMu.Unlock()
 	for _, w := range workers {
 		wp := r.path(assignDir, w)
 		if err := zkx.ValidName(w); err != nil {
 			r.a.foreign.Report(wp, "not a worker id: "+err.Error())
 			continue
 		}
-		names, err := zkx.Children(ctx, r.sess, wp)
+		names, err := r.listDir(ctx, w, wp)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -582,6 +700,12 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 		for _, n := range names {
 			dirs[w][n] = true
 			p := wp + "/" + n
+			if id, ok := strings.CutPrefix(n, reportPrefix); ok {
+				if err := r.readReport(ctx, w, n, id); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
 			listed[p] = true
 			c, ok := r.assigns[p]
 			if !ok {
@@ -779,6 +903,9 @@ func (r *round) pick(t Task, live map[string]bool, load loads) string {
 	var ws []string
 	name := nodeName(t.ID)
 	for w := range live {
+		if !r.servable(w) {
+			continue
+		}
 		// A directory holding the task's name already (a foreign node:
 		// readAssignments reported it) would refuse the create.
 		if l := load[w]; l.n < r.a.cfg.MaxOpen && l.bytes+len(t.Data) <= r.a.cfg.MaxOpenBytes && !r.dirs[w][name] {
@@ -816,7 +943,9 @@ func (r *round) ensureDir(ctx context.Context, w string) error {
 	if _, ok := r.dirs[w]; ok {
 		return nil
 	}
-	if err := zkx.EnsurePath(ctx, r.sess, r.path(assignDir, w)); err != nil {
+	// Read by the worker; it creates its reports and deletes its
+	// assignments there.
+	if err := r.createDir(ctx, r.path(assignDir, w), r.workerACL(w, zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
 		return err
 	}
 	r.dirs[w] = map[string]bool{}
@@ -833,7 +962,7 @@ func (r *round) assign(ctx context.Context, t waitingTask, w string) (bool, erro
 	tp, ap := r.path(tasksDir, name), r.path(assignDir, w, name)
 	rec := assignRecord{V: formatVersion, ID: t.rec.ID, Data: t.rec.Data, Worker: w, Token: r.token, Attempt: 1, Submitted: t.rec.Submitted}
 	ok, err := r.write(ctx, "assign "+tp+" to "+w,
-		&zk.CreateRequest{Path: ap, Data: zkr.Encode(rec), Acl: r.sess.ACL()},
+		&zk.CreateRequest{Path: ap, Data: zkr.Encode(rec), Acl: r.workerACL(w, zk.PermRead)},
 		&zk.DeleteRequest{Path: tp, Version: t.st.Version})
 	delete(r.tasks, name)
 	if err != nil || !ok {
@@ -858,7 +987,7 @@ func (r *round) reassign(ctx context.Context, as assignment, w string) (bool, er
 	rec.Worker, rec.Token, rec.Attempt = w, r.token, as.rec.Attempt+1
 	ok, err := r.write(ctx, "reassign "+op+" to "+w,
 		&zk.DeleteRequest{Path: op, Version: as.st.Version},
-		&zk.CreateRequest{Path: np, Data: zkr.Encode(rec), Acl: r.sess.ACL()})
+		&zk.CreateRequest{Path: np, Data: zkr.Encode(rec), Acl: r.workerACL(w, zk.PermRead)})
 	delete(r.assigns, op)
 	if err != nil || !ok {
 		return false, err
@@ -924,4 +1053,73 @@ func (r *round) write(ctx context.Context, what string, ops ...any) (bool, error
 	r.a.log.Warn("write failed: the state changed under it; reading again", "what", what, "err", err)
 	r.again = true
 	return false, nil
+}
+
+// readReport reads r-<id>, a result worker w wrote into its directory,
+// and adds it to r.reports if it is accepted (a result of that worker).
+func (r *round) readReport(ctx context.Context, w, n, id string) error {
+	p := r.path(assignDir, w, n)
+	b, st, err := zkx.Get(ctx, r.sess, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	rec, why := decodeResult(nodeName(id), b, st)
+	if why == "" && rec.Worker != w {
+		why = fmt.Sprintf("worker %q in the directory of %q", rec.Worker, w)
+	}
+	if why != "" {
+		r.a.foreign.Report(p, why)
+		return nil
+	}
+	r.a.foreign.Drop(p)
+	r.reports = append(r.reports, report{worker: w, name: n, data: b, rec: rec, st: *st})
+	return nil
+}
+
+// moveReport moves a result from its worker's directory to
+// <dir>/results, in one fenced Multi: delete it (at the version read),
+// create the result with the same data, readable by that worker.
+func (r *round) moveReport(ctx context.Context, rp report) error {
+	op := r.path(assignDir, rp.worker, rp.name)
+	np := r.path(resultsDir, nodeName(rp.rec.ID))
+	ok, err := r.write(ctx, "move the result "+op+" to "+np,
+		&zk.DeleteRequest{Path: op, Version: rp.st.Version},
+		&zk.CreateRequest{Path: np, Data: rp.data, Acl: r.workerACL(rp.worker, zk.PermRead)})
+	if err != nil || !ok {
+		return err
+	}
+	delete(r.dirs[rp.worker], rp.name)
+	r.a.log.Debug("moved a result reported in its worker's directory", "task", rp.rec.ID, "worker", rp.worker)
+	return nil
+}
+
+// listDir lists worker w's directory wp, arming a child watch unless one
+// is armed: its goroutine records it in r.fired and wakes the loop when
+// it fires, or returns when the Run ends (ctx).
+func (r *round) listDir(ctx context.Context, w, wp string) ([]string, error) {
+	if r.armed[w] {
+		return zkx.Children(ctx, r.sess, wp)
+	}
+	names, ch, err := zkx.ChildrenW(ctx, r.sess, wp)
+	if err != nil {
+		return nil, err
+	}
+	r.armed[w] = true
+	r.waiters.Add(1)
+	go func() {
+		defer r.waiters.Done()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+		r.firedMu.Lock()
+		r.fired[w] = true
+		r.firedMu.Unlock()
+		r.wake.Notify()
+	}()
+	return names, nil
 }

@@ -38,6 +38,9 @@
 //	D/assign/<worker>/t-<id>  PERSISTENT: assigned. msgpack {v: 1, id,
 //	                          data, worker, token, attempt, submitted}.
 //	                          Never written after creation (version 0).
+//	D/assign/<worker>/r-<id>  PERSISTENT: a result the worker reported in
+//	                          its own directory (per-worker ACLs, below),
+//	                          as D/results/t-<id>; the assigner moves it.
 //	D/workers/<worker>        EPHEMERAL: the worker's membership node
 //	                          (package membership; data: WorkerOptions.Data).
 //	D/results/t-<id>          PERSISTENT: finished. msgpack {v: 1, id,
@@ -86,6 +89,41 @@
 // from a real one: keep D's ACL to the recipe's clients
 // (zkx.DialConfig.Auth, or ACLIdentities with TLS).
 //
+// # ACLs
+//
+// By default every node gets its creator's ACL (the client's): anyone
+// the masters' ACL names may act as any worker. With
+// AssignerConfig.WorkerACL (each worker's own identity, x509 or
+// digest) and WorkerIdentities, each worker is granted only its part.
+// ZooKeeper checks an ACL per znode, never inherited, and checks CREATE
+// and DELETE on the parent, for any child name; exists needs no
+// permission. So:
+//
+//	D, D/tasks, D/results, D/assign   the client's ACL (masters, clients):
+//	                                  workers get nothing there
+//	D/workers                         + every worker: CREATE, DELETE
+//	D/assign/<w>                      + w: READ, CREATE, DELETE
+//	D/assign/<w>/t-<id>               + w: READ
+//	D/assign/<w>/r-<id>               the worker's client ACL (its creator)
+//	D/results/t-<id> (moved from w)   + w: READ
+//
+// The assigner creates D/workers (when missing) and each live worker's
+// directory (a worker may not create it: JoinWorker goes on and its
+// loop lists it once there). A worker cannot create in D/results, so
+// its Report writes r-<id> in its own directory (Worker 3) and the
+// assigner moves it (Assigner 2a): results can come only from the
+// worker the task was assigned to. What a worker cannot do: read, list,
+// create, write or delete anything under another worker's directory,
+// submit or delete tasks or results, write the published totals,
+// create or delete worker directories, write another member's node.
+// What it can, as ZooKeeper cannot restrict a CREATE or DELETE to one
+// child name: create or delete membership nodes of other worker ids in
+// D/workers — register as a worker that is away (its tasks then wait
+// until that node goes) or make a live worker look gone (its tasks are
+// reassigned; its Reports are refused). That is liveness, not the
+// integrity of tasks or results. Nodes created before WorkerACL was set
+// keep their ACL (zkx.SetACLTree brings a tree in line).
+//
 // # Protocol
 //
 // Submit (client):
@@ -109,11 +147,13 @@
 // Worker:
 //
 //  1. JoinWorker: create D/assign/<worker> (the seed's order: before the
-//     membership node), then join D/workers (package membership keeps the
-//     ephemeral node, re-creating it after a session expiry).
+//     membership node; refused with ErrNoAuth under per-worker ACLs, it
+//     goes on: the assigner creates it), then join D/workers (package
+//     membership keeps the ephemeral node, re-creating it after a
+//     session expiry).
 //  2. A goroutine lists D/assign/<worker> with a child watch (ChildrenW,
 //     re-armed only once it fired), reads each child not yet read in the
-//     current session, and delivers the accepted ones on Assignments in
+//     current session (its own r-<id> reports are skipped), and delivers the accepted ones on Assignments in
 //     creation order, each once. A child gone before it was received is
 //     not delivered. After a session expiry (a new session id) it Syncs
 //     and delivers again every assignment still there: a worker whose
@@ -127,7 +167,9 @@
 //     reassigned: the worker's session was lost) is ErrReassigned,
 //     nothing written. A connection loss: Sync, then read back — the
 //     result ours (same worker and attempt) is nil, the assignment still
-//     there is sent again.
+//     there is sent again. Refused (ErrNoAuth) the create in D/results:
+//     from then on the Multi creates D/assign/<worker>/r-<id> instead
+//     (per-worker ACLs), and reading back looks there and in D/results.
 //
 // Assigner (one Run per term or lease; the seed's master):
 //
@@ -146,6 +188,12 @@
 //     published, fenced, in each directory's data when it differs
 //     from what this Run published last. The round's own moves are
 //     published by the next round, which their child watch starts.
+//     Each worker directory is listed with a child watch (re-armed
+//     once it fired): a worker's report there starts a round.
+//     2a. Move each accepted D/assign/<w>/r-<id> (a result of worker w)
+//     to D/results/t-<id>, same data, in one fenced Multi that deletes
+//     it at the version read. A task node waiting with that id waits
+//     for the next round, which compares it with the result (3).
 //  3. Duplicates: a task node whose id is also assigned or finished (a
 //     Submit that raced a move, or the seed's half-done assignment, when
 //     the create and the delete were two steps) is deleted, fenced, if
@@ -169,7 +217,7 @@
 //  5. Delete, fenced, the empty directory of every worker that is not a
 //     member (a Submit reads every directory). A worker that joins
 //     meanwhile creates it again (Worker 2), and so does the assigner
-//     before it assigns.
+//     before it assigns, and for every live worker without one.
 //  6. Assign every waiting task, in creation order, to a worker offered
 //     as in 4: one fenced Multi creates D/assign/<w>/t-<id> (attempt 1)
 //     and deletes D/tasks/t-<id> (at the version read). Not while the

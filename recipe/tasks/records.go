@@ -43,7 +43,10 @@ const (
 )
 
 const (
-	taskPrefix    = "t-"
+	taskPrefix = "t-"
+	// reportPrefix names a result a worker wrote into its own directory
+	// (per-worker ACLs), for the assigner to move to <dir>/results.
+	reportPrefix  = "r-"
 	formatVersion = 1
 	sumLen        = 16
 )
@@ -106,6 +109,9 @@ func validID(id string) error {
 
 // nodeName is the znode name of task id.
 func nodeName(id string) string { return taskPrefix + id }
+
+// reportName is the name of task id's result in its worker's directory.
+func reportName(id string) string { return reportPrefix + id }
 
 // parseName returns the task id a child name stands for; the error is the
 // foreign reason.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
@@ -44,6 +46,10 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returned
 
+	// ownDir: Report writes results into the worker's own directory
+	// (r-<id>), set once ZooKeeper refused a create in <dir>/results.
+	ownDir atomic.Bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -78,7 +84,14 @@ func JoinWorker(ctx context.Context, c *zkx.Client, dir, id string, opts WorkerO
 		done:    make(chan struct{}),
 	}
 	for _, p := range []string{w.assignPath(), dir + "/" + resultsDir} {
-		if err := zkx.EnsurePath(ctx, w.sess, p); err != nil {
+		err := zkx.EnsurePath(ctx, w.sess, p)
+		if errors.Is(err, zk.ErrNoAuth) {
+			// Per-worker ACLs: the assigner creates the directories
+			// (package doc, "ACLs"); the loop lists ours once it is there.
+			log.Info("no permission to create a directory of the recipe: the assigner creates it", "path", p)
+			continue
+		}
+		if err != nil {
 			w.sess.Close()
 			return nil, fmt.Errorf("tasks: join worker %s in %s: %w", id, dir, err)
 		}
@@ -250,6 +263,10 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 		if _, ok := known[n]; ok {
 			continue
 		}
+		if strings.HasPrefix(n, reportPrefix) {
+			known[n] = seen{} // our own report, for the assigner to move
+			continue
+		}
 		p := w.assignPath() + "/" + n
 		b, st, err := zkx.Get(ctx, w.sess, p)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -280,7 +297,10 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 // worker's Assignments): in one Multi it deletes the assignment node, at
 // the version it was delivered with, and creates <dir>/results/t-<id>.
 // So a task reassigned away from this worker (its session was lost) can
-// no longer be reported by it: ErrReassigned, nothing written. On a
+// no longer be reported by it: ErrReassigned, nothing written. Under
+// per-worker ACLs (no CREATE in <dir>/results) the result is created as
+// r-<id> in the worker's own directory instead, and the assigner moves
+// it to <dir>/results (package doc, "ACLs"). On a
 // connection loss the outcome is resolved by reading back (the result
 // node ours: nil; the assignment still there: sent again). Reporting an
 // attempt whose result is recorded already is nil and writes nothing. ok
@@ -305,16 +325,27 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 	name := nodeName(a.ID)
 	ap := w.assignPath() + "/" + name
 	rp := w.dir + "/" + resultsDir + "/" + name
+	own := w.assignPath() + "/" + reportName(a.ID)
 	rec := zkr.Encode(resultRecord{
 		V: formatVersion, ID: a.ID, Worker: w.id, Attempt: a.Attempt, OK: ok, Result: result,
 		At: time.Now().UnixMilli(), Sum: dataSum(a.Data),
 	})
 	ours := func() (bool, error) {
-		r, found, err := readResult(ctx, w.sess, w.dir, a.ID)
-		if err != nil {
-			return false, err
+		// In our directory still, or moved by the assigner.
+		for _, p := range []string{own, rp} {
+			b, st, err := zkx.Get(ctx, w.sess, p)
+			if errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNoAuth) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+			r, why := decodeResult(name, b, st)
+			if why == "" && r.Worker == w.id && r.Attempt == a.Attempt {
+				return true, nil
+			}
 		}
-		return found && r.Worker == w.id && r.Attempt == a.Attempt, nil
+		return false, nil
 	}
 	var bo zkx.Backoff
 	uncertain := false
@@ -336,10 +367,14 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 			}
 			return fmt.Errorf("%w: %s is gone or another attempt's", ErrReassigned, ap)
 		}
+		target := rp
+		if w.ownDir.Load() {
+			target = own
+		}
 		res, err := zkr.Do(ctx, w.sess, func() ([]zk.MultiResponse, error) {
 			return w.sess.Conn().Multi(
 				&zk.DeleteRequest{Path: ap, Version: a.version},
-				&zk.CreateRequest{Path: rp, Data: rec, Acl: w.sess.ACL()},
+				&zk.CreateRequest{Path: target, Data: rec, Acl: w.sess.ACL()},
 			)
 		}, nil)
 		switch {
@@ -357,11 +392,17 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 			continue // gone since the check: the check says why
 		case errors.Is(res[0].Error, zk.ErrBadVersion):
 			return fmt.Errorf("%w: %s was written by someone else", ErrReassigned, ap)
+		case errors.Is(res[1].Error, zk.ErrNoAuth) && target == rp:
+			// Per-worker ACLs: results go through our own directory,
+			// and the assigner moves them (package doc, "ACLs").
+			w.log.Info("no permission to create results: reporting in the worker's own directory from now on", "path", rp)
+			w.ownDir.Store(true)
+			continue
 		case errors.Is(res[1].Error, zk.ErrNodeExists):
 			if mine, rerr := ours(); rerr != nil || mine {
 				return rerr
 			}
-			return fmt.Errorf("%s exists already (another result, or a foreign node): %w", rp, err)
+			return fmt.Errorf("%s exists already (another result, or a foreign node): %w", target, err)
 		case errors.Is(res[1].Error, zk.ErrNoNode):
 			if err := zkx.EnsurePath(ctx, w.sess, w.dir+"/"+resultsDir); err != nil {
 				return err
