@@ -52,7 +52,10 @@ type DialConfig struct {
 	// tlsfiles.Source.Identity gives them) granted all permissions on
 	// every znode this client creates, with scheme x509: instead of, or
 	// beside, Auth's digest entry. Needs TLS or Auth (a client with
-	// neither could not read what it creates).
+	// neither could not read what it creates). An entry may name its
+	// scheme: "x509:SUBJECT", or "digest:USER:HASH" (DigestID) for a
+	// digest identity other than Auth's, e.g. the next password of a
+	// rotation (IdentityACL).
 	//
 	// With neither Auth nor ACLIdentities, a client whose TLS presents a
 	// client certificate (TLS is Identified, as *tlsfiles.Source is)
@@ -102,6 +105,8 @@ func (c DialConfig) Validate() error {
 	for i, id := range c.ACLIdentities {
 		if strings.TrimSpace(id) == "" {
 			errs = append(errs, fmt.Errorf("%w: ACLIdentities[%d] is empty", ErrBadConfig, i))
+		} else if _, err := IdentityACL(zk.PermAll, id); err != nil {
+			errs = append(errs, fmt.Errorf("ACLIdentities[%d]: %w", i, err))
 		}
 	}
 	if len(c.ACLIdentities) > 0 && c.TLS == nil && c.Auth == nil {
@@ -201,7 +206,13 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		return nil, Translate("zkx: dial", err)
 	}
 	c.conn = conn
-	if err := c.WaitSession(ctx); err != nil {
+	stopProgress := c.logWaiting(ctx, cfg.Servers)
+	err = c.WaitSession(ctx)
+	stopProgress()
+	if err == nil {
+		c.logNegotiated()
+	}
+	if err != nil {
 		c.Close()
 		if last := dialer.last(); last != nil {
 			return nil, fmt.Errorf("zkx: dial %v: %w (last connection attempt: %w)", cfg.Servers, err, last)
@@ -215,6 +226,58 @@ func Dial(ctx context.Context, cfg DialConfig) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// NegotiatedSessionTimeout returns the session timeout ZooKeeper granted
+// the current session (it clamps the one asked for to the servers'
+// minSessionTimeout..maxSessionTimeout, 2 to 20 ticks by default).
+func (c *Client) NegotiatedSessionTimeout() time.Duration {
+	return c.conn.NegotiatedSessionTimeout()
+}
+
+// logNegotiated logs the session timeout granted at Dial: Info, or Warn
+// when ZooKeeper changed the one asked for (every bound derived from it
+// moves with it).
+func (c *Client) logNegotiated() {
+	got := c.NegotiatedSessionTimeout()
+	if got > 0 && got != c.session {
+		c.log.Warn("zookeeper changed the session timeout (its minSessionTimeout..maxSessionTimeout)", "asked", c.session, "granted", got)
+		return
+	}
+	c.log.Info("zookeeper session", "timeout", got, "id", fmt.Sprintf("0x%x", c.SessionID()))
+}
+
+// waitLogEvery is how often a wait for a session says what it waits for,
+// from waitLogAfter on.
+const (
+	waitLogAfter = 2 * time.Second
+	waitLogEvery = 3 * time.Second
+)
+
+// logWaiting logs, from waitLogAfter on and every waitLogEvery until the
+// returned func is called, that Dial still waits for a session. It
+// names the last connection attempt's failure when there is one.
+func (c *Client) logWaiting(ctx context.Context, servers []string) func() {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(stopped)
+		t := time.NewTimer(waitLogAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				c.log.Info("waiting for a zookeeper session", "servers", servers, "waited", time.Since(start).Round(time.Second), "state", c.conn.State().String())
+				t.Reset(waitLogEvery)
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // onEvent is the go-zookeeper event callback. It must never block: it only

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,39 @@ func X509ACL(perms int32, identities ...string) []zk.ACL {
 		out = append(out, zk.ACL{Perms: perms, Scheme: SchemeX509, ID: id})
 	}
 	return out
+}
+
+// SchemeDigest is the ACL scheme of ZooKeeper's digest provider: its id
+// is "user:base64(sha1(user:password))" (DigestID).
+const SchemeDigest = "digest"
+
+// DigestID returns the digest ACL id ZooKeeper gives a session that
+// authenticated as user with password ("user:base64(sha1(user:password))").
+func DigestID(user, password string) string {
+	return zk.DigestACL(zk.PermAll, user, password)[0].ID
+}
+
+// IdentityACL returns the ACL entry granting perms to identity, as
+// DialConfig.ACLIdentities writes identities: "digest:USER:HASH" (a
+// digest id, DigestID), "x509:SUBJECT", or a bare certificate subject
+// (scheme x509). A digest id without a user or a hash, or an empty
+// subject, is an error naming it.
+func IdentityACL(perms int32, identity string) (zk.ACL, error) {
+	switch {
+	case strings.HasPrefix(identity, SchemeDigest+":"):
+		id := strings.TrimPrefix(identity, SchemeDigest+":")
+		user, hash, ok := strings.Cut(id, ":")
+		if !ok || user == "" || hash == "" {
+			return zk.ACL{}, fmt.Errorf("%w: identity %q: a digest identity is digest:USER:HASH (HASH = base64(sha1(USER:PASSWORD)))", ErrBadConfig, identity)
+		}
+		return zk.ACL{Perms: perms, Scheme: SchemeDigest, ID: id}, nil
+	case strings.HasPrefix(identity, SchemeX509+":"):
+		identity = strings.TrimPrefix(identity, SchemeX509+":")
+	}
+	if strings.TrimSpace(identity) == "" {
+		return zk.ACL{}, fmt.Errorf("%w: empty x509 identity", ErrBadConfig)
+	}
+	return zk.ACL{Perms: perms, Scheme: SchemeX509, ID: identity}, nil
 }
 
 // Identified is a TLSConfig that knows the client certificate it
@@ -79,7 +114,12 @@ func buildACL(cfg DialConfig) []zk.ACL {
 	if cfg.Auth != nil {
 		acl = append(acl, zk.DigestACL(zk.PermAll, cfg.Auth.User, cfg.Auth.Password)...)
 	}
-	acl = append(acl, X509ACL(zk.PermAll, cfg.ACLIdentities...)...)
+	for _, id := range cfg.ACLIdentities {
+		e, _ := IdentityACL(zk.PermAll, id) // (an error: Validate refused cfg)
+		if !slices.ContainsFunc(acl, func(a zk.ACL) bool { return a.Scheme == e.Scheme && a.ID == e.ID }) {
+			acl = append(acl, e)
+		}
+	}
 	if len(acl) > 0 {
 		return acl
 	}

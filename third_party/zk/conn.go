@@ -74,7 +74,10 @@ type Conn struct {
 	state            State // must be 32-bit aligned
 	xid              uint32
 	sessionTimeoutMs int32 // session timeout in milliseconds
-	passwd           []byte
+	// negotiatedMs is sessionTimeoutMs for other goroutines (roomlog
+	// patch: NegotiatedSessionTimeout).
+	negotiatedMs atomic.Int32
+	passwd       []byte
 
 	dialer         Dialer
 	hostProvider   HostProvider
@@ -339,8 +342,17 @@ func (c *Conn) SetLogger(l Logger) {
 	c.logger = l
 }
 
+// NegotiatedSessionTimeout returns the session timeout the server
+// granted the current session (it clamps the one asked for to its
+// minSessionTimeout..maxSessionTimeout); before the first session, the
+// one asked for. (roomlog patch.)
+func (c *Conn) NegotiatedSessionTimeout() time.Duration {
+	return time.Duration(c.negotiatedMs.Load()) * time.Millisecond
+}
+
 func (c *Conn) setTimeouts(sessionTimeoutMs int32) {
 	c.sessionTimeoutMs = sessionTimeoutMs
+	c.negotiatedMs.Store(sessionTimeoutMs)
 	sessionTimeout := time.Duration(sessionTimeoutMs) * time.Millisecond
 	c.recvTimeout = sessionTimeout * 2 / 3
 	c.pingInterval = c.recvTimeout / 2
