@@ -184,6 +184,18 @@
 //	                     the room version an operator asked for
 //	                     (SetRoomVersionTarget, roomlog room-version --set);
 //	                     absent: none (the room stays where it is).
+//	operator             PERSISTENT, with the room znode's ACL. msgpack
+//	                     {v:1, id, kind ("transfer" | "checkpoint"), to,
+//	                     epoch, created (unix ms), state ("" pending |
+//	                     "running" | "done" | "failed"), by, err, index,
+//	                     new_primary, took_ms}: an operator's request to
+//	                     the primary of epoch and its answer (see
+//	                     "Operator requests"); absent: none.
+//
+// Member data also carries ids (omitted when empty): the identities the
+// member's ZooKeeper session is authenticated as ("digest:USER:HASH",
+// "x509:SUBJECT"; informational), so a tool changing the room's ACL can
+// tell which entry each live member needs.
 //
 // Acceptance (trust boundary): a members/ or election/ child counts only if
 // it is ephemeral (Stat.EphemeralOwner != 0), readable, and its data passes
@@ -408,6 +420,24 @@
 //  4. Candidates that become lowest re-queue behind to (Election 4); to
 //     takes over and deletes the record.
 //  5. Wait until to's member data shows role primary with a newer epoch.
+//
+// Operator requests (operator.go; roomlog transfer, roomlog checkpoint):
+//
+//  1. A tool writes operator {id, kind, to, epoch = the room's epoch}
+//     (SubmitRequest) with the room znode's ACL.
+//  2. The primary's request goroutine (one per non-observer member,
+//     active while it leads) reads it with a watch, re-read every 2 s. A
+//     request for a later epoch is not ours (we may be deposed without
+//     knowing): left alone. For an earlier epoch: answered failed
+//     ("stale"). Malformed: answered failed, naming why.
+//  3. It claims the request (Set state "running", by, checked against
+//     the version read: one claimer), carries it out through its own
+//     calls (TransferLeadership to "to", or to the live standby that
+//     applied the most; Checkpoint, bounded by 10 minutes) and records
+//     the outcome (Set, checked against its claim's version).
+//  4. The tool reads the answer (ReadRequest) and deletes the znode
+//     (ClearRequest). A request neither answered nor cleared 10 minutes
+//     after it was written may be replaced.
 //
 // Checkpoints and deletion (checkpointer goroutine):
 //

@@ -395,6 +395,11 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 			defer r.wg.Done()
 			r.runLiveness(r.bgCtx)
 		}()
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.runOperatorRequests(r.bgCtx)
+		}()
 	}
 	go r.run()
 	return r, nil

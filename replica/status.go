@@ -83,6 +83,11 @@ type MemberStatus struct {
 	// (1..1 for a member that advertises none: a binary from before room
 	// versions).
 	RoomVersionMin, RoomVersionMax int
+	// Identities are the ZooKeeper identities its session is
+	// authenticated as ("digest:USER:HASH", "x509:SUBJECT"; none for a
+	// member without credentials or from before identities were
+	// published): what the room's ACL must keep granting it.
+	Identities []string
 }
 
 // Status is a point-in-time view of a replica. Everything a test or an

@@ -71,6 +71,11 @@ type memberData struct {
 	// Omitted when 0 (members that predate holds never hold).
 	Hold         uint64 `msgpack:"hold,omitempty"`
 	HoldProgress uint64 `msgpack:"hold_prog,omitempty"`
+	// Identities: the ZooKeeper identities the member's session is
+	// authenticated as ("digest:USER:HASH", "x509:SUBJECT"), so that an
+	// operator changing the room's ACL sees who needs which entry
+	// (informational: nothing is decided on it). Omitted when none.
+	Identities []string `msgpack:"ids,omitempty"`
 }
 
 // roomVersions is the range of room versions the member advertises.
@@ -86,7 +91,7 @@ func (d memberData) memberStatus() MemberStatus {
 	lo, hi := d.roomVersions()
 	return MemberStatus{ID: d.ID, Addr: d.Addr, Role: parseRole(d.Role), Observer: d.Observer, Epoch: d.Epoch, Applied: d.Applied,
 		Checkpoint: d.Checkpoint, Hash: d.Hash, HashAt: d.HashAt, HashBase: d.HashBase,
-		RoomVersionMin: lo, RoomVersionMax: hi}
+		RoomVersionMin: lo, RoomVersionMax: hi, Identities: d.Identities}
 }
 
 // roomVersionTarget is the data of the persistent /<room>/version: the
