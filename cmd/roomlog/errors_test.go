@@ -14,6 +14,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/version"
 )
 
 // TestUsage needs no ZooKeeper: bad usage is refused before dialling.
@@ -34,19 +35,22 @@ func TestUsage(t *testing.T) {
 		{[]string{"dump", "r", "--from", "9", "--to", "3"}, exitUsage, "--to 3 is below --from 9"},
 		{[]string{"verify", "r", "--from", "2"}, exitUsage, "apply to dump only"},
 		{[]string{"dump", "r", "--from", "x"}, exitUsage, "invalid value"},
-		{[]string{"--digest", "nocolon", "rooms"}, exitUsage, "--digest: logroom: bad digest credentials: want user:password"},
-		{[]string{"--digest", ":pw", "rooms"}, exitUsage, "--digest: logroom: bad digest credentials: empty user"},
+		{[]string{"--digest", "u:pw", "rooms"}, exitUsage, "takes no password any more (visible in ps): use --zk-digest-file FILE"},
 		{[]string{"--zk-digest-file", "/nonexistent/file", "rooms"}, exitUsage, "--zk-digest-file: logroom: digest file: open /nonexistent/file"},
 		{[]string{"--zk-digest-file", "/etc", "rooms"}, exitUsage, "is not a regular file"},
-		{[]string{"--zk-digest-file", "/x", "--digest", "a:b", "rooms"}, exitUsage, "give one"},
 		{[]string{"--base", "relative", "rooms"}, exitUsage, `--base: logroom: bad name: base path "relative" must be absolute`},
 		{[]string{"--base", "/a//b", "rooms"}, exitUsage, `component "": empty`},
 		{[]string{"--base", "/zookeeper", "rooms"}, exitUsage, `component "zookeeper": reserved`},
 		{[]string{"--zk", " , ", "rooms"}, exitUsage, "no ZooKeeper server"},
 		{[]string{"--timeout", "0s", "rooms"}, exitUsage, "--timeout must be > 0"},
 		{[]string{"--nope", "rooms"}, exitUsage, "flag provided but not defined"},
-		{[]string{"-h"}, exitOK, "usage: roomlog"},
+		{[]string{"-h"}, exitOK, ""},
 		{[]string{"help"}, exitOK, ""},
+		{[]string{"transfer", "r", "--add", "x"}, exitUsage, "apply to acl only"},
+		{[]string{"acl", "r", "--add", "nope:x"}, exitUsage, `unknown scheme "nope"`},
+		{[]string{"acl", "r", "--add", "digest:u"}, exitUsage, "digest:USER:HASH"},
+		{[]string{"acl", "r", "--add", "world:anyone"}, exitUsage, "never opened to everyone"},
+		{[]string{"dump", "r", "--to", "b"}, exitUsage, "dump takes an index"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -83,9 +87,58 @@ func TestParseArgs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "env-host:2181", o.zk)
 	require.Equal(t, "u:p", o.digest)
-	o, _, err = parseArgs([]string{"rooms", "--digest", "a:b"}, &errb)
+	require.Empty(t, errb.String())
+
+	// The older names still work, with a deprecation warning.
+	t.Setenv(envZK, "")
+	t.Setenv(envDigest, "")
+	t.Setenv("ZK", "old-host:2181")
+	t.Setenv("ROOMLOG_DIGEST_FILE", "/old/file")
+	o, _, err = parseArgs([]string{"rooms"}, &errb)
 	require.NoError(t, err)
-	require.Equal(t, "a:b", o.digest, "the flag wins over the environment")
+	require.Equal(t, "old-host:2181", o.zk)
+	require.Equal(t, "/old/file", o.digestFile)
+	require.Contains(t, errb.String(), "environment variable ZK is deprecated; set ROOMLOG_ZK instead")
+	require.Contains(t, errb.String(), "ROOMLOG_DIGEST_FILE is deprecated; set ROOMLOG_ZK_DIGEST_FILE instead")
+
+	// --to: an index for dump, a member for transfer.
+	o, _, err = parseArgs([]string{"transfer", "r", "--to", "m2"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, "m2", o.toMember)
+	o, _, err = parseArgs([]string{"dump", "r", "--to", "7"}, &errb)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), o.to)
+}
+
+// TestHelpConventions: -h, --help and help print to stdout and exit 0;
+// every command has its own help (COMMAND -h, help COMMAND); --version
+// works like version; the exit codes are documented.
+func TestHelpConventions(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"rooms", "--zk", "x", "--help"}} {
+		var out, errb bytes.Buffer
+		require.Equal(t, exitOK, run(args, &out, &errb), "%q", args)
+		require.Empty(t, errb.String(), "%q", args)
+		if args[0] != "rooms" {
+			require.Contains(t, out.String(), "usage: roomlog", "%q", args)
+			require.Contains(t, out.String(), "3  ZooKeeper unreachable")
+			require.Contains(t, out.String(), "-zk-digest-file")
+		}
+	}
+	names := []string{"reseed", "restore"}
+	for name := range commands {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		for _, args := range [][]string{{name, "-h"}, {"help", name}, {"--zk", "h:1", name, "--help"}} {
+			var out, errb bytes.Buffer
+			require.Equal(t, exitOK, run(args, &out, &errb), "%q: %s", args, errb.String())
+			require.Contains(t, out.String(), "usage: roomlog "+name, "%q", args)
+			require.NotContains(t, out.String(), "commands:", "%q prints the command's help, not the tool's", args)
+		}
+	}
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"--version"}, &out, &errb), errb.String())
+	require.Contains(t, out.String(), version.Release)
 }
 
 // TestUnreachable: a ZooKeeper that does not answer is reported within the
@@ -98,7 +151,7 @@ func TestUnreachable(t *testing.T) {
 	var out, errb bytes.Buffer
 	start := time.Now()
 	code := run([]string{"--zk", addr, "--timeout", "500ms", "rooms"}, &out, &errb)
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitUnreachable, code)
 	require.Contains(t, errb.String(), "cannot reach ZooKeeper at "+addr+": no session within 500ms")
 	require.Less(t, time.Since(start), 10*time.Second)
 	require.Empty(t, out.String())
@@ -117,18 +170,15 @@ func TestMissingAndReadOnly(t *testing.T) {
 	before := snapshotTree(t, c.Conn(), "/")
 
 	code, _, errs := cl.run("channels", "nosuch")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitNoRoom, code)
 	require.Contains(t, errs, `room "nosuch" not found under /ro`)
-	for _, cmd := range []string{"members", "dump", "verify", "checkpoints", "room-version"} {
+	for _, cmd := range []string{"members", "dump", "verify", "checkpoints", "room-version", "acl", "transfer", "checkpoint"} {
 		code, _, errs = cl.run(cmd, "nosuch")
-		require.Equal(t, exitFail, code, cmd)
+		require.Equal(t, exitNoRoom, code, cmd)
 		require.Contains(t, errs, "not found", cmd)
 	}
-	code, _, errs = newCLI(t, e, "/nobase").run("rooms")
-	require.Equal(t, exitFail, code)
-	require.Contains(t, errs, "base /nobase does not exist")
 	code, _, _ = newCLI(t, e, "/nobase").run("verify", "r")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitNoRoom, code)
 
 	for _, args := range [][]string{
 		{"rooms"}, {"channels", "r"}, {"members", "r"}, {"dump", "r"}, {"dump", "r", "--from", "20"},
@@ -166,17 +216,19 @@ func TestDigestRoom(t *testing.T) {
 	// Without credentials: a permission error naming the way out.
 	cl := newCLI(t, e, "/secure")
 	code, _, errs := cl.run("channels", "locked")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "zk: not authenticated")
 	require.Contains(t, errs, "pass --zk-digest-file FILE holding user:password")
-	code, _, errs = newCLI(t, e, "/secure", "--digest", "ops:wrong").run("verify", "locked")
-	require.Equal(t, exitFail, code)
+	t.Setenv(envDigest, "ops:wrong")
+	code, _, errs = cl.run("verify", "locked")
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "zk: not authenticated")
+	t.Setenv(envDigest, "")
 
 	// The base itself was created by the digest client: listing it needs
 	// the credentials too.
 	code, _, errs = cl.run("rooms")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "permission denied")
 
 	// Under a base anyone may read, a locked room is listed as such.
@@ -189,9 +241,10 @@ func TestDigestRoom(t *testing.T) {
 	require.Regexp(t, `(?m)^open\s+\S+\s+2\s+w2\s+4\s+1\s+0$`, out)
 
 	// With them (flag or environment), everything works.
-	good := newCLI(t, e, "/secure", "--digest", "ops:s3cret")
-	require.Contains(t, good.ok("verify", "locked"), `OK room "locked"`)
-	require.Len(t, parseDump(t, good.ok("dump", "locked")), 34)
+	t.Setenv(envDigest, "ops:s3cret")
+	require.Contains(t, cl.ok("verify", "locked"), `OK room "locked"`)
+	require.Len(t, parseDump(t, cl.ok("dump", "locked")), 34)
+	t.Setenv(envDigest, "")
 	// A credentials file (flag or environment): the password stays off
 	// the command line.
 	file := filepath.Join(t.TempDir(), "zk-digest")
@@ -200,7 +253,7 @@ func TestDigestRoom(t *testing.T) {
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	require.NoError(t, os.WriteFile(wrong, []byte("ops:nope\n"), 0o600))
 	code, _, errs = newCLI(t, e, "/secure", "--zk-digest-file", wrong).run("verify", "locked")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "zk: not authenticated")
 	t.Setenv(envDigestFile, file)
 	require.Contains(t, cl.ok("channels", "locked"), "room locked  epoch 2")

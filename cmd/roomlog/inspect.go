@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
@@ -25,6 +26,8 @@ type inspector struct {
 	// timeout bounds each view's wait for a ZooKeeper session (--timeout):
 	// logroom's views retry across a lost connection.
 	timeout time.Duration
+	// stderr receives progress of long waits.
+	stderr io.Writer
 }
 
 // bounded returns ctx bounded by the inspector's timeout.

@@ -32,7 +32,7 @@ func TestRoomVersionUsage(t *testing.T) {
 		{[]string{"room-version", "r", "--set", "x"}, "invalid value"},
 		{[]string{"room-version", "r", "--wait", "5s"}, "--wait applies to room-version --set only"},
 		{[]string{"room-version", "r", "--set", "1", "--wait", "-1s"}, "--wait must be >= 0"},
-		{[]string{"channels", "r", "--set", "1"}, "--set and --wait apply to room-version only"},
+		{[]string{"channels", "r", "--set", "1"}, "--set applies to room-version only"},
 		{[]string{"room-version"}, "room-version takes 1 argument(s), got 0"},
 		{[]string{"room-version", "a/b", "--set", "1"}, "contains '/'"},
 	} {
@@ -48,7 +48,7 @@ func TestRoomVersionUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.Equal(t, exitOK, run([]string{"help"}, &out, &errb))
 	require.Contains(t, out.String(), "room-version ROOM --set N [--wait DURATION]")
-	require.Contains(t, out.String(), "Read-only, except 'room-version --set'")
+	require.Contains(t, out.String(), "Read-only, except\n'room-version --set'")
 }
 
 // TestRoomVersionCommand on real ZooKeeper with live replicas: the status
@@ -216,7 +216,7 @@ func TestRoomVersionErrors(t *testing.T) {
 	// A missing room: nothing is created.
 	for _, args := range [][]string{{"room-version", "nosuch"}, {"room-version", "nosuch", "--set", "2"}} {
 		code, out, errs := newCLI(t, e, "/open").run(args...)
-		require.Equal(t, exitFail, code, "%q", args)
+		require.Equal(t, exitNoRoom, code, "%q", args)
 		require.Contains(t, errs, `roomlog room-version: logroom: no such room: room "nosuch" not found under /open`)
 		require.Empty(t, out)
 	}
@@ -229,7 +229,7 @@ func TestRoomVersionErrors(t *testing.T) {
 	cl := newCLI(t, e, "/secure")
 	for _, args := range [][]string{{"room-version", "locked"}, {"room-version", "locked", "--set", "2"}} {
 		code, _, errs := cl.run(args...)
-		require.Equal(t, exitFail, code, "%q", args)
+		require.Equal(t, exitDenied, code, "%q", args)
 		require.Contains(t, errs, "zk: not authenticated")
 		require.Contains(t, errs, "pass --zk-digest-file FILE holding user:password")
 	}
@@ -254,7 +254,7 @@ func TestRoomVersionErrors(t *testing.T) {
 	require.Equal(t, "digest", acl[0].Scheme, "the target has the room's digest ACL")
 	require.True(t, strings.HasPrefix(acl[0].ID, "ops:"), acl[0].ID)
 	code, _, errs := cl.run("room-version", "locked")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "not authenticated")
 
 	// --wait on a room nothing moves: exit 1 naming the reason.

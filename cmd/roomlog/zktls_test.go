@@ -45,7 +45,7 @@ func TestZKTLSFlags(t *testing.T) {
 	other := issue("other", testpki.Options{})
 	code, _, errs := (&cli{t: t, zk: e.SecureConnString(), base: "/x509",
 		extra: []string{"--zk-tls-ca", other.CA, "--zk-tls-cert", other.Cert, "--zk-tls-key", other.Key}}).run("channels", "locked")
-	require.Equal(t, exitFail, code)
+	require.Equal(t, exitDenied, code)
 	require.Contains(t, errs, "zk: not authenticated")
 	require.Contains(t, errs, "--zk-tls-* with a certificate whose identity the ACL names")
 

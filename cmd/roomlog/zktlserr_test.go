@@ -50,7 +50,7 @@ func TestZKTLSUnreachableSaysWhy(t *testing.T) {
 	require.NoError(t, err)
 	code, _, errs := (&cli{t: t, zk: ln.Addr().String(), base: "/x",
 		extra: []string{"--timeout", "1500ms", "--zk-tls-ca", ours.CA, "--zk-tls-cert", ours.Cert, "--zk-tls-key", ours.Key}}).run("rooms")
-	require.Equal(t, exitFail, code, errs)
+	require.Equal(t, exitUnreachable, code, errs)
 	require.Contains(t, errs, "cannot reach ZooKeeper at "+ln.Addr().String())
 	require.Contains(t, errs, "no session within 1.5s (--timeout)")
 	require.Contains(t, errs, "TLS handshake with ZooKeeper failed")
