@@ -20,9 +20,7 @@ bytes, entries (the open channel's figures are read from its chain).
 const membersHelp = `usage: roomlog members ROOM [--json]
 
 The live members of ROOM: id, address, role, epoch, applied index, newest checkpoint,
-place in the election line, session. A member that still says primary at an epoch
-below the room's is marked DEPOSED (its session has not expired yet: a new primary
-took over). Znodes under members/ and election/ that replicas ignore are FOREIGN.
+place in the election line, session. Znodes under members/ and election/ that replicas ignore are FOREIGN.
 `
 
 const dumpHelp = `usage: roomlog dump ROOM [--from INDEX] [--to INDEX] [--no-ops]

@@ -67,8 +67,7 @@ Inspection and operation of roomlog rooms in ZooKeeper. Read-only, except
 commands:
   rooms                       the rooms under --base
   channels ROOM               num, first, last, sealed, epoch, batches, bytes
-  members ROOM                live members: id, addr, role, epoch, applied, checkpoint, election
-                              rank; a primary whose epoch is below the room's is marked DEPOSED
+  members ROOM                live members: id, addr, role, epoch, applied, checkpoint, election rank
   acl ROOM [--add ID]... [--remove ID]...
                               the room's ACL and each member's identity; WRITES with --add/--remove:
                               changes the ACL of a live room ('roomlog acl -h')
@@ -92,10 +91,10 @@ commands:
                               or exits 1 after DURATION with why not (default 0: no wait)
   version                     this binary's release, commit, Go version and room versions
                               (needs no ZooKeeper)
-  reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR] [--dry-run]
+  reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR]
                               WRITES: re-creates a room ZooKeeper lost from its stopped members'
-                              data dirs, the log continuing past their applied index; --dry-run
-                              says what it would do and writes nothing ('roomlog reseed -h')
+                              data dirs, the log continuing past their applied index
+                              ('roomlog reseed -h')
   restore --archive DIR --room ROOM --to-index N|--to-time T --out DATADIR
                               point-in-time restore from an archive into a new local data dir
                               (needs no ZooKeeper, writes only DATADIR; 'roomlog restore -h')
