@@ -133,6 +133,9 @@ type (
 		Fenced bool
 		Err    error
 	}
+	// evClosed: the replica was closed (its term, takeover and tail are
+	// stopped, its nodes resigned): the role is closed for good.
+	evClosed struct{}
 	// evDeposed: the term of Epoch was found deposed without writing: its
 	// candidate node is gone (deleted by a liveness deposition, right or
 	// wrong, or by an operator) or its writer is fenced (the epoch znode
@@ -276,6 +279,12 @@ func (c *core) Step(ev any) []action {
 		out = c.onWriterFailed(ev)
 	case evDeposed:
 		out = c.onDeposed(ev)
+	case evClosed:
+		c.epoch = 0
+		if c.role != RoleClosed {
+			c.role = RoleClosed
+			out = []action{{Kind: aRole, Role: RoleClosed, Reason: "closed"}}
+		}
 	case evRequest:
 		out = c.onRequest(ev)
 	case evTransferWritten:

@@ -54,6 +54,10 @@ type loopState struct {
 	elGen uint64
 	// settling: the publish queued is a settled one (see publishDue).
 	settling bool
+	// evq: events waiting for the core while the actions of an earlier one
+	// are carried out (step); stepping: step is running.
+	evq      []any
+	stepping bool
 	// offeredFor: the oldest first index for which a checkpoint was last
 	// offered (offerCheckpoint), so it is asked for once.
 	offeredFor uint64
@@ -269,10 +273,24 @@ func (r *Replica) run() {
 }
 
 // step feeds ev to the core and carries out its actions, in order. An
-// action whose outcome the core needs is answered by a nested step.
+// action that answers with an event (aStopTail: evTailStopped) queues it:
+// it is stepped once the actions of the current event are all carried
+// out, never from inside one (no nested steps: the core sees one event at
+// a time, and the order of actions is the order it returned them).
 func (r *Replica) step(ev any) {
-	for _, a := range r.lp.c.Step(ev) {
-		r.do(a)
+	lp := r.lp
+	lp.evq = append(lp.evq, ev)
+	if lp.stepping {
+		return
+	}
+	lp.stepping = true
+	defer func() { lp.stepping = false }()
+	for len(lp.evq) > 0 {
+		ev := lp.evq[0]
+		lp.evq = lp.evq[1:]
+		for _, a := range lp.c.Step(ev) {
+			r.do(a)
+		}
 	}
 }
 
@@ -1099,8 +1117,7 @@ func (r *Replica) shutdown() {
 		r.log.Debug("resign membership", "err", err)
 	}
 	cancel()
-	lp.c.role = RoleClosed
-	r.announceRole(RoleClosed, 0, "closed")
+	r.step(evClosed{})
 }
 
 // announceRole publishes a role change the core made: Status, RoleChanges

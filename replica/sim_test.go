@@ -128,6 +128,9 @@ type simMember struct {
 	deposedQueued, deposedTold uint64
 	// fencedTold: the epoch of the term the core was told was fenced.
 	fencedTold uint64
+	// evq, stepping: stepCore's queue (the loop's step).
+	evq      []any
+	stepping bool
 	// deposedChecks counts the reconciles, while usable and with nothing
 	// pending, that found m holding a term whose candidate is gone or
 	// whose fence moved (reset when it holds none).
@@ -215,12 +218,25 @@ func (s *sim) enter(m *simMember) {
 // not failed.
 func (s *sim) live(m *simMember) bool { return s.zk.sessions[m.sid] && !m.c.failed }
 
+// stepCore feeds ev to m's core and carries out its actions, as the
+// loop's step does: an event an action answers with is queued and stepped
+// after the current event's actions (no nested steps).
 func (s *sim) stepCore(m *simMember, ev any) {
-	acts := m.c.Step(ev)
-	s.logf("%s <- %s", m.id, evString(ev))
-	for _, a := range acts {
-		s.logf("%s    %s", m.id, a)
-		s.do(m, a)
+	m.evq = append(m.evq, ev)
+	if m.stepping {
+		return
+	}
+	m.stepping = true
+	defer func() { m.stepping = false }()
+	for len(m.evq) > 0 {
+		ev := m.evq[0]
+		m.evq = m.evq[1:]
+		acts := m.c.Step(ev)
+		s.logf("%s <- %s", m.id, evString(ev))
+		for _, a := range acts {
+			s.logf("%s    %s", m.id, a)
+			s.do(m, a)
+		}
 	}
 }
 
