@@ -41,19 +41,22 @@ commands (flags go before the arguments):
                                 ZooKeeper, or while it shuts down
   hash [--min-index N]          the state hash and the index it reflects
 
-ls, stat and hash go to the --addr masters in turn and move on from one that
-cannot serve the read (cut off from ZooKeeper, failed, unreachable); with
---min-index each master gets at most 500 ms per attempt and the rounds go on
-until the index is reached or 5 s pass. The other commands go to the first
-master. Mutations sent to a
-standby follow its redirect to the primary. Every
-mutation carries an Idempotency-Key (random, or --idempotency-key's) and is
-re-sent with it while its outcome is unknown (503 outcome_unknown, 504, a lost
-connection), until --timeout: it is applied at most once. If ctl still gives
-up, it prints the key: re-running the command with --idempotency-key KEY is
-safe, and prints the original answer with "replayed": true if it had been
-applied. The answer is printed as JSON; on failure the error goes to stderr
-and the exit status is 1.
+Every command uses every --addr master. ls, stat, hash, status and health go
+to the masters in turn and move on from one that cannot serve (cut off from
+ZooKeeper, failed, shutting down, unreachable): health succeeds once one
+master is healthy. With --min-index each master gets at most 500 ms per
+attempt and the rounds go on until the index is reached or 5 s pass.
+Mutations go to the masters in the order given and move on from one that
+cannot take them (unreachable, no primary known, failed, the outcome unknown
+there), so a dead master listed first does not fail a mutation while another
+is primary; one sent to a standby follows its redirect to the primary. Every
+mutation carries one Idempotency-Key (random, or --idempotency-key's) to
+every master and is re-sent with it while its outcome is unknown (503
+outcome_unknown, 504, a lost connection), until --timeout: it is applied at
+most once. If ctl still gives up, it prints the key: re-running the command
+with --idempotency-key KEY is safe, and prints the original answer with
+"replayed": true if it had been applied. The answer is printed as JSON; on
+failure the error goes to stderr and the exit status is 1.
 `
 
 // ctlMutations are the commands that change the namespace.
@@ -147,7 +150,6 @@ func ctlUsageError(stderr io.Writer, msg string) int {
 // ctlCommand parses one command's flags and arguments and runs it; a
 // mutation is sent with key.
 func ctlCommand(ctx context.Context, pool *client.Pool, name string, args []string, key client.MutationOption) (any, error) {
-	c := pool.Clients()[0] // mutations (a standby redirects), status and health: the first master
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -186,19 +188,19 @@ func ctlCommand(ctx context.Context, pool *client.Pool, name string, args []stri
 	a := fs.Args()
 	switch name {
 	case "mkdir":
-		return c.Mkdir(ctx, a[0], parents, key)
+		return pool.Mkdir(ctx, a[0], parents, key)
 	case "create":
-		return c.Create(ctx, a[0], replication, key)
+		return pool.Create(ctx, a[0], replication, key)
 	case "addblock":
 		size, err := strconv.ParseInt(a[1], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: addblock: size %q is not an integer", errUsage, a[1])
 		}
-		return c.AddBlock(ctx, a[0], size, key)
+		return pool.AddBlock(ctx, a[0], size, key)
 	case "rename":
-		return c.Rename(ctx, a[0], a[1], key)
+		return pool.Rename(ctx, a[0], a[1], key)
 	case "delete":
-		return c.Delete(ctx, a[0], recursive, key)
+		return pool.Delete(ctx, a[0], recursive, key)
 	case "ls":
 		return pool.Ls(ctx, a[0], minIndex)
 	case "stat":
@@ -206,9 +208,9 @@ func ctlCommand(ctx context.Context, pool *client.Pool, name string, args []stri
 	case "hash":
 		return pool.Hash(ctx, minIndex)
 	case "health":
-		return c.Health(ctx)
+		return pool.Health(ctx)
 	default: // "status"
-		return c.Status(ctx)
+		return pool.Status(ctx)
 	}
 }
 

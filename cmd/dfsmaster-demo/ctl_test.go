@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,7 @@ func (m *testMaster) Status() api.Status {
 	if m.primary {
 		role = api.RolePrimary
 	}
-	return api.Status{ID: "m", Room: "ctl", Role: role, AppliedIndex: m.st.AppliedIndex(), PrimaryAddr: m.primaryAddr}
+	return api.Status{ID: "m", Room: "ctl", Role: role, AppliedIndex: m.st.AppliedIndex(), PrimaryAddr: m.primaryAddr, Connected: true}
 }
 
 func startMaster(t *testing.T, primary bool, primaryAddr string) (*testMaster, string) {
@@ -303,4 +304,35 @@ func TestCtlUnknownOutcome(t *testing.T) {
 	}
 	require.Contains(t, stderr, "may or may not have been applied")
 	require.Contains(t, stderr, "--idempotency-key "+keys[0])
+}
+
+// TestCtlDeadFirstAddr: with a dead master listed first, every command
+// reaches the live ones: a mutation through the standby's redirect or on
+// the primary, status and health; the key is the same on every master.
+func TestCtlDeadFirstAddr(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadAddr := strings.TrimPrefix(dead.URL, "http://")
+	dead.Close()
+	primary, paddr := startMaster(t, true, "")
+	_, saddr := startMaster(t, false, paddr)
+	_, lone := startMaster(t, false, "") // no primary known: 503 no_primary
+
+	for _, addrs := range []string{deadAddr + "," + paddr, deadAddr + "," + lone + "," + saddr} {
+		before := primary.st.AppliedIndex()
+		r := ctlOK(t, "--addr", addrs, "mkdir", "-p", "/dead/first")
+		require.Equal(t, json.Number(strconv.FormatUint(before+1, 10)), r["index"], addrs)
+		require.Equal(t, before+1, primary.st.AppliedIndex())
+		require.NotEmpty(t, ctlOK(t, "--addr", addrs, "status")["role"], addrs)
+		ctlOK(t, "--addr", addrs, "health")
+	}
+	again := ctlOK(t, "--addr", deadAddr+","+paddr, "--idempotency-key", "dead-1", "create", "/dead/f")
+	replayed := ctlOK(t, "--addr", deadAddr+","+saddr, "--idempotency-key", "dead-1", "create", "/dead/f")
+	require.Equal(t, true, replayed["replayed"])
+	require.Equal(t, again["index"], replayed["index"])
+
+	// Every master dead or without a primary: the mutation fails, naming each.
+	code, _, stderr := ctl(t, "--addr", deadAddr+","+lone, "mkdir", "/x")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, deadAddr)
+	require.Contains(t, stderr, "no_primary")
 }

@@ -75,6 +75,13 @@
 // off by a silent partition refuses only once it noticed (two thirds of a
 // session); until then it holds a read with min_index, so the Pool gives
 // each master at most Pool.WaitAttempt (500 ms) per attempt and goes round
-// again until the caller's context ends. ctl's --addr takes a
-// comma-separated list for the same.
+// again until the caller's context ends. Status and Health go round the
+// same way (Health: nil error once one master is healthy). Mutations
+// (Mkdir, Create, AddBlock, Rename, Delete) go to the masters in the order
+// given, under one Idempotency-Key, and move on from one that cannot take
+// them (unreachable, 503 no_primary, overloaded, unavailable, disconnected
+// or failed, 500, or the outcome unknown there): a dead master listed first
+// does not fail a mutation another master can serve, and the key keeps it
+// applied at most once. ctl's --addr takes a comma-separated list for all
+// of these.
 package client

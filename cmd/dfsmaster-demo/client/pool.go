@@ -129,10 +129,123 @@ func tryAnother(err error) bool {
 	var he *Error
 	if errors.As(err, &he) {
 		switch he.Code {
-		case api.CodeDisconnected, api.CodeUnavailable, api.CodeFailed, api.CodeTimeout:
+		case api.CodeDisconnected, api.CodeUnavailable, api.CodeFailed, api.CodeTimeout, api.CodeBehind:
 			return true
 		}
 		return false
+	}
+	var ne net.Error
+	var ue *url.Error
+	return errors.As(err, &ne) || errors.As(err, &ue)
+}
+
+// Status is Client.Status on the first master that answers (see poolRead:
+// one cut off, shutting down, failed or unreachable is skipped).
+func (p *Pool) Status(ctx context.Context) (api.Status, error) {
+	return poolRead(ctx, p, 0, func(ctx context.Context, c *Client) (api.Status, error) { return c.Status(ctx) })
+}
+
+// Health is Client.Health on the masters in turn: nil error once one is
+// healthy; with every master unhealthy or unreachable, the error names
+// each one's answer.
+func (p *Pool) Health(ctx context.Context) (api.HealthResponse, error) {
+	return poolRead(ctx, p, 0, func(ctx context.Context, c *Client) (api.HealthResponse, error) { return c.Health(ctx) })
+}
+
+// Mkdir is Client.Mkdir through the pool (see Pool.mutate).
+func (p *Pool) Mkdir(ctx context.Context, path string, parents bool, opts ...MutationOption) (MutationResult, error) {
+	return p.mutate(ctx, "/v1/mkdir", api.MkdirRequest{Path: path, Parents: parents}, opts)
+}
+
+// Create is Client.Create through the pool (see Pool.mutate).
+func (p *Pool) Create(ctx context.Context, path string, replication int, opts ...MutationOption) (MutationResult, error) {
+	req := api.CreateRequest{Path: path}
+	if replication != 0 {
+		req.Replication = &replication
+	}
+	return p.mutate(ctx, "/v1/create", req, opts)
+}
+
+// AddBlock is Client.AddBlock through the pool (see Pool.mutate).
+func (p *Pool) AddBlock(ctx context.Context, path string, size int64, opts ...MutationOption) (MutationResult, error) {
+	return p.mutate(ctx, "/v1/addblock", api.AddBlockRequest{Path: path, Size: &size}, opts)
+}
+
+// Rename is Client.Rename through the pool (see Pool.mutate).
+func (p *Pool) Rename(ctx context.Context, src, dst string, opts ...MutationOption) (MutationResult, error) {
+	return p.mutate(ctx, "/v1/rename", api.RenameRequest{Src: src, Dst: dst}, opts)
+}
+
+// Delete is Client.Delete through the pool (see Pool.mutate).
+func (p *Pool) Delete(ctx context.Context, path string, recursive bool, opts ...MutationOption) (MutationResult, error) {
+	return p.mutate(ctx, "/v1/delete", api.DeleteRequest{Path: path, Recursive: recursive}, opts)
+}
+
+// mutate sends one mutation, under one Idempotency-Key, to the masters in
+// the order given (a standby redirects it to the primary). It moves on to
+// the next master when one cannot take it — unreachable, 503 no_primary,
+// overloaded, unavailable, disconnected or failed, a 500, or the outcome
+// unknown there — so a dead master listed first does not fail a mutation
+// another master can serve; the key makes it applied at most once across
+// them all. A success or a 4xx (an answer for the key) is returned as it
+// is. When no master answered and some attempt's outcome was unknown, the
+// error is an *UnknownOutcomeError.
+func (p *Pool) mutate(ctx context.Context, path string, body any, opts []MutationOption) (MutationResult, error) {
+	var o mutationOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.set {
+		o.key = NewIdempotencyKey()
+	}
+	var (
+		errs     []error
+		last     error
+		unknown  bool
+		attempts int
+	)
+	for _, c := range p.cs {
+		r, err := c.mutate(ctx, path, body, []MutationOption{IdempotencyKey(o.key)})
+		if err == nil || answered(err) {
+			r.Attempts += attempts
+			return r, err
+		}
+		var ue *UnknownOutcomeError
+		if errors.As(err, &ue) {
+			unknown = true
+			attempts += ue.Attempts
+		} else {
+			attempts++
+		}
+		last = err
+		errs = append(errs, fmt.Errorf("%s: %w", c.Base(), err))
+		if !mutateAnother(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return MutationResult{}, last
+	}
+	err := fmt.Errorf("client: no master took the mutation: %w", errors.Join(errs...))
+	if unknown {
+		return MutationResult{}, &UnknownOutcomeError{Key: o.key, Attempts: attempts, Err: err}
+	}
+	return MutationResult{}, err
+}
+
+// mutateAnother reports whether a mutation that failed on one master with
+// err may go to another with the same key.
+func mutateAnother(err error) bool {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		return true
+	}
+	var he *Error
+	if errors.As(err, &he) {
+		switch he.Code {
+		case api.CodeNoPrimary, api.CodeOverloaded, api.CodeUnavailable, api.CodeDisconnected, api.CodeFailed:
+			return true
+		}
+		return he.Status == http.StatusInternalServerError
 	}
 	var ne net.Error
 	var ue *url.Error
