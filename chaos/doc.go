@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-v] [-keep]
+//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-lifecycle] [-v] [-keep]
 //	make chaos CHAOSFLAGS="-duration 30m -seed 42"
 //
 // The world is a 3-server ZooKeeper ensemble (internal/infra/zkensemble, tickTime
@@ -269,6 +269,73 @@
 // stall (no primary or no acknowledged proposal within 60 s after a fault),
 // a crash (a replica process exiting, or reporting role failed, without a
 // fault telling it to), no convergence.
+//
+// # Lifecycle operations (-lifecycle)
+//
+// With -lifecycle the schedule also draws what an operator does to a
+// running room (lifecycle.go), interleaved with the faults above and
+// drawn from the same seed (without -lifecycle their weights are zero
+// and a seed draws the sequence it always drew). Each runs to its end
+// before heal, and is printed and counted in kinds= like a fault:
+//
+//	replace-member (3)      stop a member (any: the primary, a standby
+//	                        or an observer; one time in four kill -9
+//	                        instead), delete its data dir, start it: it
+//	                        bootstraps from a peer under load; the step
+//	                        lasts until it applied what the primary had
+//	observer-join (3)       start a new observer process (o<n>, a new id,
+//	observer-leave          an empty disk), or stop one (SIGTERM: it
+//	                        leaves the room) and drop it from the run; the
+//	                        schedule joins while fewer than two run (never
+//	                        more than 3) and otherwise picks either
+//	room-version-raise (3)  set the room's target (replica.SetRoomVersionTarget,
+//	room-version-lower      as `roomlog room-version --set` does) to 2, or
+//	                        back to 1 when it is at 2, only when every live
+//	                        member advertises the version (else it is
+//	                        counted in room_version_refused, not set), and
+//	                        wait (2 min at most, else a stall) until
+//	                        replica.ReadRoomVersion says the room is there
+//	                        and the move complete, asking the primary for
+//	                        a checkpoint every 5 s meanwhile
+//	zk-wipe-reseed (2)      heal whatever is held down, then stop every
+//	zk-rollback-reseed (2)  ZooKeeper server, wipe its data (or put back
+//	                        the copy zkensemble.CopyData took earlier:
+//	                        after the first proposals, after the first heal
+//	                        of each incarnation and at every sixth heal),
+//	                        start them again; every member must then report
+//	                        role failed with logroom.ErrRoomLost (two
+//	                        sessions plus 20 s at most; else not_refused),
+//	                        and no proposal may be acknowledged from the
+//	                        moment ZooKeeper serves again until the members
+//	                        are stopped (acked_while_lost); then what the
+//	                        README's disaster recovery says: stop every
+//	                        member, re-seed from every data dir
+//	                        (replica.Reseed, the library of `roomlog
+//	                        reseed`), start the seed's member first, then
+//	                        the others. The log recorder and the observer
+//	                        watch start again in the new incarnation (the
+//	                        recorder at the seed's index + 1; entries it
+//	                        read past the seed in the lost one are
+//	                        dropped: no member applied them); a failed
+//	                        re-seed is counted (reseed_failures) and ends
+//	                        the schedule
+//
+// The checker spans incarnations unchanged: every acknowledged entry is
+// at its index on every member that stays (members replaced or behind
+// the seed are marked as restored from a checkpoint, rule 1), so a
+// re-seed that lost an entry some stopped member held is "lost"; the
+// epochs along the merged log never go back; the final state is one.
+// The summary line adds max_lifecycle_gap (the longest stretch without an
+// acknowledged proposal during any replace-member, observer or
+// room-version step: from its start to the first acknowledgement after
+// its end), lifecycle_gaps (the same per kind), and apart from them
+// max_reseed_gap (from the start of a ZooKeeper loss to the first
+// acknowledgement after its re-seed), acked_while_lost, not_refused,
+// reseed_failures and room_version_refused. Any of acked_while_lost,
+// not_refused and reseed_failures fails the run. A lifecycle run prints
+// each step's gap before the summary; rerun one with
+// `go run ./chaos -lifecycle -seed N -duration D` (the first line prints
+// it).
 //
 // # Tests
 //

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/roomlog/roomlog/internal/harness/testnode"
@@ -28,6 +29,9 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	r.reads.stop()
 	r.load.stop()
+	if r.cfg.Lifecycle {
+		r.lifecycleGaps(time.Now())
+	}
 	r.out.f("proposers stopped: %d acknowledged; failed attempts by code: %v", r.load.acked(), r.load.errorCounts())
 
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -58,7 +62,7 @@ func (r *runner) finish(ctx context.Context) error {
 	}
 	r.stopRecorder(dctx, &zk, end)
 	r.res.Report = Check(r.h.Proposals(), nodes, zk)
-	r.res.Observer = r.obsWatch.stop()
+	r.res.Observer = mergeObserverReports(r.obsPast, r.obsWatch.stop())
 	r.res.Report.AddObservers(r.res.Observer, nodes, zk)
 	r.out.f("%s", observerLine(r.res.Observer, r.res.Report))
 	rp := r.res.Report
@@ -116,6 +120,7 @@ func (r *runner) readZK(ctx context.Context, nodes []NodeDump) (ZKLog, error) {
 // hands what it read to zk.
 func (r *runner) stopRecorder(ctx context.Context, zk *ZKLog, end uint64) {
 	if r.rec == nil {
+		zk.Recorded, zk.Skipped = r.recPast, r.recSkipped
 		return
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -123,7 +128,8 @@ func (r *runner) stopRecorder(ctx context.Context, zk *ZKLog, end uint64) {
 		sleep(ctx, 20*time.Millisecond)
 	}
 	r.rec.Stop()
-	zk.Recorded, zk.Skipped = r.rec.Entries(), r.rec.Skipped()
+	zk.Recorded = append(slices.Clone(r.recPast), r.rec.Entries()...)
+	zk.Skipped = append(slices.Clone(r.recSkipped), r.rec.Skipped()...)
 	errs, last := r.rec.Errors()
 	what := fmt.Sprintf("log recorder: read %d entries during the run (up to index %d)", len(zk.Recorded), r.rec.Position()-1)
 	if len(zk.Skipped) > 0 {

@@ -43,6 +43,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "verbose: harness logs and replica status after each fault")
 	latency := fs.Duration("latency", 0, "delay every link by this ± half of it for the whole run (e.g. 3ms: 1.5–4.5 ms)")
 	fetchIdle := fs.Duration("fetch-idle", 2*time.Second, "replicas' checkpoint fetch idle timeout (what a stalled source costs)")
+	lifecycle := fs.Bool("lifecycle", false, "interleave lifecycle operations with the faults (replace-member, observer-join/-leave, room-version-raise/-lower, zk-wipe-reseed, zk-rollback-reseed)")
 	force := fs.String("force", "", "comma-separated fault kinds to run first (e.g. partition-primary-long,stall-checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return exitHarness
@@ -55,8 +56,12 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
 	}
-	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d observers=%d workers=%d session=%v latency=%v (rerun: go run ./chaos -seed %d)\n",
-		*seed, *duration, *faults, *replicas, *observers, *workers, *session, *latency, *seed)
+	rerun := ""
+	if *lifecycle {
+		rerun = " -lifecycle"
+	}
+	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d observers=%d workers=%d session=%v latency=%v lifecycle=%v (rerun: go run ./chaos%s -seed %d)\n",
+		*seed, *duration, *faults, *replicas, *observers, *workers, *session, *latency, *lifecycle, rerun, *seed)
 	if err := zkensemble.Available(); err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
@@ -72,7 +77,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	res, err := Run(ctx, Config{
 		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Observers: obs, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
-		Latency: *latency, Force: forced, FetchIdle: *fetchIdle,
+		Latency: *latency, Force: forced, FetchIdle: *fetchIdle, Lifecycle: *lifecycle,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)

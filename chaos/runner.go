@@ -62,6 +62,9 @@ type Config struct {
 	// FetchIdle bounds a replica's checkpoint fetch without progress
 	// (what a stalled source costs before the next is tried). Default 2s.
 	FetchIdle time.Duration
+	// Lifecycle adds the lifecycle operations (lifecycle.go) to the
+	// schedule's draws.
+	Lifecycle bool
 }
 
 func (c *Config) setDefaults() {
@@ -162,11 +165,31 @@ type Result struct {
 	// Observer is what the observer watch saw (rule 10; its violations
 	// are in Report).
 	Observer ObserverReport
+
+	// Lifecycle: the run drew lifecycle operations (Config.Lifecycle).
+	Lifecycle bool
+	// LifecycleGaps: per lifecycle kind, the longest stretch without an
+	// acknowledged proposal during one of its steps; MaxLifecycleGap the
+	// longest of them. ZooKeeper losses are apart: MaxReseedGap is the
+	// longest time from a loss to the first acknowledgement after its
+	// re-seed.
+	LifecycleGaps   [numKinds]time.Duration
+	MaxLifecycleGap time.Duration
+	MaxReseedGap    time.Duration
+	// AckedWhileLost: proposals acknowledged while ZooKeeper had lost the
+	// room; NotRefused: members that did not refuse it by name
+	// (ErrRoomLost) in time; ReseedFailures: re-seeds that failed. Each is
+	// a failure of the run.
+	AckedWhileLost, NotRefused, ReseedFailures int
+	// RoomVersionRefused: room-version steps not set because a live
+	// member does not support the version (not a failure).
+	RoomVersionRefused int
 }
 
 // OK reports whether the run found nothing wrong.
 func (r Result) OK() bool {
-	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged
+	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged &&
+		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0
 }
 
 // Line is the one-line summary.
@@ -184,7 +207,27 @@ func (r Result) Line() string {
 		p.Reads.Reads, p.Reads.Failed, p.Reads.Linearizable(),
 		p.Observers, p.ObserverSamples, p.ObserverViolations, p.EpochOwners, p.UnseenEpochs,
 		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
-		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts())
+		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts()) +
+		r.lifecycleLine()
+}
+
+// lifecycleLine is the summary's lifecycle part ("" without -lifecycle).
+func (r Result) lifecycleLine() string {
+	if !r.Lifecycle {
+		return ""
+	}
+	var gaps []string
+	for k := firstLifecycle; k < numKinds; k++ {
+		if r.Kinds[k] > 0 && !k.isZKLoss() {
+			gaps = append(gaps, fmt.Sprintf("%s:%v", k, r.LifecycleGaps[k].Round(time.Millisecond)))
+		}
+	}
+	if len(gaps) == 0 {
+		gaps = append(gaps, "none")
+	}
+	return fmt.Sprintf(" max_lifecycle_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d lifecycle_gaps=%s",
+		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
+		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, strings.Join(gaps, ","))
 }
 
 // kindCounts is "kill-primary:3,partition-link:1,…" over the kinds that ran.
@@ -251,6 +294,27 @@ type runner struct {
 	// (observer.go) from the first primary to the final checks.
 	observers map[string]bool
 	obsWatch  *observerWatch
+
+	// Lifecycle (lifecycle.go). work: the run's work dir. obsPast: what
+	// earlier observer watches saw (one is restarted when observers come
+	// and go, and across a ZooKeeper loss); nextObserver: the number of
+	// the next observer id. recPast, recSkipped: what earlier log
+	// recorders read (one per incarnation). zkCopy: ZooKeeper's data as
+	// it was at zkCopyAt (zk-rollback-reseed restores it).
+	// roomVersionTarget: the target last set (0: none this incarnation).
+	// steps, losses: the lifecycle steps that ran. broken: a re-seed
+	// failed; the schedule stops.
+	work              string
+	obsPast           ObserverReport
+	nextObserver      int
+	recPast           []LogEntry
+	recSkipped        [][2]uint64
+	zkCopy            *zkensemble.DataCopy
+	zkCopyAt          time.Time
+	roomVersionTarget int
+	steps             []lifeStep
+	losses            []lossStep
+	broken            bool
 }
 
 type restoreCount struct{ launch, count int }
@@ -369,8 +433,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	r := &runner{
 		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
-		observers: observers,
+		observers: observers, work: work, nextObserver: cfg.Observers,
 	}
+	res.Lifecycle = cfg.Lifecycle
+	defer func() { r.zkCopy.Remove() }()
 	if err := r.run(ctx); err != nil {
 		keep = true
 		if ctx.Err() == nil {
@@ -395,15 +461,18 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.out.f("room %s: %d replicas and %d observers, primary %s; %d proposers", r.c.Room(), r.cfg.Replicas, r.cfg.Observers, p.ID(), r.cfg.Workers)
 	r.obsWatch = startObserverWatch(ctx, r)
-	defer r.obsWatch.stop()
+	defer func() { r.obsWatch.stop() }()
 
 	r.rec, err = testnode.StartLogRecorder(ctx, r.ens.Addrs(), r.c.Room())
 	if err != nil {
 		r.out.f("log recorder not started (the checker sees only what ZooKeeper holds at the end): %v", firstLine(err))
 		r.rec = nil
-	} else {
-		defer r.rec.Stop()
 	}
+	defer func() {
+		if r.rec != nil {
+			r.rec.Stop()
+		}
+	}()
 
 	r.load = startProposers(ctx, r.c, r.h, r.cfg.Workers)
 	defer r.load.stop()
@@ -414,6 +483,10 @@ func (r *runner) run(ctx context.Context) error {
 	}
 
 	sched := NewSchedule(r.cfg.Seed, r.cfg.Session)
+	if r.cfg.Lifecycle {
+		sched.Lifecycle(r.cfg.Observers)
+		r.copyZK()
+	}
 	sched.Force(r.cfg.Force...)
 	end := time.Now().Add(r.cfg.Duration)
 	for ctx.Err() == nil {
@@ -421,6 +494,10 @@ func (r *runner) run(ctx context.Context) error {
 			break
 		}
 		if r.cfg.Duration > 0 && !time.Now().Before(end) {
+			break
+		}
+		if r.broken {
+			r.out.f("schedule stopped: the room could not be re-seeded")
 			break
 		}
 		f := sched.Next()
@@ -730,6 +807,10 @@ func (r *runner) exec(ctx context.Context, f Fault) {
 		err := p.Transfer(tctx, s.ID())
 		cancel()
 		r.out.f("    transfer: %v", errText(err))
+	default:
+		if f.Kind.IsLifecycle() {
+			r.lifecycle(ctx, f, p)
+		}
 	}
 }
 
@@ -858,6 +939,15 @@ func (r *runner) heal(ctx context.Context, f Fault) {
 		}
 	}
 	sleep(ctx, f.Heal)
+	if r.cfg.Lifecycle && (r.zkCopy == nil || f.Seq%6 == 0) && !r.broken {
+		// A copy for a later zk-rollback-reseed: taken again now and
+		// then, so that rollbacks go back by different amounts.
+		old := r.zkCopy
+		r.copyZK()
+		if r.zkCopy != old {
+			_ = old.Remove()
+		}
+	}
 	var why string
 	if _, err := r.primary(ctx, r.cfg.HealTimeout); err != nil {
 		why = "no primary: " + firstLine(err)

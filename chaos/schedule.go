@@ -29,8 +29,20 @@ const (
 	StallCheckpoint
 	PartitionZKLeader
 	StallDiskPrimary
+	// Lifecycle operations (lifecycle.go), drawn only with -lifecycle.
+	ReplaceMember
+	ObserverJoin
+	ObserverLeave
+	RoomVersionRaise
+	RoomVersionLower
+	ZKWipeReseed
+	ZKRollbackReseed
 	numKinds
 )
+
+// firstLifecycle is the first lifecycle kind: kinds from it on are an
+// operator's doing, not a fault.
+const firstLifecycle = ReplaceMember
 
 var kindNames = [numKinds]string{
 	KillPrimary:       "kill-primary",
@@ -53,6 +65,14 @@ var kindNames = [numKinds]string{
 	PartitionZKLeader:     "partition-zk-leader",
 	// A disk fault, made by internal/infra/faultfs inside the node.
 	StallDiskPrimary: "stall-disk-primary",
+	// Lifecycle operations (lifecycle.go).
+	ReplaceMember:    "replace-member",
+	ObserverJoin:     "observer-join",
+	ObserverLeave:    "observer-leave",
+	RoomVersionRaise: "room-version-raise",
+	RoomVersionLower: "room-version-lower",
+	ZKWipeReseed:     "zk-wipe-reseed",
+	ZKRollbackReseed: "zk-rollback-reseed",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -77,6 +97,26 @@ var weights = [numKinds]int{
 
 	StallDiskPrimary: 1,
 }
+
+// lifecycleWeights is how often each lifecycle kind is drawn with
+// -lifecycle (0 without: the seeded sequence of a run without it is the
+// one it always was). observer-join stands for both observer kinds and
+// room-version-raise for both room-version kinds: the schedule picks
+// which from what it drew before (Schedule.observers, Schedule.roomVersion).
+var lifecycleWeights = [numKinds]int{
+	ReplaceMember:    3,
+	ObserverJoin:     3,
+	RoomVersionRaise: 3,
+	ZKWipeReseed:     2,
+	ZKRollbackReseed: 2,
+}
+
+// IsLifecycle reports whether k is a lifecycle operation (an operator's
+// step, not a fault).
+func (k Kind) IsLifecycle() bool { return k >= firstLifecycle && k < numKinds }
+
+// isZKLoss reports whether k takes every ZooKeeper server's data.
+func (k Kind) isZKLoss() bool { return k == ZKWipeReseed || k == ZKRollbackReseed }
 
 func (k Kind) String() string {
 	if k < 0 || k >= numKinds {
@@ -138,8 +178,10 @@ func (f Fault) String() string {
 		}
 	}
 	switch f.Kind {
-	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint:
+	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint, ObserverLeave:
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
+	case ReplaceMember:
+		fmt.Fprintf(&b, " pick=%d kill=%v", f.Pick, f.Primary)
 	case Checkpoint:
 		if !f.Primary {
 			fmt.Fprintf(&b, " pick=%d", f.Pick)
@@ -165,13 +207,32 @@ type Schedule struct {
 	// forced: kinds drawn first, in order, before the seeded draws (a
 	// bounded run that must include some kinds).
 	forced []Kind
+	// weights: the kinds' weights (lifecycleWeights added by Lifecycle).
+	weights [numKinds]int
+	// observers: observer processes once the kinds drawn so far ran;
+	// roomVersion: the room version target they leave (1 or 2). They
+	// decide between observer-join and -leave, and between
+	// room-version-raise and -lower.
+	observers, roomVersion int
 }
 
 // NewSchedule returns the schedule of seed for replicas with the given
 // session timeout.
 func NewSchedule(seed uint64, session time.Duration) *Schedule {
-	return &Schedule{rng: rand.New(rand.NewPCG(seed, 0x6368616f73)), session: session}
+	return &Schedule{rng: rand.New(rand.NewPCG(seed, 0x6368616f73)), session: session, weights: weights, roomVersion: 1}
 }
+
+// Lifecycle adds the lifecycle kinds to the draws; observers is how many
+// observer processes the run starts with.
+func (s *Schedule) Lifecycle(observers int) {
+	for k, w := range lifecycleWeights {
+		s.weights[k] += w
+	}
+	s.observers = observers
+}
+
+// maxObservers bounds the observer processes observer-join adds.
+const maxObservers = 3
 
 // between draws a duration in [lo, hi), rounded to milliseconds.
 func (s *Schedule) between(lo, hi time.Duration) time.Duration {
@@ -187,17 +248,17 @@ func (s *Schedule) Force(kinds ...Kind) { s.forced = append(s.forced, kinds...) 
 func (s *Schedule) Next() Fault {
 	s.seq++
 	total := 0
-	for _, w := range weights {
+	for _, w := range s.weights {
 		total += w
 	}
 	var k Kind
 	for len(s.forced) == 0 {
 		x := s.rng.IntN(total)
 		for k = 0; k < numKinds; k++ {
-			if x < weights[k] {
+			if x < s.weights[k] {
 				break
 			}
-			x -= weights[k]
+			x -= s.weights[k]
 		}
 		if !(k.isZK() && s.zkHeld > 0) {
 			break
@@ -205,6 +266,8 @@ func (s *Schedule) Next() Fault {
 	}
 	if len(s.forced) > 0 {
 		k, s.forced = s.forced[0], s.forced[1:]
+	} else {
+		k = s.pair(k)
 	}
 	if s.zkHeld > 0 {
 		s.zkHeld--
@@ -249,7 +312,46 @@ func (s *Schedule) Next() Fault {
 		f.Down = s.between(3*time.Second, 8*time.Second)
 	case Checkpoint:
 		f.Primary = s.rng.IntN(3) != 0
+	case ReplaceMember:
+		// Primary here: kill -9 instead of a graceful stop (one in four).
+		f.Primary = s.rng.IntN(4) == 0
+	}
+	switch k {
+	case ObserverJoin:
+		s.observers++
+	case ObserverLeave:
+		s.observers = max(s.observers-1, 0)
+	case RoomVersionRaise:
+		s.roomVersion = 2
+	case RoomVersionLower:
+		s.roomVersion = 1
 	}
 	f.Heal = s.between(500*time.Millisecond, 3*time.Second)
 	return f
+}
+
+// pair turns a drawn observer or room-version kind into the one the
+// schedule's state calls for: join while fewer than two observers run
+// (never more than maxObservers), else leave; raise at room version 1,
+// lower at 2.
+func (s *Schedule) pair(k Kind) Kind {
+	switch k {
+	case ObserverJoin, ObserverLeave:
+		switch {
+		case s.observers <= 1:
+			return ObserverJoin
+		case s.observers >= maxObservers:
+			return ObserverLeave
+		case s.rng.IntN(2) == 0:
+			return ObserverJoin
+		default:
+			return ObserverLeave
+		}
+	case RoomVersionRaise, RoomVersionLower:
+		if s.roomVersion >= 2 {
+			return RoomVersionLower
+		}
+		return RoomVersionRaise
+	}
+	return k
 }

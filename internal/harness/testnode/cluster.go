@@ -394,6 +394,21 @@ func (c *Cluster) LogTails(lines int) string {
 	return b.String()
 }
 
+// Remove stops member id (SIGTERM: it leaves the room cleanly, falling
+// back to SIGKILL as Node.Stop does), closes it and drops it from the
+// cluster: Nodes no longer lists it. Its directory stays.
+func (c *Cluster) Remove(id string) error {
+	n := c.Node(id)
+	if n == nil {
+		return fmt.Errorf("%w: no node %q", ErrInvalidOptions, id)
+	}
+	err := n.Stop()
+	c.mu.Lock()
+	c.nodes = slices.DeleteFunc(c.nodes, func(m *Node) bool { return m == n })
+	c.mu.Unlock()
+	return errors.Join(err, n.Close())
+}
+
 // Close kills every node. Idempotent.
 func (c *Cluster) Close() {
 	var wg sync.WaitGroup

@@ -151,6 +151,7 @@ func readRoom(ctx context.Context, room *logroom.Room, hint uint64) (RoomLog, er
 type LogRecorder struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	from   uint64 // the first index it records
 
 	mu      sync.Mutex // guards entries, skipped, errs
 	entries []logEntry // ascending index
@@ -163,22 +164,27 @@ type LogRecorder struct {
 // the ZooKeeper servers given, until Stop or ctx's end. Stop it when the
 // run's proposals are done.
 func StartLogRecorder(ctx context.Context, servers []string, room string) (*LogRecorder, error) {
+	return StartLogRecorderAt(ctx, servers, room, 1)
+}
+
+// StartLogRecorderAt is StartLogRecorder from index from on (a room
+// re-seeded at from-1 holds nothing below from).
+func StartLogRecorderAt(ctx context.Context, servers []string, room string, from uint64) (*LogRecorder, error) {
 	cl, r, err := dialRoom(ctx, servers, room)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	lr := &LogRecorder{cancel: cancel, done: make(chan struct{})}
+	lr := &LogRecorder{cancel: cancel, done: make(chan struct{}), from: max(from, 1)}
 	go func() { // owner: lr; Stop cancels and waits
 		defer close(lr.done)
 		defer cl.Close()
-		lr.run(ctx, r)
+		lr.run(ctx, r, max(from, 1))
 	}()
 	return lr, nil
 }
 
-func (lr *LogRecorder) run(ctx context.Context, room *logroom.Room) {
-	next := uint64(1)
+func (lr *LogRecorder) run(ctx context.Context, room *logroom.Room, next uint64) {
 	for ctx.Err() == nil {
 		rd, err := room.Tail(ctx, next)
 		if errors.Is(err, logroom.ErrCompacted) {
@@ -265,12 +271,13 @@ func (lr *LogRecorder) Entries() []LogEntry {
 	return out
 }
 
-// Position is the index after the last entry recorded.
+// Position is the index after the last entry recorded (its start index
+// while it recorded nothing).
 func (lr *LogRecorder) Position() uint64 {
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if len(lr.entries) == 0 {
-		return 1
+		return lr.from
 	}
 	return lr.entries[len(lr.entries)-1].index + 1
 }

@@ -154,3 +154,11 @@ func copyTree(src, dst string) error {
 	_, err := copyNew(src, dst, map[string]bool{})
 	return err
 }
+
+// Remove deletes the copy. Idempotent; nil-safe.
+func (c *DataCopy) Remove() error {
+	if c == nil {
+		return nil
+	}
+	return os.RemoveAll(c.dir)
+}
