@@ -30,10 +30,13 @@ var (
 	// oldest archived batch).
 	ErrNotCovered = errors.New("archive: index not covered by the archive")
 	// ErrAmbiguous: the archive holds items of several incarnations of the
-	// room and the restore named none (RestoreOptions.RoomCzxid). A wiped
-	// or new ensemble counts zxids from zero, so the order of czxids says
-	// nothing about which incarnation is newer; the error lists each one,
-	// what it covers and when its last archived batch committed.
+	// room, the restore named none (RestoreOptions.RoomCzxid, RoomFence)
+	// or a czxid several share, and the re-seed chain the archive records
+	// cannot tell which is in service. A wiped or new ensemble counts
+	// zxids from zero, so the order of czxids says nothing about which
+	// incarnation is newer; the error lists each one, what it covers,
+	// when its last archived batch committed and what the chain says of
+	// it.
 	ErrAmbiguous = errors.New("archive: several incarnations of the room are archived; name one")
 	// ErrNotFound: no item under the key asked for.
 	ErrNotFound = errors.New("archive: no such item")
@@ -197,6 +200,13 @@ type Archive interface {
 	Lookup(ctx context.Context, origin Origin, kind Kind, first, last uint64) (Item, bool, error)
 	// ReadChannel reads and verifies a channel item.
 	ReadChannel(ctx context.Context, it Item) (Channel, error)
+	// PutIncarnation records how an incarnation began (the re-seed chain;
+	// Incarnation). Idempotent; another record for the same origin is
+	// ErrConflict.
+	PutIncarnation(ctx context.Context, inc Incarnation) error
+	// ReadIncarnation reads (and verifies) the record of origin; ok false
+	// when none is stored.
+	ReadIncarnation(ctx context.Context, origin Origin) (inc Incarnation, ok bool, err error)
 	// OpenCheckpoint verifies a checkpoint item and returns a local
 	// checkpoint directory holding it (checkpoint.Restore reads it) and a
 	// release func to call when done with it. The directory must not be

@@ -39,6 +39,12 @@
 //	                                     znode's name is left out for
 //	                                     "epoch" (v0.1.0's folders, which
 //	                                     therefore read as that incarnation)
+//	    roomlog-incarnation.json             how the incarnation began
+//	                                         (Incarnation: re-seeded when,
+//	                                         continuing which incarnation
+//	                                         from which index), self-
+//	                                         checksummed; absent in v0.1.0's
+//	                                         archives
 //	    ch-<first %020d>-<last %020d>        a channel item (one file)
 //	    ckpt-<index %020d>/                  a checkpoint item
 //	        roomlog-archive-item.json        its record: origin (Fence: the
@@ -104,6 +110,27 @@
 //     two restore points, and the error verifying an item names the other
 //     items holding the damaged file.
 //
+// # The re-seed chain
+//
+// Czxids cannot order incarnations (a wiped ensemble counts from zero), so
+// the archive records per incarnation the one it continues
+// (PutIncarnation; package replica writes it once per primary, from the
+// re-seed record <room>/reseed, which names the seed's incarnation by
+// czxid and, for data dirs of this release, epoch znode): a room OpenRoom
+// created (epoch znode "epoch") continues nothing; a re-seeded one
+// continues its predecessor from the seed's index. A record is
+// idempotent, another one for the same incarnation is ErrConflict. The
+// archived incarnations are ordered by these records when they form one
+// chain: each is continued by at most one other, exactly one (the
+// newest, in service) by none, and following the predecessors from it
+// visits every archived incarnation. A predecessor named by czxid alone
+// (a marker of an earlier release) is the only other archived
+// incarnation of that czxid, or unresolved. Anything else (a re-seeded
+// incarnation without a record, a room created anew under the name, two
+// re-seeds of one predecessor, an unresolved predecessor) and the archive
+// cannot tell: a restore that names no incarnation is ErrAmbiguous,
+// listing what the chain says of each.
+//
 // # Time
 //
 // The log records one real time per batch: the ctime of its znode, the
@@ -124,12 +151,17 @@
 // # Restore protocol
 //
 //  1. List the room's items; pick the incarnation: RestoreOptions.RoomCzxid
-//     and RoomFence, or the only one archived. Several and none named is
-//     ErrAmbiguous, listing each (0x<czxid>/<epoch znode>) with what it
-//     covers and its last commit time: a wiped or new ensemble counts
-//     zxids from zero, so no order of czxids tells the incarnation in
-//     service from a lost one. A czxid named without the epoch znode that
-//     several archived incarnations share is ErrAmbiguous too.
+//     and RoomFence, or the only one archived, or the newest of the
+//     re-seed chain ("The re-seed chain"; RestoreResult.Chosen says so).
+//     Several, none named and no chain to order them is ErrAmbiguous,
+//     listing each (0x<czxid>/<epoch znode>) with what it covers, its
+//     last commit time and what the chain says of it: a wiped or new
+//     ensemble counts zxids from zero, so no order of czxids tells the
+//     incarnation in service from a lost one. A czxid named without the
+//     epoch znode that several archived incarnations share is
+//     ErrAmbiguous too. The chosen incarnation's items alone are used: a
+//     target its items do not cover (an index before its seed) is
+//     ErrNotCovered; name the predecessor to restore from its items.
 //  2. Pick the target index (ToIndex, or resolve ToTime over the channels).
 //  3. Pick the newest archived checkpoint at or below it (none: start from
 //     an empty store, which needs the channel holding index 1) and the

@@ -28,9 +28,11 @@ type RestoreOptions struct {
 	Room string
 	// RoomCzxid and RoomFence pick the room incarnation: its room znode's
 	// czxid and its epoch znode's name (Origin). RoomCzxid 0: the only
-	// one the archive holds items of; when it holds several, Restore
-	// refuses with ErrAmbiguous listing them (czxids restart from zero in
-	// a wiped or new ensemble: the highest is not the newest). RoomFence
+	// one the archive holds items of, or, when it holds several, the
+	// newest of the re-seed chain it records (doc.go); when the chain
+	// cannot tell, Restore refuses with ErrAmbiguous listing them (czxids
+	// restart from zero in a wiped or new ensemble: the highest is not
+	// the newest). RoomFence
 	// "": the only incarnation of that czxid the archive holds; several
 	// (a room re-seeded in a wiped ensemble at the czxid a lost one had)
 	// are refused with ErrAmbiguous. RoomFence needs RoomCzxid.
@@ -69,6 +71,10 @@ type RestoreOptions struct {
 // RestoreResult is what Restore built.
 type RestoreResult struct {
 	Origin Origin
+	// Chosen says why Origin was restored when the restore named no
+	// incarnation and the archive holds several: the re-seed chain, from
+	// Origin back (empty otherwise).
+	Chosen string
 	// Index is the restored store's applied index (== the target), Epoch
 	// its applied epoch.
 	Index, Epoch uint64
@@ -131,10 +137,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	if err != nil {
 		return res, err
 	}
-	origin, err := pickOrigin(ctx, opts.Archive, items, opts.RoomCzxid, opts.RoomFence)
+	origin, chosen, err := pickOrigin(ctx, opts.Archive, items, opts.RoomCzxid, opts.RoomFence)
 	if err != nil {
 		return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
 	}
+	res.Chosen = chosen
 	plan, err := planRestore(items, origin)
 	if err != nil {
 		return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
@@ -330,19 +337,37 @@ func origins(items []Item) []Origin {
 }
 
 // pickOrigin picks the incarnation a restore rebuilds: the one named
-// (czxid, and fence when given), else the only one archived. Several that
-// fit is ErrAmbiguous, listing them.
-func pickOrigin(ctx context.Context, a Archive, items []Item, czxid int64, fence string) (Origin, error) {
+// (czxid, and fence when given), else the only one archived, else the one
+// in service by the re-seed chain (chosen says so). Several that fit and
+// no chain to tell is ErrAmbiguous, listing them.
+func pickOrigin(ctx context.Context, a Archive, items []Item, czxid int64, fence string) (o Origin, chosen string, err error) {
 	all := origins(items)
 	if len(all) == 0 {
-		return Origin{}, fmt.Errorf("%w: nothing archived", ErrNotCovered)
+		return Origin{}, "", fmt.Errorf("%w: nothing archived", ErrNotCovered)
 	}
 	if czxid == 0 {
 		if len(all) == 1 {
-			return all[0], nil
+			return all[0], "", nil
 		}
-		return Origin{}, ambiguous(ctx, a, items, all,
-			"a wiped or new ensemble counts zxids from zero, so the highest czxid need not be the incarnation in service")
+		links, err := readChain(ctx, a, all)
+		if err != nil {
+			return Origin{}, "", err
+		}
+		head, ok, why := chainHead(all, links)
+		if !ok {
+			notes := map[Origin]string{}
+			for i, o := range all {
+				notes[o] = links[i].why
+			}
+			return Origin{}, "", ambiguous(ctx, a, items, all, notes, "a wiped or new ensemble counts zxids from zero, so the highest czxid need not be "+
+				"the incarnation in service, and the re-seed chain cannot tell: "+why)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "the newest of the re-seed chain the archive records:")
+		for i := head; i >= 0; i = links[i].prev {
+			fmt.Fprintf(&b, " %s %s;", all[i].ID(), links[i].why)
+		}
+		return all[head], strings.TrimSuffix(b.String(), ";"), nil
 	}
 	var fit []Origin
 	for _, o := range all {
@@ -352,7 +377,7 @@ func pickOrigin(ctx context.Context, a Archive, items []Item, czxid int64, fence
 	}
 	switch {
 	case len(fit) == 1:
-		return fit[0], nil
+		return fit[0], "", nil
 	case len(fit) == 0:
 		want := fmt.Sprintf("0x%x", czxid)
 		if fence != "" {
@@ -362,9 +387,9 @@ func pickOrigin(ctx context.Context, a Archive, items []Item, czxid int64, fence
 		for i, o := range all {
 			ids[i] = o.ID()
 		}
-		return Origin{}, fmt.Errorf("%w: nothing archived of incarnation %s (archived: %s)", ErrNotCovered, want, strings.Join(ids, ", "))
+		return Origin{}, "", fmt.Errorf("%w: nothing archived of incarnation %s (archived: %s)", ErrNotCovered, want, strings.Join(ids, ", "))
 	}
-	return Origin{}, ambiguous(ctx, a, items, fit, fmt.Sprintf(
+	return Origin{}, "", ambiguous(ctx, a, items, fit, nil, fmt.Sprintf(
 		"several incarnations were created at zxid 0x%x (a room re-seeded in a wiped ensemble, whose zxids started again from zero); their epoch znodes tell them apart", czxid))
 }
 
@@ -527,10 +552,11 @@ func checkpointCreated(ctx context.Context, a Archive, it Item) (time.Time, erro
 }
 
 // ambiguous is ErrAmbiguous listing each incarnation of among: the
-// indexes its channels and checkpoints cover and when its last archived
-// batch committed (ZooKeeper time, read from its newest channel item),
-// the newest first. why says why the archive cannot choose.
-func ambiguous(ctx context.Context, a Archive, items []Item, among []Origin, why string) error {
+// indexes its channels and checkpoints cover, when its last archived
+// batch committed (ZooKeeper time, read from its newest channel item) and
+// its note (what the re-seed chain says of it), the newest first. why
+// says why the archive cannot choose.
+func ambiguous(ctx context.Context, a Archive, items []Item, among []Origin, notes map[Origin]string, why string) error {
 	type inc struct {
 		line string
 		last int64
@@ -567,6 +593,9 @@ func ambiguous(ctx context.Context, a Archive, items []Item, among []Origin, why
 			fmt.Fprintf(&b, "; %d checkpoints, at indexes %d..%d", n, p.ckpts[0].Last, p.ckpts[n-1].Last)
 		default:
 			b.WriteString("; no checkpoint")
+		}
+		if n := notes[o]; n != "" {
+			fmt.Fprintf(&b, "; %s", n)
 		}
 		incs = append(incs, inc{line: b.String(), last: last})
 	}

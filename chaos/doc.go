@@ -318,7 +318,30 @@
 //	                        read past the seed in the lost one are
 //	                        dropped: no member applied them); a failed
 //	                        re-seed is counted (reseed_failures) and ends
-//	                        the schedule
+//	                        the schedule; a replica on the previous release
+//	                        is not asked to refuse by name (it predates
+//	                        ErrRoomLost) and is started on this tree after
+//	                        the re-seed (the previous release cannot open a
+//	                        re-seeded room)
+//	downgrade (3)           stop a replica (one time in four kill -9), start
+//	upgrade                 it on the same data dir with the previous
+//	                        release's roomlog-testnode (RELEASES names its
+//	                        commit; BuildPrevious extracts it with git
+//	                        archive and builds it, as compat/ does), or back
+//	                        on this tree's; observers never move (the
+//	                        previous testnode has no --observer). The
+//	                        schedule downgrades while no replica is on the
+//	                        previous release and upgrades when all are. A
+//	                        downgrade lowers the room version first when
+//	                        it is above 1 (a room-version-lower step). After
+//	                        a re-seed the previous release must refuse to
+//	                        start (counted in downgrades_refused) and the
+//	                        replica goes back to this tree. A
+//	                        room-version-raise while a replica runs the
+//	                        previous release sets the target all the same:
+//	                        for 3 s the room must stay where it is, saying
+//	                        why (room_version_violations otherwise), then
+//	                        the target is set back (room_version_refused)
 //
 // The checker spans incarnations unchanged: every acknowledged entry is
 // at its index on every member that stays (members replaced or behind
@@ -326,13 +349,16 @@
 // re-seed that lost an entry some stopped member held is "lost"; the
 // epochs along the merged log never go back; the final state is one.
 // The summary line adds max_lifecycle_gap (the longest stretch without an
-// acknowledged proposal during any replace-member, observer or
-// room-version step: from its start to the first acknowledgement after
-// its end), lifecycle_gaps (the same per kind), and apart from them
+// acknowledged proposal during any replace-member, observer,
+// room-version, upgrade or downgrade step: from its start to the first acknowledgement after
+// its end; a step that killed a member with kill -9 instead of stopping
+// it counts apart, in max_kill_step_gap: a killed primary costs a
+// failover by design), lifecycle_gaps (the same per kind), and apart from them
 // max_reseed_gap (from the start of a ZooKeeper loss to the first
 // acknowledgement after its re-seed), acked_while_lost, not_refused,
-// reseed_failures and room_version_refused. Any of acked_while_lost,
-// not_refused and reseed_failures fails the run. A lifecycle run prints
+// reseed_failures, room_version_refused, room_version_violations and
+// downgrades_refused. Any of acked_while_lost, not_refused,
+// reseed_failures and room_version_violations fails the run. A lifecycle run prints
 // each step's gap before the summary; rerun one with
 // `go run ./chaos -lifecycle -seed N -duration D` (the first line prints
 // it).

@@ -27,6 +27,10 @@ type lifeStep struct {
 	f      Fault
 	what   string
 	t0, t1 time.Time
+	// kill: the step killed a member (kill -9) instead of stopping it:
+	// a primary's then costs a session timeout by design, so its gap
+	// counts in MaxKillStepGap, not MaxLifecycleGap.
+	kill bool
 }
 
 // lossStep is one ZooKeeper loss: the servers' data went at t0, the
@@ -43,7 +47,7 @@ var roomLostText = logroom.ErrRoomLost.Error()
 // lifecycle runs one lifecycle operation; p is the primary when it
 // started.
 func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
-	step := lifeStep{f: f, t0: time.Now()}
+	step := lifeStep{f: f, t0: time.Now(), kill: f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade)}
 	switch f.Kind {
 	case ReplaceMember:
 		step.what = r.replaceMember(ctx, f, p)
@@ -55,6 +59,8 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 		step.what = r.roomVersion(ctx, f, 2)
 	case RoomVersionLower:
 		step.what = r.roomVersion(ctx, f, 1)
+	case Upgrade, Downgrade:
+		step.what = r.rollStep(ctx, f, p)
 	case ZKWipeReseed, ZKRollbackReseed:
 		r.zkLoss(ctx, f)
 		return
@@ -223,7 +229,7 @@ func (r *runner) roomVersion(ctx context.Context, f Fault, v int) string {
 	}
 	if len(cannot) > 0 {
 		r.res.RoomVersionRefused++
-		r.out.f("%s: not set: room at version %d; members that do not support %d: %s", f, st.Version, v, strings.Join(cannot, ", "))
+		r.blockedTarget(cctx, cl, f, st.Version, v, cannot)
 		return ""
 	}
 	r.out.f("%s: room at version %d (target %d); set target %d", f, st.Version, st.Target, v)
@@ -263,6 +269,43 @@ func (r *runner) roomVersion(ctx context.Context, f Fault, v int) string {
 		case <-time.After(100 * time.Millisecond): // polling ZooKeeper: no event to wait on
 		}
 	}
+}
+
+// blockedTarget sets target v that live members (cannot) do not support:
+// for 3 s the room must stay at version cur, saying why it is blocked,
+// and no member may fail; then the target is set back to cur.
+func (r *runner) blockedTarget(ctx context.Context, cl *logroom.Client, f Fault, cur, v int, cannot []string) {
+	r.out.f("%s: room at version %d; set target %d although %s do not support it", f, cur, v, strings.Join(cannot, ", "))
+	if err := replica.SetRoomVersionTarget(ctx, cl, "", r.c.Room(), v); err != nil {
+		r.out.f("    set: %v", err)
+		return
+	}
+	var blocked string
+	end := time.Now().Add(3 * time.Second)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		st, err := replica.ReadRoomVersion(ctx, cl, "", r.c.Room())
+		if err == nil && st.Version != cur {
+			r.res.RoomVersionViolations++
+			msg := fmt.Sprintf("room version: the room moved to %d while %s do not support it", st.Version, strings.Join(cannot, ", "))
+			r.res.Anomalies = append(r.res.Anomalies, msg)
+			r.out.f("    %s", msg)
+			break
+		}
+		if err == nil && st.Blocked != "" {
+			blocked = st.Blocked
+		}
+		sleep(ctx, 100*time.Millisecond) // polling ZooKeeper: no event to wait on
+	}
+	if blocked == "" {
+		blocked = "(no reason given)"
+	}
+	r.out.f("    blocked: %s", clip(blocked, 240))
+	if err := replica.SetRoomVersionTarget(ctx, cl, "", r.c.Room(), cur); err != nil {
+		r.out.f("    set back: %v", err)
+		return
+	}
+	r.roomVersionTarget = cur
+	r.out.f("    target set back to %d", cur)
 }
 
 // restartObserverWatch ends the observer watch (keeping what it saw) and
@@ -387,6 +430,15 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	r.roomVersionTarget = 0
 	r.trimRecorded(res.Seed.Index)
 
+	// The re-seeded room needs this release (CHANGELOG: the previous one
+	// cannot open it).
+	r.reseeded = true
+	for _, n := range nodes {
+		if r.onOld(n) {
+			n.SetBinary(r.newBin)
+			r.out.f("    %s goes back to this tree: %s cannot open a re-seeded room", n.ID(), r.oldRelease)
+		}
+	}
 	// The seed's member first, then the others.
 	order := append([]*testnode.Node{seed}, slices.DeleteFunc(slices.Clone(nodes), func(n *testnode.Node) bool { return n == seed })...)
 	for _, n := range order {
@@ -420,6 +472,13 @@ func (r *runner) awaitRefusals(ctx context.Context, back time.Time) {
 			if _, ok := refused[n.ID()]; ok {
 				continue
 			}
+			if r.onOld(n) {
+				// The previous release predates ErrRoomLost (CHANGELOG):
+				// it cannot refuse by name. It must acknowledge nothing
+				// (ackedWhileLost), like every member.
+				refused[n.ID()] = -1
+				continue
+			}
 			if !n.Running() {
 				// Exited: its log must say why.
 				if strings.Contains(n.LogTail(20), roomLostText) {
@@ -447,6 +506,10 @@ func (r *runner) awaitRefusals(ctx context.Context, back time.Time) {
 		if pending == 0 {
 			var parts []string
 			for _, id := range slices.Sorted(maps.Keys(refused)) {
+				if refused[id] < 0 {
+					parts = append(parts, fmt.Sprintf("%s (%s: not checked)", id, r.oldRelease))
+					continue
+				}
 				parts = append(parts, fmt.Sprintf("%s %v", id, refused[id].Round(time.Millisecond)))
 			}
 			r.out.f("    every member refuses with ErrRoomLost: %s", strings.Join(parts, ", "))
@@ -550,10 +613,16 @@ func (r *runner) lifecycleGaps(end time.Time) {
 	slices.SortFunc(acks, func(a, b time.Time) int { return a.Compare(b) })
 	for _, s := range r.steps {
 		g := gapIn(acks, s.t0, s.t1, end)
-		r.res.LifecycleGaps[s.f.Kind] = max(r.res.LifecycleGaps[s.f.Kind], g)
-		r.res.MaxLifecycleGap = max(r.res.MaxLifecycleGap, g)
-		r.out.f("lifecycle #%d %s %s: longest stretch without an acknowledgement %v (step took %v)",
-			s.f.Seq, s.f.Kind, s.what, g.Round(time.Millisecond), s.t1.Sub(s.t0).Round(time.Millisecond))
+		how := ""
+		if s.kill {
+			how = ", kill -9"
+			r.res.MaxKillStepGap = max(r.res.MaxKillStepGap, g)
+		} else {
+			r.res.LifecycleGaps[s.f.Kind] = max(r.res.LifecycleGaps[s.f.Kind], g)
+			r.res.MaxLifecycleGap = max(r.res.MaxLifecycleGap, g)
+		}
+		r.out.f("lifecycle #%d %s %s: longest stretch without an acknowledgement %v (step took %v%s)",
+			s.f.Seq, s.f.Kind, s.what, g.Round(time.Millisecond), s.t1.Sub(s.t0).Round(time.Millisecond), how)
 	}
 	for _, l := range r.losses {
 		i := sort.Search(len(acks), func(i int) bool { return acks[i].After(l.t1) })

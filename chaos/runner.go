@@ -65,6 +65,10 @@ type Config struct {
 	// Lifecycle adds the lifecycle operations (lifecycle.go) to the
 	// schedule's draws.
 	Lifecycle bool
+	// OldBinary is the previous release's roomlog-testnode for upgrade
+	// and downgrade (BuildPrevious), OldRelease its name. "": Run builds
+	// it when Lifecycle; "-": none (the two kinds are skipped).
+	OldBinary, OldRelease string
 }
 
 func (c *Config) setDefaults() {
@@ -173,8 +177,11 @@ type Result struct {
 	// longest of them. ZooKeeper losses are apart: MaxReseedGap is the
 	// longest time from a loss to the first acknowledgement after its
 	// re-seed.
+	// Steps that killed a member (kill -9) instead of stopping it count
+	// apart, in MaxKillStepGap: a killed primary costs a failover.
 	LifecycleGaps   [numKinds]time.Duration
 	MaxLifecycleGap time.Duration
+	MaxKillStepGap  time.Duration
 	MaxReseedGap    time.Duration
 	// AckedWhileLost: proposals acknowledged while ZooKeeper had lost the
 	// room; NotRefused: members that did not refuse it by name
@@ -184,12 +191,17 @@ type Result struct {
 	// RoomVersionRefused: room-version steps not set because a live
 	// member does not support the version (not a failure).
 	RoomVersionRefused int
+	// DowngradesRefused: downgrades after a re-seed whose previous
+	// release refused the room, as it must (not a failure).
+	// RoomVersionViolations: rooms that moved to a version a live member
+	// does not support (a failure).
+	DowngradesRefused, RoomVersionViolations int
 }
 
 // OK reports whether the run found nothing wrong.
 func (r Result) OK() bool {
 	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged &&
-		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0
+		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0 && r.RoomVersionViolations == 0
 }
 
 // Line is the one-line summary.
@@ -225,9 +237,10 @@ func (r Result) lifecycleLine() string {
 	if len(gaps) == 0 {
 		gaps = append(gaps, "none")
 	}
-	return fmt.Sprintf(" max_lifecycle_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d lifecycle_gaps=%s",
-		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
-		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, strings.Join(gaps, ","))
+	return fmt.Sprintf(" max_lifecycle_gap=%v max_kill_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d lifecycle_gaps=%s",
+		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxKillStepGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
+		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, r.RoomVersionViolations, r.DowngradesRefused,
+		strings.Join(gaps, ","))
 }
 
 // kindCounts is "kill-primary:3,partition-link:1,…" over the kinds that ran.
@@ -315,6 +328,11 @@ type runner struct {
 	steps             []lifeStep
 	losses            []lossStep
 	broken            bool
+	// newBin, oldBin: this tree's and the previous release's testnode
+	// (oldBin "": none, oldWhy says why); oldRelease names it. reseeded:
+	// the room was re-seeded (the previous release cannot open it).
+	newBin, oldBin, oldRelease, oldWhy string
+	reseeded                           bool
 }
 
 type restoreCount struct{ launch, count int }
@@ -359,6 +377,24 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if bin, err = testnode.Build(ctx); err != nil {
 			return res, err
 		}
+	}
+	oldBin, oldRelease, oldWhy := cfg.OldBinary, cfg.OldRelease, ""
+	switch {
+	case !cfg.Lifecycle:
+	case oldBin == "-":
+		oldBin, oldWhy = "", "none given"
+	case oldBin == "":
+		t0 := time.Now()
+		oldBin, oldRelease, err = BuildPrevious(ctx, work)
+		if err != nil {
+			oldBin, oldWhy = "", firstLine(err)
+			out.f("upgrade and downgrade will be skipped: %v", err)
+		} else {
+			out.f("previous release %s built in %v", oldRelease, time.Since(t0).Round(time.Second))
+		}
+	}
+	if oldRelease == "" {
+		oldRelease = "the previous release"
 	}
 	ens := cfg.Ensemble
 	if ens == nil {
@@ -434,6 +470,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
 		observers: observers, work: work, nextObserver: cfg.Observers,
+		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy,
 	}
 	res.Lifecycle = cfg.Lifecycle
 	defer func() { r.zkCopy.Remove() }()
@@ -484,7 +521,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	sched := NewSchedule(r.cfg.Seed, r.cfg.Session)
 	if r.cfg.Lifecycle {
-		sched.Lifecycle(r.cfg.Observers)
+		sched.Lifecycle(r.cfg.Observers, r.cfg.Replicas)
 		r.copyZK()
 	}
 	sched.Force(r.cfg.Force...)

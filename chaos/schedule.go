@@ -37,6 +37,8 @@ const (
 	RoomVersionLower
 	ZKWipeReseed
 	ZKRollbackReseed
+	Upgrade
+	Downgrade
 	numKinds
 )
 
@@ -73,6 +75,8 @@ var kindNames = [numKinds]string{
 	RoomVersionLower: "room-version-lower",
 	ZKWipeReseed:     "zk-wipe-reseed",
 	ZKRollbackReseed: "zk-rollback-reseed",
+	Upgrade:          "upgrade",
+	Downgrade:        "downgrade",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -109,6 +113,7 @@ var lifecycleWeights = [numKinds]int{
 	RoomVersionRaise: 3,
 	ZKWipeReseed:     2,
 	ZKRollbackReseed: 2,
+	Downgrade:        3,
 }
 
 // IsLifecycle reports whether k is a lifecycle operation (an operator's
@@ -180,7 +185,7 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint, ObserverLeave:
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
-	case ReplaceMember:
+	case ReplaceMember, Upgrade, Downgrade:
 		fmt.Fprintf(&b, " pick=%d kill=%v", f.Pick, f.Primary)
 	case Checkpoint:
 		if !f.Primary {
@@ -214,6 +219,11 @@ type Schedule struct {
 	// decide between observer-join and -leave, and between
 	// room-version-raise and -lower.
 	observers, roomVersion int
+	// replicas: replica processes (never observers: the previous
+	// release's testnode has no --observer); old: those of them the
+	// kinds drawn so far leave on the previous release. They decide
+	// between upgrade and downgrade.
+	replicas, old int
 }
 
 // NewSchedule returns the schedule of seed for replicas with the given
@@ -224,11 +234,11 @@ func NewSchedule(seed uint64, session time.Duration) *Schedule {
 
 // Lifecycle adds the lifecycle kinds to the draws; observers is how many
 // observer processes the run starts with.
-func (s *Schedule) Lifecycle(observers int) {
+func (s *Schedule) Lifecycle(observers, replicas int) {
 	for k, w := range lifecycleWeights {
 		s.weights[k] += w
 	}
-	s.observers = observers
+	s.observers, s.replicas = observers, replicas
 }
 
 // maxObservers bounds the observer processes observer-join adds.
@@ -312,7 +322,7 @@ func (s *Schedule) Next() Fault {
 		f.Down = s.between(3*time.Second, 8*time.Second)
 	case Checkpoint:
 		f.Primary = s.rng.IntN(3) != 0
-	case ReplaceMember:
+	case ReplaceMember, Upgrade, Downgrade:
 		// Primary here: kill -9 instead of a graceful stop (one in four).
 		f.Primary = s.rng.IntN(4) == 0
 	}
@@ -325,6 +335,13 @@ func (s *Schedule) Next() Fault {
 		s.roomVersion = 2
 	case RoomVersionLower:
 		s.roomVersion = 1
+	case Downgrade:
+		s.old = min(s.old+1, s.replicas)
+		s.roomVersion = 1 // lowered first
+	case Upgrade:
+		s.old = max(s.old-1, 0)
+	case ZKWipeReseed, ZKRollbackReseed:
+		s.old = 0 // the re-seeded room needs this release
 	}
 	f.Heal = s.between(500*time.Millisecond, 3*time.Second)
 	return f
@@ -333,7 +350,8 @@ func (s *Schedule) Next() Fault {
 // pair turns a drawn observer or room-version kind into the one the
 // schedule's state calls for: join while fewer than two observers run
 // (never more than maxObservers), else leave; raise at room version 1,
-// lower at 2.
+// lower at 2; downgrade while no replica runs the previous release,
+// upgrade when all do, else either.
 func (s *Schedule) pair(k Kind) Kind {
 	switch k {
 	case ObserverJoin, ObserverLeave:
@@ -352,6 +370,17 @@ func (s *Schedule) pair(k Kind) Kind {
 			return RoomVersionLower
 		}
 		return RoomVersionRaise
+	case Upgrade, Downgrade:
+		switch {
+		case s.old == 0:
+			return Downgrade
+		case s.old >= s.replicas:
+			return Upgrade
+		case s.rng.IntN(2) == 0:
+			return Downgrade
+		default:
+			return Upgrade
+		}
 	}
 	return k
 }

@@ -58,6 +58,10 @@ type archiver struct {
 	lastLog time.Time
 	// done caches channel numbers known archived (by the checkpointer only).
 	done map[uint64]bool
+	// incDone: this incarnation's record (archive.Incarnation) is in the
+	// archive; incWarned: a failure to write it was logged (checkpointer
+	// only).
+	incDone, incWarned bool
 }
 
 // newArchiverFor returns the archive's state, nil without an archive.
@@ -89,6 +93,55 @@ func (r *Replica) ArchiveStatus() ArchiveStatus {
 // tells them apart).
 func (r *Replica) archiveOrigin() archive.Origin {
 	return archive.Origin{Room: r.cfg.Room, RoomCzxid: r.roomCzxid, Fence: r.room.EpochZnode()}
+}
+
+// archiveIncarnation records in the archive, once, how this incarnation
+// began (archive.Incarnation): a room OpenRoom created (epoch znode
+// "epoch") continues nothing; a re-seeded one continues the incarnation
+// its re-seed record (<room>/reseed) names, from the seed's index. By
+// these records a restore that names no incarnation picks the one in
+// service (czxids cannot order incarnations). It never holds the archive
+// or deletion: without the record a restore that names no incarnation is
+// refused (archive.ErrAmbiguous), nothing worse; a failure is logged once
+// and tried again at the next sweep.
+func (r *Replica) archiveIncarnation(ctx context.Context, ar *archiver, origin archive.Origin) {
+	if ar.incDone {
+		return
+	}
+	warn := func(msg string, args ...any) {
+		if !ar.incWarned && ctx.Err() == nil {
+			ar.incWarned = true
+			r.log.Warn("archive: "+msg+"; a restore that names no incarnation cannot tell this one is in service", args...)
+		}
+	}
+	inc := archive.Incarnation{Origin: origin}
+	if origin.Fence != logroom.EpochZnode {
+		p := logroom.RoomPath(r.baseOrDefault(), r.cfg.Room, reseedZ)
+		rec, ok, err := readReseed(ctx, r.room.Client(), p)
+		if err != nil || !ok {
+			if err == nil {
+				err = fmt.Errorf("no re-seed record %s in a re-seeded room (epoch znode %s)", p, origin.Fence)
+			}
+			warn("cannot record which incarnation this one continues", "err", err)
+			return
+		}
+		inc.Reseeded = time.UnixMilli(rec.At)
+		if rec.Prev != 0 {
+			inc.Prev = archive.Origin{Room: r.cfg.Room, RoomCzxid: rec.Prev, Fence: rec.PrevFence}
+			inc.PrevIndex = rec.Index
+		}
+	}
+	err := ar.a.PutIncarnation(ctx, inc)
+	switch {
+	case errors.Is(err, archive.ErrConflict):
+		ar.incDone = true // the archive's record stands; restores list both
+		r.log.Error("archive: the archive records this incarnation's beginning otherwise; keeping it", "err", err)
+	case err != nil:
+		warn("cannot record the incarnation", "err", err)
+	default:
+		ar.incDone = true
+		r.log.Debug("archive: incarnation recorded", "incarnation", origin.ID(), "began", inc.String())
+	}
 }
 
 // archiveLogEvery bounds how often an archive that keeps failing with the
@@ -133,6 +186,7 @@ func (r *Replica) archiveSweep(ctx context.Context, chans []logroom.ChannelInfo)
 		return ^uint64(0)
 	}
 	origin := r.archiveOrigin()
+	r.archiveIncarnation(ctx, ar, origin)
 	var through uint64
 	ok := true
 	var behindEntries uint64

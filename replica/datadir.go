@@ -20,10 +20,14 @@ func (r *Replica) origin() checkpoint.Origin {
 }
 
 // markerName is the file in DataDir that ties it to one incarnation of one
-// room: {"Base", "Room", "RoomCzxid"[, "RoomVersion"]} (JSON). RoomCzxid is
-// the zxid that created the room znode, so a room deleted and re-created
-// under the same name is told apart from the one this state was built
-// from. RoomVersion is the highest room version the member saw the room at
+// room: {"Base", "Room", "RoomCzxid"[, "EpochZnode"][, "RoomVersion"]}
+// (JSON). RoomCzxid is the zxid that created the room znode, so a room
+// deleted and re-created under the same name is told apart from the one
+// this state was built from; EpochZnode is the room's epoch znode name
+// (omitted by markers of earlier releases), which tells apart a room
+// re-seeded in a wiped ensemble at the czxid a lost incarnation had, and
+// which a re-seed from this data dir records as the incarnation it
+// continues (<room>/reseed, and so the archive's re-seed chain). RoomVersion is the highest room version the member saw the room at
 // (omitted before it saw one above 1): a re-seed after ZooKeeper lost the
 // room creates it at that version, not at 1.
 const markerName = "roomlog-member.json"
@@ -32,12 +36,23 @@ type dirMarker struct {
 	Base        string
 	Room        string
 	RoomCzxid   int64
-	RoomVersion int `json:",omitempty"`
+	EpochZnode  string `json:",omitempty"`
+	RoomVersion int    `json:",omitempty"`
 }
 
-// sameRoom reports whether m names the same room incarnation as o.
+// incarnation names the incarnation m records: 0x<czxid>[/<epoch znode>].
+func (m dirMarker) incarnation() string {
+	if m.EpochZnode == "" {
+		return fmt.Sprintf("0x%x", m.RoomCzxid)
+	}
+	return fmt.Sprintf("0x%x/%s", m.RoomCzxid, m.EpochZnode)
+}
+
+// sameRoom reports whether m names the same room incarnation as o: the
+// same czxid and, where both record one, the same epoch znode name.
 func (m dirMarker) sameRoom(o dirMarker) bool {
-	return m.Base == o.Base && m.Room == o.Room && m.RoomCzxid == o.RoomCzxid
+	return m.Base == o.Base && m.Room == o.Room && m.RoomCzxid == o.RoomCzxid &&
+		(m.EpochZnode == "" || o.EpochZnode == "" || m.EpochZnode == o.EpochZnode)
 }
 
 // checkDataDir refuses a data dir whose state belongs to another room (or
@@ -97,7 +112,7 @@ func (r *Replica) checkMarkerRoom() error {
 
 // checkMarker checks (or writes) DataDir's room marker.
 func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
-	want := dirMarker{Base: r.cfg.Base, Room: r.cfg.Room, RoomCzxid: czxid}
+	want := dirMarker{Base: r.cfg.Base, Room: r.cfg.Room, RoomCzxid: czxid, EpochZnode: r.room.EpochZnode()}
 	path := filepath.Join(r.cfg.DataDir, markerName)
 	b, err := os.ReadFile(path)
 	switch {
@@ -122,7 +137,7 @@ func (r *Replica) checkMarker(ctx context.Context, czxid int64) error {
 					ErrWrongDataDir, r.cfg.DataDir, have.Base, have.Room, want.Base, want.Room)
 			}
 			// Another incarnation: accepted only at a re-seed's position.
-			if err := r.adoptReseed(ctx, have.RoomCzxid, want.RoomCzxid); err != nil {
+			if err := r.adoptReseed(ctx, have, want); err != nil {
 				return err
 			}
 		}

@@ -28,6 +28,11 @@ type reseedRecord struct {
 	// belonged to (its marker; 0: a data dir without a marker, such as one
 	// roomlog restore built).
 	Prev int64 `msgpack:"prev"`
+	// PrevFence is that incarnation's epoch znode name, as the seed's
+	// marker recorded it (omitted: not recorded, a marker of an earlier
+	// release). With Prev, the identity of the incarnation this one
+	// continues (the archive's re-seed chain).
+	PrevFence string `msgpack:"prev_fence,omitempty"`
 	// The seed: the position of the survivor the room continues from.
 	Index    uint64 `msgpack:"index"`
 	Epoch    uint64 `msgpack:"epoch"`
@@ -53,8 +58,8 @@ func (rec reseedRecord) point() store.Point {
 	return p
 }
 
-func recordFor(prev int64, seed store.Point, from string, newEpoch uint64) reseedRecord {
-	return reseedRecord{V: formatVersion1, Prev: prev, Index: seed.Index, Epoch: seed.Epoch,
+func recordFor(prev int64, prevFence string, seed store.Point, from string, newEpoch uint64) reseedRecord {
+	return reseedRecord{V: formatVersion1, Prev: prev, PrevFence: prevFence, Index: seed.Index, Epoch: seed.Epoch,
 		First: seed.Batch.First, Count: seed.Batch.Count, CRC: seed.Batch.CRC,
 		Hash: hex.EncodeToString(seed.Hash.Sum[:]), HashBase: seed.Hash.Base,
 		From: from, NewEpoch: newEpoch, At: time.Now().UnixMilli()}
@@ -124,7 +129,16 @@ func (r *Replica) baseOrDefault() string {
 // incarnation czxid have while the room is another (now): accepted (nil)
 // when the room was re-seeded from that incarnation at exactly this
 // store's position; otherwise the refusal, naming the re-seed.
-func (r *Replica) adoptReseed(ctx context.Context, have, now int64) error {
+func (r *Replica) adoptReseed(ctx context.Context, haveM, nowM dirMarker) (err error) {
+	have, now := haveM.RoomCzxid, nowM.RoomCzxid
+	if have == now { // one czxid, two epoch znodes: name both
+		haveS, nowS := haveM.incarnation(), nowM.incarnation()
+		defer func() {
+			if err != nil {
+				err = fmt.Errorf("%w (the data dir's incarnation is %s, the room's %s: a room re-seeded in a wiped ensemble at the czxid a lost one had)", err, haveS, nowS)
+			}
+		}()
+	}
 	rec, ok, err := readReseed(ctx, r.client, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room, reseedZ))
 	if err != nil {
 		return err
@@ -135,7 +149,8 @@ func (r *Replica) adoptReseed(ctx context.Context, have, now int64) error {
 			ErrWrongDataDir, ErrRoomLost, r.cfg.DataDir, r.applied.Load(), r.baseOrDefault(), r.cfg.Room, have, now)
 	}
 	pos := r.st.Position()
-	if rec.Prev == have && samePoint(pos, rec.point()) {
+	sameFence := rec.PrevFence == "" || haveM.EpochZnode == "" || rec.PrevFence == haveM.EpochZnode
+	if rec.Prev == have && sameFence && samePoint(pos, rec.point()) {
 		r.log.Warn("adopting the re-seeded room: this data dir is at the seed's position", "reseed", rec.String())
 		return nil
 	}
@@ -327,10 +342,14 @@ func (r *Replica) checkRoomAtOpen(ctx context.Context) error {
 		return fmt.Errorf("replica: read room: %w", err)
 	}
 	m, err := readMarker(r.cfg.DataDir)
-	if err != nil || m == nil || m.RoomCzxid == info.Czxid {
+	if err != nil || m == nil {
 		return nil // checkMarker decides on a malformed or missing marker
 	}
-	return r.adoptReseed(ctx, m.RoomCzxid, info.Czxid)
+	now := dirMarker{Base: m.Base, Room: m.Room, RoomCzxid: info.Czxid, EpochZnode: info.EpochZnode}
+	if m.sameRoom(now) {
+		return nil
+	}
+	return r.adoptReseed(ctx, *m, now)
 }
 
 // tombstone records found (the room missing) in ZooKeeper through c

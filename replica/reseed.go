@@ -69,6 +69,9 @@ type Survivor struct {
 	Dir         string
 	Position    store.Point // its applied position
 	MarkerCzxid int64       // the room incarnation its marker names (0: no marker)
+	// MarkerEpochZnode is that incarnation's epoch znode name, as the
+	// marker records it ("": not recorded, or no marker).
+	MarkerEpochZnode string
 	// MarkerRoomVersion: the highest room version its marker recorded (0:
 	// none recorded, a member of a release before this was recorded).
 	MarkerRoomVersion int
@@ -86,7 +89,10 @@ type ReseedResult struct {
 	Seed      store.Point
 	From      string // the seed's data dir
 	Czxid     int64  // the new incarnation
-	Epoch     uint64 // the epoch the room was created at
+	// EpochZnode is the new incarnation's epoch znode name (with Czxid,
+	// its identity: logroom.RoomInfo.EpochZnode).
+	EpochZnode string
+	Epoch      uint64 // the epoch the room was created at
 	// RoomVersion is the room version the room was created at.
 	RoomVersion int
 	// Previous: what ZooKeeper held under the room's name before
@@ -222,7 +228,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		}
 		if prev.done != nil {
 			// An earlier run of this re-seed created the room: finish it.
-			res.Czxid, res.Epoch = info.Czxid, prev.done.NewEpoch
+			res.Czxid, res.EpochZnode, res.Epoch = info.Czxid, info.EpochZnode, prev.done.NewEpoch
 			log.Warn("the room was already re-seeded from this seed; rewriting the markers", "reseed", prev.done.String())
 			return finishReseed(cfg, survivors, seed, res, start)
 		}
@@ -248,7 +254,16 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("replica: reseed: %w", err)
 	}
-	rec := recordFor(seed.MarkerCzxid, seed.Position, seed.Dir, res.Epoch)
+	seeded, err := logroom.ReadRoomInfo(ctx, c, cfg.Base, cfg.Room)
+	if err != nil {
+		return res, fmt.Errorf("replica: reseed: read the seeded room: %w", err)
+	}
+	if seeded.Czxid != res.Czxid {
+		return res, fmt.Errorf("%w: room %q was replaced right after it was seeded (created at zxid 0x%x, now 0x%x): another re-seed ran at once?",
+			ErrReseedRefused, cfg.Room, res.Czxid, seeded.Czxid)
+	}
+	res.EpochZnode = seeded.EpochZnode
+	rec := recordFor(seed.MarkerCzxid, seed.MarkerEpochZnode, seed.Position, seed.Dir, res.Epoch)
 	p := logroom.RoomPath(cfg.Base, cfg.Room, reseedZ)
 	err = c.Retry(ctx, func() error {
 		_, e := c.Conn().Create(p, encode(rec), 0, c.ACL())
@@ -273,7 +288,7 @@ func finishReseed(cfg ReseedConfig, survivors []*survivorStore, seed *survivorSt
 		if s.Role == "left out" {
 			continue
 		}
-		m := dirMarker{Base: cfg.Base, Room: cfg.Room, RoomCzxid: res.Czxid, RoomVersion: res.RoomVersion}
+		m := dirMarker{Base: cfg.Base, Room: cfg.Room, RoomCzxid: res.Czxid, EpochZnode: res.EpochZnode, RoomVersion: res.RoomVersion}
 		if err := writeMarker(s.Dir, m); err != nil {
 			errs = append(errs, err)
 		}
@@ -307,7 +322,7 @@ func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
 			if m.Base != cfg.Base || m.Room != cfg.Room {
 				return out, fmt.Errorf("%w: %s holds the state of room %s/%s, not %s/%s", ErrReseedRefused, dir, m.Base, m.Room, cfg.Base, cfg.Room)
 			}
-			s.MarkerCzxid, s.MarkerRoomVersion = m.RoomCzxid, m.RoomVersion
+			s.MarkerCzxid, s.MarkerEpochZnode, s.MarkerRoomVersion = m.RoomCzxid, m.EpochZnode, m.RoomVersion
 		}
 		st, err := store.Open(filepath.Join(dir, "store"), &store.Options{ReadOnly: true})
 		if err != nil {
@@ -454,7 +469,7 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 		return f, nil
 	}
 	end, cerr := room.CommittedIndex(ctx, 0)
-	if info.Czxid == seed.MarkerCzxid {
+	if info.Czxid == seed.MarkerCzxid && (seed.MarkerEpochZnode == "" || seed.MarkerEpochZnode == info.EpochZnode) {
 		id := logroom.BatchID{Epoch: seed.Position.Epoch, First: seed.Position.Batch.First, Count: int(seed.Position.Batch.Count), CRC: seed.Position.Batch.CRC}
 		merr := room.MatchLog(ctx, id, seed.Position.Index)
 		// The log reaches the seed contiguously and holds its batch.

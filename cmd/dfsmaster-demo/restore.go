@@ -63,7 +63,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if res, err = archive.Restore(ctx, opts); err == nil {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid, "epoch_znode": res.Origin.Fence,
+			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid, "epoch_znode": res.Origin.Fence, "chosen": res.Chosen,
 				"index": res.Index, "epoch": res.Epoch, "checkpoint": res.Checkpoint, "entries": res.Entries,
 				"run_hash": res.RunHash.String(), "run_hash_base": res.RunHash.Base, "state_hash": res.StateHash,
 				"store_dir": res.StoreDir, "took_ms": res.Took.Milliseconds(), "cut": res.Cut, "cut_reason": res.CutReason, "skipped_checkpoints": res.Skipped,

@@ -31,8 +31,10 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
                               or re-seeded after ZooKeeper lost it) needs --incarnation: zxids
                               restart from zero in a wiped ensemble, so no czxid order tells
                               the one in service, and two incarnations may share a czxid (their
-                              epoch znodes tell them apart: 0x5/epoch, 0x5/epoch-<16 hex>); the
-                              refusal lists each one.
+                              epoch znodes tell them apart: 0x5/epoch, 0x5/epoch-<16 hex>) --
+                              unless the re-seed chain the archive records says which one is in
+                              service (each re-seeded incarnation records the one it continues);
+                              the refusal lists each one.
 `
 
 // restoreJSON is what restore --json prints.
@@ -40,6 +42,7 @@ type restoreJSON struct {
 	Room       string   `json:"room"`
 	RoomCzxid  int64    `json:"room_czxid"`
 	EpochZnode string   `json:"epoch_znode"`
+	Chosen     string   `json:"chosen,omitempty"`
 	Index      uint64   `json:"index"`
 	Epoch      uint64   `json:"epoch"`
 	Checkpoint uint64   `json:"checkpoint"`
@@ -168,7 +171,7 @@ type restoreOut struct {
 
 func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 	res := out.RestoreResult
-	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, EpochZnode: res.Origin.Fence, Index: res.Index, Epoch: res.Epoch,
+	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, EpochZnode: res.Origin.Fence, Chosen: res.Chosen, Index: res.Index, Epoch: res.Epoch,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
 		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason, Skipped: res.Skipped}
@@ -183,6 +186,9 @@ func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 		"  running hash %s (base %d)\n  state hash   %s\n",
 		j.Room, res.Origin.ID(), j.Index, j.Epoch, j.StoreDir, j.Checkpoint, j.Entries, j.Channels, res.Took.Round(time.Millisecond),
 		j.RunHash, j.RunBase, j.StateHash)
+	if err == nil && j.Chosen != "" {
+		_, err = fmt.Fprintf(w, "  incarnation chosen as %s\n", j.Chosen)
+	}
 	if err == nil && j.Time != "" {
 		_, err = fmt.Fprintf(w, "  index %d committed at %s (ZooKeeper time)\n", j.Index, j.Time)
 	}

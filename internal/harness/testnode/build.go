@@ -1,12 +1,14 @@
 package testnode
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +138,48 @@ func build(ctx context.Context, race bool) (string, error) {
 		return "", fmt.Errorf("go %v (in %s, after %v): %w\n%s", args, cmd.Dir, time.Since(start).Round(time.Millisecond), err, b)
 	}
 	return out, nil
+}
+
+// BuildRelease builds the roomlog-testnode of an earlier commit of this
+// module (a release RELEASES names) into dir: it extracts the commit with
+// `git archive` from the repository this package's source sits in (the
+// checkout is not touched) and runs `go build` there, again with
+// -mod=mod if the old go.sum lacks an entry this toolchain wants. The
+// binary is dir/roomlog-testnode-<commit[:12]>.
+func BuildRelease(ctx context.Context, commit, dir string) (string, error) {
+	top, err := exec.CommandContext(ctx, "git", "-C", srcDir(), "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("testnode: build %s: the repository: %w", commit, err)
+	}
+	root := strings.TrimSpace(string(top))
+	if out, err := exec.CommandContext(ctx, "git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testnode: build %s: commit not in %s (a shallow clone? git fetch --unshallow): %w: %s",
+			commit, root, err, bytes.TrimSpace(out))
+	}
+	src, err := os.MkdirTemp(dir, "src-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	tarball := filepath.Join(src, "src.tar")
+	if out, err := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=tar", "-o", tarball, commit).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testnode: git archive %s: %w: %s", commit, err, out)
+	}
+	if out, err := exec.CommandContext(ctx, "tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testnode: extract %s: %w: %s", commit, err, out)
+	}
+	bin := filepath.Join(dir, "roomlog-testnode-"+commit[:min(12, len(commit))])
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, CmdPackage)
+	cmd.Dir = src
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		cmd = exec.CommandContext(ctx, goTool(), "build", "-o", bin, CmdPackage)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
+		out2, err2 := cmd.CombinedOutput()
+		if err2 != nil {
+			return "", fmt.Errorf("testnode: build %s of commit %s: %w\n%s\nwith -mod=mod: %v\n%s", CmdPackage, commit, err, out, err2, out2)
+		}
+	}
+	return bin, nil
 }

@@ -571,6 +571,24 @@ func (n *Node) Restart(ctx context.Context) error {
 	return n.launch(ctx)
 }
 
+// SetBinary makes the node's next launches run bin (a rolling upgrade
+// or downgrade: stop, SetBinary, Restart); the running process is left
+// alone.
+func (n *Node) SetBinary(bin string) {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	n.mu.Lock()
+	n.opts.Binary = bin
+	n.mu.Unlock()
+}
+
+// Binary is the executable the node's next launch runs.
+func (n *Node) Binary() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.opts.Binary
+}
+
 // WipeData deletes the replica's data directory (an empty disk). The node
 // must not be running.
 func (n *Node) WipeData() error {
