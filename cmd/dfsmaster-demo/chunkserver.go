@@ -30,7 +30,8 @@ A simulated chunk server: it registers as a worker of the room's chunk-server
 task directory (recipe/tasks; membership is its ZooKeeper session) and executes
 the re-replication tasks the primary master assigns to it ("copy block B from a
 holder"): it waits --copy-time, then reports success. Kill it (kill -9) to make
-the master re-replicate the blocks it held.
+the master re-replicate the blocks it held. It joins once the primary master
+(serve --chunkservers) has created the task directory.
 
 flags:
 `
@@ -93,6 +94,9 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitError
 	}
 	defer c.Close()
+	if err := waitTaskDir(ctx, c, chunkDir(*room), log); err != nil {
+		return exitOK // stopped while waiting
+	}
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	w, err := tasks.JoinWorker(jctx, c, chunkDir(*room), *id, tasks.WorkerOptions{Logger: log})
 	cancel()
@@ -140,6 +144,30 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 				continue
 			}
 			fmt.Fprintf(stdout, "%s%s attempt=%d ok=%v\n", chunkDonePrefix, a.ID, a.Attempt, okTask)
+		}
+	}
+}
+
+// waitTaskDir waits until a master created dir's workers directory (the
+// assigner creates it; exists needs no permission) and returns an error
+// only when ctx ends. A chunk server joining first would create the task
+// directory with its own ACL, granting itself all of it, where the
+// masters' per-worker ACLs (serve --zk-acl-x509-worker) grant it its own
+// directory only.
+func waitTaskDir(ctx context.Context, c *logroom.Client, dir string, log *slog.Logger) error {
+	p := dir + "/workers"
+	var next time.Time
+	for {
+		ok, _, err := c.Conn().Exists(p)
+		if err == nil && ok {
+			return nil
+		}
+		if now := time.Now(); now.After(next) {
+			log.Info("waiting for the primary master (serve --chunkservers) to create the task directory", "path", p, "err", err)
+			next = now.Add(30 * time.Second)
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }

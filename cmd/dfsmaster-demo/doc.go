@@ -42,6 +42,7 @@
 //	    [--observer] [--tls-ca FILE --tls-cert FILE --tls-key FILE]
 //	    [--zk-tls-ca FILE [--zk-tls-cert FILE --zk-tls-key FILE] [--zk-tls-server-name NAME]]
 //	    [--zk-acl-x509 SUBJECT|self ...]
+//	    [--zk-acl-x509-workers SUBJECT ... | --zk-acl-x509-worker ID=SUBJECT ...]
 //
 // --observer makes the master an observer (replica.Config.Observer): it
 // applies the log and serves reads and checkpoints but never becomes
@@ -205,6 +206,30 @@
 // (replica.Config.ZooKeeperTLS, ZooKeeperTLSServerName, ACLIdentities).
 // Every master and chunk server of a room lists the same identities.
 //
+// The chunk servers' task directory (recipe/tasks, "Chunk servers") gets
+// the masters' identities too, and one of two ways for the chunk
+// servers. --zk-acl-x509-workers SUBJECT (repeatable) adds identities
+// with all permissions on every task znode, never the room's: any of
+// them can act as any chunk server. --zk-acl-x509-worker ID=SUBJECT
+// (repeatable, one per chunk server; its --id and its certificate's
+// subject, e.g. cs1=CN=cs1,O=dfs) gives each chunk server a certificate
+// of its own instead: the assigner's per-worker ACLs
+// (tasks.AssignerConfig.WorkerACL, WorkerIdentities; recipe/tasks doc,
+// "ACLs"). A chunk server then reads and reports only through its own
+// directory <dir>/assign/<id> (the assigner moves its results) and is
+// refused (NoAuth) reading or changing another's, the waiting tasks, the
+// results and the room; a chunk server not listed gets no tasks. It can
+// still create or delete membership nodes of other ids in <dir>/workers
+// (ZooKeeper cannot limit a create or delete to one child name): that
+// can delay or misdirect tasks, not forge a result. A value that is not
+// ID=SUBJECT, an id given twice or a subject given to two ids is refused
+// naming it; the flag needs --zk-acl-x509 and excludes
+// --zk-acl-x509-workers. A chunk server lists the masters and itself
+// (--zk-acl-x509 self) for the znodes it creates (membership, reports).
+// A chunk server waits until the primary's assigner created
+// <dir>/workers before it joins: one joining first would create the
+// directory with its own ACL and grant itself all of it.
+//
 // Shutdown (SIGINT/SIGTERM): 1. replica.Close — in-flight proposals get
 // their outcome and the election candidate is deleted, so a standby takes
 // over at once rather than after a session timeout; 2. HTTP shutdown,
@@ -228,8 +253,9 @@
 //     the operator's credentials instead, e.g. for --zk servers whose rooms
 //     need them; --acl and --zk-digest-file exclude each other (--acl
 //     overrides the environment variable).
-//     With --tls, a CA and certificates for m1, m2 and the demo's own
-//     client (internal/infra/testpki) in <temp dir>/tls.
+//     With --tls, a CA and certificates for m1, m2, each chunk server
+//     (cs1, cs2, ...: one identity each) and the demo's own client
+//     (internal/infra/testpki) in <temp dir>/tls.
 //  1. ZooKeeper: with no --zk, start a local ensemble (3 servers by
 //     default) through internal/infra/zkensemble in a temp dir.
 //  2. Start m1, then m2, as separate processes: this binary (os.Executable)
@@ -255,7 +281,14 @@
 //     placements are commands only room version 2 allows); N chunk-server
 //     processes (this binary's chunkserver) join; a block writer adds
 //     blocks to files /chunks/f<k> (replication 3), each placed on 3 live
-//     chunk servers at random. Half a --phase into the workload, chunk
+//     chunk servers at random. With --tls and a local ensemble, the
+//     masters map each chunk server to its certificate
+//     (--zk-acl-x509-worker csN=SUBJECT) and, once cs1 and cs2 joined,
+//     the demo checks with cs1's certificate that it lists its own task
+//     directory but gets zk.ErrNoAuth listing, creating and deleting in
+//     cs2's, writing or deleting cs2's directory, creating in
+//     <dir>/results and writing or deleting under the room; anything else
+//     ends the demo. Half a --phase into the workload, chunk
 //     server cs2 is killed with kill -9: the primary declares it lost and
 //     re-replicates its blocks (see "Chunk servers").
 //  4. After --phase, kill -9 the primary's process group.
@@ -311,7 +344,9 @@
 // applied_index, epoch (2 when the forced failover was the only one),
 // bootstraps (checkpoint restores of the restarted master), checks,
 // duration_ms, session_timeout_ms, zk_servers, acl (the masters ran with
-// digest credentials), chunkservers, chunkservers_killed, blocks_placed,
+// digest credentials), tls, zk_tls, zk_worker_acls (each chunk server had
+// its own certificate and per-worker ACLs, and the check above passed),
+// chunkservers, chunkservers_killed, blocks_placed,
 // rereplication_tasks (re-replication tasks the chunk servers reported
 // done), tasks_done_twice (task ids reported done by more than one chunk
 // server, or twice by one), blocks_under_replicated (at the end), error.
@@ -322,7 +357,9 @@
 //
 //	dfsmaster-demo chunkserver --zk host:port[,...] --room NAME --id ID
 //	    [--zk-digest-file FILE] [--session-timeout 2s] [--copy-time 20ms]
+//	    [--zk-tls-ca FILE --zk-tls-cert FILE --zk-tls-key FILE] [--zk-acl-x509 SUBJECT|self ...]
 //	dfsmaster-demo serve ... --chunkservers [--chunk-grace 2s]
+//	    [--zk-acl-x509-worker ID=SUBJECT ...]
 //
 // A chunk server is a worker of the recipe/tasks directory
 // /dfsmaster-demo/<room>/chunk (its membership is its ZooKeeper session):

@@ -94,6 +94,11 @@ type pairResult struct {
 	ACL              bool   `json:"acl"`    // the masters ran with ZooKeeper digest credentials (--acl or --zk-digest-file)
 	TLS              bool   `json:"tls"`    // the masters' API and checkpoint endpoints were HTTPS with mutual TLS (--tls)
 	ZKTLS            bool   `json:"zk_tls"` // ... and every ZooKeeper session was TLS, the room's ACL x509 identities (--tls, local ensemble)
+	// ZKWorkerACLs: each chunk server had a certificate of its own and
+	// was granted its own task directory only; one's certificate was
+	// refused (NoAuth) another's directory and the room (--tls with
+	// chunk servers, local ensemble).
+	ZKWorkerACLs bool `json:"zk_worker_acls"`
 	// Chunk servers (--chunkservers): how many, killed, blocks placed,
 	// re-replication tasks done (and done twice), blocks left
 	// under-replicated at the end.
@@ -260,8 +265,8 @@ type pair struct {
 	// path (never the secrets) on the masters' command lines.
 	digestFile, tokenFile string
 
-	// tls holds the certificate files of the masters, of the chunk
-	// servers ("chunk") and of the demo's client ("client") (--tls; nil
+	// tls holds the certificate files of the masters, of each chunk
+	// server ("cs1", ...) and of the demo's client ("client") (--tls; nil
 	// without); clientTLS is the demo's loaded. With a local ensemble
 	// ZooKeeper is TLS too (zkTLS): zkConn names its TLS ports, zkPlain
 	// its plain ones, and zkACL the identities every znode grants.
@@ -271,12 +276,15 @@ type pair struct {
 	zkTLS     bool
 	zkPlain   string
 	zkACL     []string
-	// zkWorkerACL are the chunk servers' identities, granted on their
-	// task znodes only; idents every certificate's identity by id;
-	// opsTLS the demo's own ZooKeeper certificate (an operator's).
-	zkWorkerACL []string
-	idents      map[string]string
-	opsTLS      *tlsfiles.Source
+	// zkWorkers are the chunk servers' ids (cs1, cs2, ...) and
+	// zkWorkerIdents their certificates' identities, each granted its
+	// own task directory only (--zk-acl-x509-worker); idents every
+	// certificate's identity by id; opsTLS the demo's own ZooKeeper
+	// certificate (an operator's).
+	zkWorkers      []string
+	zkWorkerIdents map[string]string
+	idents         map[string]string
+	opsTLS         *tlsfiles.Source
 
 	// writers are owned by their goroutines until run returns (run waits
 	// for them on every path); runPair reads them afterwards.
@@ -349,8 +357,8 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		}
 		p.step("ZooKeeper ready in %.1fs at %s", time.Since(zt).Seconds(), p.zkConn)
 		if p.zkTLS {
-			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; the room's ACL names the masters and the operator (x509): %s; the chunk servers' task znodes add %s",
-				strings.Join(p.zkACL, " | "), strings.Join(p.zkWorkerACL, " | "))
+			p.step("ZooKeeper TLS: the masters, chunk servers and the demo connect to its secureClientPort with their certificates; the room's ACL names the masters and the operator (x509): %s; each chunk server is granted its own task directory only (per-worker ACLs): %s",
+				strings.Join(p.zkACL, " | "), p.workerIdentsText())
 			if err := checkQuorumTLS(ens); err != nil {
 				return res, err
 			}
@@ -403,6 +411,12 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 				err = werr
 			}
 		}()
+		if p.zkTLS {
+			if err := p.checkWorkerACL(ctx); err != nil {
+				return res, err
+			}
+			res.ZKWorkerACLs = true
+		}
 	}
 
 	// 3. Workload, with a progress line every second.

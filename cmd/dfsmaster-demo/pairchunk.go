@@ -72,13 +72,13 @@ func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
 		return nil, err
 	}
 	for i := 1; i <= n; i++ {
-		id := fmt.Sprintf("cs%d", i)
+		id := chunkID(i)
 		args := []string{"chunkserver", "--zk", p.zkConn, "--room", p.cfg.room, "--id", id,
 			"--session-timeout", p.cfg.sessionTimeout.String(), "--copy-time", "100ms"}
 		if p.digestFile != "" {
 			args = append(args, "--zk-digest-file", p.digestFile)
 		}
-		args = append(args, p.zkTLSArgs("chunk")...)
+		args = append(args, p.zkTLSArgs(id)...)
 		sctx, cancel := context.WithTimeout(ctx, startTimeout)
 		c, err := startChildWith(sctx, p.sp, id, p.cfg.bin, args, filepath.Join(p.tmp, id+".log"), chunkServingPrefix, func(line string) {
 			if rest, ok := strings.CutPrefix(line, chunkDonePrefix); ok && strings.Contains(rest, "ok=true") {
@@ -111,6 +111,9 @@ func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
 	}()
 	return pc, nil
 }
+
+// chunkID is the id of the pair's i-th chunk server (from 1).
+func chunkID(i int) string { return fmt.Sprintf("cs%d", i) }
 
 // raiseRoomVersion sets the room's target to room version 2 and waits
 // until the primary moved the room there.

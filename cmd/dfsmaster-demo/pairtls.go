@@ -21,15 +21,17 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/tlsfiles"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // pair --tls: certificates made in the work dir, HTTPS with mutual TLS
 // between every process that speaks HTTP.
 
 // makeCerts makes a CA and certificates for the masters (client and
-// server, for 127.0.0.1 and localhost) and the demo's own client in
-// <work dir>/tls, and switches the demo's HTTP client to HTTPS with its
-// certificate.
+// server, for 127.0.0.1 and localhost), one for each chunk server (cs1,
+// cs2, ...: each its own identity, for the per-worker ACLs) and the
+// demo's own client in <work dir>/tls, and switches the demo's HTTP
+// client to HTTPS with its certificate.
 func (p *pair) makeCerts() error {
 	dir := filepath.Join(p.tmp, "tls")
 	ca, err := testpki.NewCA("dfsmaster-pair-ca")
@@ -39,9 +41,14 @@ func (p *pair) makeCerts() error {
 	p.ca = ca
 	p.tls = map[string]tlsfiles.Files{}
 	p.idents = map[string]string{}
-	for _, id := range []string{"m1", "m2", "chunk", "client", "ops"} {
+	p.zkWorkerIdents = map[string]string{}
+	ids := []string{"m1", "m2", "client", "ops"}
+	for i := 1; i <= p.cfg.chunkServers; i++ {
+		ids = append(ids, chunkID(i))
+	}
+	for _, id := range ids {
 		o := testpki.Options{}
-		if id == "chunk" || id == "client" || id == "ops" {
+		if id != "m1" && id != "m2" {
 			o.Client = true
 		}
 		f, err := ca.Issue(dir, id, o)
@@ -58,11 +65,12 @@ func (p *pair) makeCerts() error {
 			return err
 		}
 		p.idents[id] = ident
-		switch id {
-		case "m1", "m2", "ops": // the room: the masters and the operator (the demo's own ZooKeeper client)
+		switch {
+		case id == "m1" || id == "m2" || id == "ops": // the room: the masters and the operator (the demo's own ZooKeeper client)
 			p.zkACL = append(p.zkACL, ident)
-		case "chunk": // the chunk servers' task znodes only
-			p.zkWorkerACL = append(p.zkWorkerACL, ident)
+		case strings.HasPrefix(id, "cs"): // its own task directory only
+			p.zkWorkers = append(p.zkWorkers, id)
+			p.zkWorkerIdents[id] = ident
 		}
 		switch id {
 		case "client":
@@ -74,7 +82,11 @@ func (p *pair) makeCerts() error {
 	tr := client.HTTPSTransport(p.clientTLS)
 	tr.MaxIdleConnsPerHost = 64
 	p.eps.hc.Transport = tr
-	p.step("TLS: a CA and certificates for m1, m2, the chunk servers and the demo's client in %s: the masters serve HTTPS only and require a client certificate the CA signed", dir)
+	cs := "no chunk servers"
+	if len(p.zkWorkers) > 0 {
+		cs = "each chunk server (" + strings.Join(p.zkWorkers, ", ") + ")"
+	}
+	p.step("TLS: a CA and certificates for m1, m2, %s and the demo's client in %s: the masters serve HTTPS only and require a client certificate the CA signed", cs, dir)
 	return nil
 }
 
@@ -142,13 +154,14 @@ func shortErr(err error) string {
 }
 
 // zkTLSArgs are the --zk-tls-* and --zk-acl-x509* flags of process id
-// ("m1", "m2", "chunk") when ZooKeeper is TLS: its own certificate and
-// the ACLs by role. The room's znodes grant the masters and the operator
-// (zkACL) only; the chunk servers' task znodes grant those and the chunk
-// servers (zkWorkerACL): a master creates the room with --zk-acl-x509
-// and its recipes with --zk-acl-x509-workers added, a chunk server
-// creates its task znodes with both lists. The masters accept only each
-// other as peers (--tls-peer).
+// ("m1", "m2", "cs1", ...) when ZooKeeper is TLS: its own certificate
+// and the ACLs by role. The room's znodes and the task directory grant
+// the masters and the operator (zkACL) only (--zk-acl-x509); a master
+// maps each chunk server to its identity (--zk-acl-x509-worker
+// csN=SUBJECT), so the assigner grants each chunk server its own task
+// directory only (recipe/tasks per-worker ACLs); a chunk server creates
+// its znodes (membership, reports) for the masters and itself. The
+// masters accept only each other as peers (--tls-peer).
 func (p *pair) zkTLSArgs(id string) []string {
 	if !p.zkTLS {
 		return nil
@@ -158,12 +171,11 @@ func (p *pair) zkTLSArgs(id string) []string {
 	for _, ident := range p.zkACL {
 		args = append(args, "--zk-acl-x509", ident)
 	}
-	for _, ident := range p.zkWorkerACL {
-		if id == "chunk" {
-			args = append(args, "--zk-acl-x509", ident)
-		} else {
-			args = append(args, "--zk-acl-x509-workers", ident)
-		}
+	if _, ok := p.zkWorkerIdents[id]; ok {
+		return append(args, "--zk-acl-x509", "self")
+	}
+	for _, w := range p.zkWorkers {
+		args = append(args, "--zk-acl-x509-worker", w+"="+p.zkWorkerIdents[w])
 	}
 	return args
 }
@@ -211,19 +223,26 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	chunk, err := tlsfiles.Load(p.tls["chunk"])
-	if err != nil {
-		return err
-	}
 	room := replica.DefaultBase + "/" + p.cfg.room
-	for _, d := range []struct {
+	type client struct {
 		what string
 		cfg  logroom.DialConfig
-	}{
+	}
+	clients := []client{
 		{"a TLS client of the same CA with another identity", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: intruder}},
 		{"a plain client", logroom.DialConfig{Servers: logroom.SplitServers(p.zkPlain)}},
-		{"a chunk server's certificate", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: chunk}},
-	} {
+	}
+	who := "a client with another identity (CN=intruder) and a plain client are"
+	if len(p.zkWorkers) > 0 {
+		cs := p.zkWorkers[0]
+		chunk, err := tlsfiles.Load(p.tls[cs])
+		if err != nil {
+			return err
+		}
+		clients = append(clients, client{"chunk server " + cs + "'s certificate", logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: chunk}})
+		who = fmt.Sprintf("a client with another identity (CN=intruder), a plain client and chunk server %s's certificate (%s) are", cs, p.zkWorkerIdents[cs])
+	}
+	for _, d := range clients {
 		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		c, err := logroom.Dial(dctx, d.cfg)
 		cancel()
@@ -237,7 +256,7 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, writing its epoch %v, want %v", d.what, room, err, werr, zk.ErrNoAuth)
 		}
 	}
-	p.step("ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and a chunk server's certificate (CN=chunk) are refused reading and writing %s (%v)", room, zk.ErrNoAuth)
+	p.step("ZooKeeper TLS check: %s refused reading and writing %s (%v)", who, room, zk.ErrNoAuth)
 	return nil
 }
 
@@ -262,5 +281,82 @@ func checkQuorumTLS(ens *zkensemble.Ensemble) error {
 			return fmt.Errorf("ZooKeeper quorum TLS check: server %d did not log %q (sslQuorum): its quorum links are in clear", i, quorumTLSLine)
 		}
 	}
+	return nil
+}
+
+// workerIdentsText lists the chunk servers' identities as "cs1=SUBJECT".
+func (p *pair) workerIdentsText() string {
+	if len(p.zkWorkers) == 0 {
+		return "no chunk servers"
+	}
+	var b []string
+	for _, w := range p.zkWorkers {
+		b = append(b, w+"="+p.zkWorkerIdents[w])
+	}
+	return strings.Join(b, " | ")
+}
+
+// checkWorkerACL checks, once the first two chunk servers joined and
+// the assigner created their task directories, that the first one's
+// certificate (cs1) lists its own directory but is refused (NoAuth)
+// reading, creating and deleting in the second's (cs2), writing or
+// deleting cs2's directory, forging a result in <dir>/results, and
+// writing or deleting under the room.
+func (p *pair) checkWorkerACL(ctx context.Context) error {
+	if len(p.zkWorkers) < 2 {
+		return nil
+	}
+	own, other := p.zkWorkers[0], p.zkWorkers[1]
+	src, err := tlsfiles.Load(p.tls[own])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), TLS: src})
+	if err != nil {
+		return fmt.Errorf("ZooKeeper worker ACL check: %s's certificate: connect: %w", own, err)
+	}
+	defer c.Close()
+	conn := c.Conn()
+	dir := chunkDir(p.cfg.room)
+	ownDir, otherDir := dir+"/assign/"+own, dir+"/assign/"+other
+	// The assigner creates each live worker's directory (exists needs
+	// no permission).
+	for _, d := range []string{ownDir, otherDir} {
+		for {
+			ok, _, err := conn.Exists(d)
+			if err == nil && ok {
+				break
+			}
+			if sleepCtx(ctx, 50*time.Millisecond) != nil {
+				return fmt.Errorf("ZooKeeper worker ACL check: %s not created within 30s (last error %v)", d, err)
+			}
+		}
+	}
+	if _, _, err := conn.Children(ownDir); err != nil {
+		return fmt.Errorf("ZooKeeper worker ACL check: %s's certificate listing its own directory %s: %w", own, ownDir, err)
+	}
+	room := replica.DefaultBase + "/" + p.cfg.room
+	acl := zkx.X509ACL(zk.PermAll, p.zkWorkerIdents[own])
+	for _, op := range []struct {
+		what string
+		do   func() error
+	}{
+		{"listing " + otherDir, func() error { _, _, err := conn.Children(otherDir); return err }},
+		{"creating " + otherDir + "/t-forged", func() error { _, err := conn.Create(otherDir+"/t-forged", []byte("x"), 0, acl); return err }},
+		{"deleting " + otherDir + "/t-forged", func() error { return conn.Delete(otherDir+"/t-forged", -1) }},
+		{"writing " + otherDir, func() error { _, err := conn.Set(otherDir, []byte("x"), -1); return err }},
+		{"deleting " + otherDir, func() error { return conn.Delete(otherDir, -1) }},
+		{"forging " + dir + "/results/t-forged", func() error { _, err := conn.Create(dir+"/results/t-forged", []byte("x"), 0, acl); return err }},
+		{"writing " + room + "/epoch", func() error { _, err := conn.Set(room+"/epoch", []byte("x"), -1); return err }},
+		{"deleting " + room + "/epoch", func() error { return conn.Delete(room+"/epoch", -1) }},
+	} {
+		if err := op.do(); !errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("ZooKeeper worker ACL check: %s's certificate %s got %v, want %v", own, op.what, err, zk.ErrNoAuth)
+		}
+	}
+	p.step("ZooKeeper worker ACL check: %s's certificate lists its own task directory but is refused (%v) listing, creating and deleting in %s's, writing or deleting %s, forging a result, and writing or deleting under %s",
+		own, zk.ErrNoAuth, other, otherDir, room)
 	return nil
 }

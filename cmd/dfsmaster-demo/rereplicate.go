@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,27 @@ import (
 // The assigner picks, for a task, the least loaded live chunk server that
 // does not hold the block.
 
+// workerACL is the assigner's per-worker ACL configuration for workers
+// (chunk server id -> x509 identity): WorkerACL names the identity of a
+// listed chunk server (none for another: it gets no tasks) and
+// WorkerIdentities all of them, in id order. nil, nil without workers.
+func workerACL(workers map[string]string) (func(string) []zk.ACL, []zk.ACL) {
+	if len(workers) == 0 {
+		return nil, nil
+	}
+	ids := slices.Sorted(maps.Keys(workers))
+	var all []zk.ACL
+	for _, id := range ids {
+		all = append(all, zkx.X509ACL(zk.PermAll, workers[id])...)
+	}
+	return func(w string) []zk.ACL {
+		if s, ok := workers[w]; ok {
+			return zkx.X509ACL(zk.PermAll, s)
+		}
+		return nil
+	}, all
+}
+
 // chunkDir is the recipe/tasks directory of room's chunk servers.
 func chunkDir(room string) string { return "/dfsmaster-demo/" + room + "/chunk" }
 
@@ -78,6 +100,9 @@ type rereplicator struct {
 	// missing: since when each absent server has been seen absent in
 	// this term (the controller's goroutine only).
 	missing map[string]time.Time
+	// workers: chunk server id -> x509 identity (--zk-acl-x509-worker);
+	// nil: every task znode gets the session's ACL.
+	workers map[string]string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -96,10 +121,13 @@ type rrStats struct {
 	Dups      int // results whose addreplica was a duplicate (applied before)
 }
 
-func startRereplicator(rep *replica.Replica, c *logroom.Client, room, id string, grace time.Duration, log *slog.Logger) *rereplicator {
+// startRereplicator starts the controller of master id. workers, when
+// set, maps each chunk server id to its x509 identity: the assigner's
+// per-worker ACLs (workerACL).
+func startRereplicator(rep *replica.Replica, c *logroom.Client, room, id string, grace time.Duration, workers map[string]string, log *slog.Logger) *rereplicator {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &rereplicator{rep: rep, c: c, dir: chunkDir(room), id: id, log: log, tick: 200 * time.Millisecond, grace: grace,
-		cancel: cancel, done: make(chan struct{})}
+		workers: workers, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.run(ctx)
@@ -160,7 +188,9 @@ func (r *rereplicator) term(ctx context.Context) error {
 	}()
 	tctx, stop := context.WithCancel(ctx)
 	defer stop()
-	a, err := tasks.NewAssigner(tasks.AssignerConfig{Client: r.c, Dir: r.dir, Fence: lease, Pick: pickTarget, Logger: r.log})
+	acfg := tasks.AssignerConfig{Client: r.c, Dir: r.dir, Fence: lease, Pick: pickTarget, Logger: r.log}
+	acfg.WorkerACL, acfg.WorkerIdentities = workerACL(r.workers)
+	a, err := tasks.NewAssigner(acfg)
 	if err != nil {
 		return err
 	}

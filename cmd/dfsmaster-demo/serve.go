@@ -151,6 +151,12 @@ type serveConfig struct {
 	// recipes' session creates with both lists, the replica with ZK's
 	// only, so a worker's certificate cannot write the room.
 	ZKWorkers []string
+	// ZKWorker maps a chunk server's id to its own x509 identity
+	// (--zk-acl-x509-worker ID=SUBJECT): the assigner's per-worker ACLs
+	// (tasks.AssignerConfig.WorkerACL, WorkerIdentities). Each chunk
+	// server may then act in its own task directory only, and one that
+	// is not listed gets no tasks. Exclusive with ZKWorkers.
+	ZKWorker map[string]string
 	// PeerIdentities: replica.Config.PeerIdentities (--tls-peer).
 	PeerIdentities []string
 	// MaxConnAge bounds the age of a connection to the HTTP server (0:
@@ -312,7 +318,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		if grace <= 0 {
 			grace = 2 * time.Second
 		}
-		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, grace, log.With("component", "rereplicate"))
+		m.rr = startRereplicator(rep, c, cfg.Room, cfg.ID, grace, cfg.ZKWorker, log.With("component", "rereplicate"))
 	}
 	if cfg.TLS != nil {
 		// The API and the checkpoint endpoint: HTTPS, client certificates
@@ -537,6 +543,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	workerACL := &aclList{}
 	fs.Var(workerACL, "zk-acl-x509-workers", "certificate identity granted all permissions on the chunk servers' task znodes (recipe/tasks) only, "+
 		"beside --zk-acl-x509 (repeatable): the chunk servers' certificates, never the room's")
+	workerIdent := &workerIdentFlag{}
+	fs.Var(workerIdent, "zk-acl-x509-worker", "`ID=SUBJECT`: chunk server ID's own certificate identity (e.g. cs1=CN=cs1,O=dfs; repeatable, one per chunk server): "+
+		"each chunk server is granted its own task directory only (recipe/tasks per-worker ACLs) and one not listed gets no tasks; instead of --zk-acl-x509-workers")
 	peerIDs := &aclList{}
 	fs.Var(peerIDs, "tls-peer", "certificate identity (RFC 2253 subject) accepted as a member over --tls-* (repeatable; replica Config.PeerIdentities): "+
 		"the checkpoint endpoint refuses other certificates of the CA with 403, and fetches only from these")
@@ -615,6 +624,16 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if len(*workerACL) > 0 && len(zkTLS.acl) == 0 {
 		bad = append(bad, "--zk-acl-x509-workers needs --zk-acl-x509 (the masters' identities)")
 	}
+	workerIdents, err := workerIdent.parse()
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
+	if len(*workerIdent) > 0 && len(zkTLS.acl) == 0 {
+		bad = append(bad, "--zk-acl-x509-worker needs --zk-acl-x509 (the masters' identities)")
+	}
+	if len(*workerIdent) > 0 && len(*workerACL) > 0 {
+		bad = append(bad, "--zk-acl-x509-worker and --zk-acl-x509-workers exclude each other: --zk-acl-x509-workers grants every chunk server all of the task znodes")
+	}
 	if len(*peerIDs) > 0 && peerTLS == nil {
 		bad = append(bad, "--tls-peer needs --tls-ca, --tls-cert and --tls-key")
 	}
@@ -630,7 +649,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Auth: auth, CheckpointToken: token,
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
-			TLS: peerTLS, ZK: zkTLS, ZKWorkers: *workerACL, PeerIdentities: *peerIDs,
+			TLS: peerTLS, ZK: zkTLS, ZKWorkers: *workerACL, ZKWorker: workerIdents, PeerIdentities: *peerIDs,
 		},
 		exitOnFailure: *exitOnFailure,
 	}, exitOK, true

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,9 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/testpki"
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/third_party/zk"
 	"github.com/roomlog/roomlog/tlsfiles"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // testPKI issues certificates of one CA into a temp dir.
@@ -196,13 +199,19 @@ func TestServeTLSFlags(t *testing.T) {
 // client with a certificate, ZooKeeper sessions are TLS with an x509 ACL,
 // and the demo's own checks pass (plain HTTP answered 400, a client
 // without a certificate refused; a ZooKeeper client of another identity
-// and a plain one get NoAuth).
+// and a plain one get NoAuth). Its 4 chunk servers each have a
+// certificate of their own and per-worker ACLs (serve
+// --zk-acl-x509-worker): cs1's certificate is refused (NoAuth) listing,
+// creating and deleting in cs2's task directory, forging a result and
+// writing or deleting under the room, while the killed chunk server's
+// blocks are still re-replicated (reports go through each worker's own
+// directory).
 func TestPairDemoTLS(t *testing.T) {
 	zkensemble.Require(t)
 	bin := buildDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "pair", "--tls", "--zk-servers", "1", "--phase", "2s", "--workers", "3", "--chunkservers", "0")
+	cmd := exec.CommandContext(ctx, bin, "pair", "--tls", "--zk-servers", "1", "--phase", "2s", "--workers", "3", "--chunkservers", "4")
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -222,5 +231,63 @@ func TestPairDemoTLS(t *testing.T) {
 	require.Contains(t, out, "==> m2 serving https://127.0.0.1:")
 	require.Contains(t, out, "TLS check: m1 answers a plain HTTP request with 400")
 	require.True(t, res.ZKTLS, "a local ensemble is TLS too")
-	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and a chunk server's certificate (CN=chunk) are refused reading and writing")
+	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and chunk server cs1's certificate (CN=cs1,O=roomlog-test) are refused reading and writing")
+	require.Contains(t, out, "each chunk server is granted its own task directory only (per-worker ACLs): cs1=CN=cs1,O=roomlog-test | cs2=CN=cs2,O=roomlog-test")
+	require.Contains(t, out, "ZooKeeper worker ACL check: cs1's certificate lists its own task directory but is refused (zk: not authenticated) listing, creating and deleting in cs2's")
+	require.True(t, res.ZKWorkerACLs)
+	require.Equal(t, 4, res.ChunkServers)
+	require.Positive(t, res.RereplicationTasks)
+	require.Zero(t, res.TasksDoneTwice)
+	require.Zero(t, res.BlocksUnderReplicated)
+}
+
+// TestServeZKWorkerFlag: --zk-acl-x509-worker maps each chunk server id
+// to its certificate's identity (the assigner's per-worker ACLs); a value
+// that is not ID=SUBJECT, a repeated id, a subject shared by two ids, or
+// the flag without the masters' identities or beside
+// --zk-acl-x509-workers is refused with an error naming it.
+func TestServeZKWorkerFlag(t *testing.T) {
+	ca, dir := testPKI(t, "demo-ca")
+	good := issue(t, ca, dir, "m1", testpki.Options{})
+	base := []string{"--id", "m1", "--data", t.TempDir(), "--chunkservers",
+		"--zk-tls-ca", good.CA, "--zk-tls-cert", good.Cert, "--zk-tls-key", good.Key}
+	masters := []string{"--zk-acl-x509", "self"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no id", []string{"--zk-acl-x509-worker", "CN=cs1,O=dfs"}, `--zk-acl-x509-worker "CN=cs1,O=dfs": subject "cs1,O=dfs": attribute "cs1" is not TYPE=VALUE`},
+		{"no subject", []string{"--zk-acl-x509-worker", "cs1="}, `--zk-acl-x509-worker "cs1=": want ID=SUBJECT`},
+		{"no equals", []string{"--zk-acl-x509-worker", "cs1"}, `--zk-acl-x509-worker "cs1": want ID=SUBJECT`},
+		{"bad id", []string{"--zk-acl-x509-worker", "c/s=CN=cs1"}, `--zk-acl-x509-worker "c/s=CN=cs1": worker id "c/s"`},
+		{"empty attribute", []string{"--zk-acl-x509-worker", "cs1=CN=cs1,,O=dfs"}, `attribute "" is not TYPE=VALUE`},
+		{"id twice", []string{"--zk-acl-x509-worker", "cs1=CN=cs1", "--zk-acl-x509-worker", "cs1=CN=cs9"}, `--zk-acl-x509-worker "cs1=CN=cs9": worker cs1 given twice`},
+		{"shared subject", []string{"--zk-acl-x509-worker", "cs1=CN=cs,O=dfs", "--zk-acl-x509-worker", "cs2=CN=cs,O=dfs"},
+			`--zk-acl-x509-worker "cs2=CN=cs,O=dfs": subject "CN=cs,O=dfs" is worker cs1's too`},
+		{"with --zk-acl-x509-workers", []string{"--zk-acl-x509-worker", "cs1=CN=cs1", "--zk-acl-x509-workers", "CN=chunk"}, "--zk-acl-x509-worker and --zk-acl-x509-workers exclude each other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			_, code, ok := parseServeFlags(slices.Concat(base, masters, tc.args), &stderr)
+			require.False(t, ok)
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
+	var stderr bytes.Buffer
+	_, _, ok := parseServeFlags(slices.Concat(base, []string{"--zk-acl-x509-worker", "cs1=CN=cs1"}), &stderr)
+	require.False(t, ok)
+	require.Contains(t, stderr.String(), "--zk-acl-x509-worker needs --zk-acl-x509 (the masters' identities)")
+
+	stderr.Reset()
+	opts, _, ok := parseServeFlags(slices.Concat(base, masters, []string{
+		"--zk-acl-x509-worker", `cs1=CN=cs1,O=roomlog-test`, "--zk-acl-x509-worker", `cs2=CN=cs\,2,O=roomlog-test`}), &stderr)
+	require.True(t, ok, stderr.String())
+	require.Equal(t, map[string]string{"cs1": "CN=cs1,O=roomlog-test", "cs2": `CN=cs\,2,O=roomlog-test`}, opts.cfg.ZKWorker)
+	require.Empty(t, opts.cfg.ZKWorkers)
+	acl, all := workerACL(opts.cfg.ZKWorker)
+	require.Equal(t, zkx.X509ACL(zk.PermAll, "CN=cs1,O=roomlog-test"), acl("cs1"))
+	require.Empty(t, acl("cs3"), "a chunk server not listed gets no ACL (no tasks)")
+	require.Equal(t, zkx.X509ACL(zk.PermAll, "CN=cs1,O=roomlog-test", `CN=cs\,2,O=roomlog-test`), all)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/tlsfiles"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // tlsFlags are --tls-ca, --tls-cert and --tls-key: the PEM files of the
@@ -129,4 +130,71 @@ func (z zkTLS) dial(d logroom.DialConfig) logroom.DialConfig {
 	}
 	d.TLSServerName, d.ACLIdentities = z.serverName, z.acl
 	return d
+}
+
+// workerIdentFlag collects --zk-acl-x509-worker ID=SUBJECT values (one
+// per chunk server); parse checks them.
+type workerIdentFlag []string
+
+func (a *workerIdentFlag) String() string     { return strings.Join(*a, "; ") }
+func (a *workerIdentFlag) Set(v string) error { *a = append(*a, v); return nil }
+
+// parse maps each worker id to its x509 identity. A value that is not
+// ID=SUBJECT (the id a valid znode name, the subject RFC 2253
+// TYPE=VALUE attributes), an id given twice or a subject given to two
+// ids is an error naming the value: one certificate shared by two
+// workers would give each the other's tasks.
+func (a workerIdentFlag) parse() (map[string]string, error) {
+	if len(a) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(a))
+	by := map[string]string{} // subject -> worker id
+	for _, v := range a {
+		id, subject, ok := strings.Cut(v, "=")
+		if !ok || id == "" || subject == "" {
+			return nil, fmt.Errorf("--zk-acl-x509-worker %q: want ID=SUBJECT (a chunk server's --id and its certificate's subject, e.g. cs1=CN=cs1,O=dfs)", v)
+		}
+		if err := zkx.ValidName(id); err != nil {
+			return nil, fmt.Errorf("--zk-acl-x509-worker %q: worker id %q: %v", v, id, err)
+		}
+		if err := validSubject(subject); err != nil {
+			return nil, fmt.Errorf("--zk-acl-x509-worker %q: subject %q: %v (want ID=SUBJECT, e.g. cs1=CN=cs1,O=dfs)", v, subject, err)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("--zk-acl-x509-worker %q: worker %s given twice", v, id)
+		}
+		if other, dup := by[subject]; dup {
+			return nil, fmt.Errorf("--zk-acl-x509-worker %q: subject %q is worker %s's too: each chunk server needs a certificate of its own", v, subject, other)
+		}
+		out[id], by[subject] = subject, id
+	}
+	return out, nil
+}
+
+// validSubject checks that s looks like an RFC 2253 subject (as
+// tlsfiles.SubjectName writes one): attributes TYPE=VALUE separated by
+// unescaped ',' or '+', each with a type and '='.
+func validSubject(s string) error {
+	var rdns []string
+	start, esc := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case esc:
+			esc = false
+		case s[i] == '\\':
+			esc = true
+		case s[i] == ',' || s[i] == '+':
+			rdns = append(rdns, s[start:i])
+			start = i + 1
+		}
+	}
+	rdns = append(rdns, s[start:])
+	for _, r := range rdns {
+		typ, _, ok := strings.Cut(r, "=")
+		if !ok || strings.TrimSpace(typ) == "" {
+			return fmt.Errorf("attribute %q is not TYPE=VALUE", r)
+		}
+	}
+	return nil
 }
