@@ -91,7 +91,7 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: %v\n", err)
-		return exitError
+		return exitCode(err)
 	}
 	defer c.Close()
 	if err := waitTaskDir(ctx, c, chunkDir(*room), log); err != nil {
@@ -102,7 +102,7 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo chunkserver: join: %v\n", err)
-		return exitError
+		return exitCode(err)
 	}
 	defer w.Close()
 	fmt.Fprintf(stdout, "%s%s room=%s\n", chunkServingPrefix, *id, *room)

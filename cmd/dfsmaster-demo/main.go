@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/version"
 )
 
@@ -35,29 +36,55 @@ func subcommands() []subcommand {
 	}
 }
 
-// Exit codes.
+// Exit codes by class, as roomlog's (internal/cli; 'dfsmaster-demo --help'
+// lists them).
 const (
-	exitOK    = 0
-	exitError = 1 // the request failed (the message says why)
-	exitUsage = 2 // bad command line
+	exitOK    = cli.ExitOK
+	exitError = cli.ExitFault // a failure of no class below (the message says why)
+	exitUsage = cli.ExitUsage // bad command line
 )
 
-// run is main without the process: it returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
+// exitCode is the exit code of a command that failed with err: its class
+// (3 ZooKeeper unreachable, 4 room not found, 5 access denied), else 1.
+func exitCode(err error) int {
+	if c := cli.Class(err); c != exitOK {
+		return c
 	}
-	if args[0] == "--version" || args[0] == "-version" {
+	return exitError
+}
+
+// run is main without the process: it returns the exit code. Help (-h,
+// --help, help, and a command's -h) goes to stdout with exit 0; a bad
+// command line to stderr with exit 2.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return run(ctx, []string{args[1], "-h"}, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	case "--version", "-version":
 		return runVersion(ctx, args[1:], stdout, stderr)
 	}
 	for _, sc := range subcommands() {
-		if sc.name == args[0] {
-			return sc.run(ctx, args[1:], stdout, stderr)
+		if sc.name != args[0] {
+			continue
 		}
+		if cli.WantsHelp(args[1:]) {
+			if sc.name == "version" {
+				fmt.Fprintf(stdout, "usage: dfsmaster-demo version (or --version)\n\n%s.\n", sc.summary)
+				return exitOK
+			}
+			// Every command's flag set prints its help on -h (to its
+			// stderr argument, here stdout) and returns exitOK.
+			return sc.run(ctx, []string{"-h"}, stdout, stdout)
+		}
+		return sc.run(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "dfsmaster-demo: unknown command %q\n\n", args[0])
 	usage(stderr)
@@ -66,10 +93,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: dfsmaster-demo <command> [flags] [args]")
+	fmt.Fprintln(w, "       dfsmaster-demo <command> -h    (a command's own help)")
+	fmt.Fprintln(w, "       dfsmaster-demo --version")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, sc := range subcommands() {
-		fmt.Fprintf(w, "  %-8s %s\n", sc.name, sc.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", sc.name, sc.summary)
 	}
+	fmt.Fprintf(w, "\n%s", cli.ExitCodesHelp)
+	fmt.Fprintln(w, "  ctl exits 1 for a failed request (the master's answer or why none answered goes to stderr).")
 }
 
 // runVersion prints version.Info's line: the release, the commit the binary

@@ -72,7 +72,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo restore: %v\n", err)
-		return exitError
+		return exitCode(err)
 	}
 	return exitOK
 }

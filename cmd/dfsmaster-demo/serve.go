@@ -657,9 +657,10 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 
 // serve runs one master until ctx ends (SIGINT/SIGTERM) or its HTTP server
 // stops — or, with exitOnFailure, its replica fails — and returns the exit
-// code: 1 when the replica failed (at once with exitOnFailure, else when
-// stopped), when the HTTP server stopped by itself or when the shutdown
-// reported an error; 0 otherwise.
+// code: the class of the failure (exitCode) when the master could not open
+// or the replica failed (at once with exitOnFailure, else when stopped); 1
+// when the HTTP server stopped by itself or the shutdown reported an error;
+// 0 otherwise.
 //
 // A failed replica no longer takes part in the room, but serve keeps its
 // HTTP server up (unless exitOnFailure): /v1/status and the status page say
@@ -675,7 +676,7 @@ func serve(ctx context.Context, opts serveOptions, stdout, stderr io.Writer) int
 	cancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "dfsmaster-demo serve: %v\n", err)
-		return exitError
+		return exitCode(err)
 	}
 	fmt.Fprintf(stdout, "dfsmaster-demo: serving %s id=%s room=%s\n", m.baseURL(), cfg.ID, cfg.Room)
 	log.Info("serving", "addr", m.Addr(), "room", cfg.Room, "data", cfg.Data, "metrics", m.baseURL()+metricsPath,
@@ -705,7 +706,7 @@ wait:
 			if failed || (ferr == nil && rc.Role != replica.RoleFailed) {
 				continue
 			}
-			failed, code = true, exitError
+			failed, code = true, exitCode(ferr)
 			if opts.exitOnFailure {
 				log.Error("replica failed; exiting (--exit-on-failure)", "err", ferr)
 				break wait

@@ -30,9 +30,10 @@ func TestVersionCommand(t *testing.T) {
 	require.Contains(t, stderr.String(), "unexpected arguments")
 	require.Empty(t, stdout.String())
 
+	stdout.Reset()
 	stderr.Reset()
 	require.Equal(t, exitOK, run(context.Background(), []string{"help"}, &stdout, &stderr))
-	require.Contains(t, stderr.String(), "\n  version ")
+	require.Contains(t, stdout.String(), "\n  version ")
 }
 
 func TestBuildCommit(t *testing.T) {

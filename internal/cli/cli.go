@@ -9,7 +9,8 @@
 //	1  a fault found (verify), or a failure of no class below
 //	2  usage: a bad command line
 //	3  ZooKeeper unreachable
-//	4  room not found
+//	4  room not found, or lost (logroom.ErrRoomLost: deleted or replaced
+//	   under a member that holds its state)
 //	5  access denied
 //
 // Class maps an error to its code through errors.Is on the sentinels of
@@ -43,7 +44,7 @@ const ExitCodesHelp = `exit codes:
   1  a fault found (verify), or a failure of no class below
   2  usage: a bad command line
   3  ZooKeeper unreachable (no session within the timeout, or the connection lost)
-  4  room not found
+  4  room not found (or lost: deleted or replaced under a member that holds its state)
   5  access denied (the room's ACL grants this client nothing, or a foreign ACL)
 `
 
@@ -68,7 +69,7 @@ func Class(err error) int {
 		return ExitUsage
 	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, logroom.ErrForeignACL):
 		return ExitDenied
-	case errors.Is(err, logroom.ErrNoRoom):
+	case errors.Is(err, logroom.ErrNoRoom), errors.Is(err, logroom.ErrRoomLost):
 		return ExitNoRoom
 	case errors.Is(err, ErrUnreachable), errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
 		errors.Is(err, zk.ErrSessionExpired), errors.As(err, &ne):
