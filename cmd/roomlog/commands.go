@@ -36,7 +36,10 @@ type roomRow struct {
 func cmdRooms(ctx context.Context, in *inspector, o options, _ []string, stdout, stderr io.Writer) error {
 	names, _, err := in.c.Conn().Children(in.base)
 	if errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("base %s does not exist: no rooms (check --base and --zk)", in.base)
+		// No room was ever created under the base: an empty table, not
+		// an error (a note on stderr in case --base or --zk is wrong).
+		fmt.Fprintf(stderr, "roomlog: no rooms: %s does not exist in ZooKeeper %s (check --base and --zk if you expected some)\n", in.base, o.zk)
+		names, err = nil, nil
 	}
 	if err != nil {
 		return zkErr("list "+in.base, err)

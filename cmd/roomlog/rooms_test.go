@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/logroom"
+	"github.com/roomlog/roomlog/third_party/zk"
 )
 
 // TestRoomsListsLostRoom: a room replaced by a tombstone (a member found
@@ -43,4 +45,26 @@ func TestRoomsListsLostRoom(t *testing.T) {
 	require.Contains(t, byName["gone"].Error, "found the room missing")
 	require.False(t, byName["alive"].Lost)
 	require.EqualValues(t, 2, byName["zeta"].Epoch)
+}
+
+// TestRoomsEmpty: on a ZooKeeper with no room (the base never created) and
+// with an empty base, rooms prints an empty table (JSON: []) and exits 0.
+// Before, a missing base failed the command with exit 1.
+func TestRoomsEmpty(t *testing.T) {
+	e := zkensemble.ForTest(t, zkensemble.Options{Servers: 1})
+	c := dialZK(t, e, nil)
+	for _, base := range []string{"/never", "/emptybase"} {
+		if base == "/emptybase" {
+			_, err := c.Conn().Create(base, nil, 0, zk.WorldACL(zk.PermAll))
+			require.NoError(t, err)
+		}
+		cl := newCLI(t, e, base)
+		code, out, errs := cl.run("rooms")
+		require.Equal(t, exitOK, code, "%s: %s%s", base, out, errs)
+		require.Equal(t, []string{"ROOM", "CREATED", "EPOCH", "OWNER", "CHANNELS", "FIRST", "MEMBERS"}, strings.Fields(out), base)
+		var rows []roomRow
+		cl.json(&rows, "rooms")
+		require.NotNil(t, rows, base)
+		require.Empty(t, rows, base)
+	}
 }
