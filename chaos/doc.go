@@ -307,8 +307,8 @@
 //	                        sessions plus 20 s at most; else not_refused),
 //	                        and no proposal may be acknowledged from the
 //	                        moment ZooKeeper serves again until the members
-//	                        are stopped (acked_while_lost); then what the
-//	                        README's disaster recovery says: stop every
+//	                        are stopped (acked_while_lost); then what
+//	                        docs/disaster-recovery.md says: stop every
 //	                        member, re-seed from every data dir
 //	                        (replica.Reseed, the library of `roomlog
 //	                        reseed`), start the seed's member first, then

@@ -12,12 +12,12 @@ import (
 	"github.com/roomlog/roomlog/zkx"
 )
 
-// TestRotateIdentity follows the README's rotation of a member's
+// TestRotateIdentity follows docs/tls.md's rotation of a member's
 // certificate identity (CN=member-a to CN=member-a2) in an x509 room:
 //
 //  1. every member's ACLIdentities gets the new identity first: they
 //     still open the room, whose ACL is the old list (before the fix:
-//     ErrForeignACL, so nobody could follow the README);
+//     ErrForeignACL, so nobody could follow docs/tls.md);
 //  2. an operator sets the base and the room's tree to the configured
 //     list (zkx.SetACL, zkx.SetACLTree): the new certificate opens the
 //     room and reads a znode created before;

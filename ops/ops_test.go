@@ -208,3 +208,56 @@ func ParseDashboard(t testing.TB, b []byte) []PanelQuery {
 	}
 	return out
 }
+
+// TestDocs: the README reads in five minutes (at most 12 kB) and links
+// the guides; every relative link in the README and under docs/ points
+// at a file or directory of this repository; docs/ holds at least six
+// guides beside the runbooks; docs/metrics.md names every metric roomlog
+// exports.
+func TestDocs(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(readme), 12*1024, "README.md is %d bytes", len(readme))
+	files := []string{filepath.Join("..", "README.md")}
+	err = filepath.WalkDir(filepath.Join("..", "docs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			files = append(files, p)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	guides := 0
+	for _, f := range files {
+		if filepath.Dir(f) == filepath.Join("..", "docs") && filepath.Base(f) != "README.md" {
+			guides++
+		}
+	}
+	require.GreaterOrEqual(t, guides, 6, "guides under docs/")
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			_, err := os.Stat(filepath.Join(filepath.Dir(f), target))
+			require.NoError(t, err, "%s links %s", f, target)
+		}
+		if filepath.Base(f) == "README.md" && filepath.Dir(f) == ".." {
+			for _, g := range []string{"docs/tls.md", "docs/upgrades.md", "docs/disaster-recovery.md", "docs/large-namespaces.md",
+				"docs/metrics.md", "docs/zookeeper-sizing.md", "docs/by-hand.md"} {
+				require.Contains(t, string(b), "("+g+")", "the README links %s", g)
+			}
+		}
+	}
+	metricsDoc, err := os.ReadFile(filepath.Join("..", "docs", "metrics.md"))
+	require.NoError(t, err)
+	for m := range exported(t) {
+		if strings.HasSuffix(m, "_bucket") || strings.HasSuffix(m, "_sum") || strings.HasSuffix(m, "_count") || m == "roomlog_replica_" {
+			continue
+		}
+		require.True(t, strings.Contains(string(metricsDoc), m), "docs/metrics.md does not document %s", m)
+	}
+}

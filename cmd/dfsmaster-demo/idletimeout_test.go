@@ -58,5 +58,5 @@ func TestHTTPServerMaxConnAge(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, conns.Load(), int64(3), "a busy connection is replaced every max age")
 	require.Equal(t, httpMaxConnAge, maxConnAgeOr(0))
-	require.LessOrEqual(t, 2*httpMaxConnAge, 2*time.Minute, "access ends within 2 minutes (README)")
+	require.LessOrEqual(t, 2*httpMaxConnAge, 2*time.Minute, "access ends within 2 minutes (docs/tls.md)")
 }

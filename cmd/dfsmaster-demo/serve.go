@@ -39,7 +39,7 @@ to the most caught-up standby (replica.TransferLeadership, bounded by
 --handoff-timeout; clients are redirected to it meanwhile), then the
 replica leaves the room (were the hand-off to fail, a standby takes over at
 once all the same), then the HTTP server stops. That is the step of a
-rolling upgrade (README, "Upgrade and roll back without downtime").
+rolling upgrade (docs/upgrades.md).
 
 --observer starts an observer (replica.Config.Observer): a master that
 applies the log, serves reads and checkpoints, but never becomes primary

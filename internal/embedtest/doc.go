@@ -20,4 +20,8 @@
 //     race report. The same program built against upstream v1.0.4 is run
 //     too when that module can be had, and what it did is logged, not
 //     asserted.
+//   - TestReadmeEmbedExample: the README's embed example (the first go
+//     block of its "Embed it" section) is such a program: it passes go
+//     vet, builds, and run against a real ZooKeeper becomes primary and
+//     commits an entry through its Applier, logging through its Logger.
 package embedtest

@@ -337,3 +337,51 @@ func TestEmbedderRaceFree(t *testing.T) {
 		t.Logf("upstream's first race report:\n%s", rep)
 	}
 }
+
+// readmeExample returns the Go program of the README's "Embed it"
+// section (its first go code block).
+func readmeExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(checkout(t), "README.md"))
+	require.NoError(t, err)
+	s := string(b)
+	i := strings.Index(s, "\n## Embed it\n")
+	require.GreaterOrEqual(t, i, 0, "README has an Embed it section")
+	s = s[i:]
+	start := strings.Index(s, "\n```go\n")
+	require.GreaterOrEqual(t, start, 0, "the section holds a go block")
+	s = s[start+len("\n```go\n"):]
+	end := strings.Index(s, "\n```\n")
+	require.GreaterOrEqual(t, end, 0)
+	return s[:end+1]
+}
+
+// TestReadmeEmbedExample: the README's embed example is a program that
+// compiles outside this module (no internal import), passes go vet, and
+// run against a real ZooKeeper opens a replica, becomes primary of its
+// room, commits one entry through its Applier and logs it through its
+// Logger.
+func TestReadmeEmbedExample(t *testing.T) {
+	src := readmeExample(t)
+	require.NotContains(t, src, "roomlog/internal", "an embedder cannot import internal packages")
+	require.Contains(t, src, "Apply(b store.Batch, e store.Entry)", "the example implements an Applier")
+	require.Contains(t, src, "Logger:", "the example gives the replica a Logger")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dir := module(t, src)
+	out, err := goCmd(ctx, dir, false, "vet", ".").CombinedOutput()
+	require.NoError(t, err, "go vet on the README's example:\n%s", out)
+	bin := filepath.Join(dir, "counters")
+	out, err = goCmd(ctx, dir, false, "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "building the README's example:\n%s", out)
+
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer rcancel()
+	cmd := exec.CommandContext(rctx, bin, "-zk", strings.Join(ens.Addrs(), ","), "-id", "m1",
+		"-data", filepath.Join(t.TempDir(), "m1"), "-listen", "127.0.0.1:0")
+	out, err = cmd.CombinedOutput()
+	t.Logf("the README's example, run:\n%s", out)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `msg=committed index=1 visits=1`)
+}
