@@ -47,13 +47,6 @@ var roomLostText = logroom.ErrRoomLost.Error()
 // lifecycle runs one lifecycle operation; p is the primary when it
 // started.
 func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
-	if f.Mid && !f.Kind.isZKLoss() {
-		r.killZKMid(ctx, f)
-		defer func() {
-			r.zkHold = 0
-			r.startZK(ctx)
-		}()
-	}
 	step := lifeStep{f: f, t0: time.Now(), kill: f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade)}
 	switch f.Kind {
 	case ReplaceMember:
@@ -67,7 +60,7 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 	case RoomVersionLower:
 		step.what = r.roomVersion(ctx, f, 1)
 	case Upgrade, Downgrade:
-		step.what = r.rollStep(ctx, &step.f, p)
+		step.what = r.rollStep(ctx, f, p)
 	case ZKWipeReseed, ZKRollbackReseed:
 		r.zkLoss(ctx, f)
 		return
@@ -76,27 +69,6 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 	if step.what != "" {
 		r.steps = append(r.steps, step)
 	}
-}
-
-// killZKMid kills the ZooKeeper leader as a lifecycle step begins (the
-// step's caller restarts it when the step ends); nothing when a server
-// is down already.
-func (r *runner) killZKMid(ctx context.Context, f Fault) {
-	if r.zkDown >= 0 {
-		return
-	}
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	leader, err := r.ens.Leader(lctx)
-	cancel()
-	if err != nil {
-		r.out.f("%s: no ZooKeeper leader to kill mid-step: %v", f, firstLine(err))
-		return
-	}
-	r.out.f("%s: kill -9 ZooKeeper server %d (leader) as the step begins", f, leader)
-	if err := r.ens.Kill(leader); err != nil {
-		r.out.f("    kill: %v", err)
-	}
-	r.zkDown, r.zkHold = leader, 0
 }
 
 // replaceMember stops a member (any, the primary included; kill -9 when
