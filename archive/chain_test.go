@@ -88,6 +88,14 @@ func TestRestoreOrdersByReseedChain(t *testing.T) {
 					require.Contains(t, res.Chosen, "continuing 0x500")
 				})
 			}
+			// Before B's seed: not B's; the error says where to look.
+			for _, opts := range []RestoreOptions{{ToIndex: 30}, {ToTime: time.UnixMilli(1_700_000_000_000).Add(3 * time.Second)}} {
+				opts.Archive, opts.Room, opts.DataDir = c.a, "r1", t.TempDir()
+				_, err := Restore(ctx, opts)
+				require.ErrorIs(t, err, ErrNotCovered)
+				require.ErrorContains(t, err, "continuing 0x500")
+				require.ErrorContains(t, err, "name it")
+			}
 			// Named, A still restores.
 			res, err := Restore(ctx, RestoreOptions{Archive: c.a, Room: "r1", RoomCzxid: 0x500, DataDir: t.TempDir()})
 			require.NoError(t, err)

@@ -153,7 +153,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 		target, targetTime, res.CutReason, err = resolveTime(ctx, opts.Archive, plan, opts.ToTime)
 		res.Cut = res.CutReason != ""
 		if err != nil {
-			return res, fmt.Errorf("archive: restore room %q: %w", opts.Room, err)
+			return res, fmt.Errorf("archive: restore room %q: %w%s", opts.Room, err, chosenHint(res.Chosen))
 		}
 		res.Resolve = time.Since(start)
 	} else if target == 0 {
@@ -180,7 +180,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 			if len(res.Skipped) > 0 {
 				err = fmt.Errorf("%w; damaged checkpoints skipped: %s", err, strings.Join(res.Skipped, "; "))
 			}
-			return res, fmt.Errorf("archive: restore room %q (%v) to index %d: %w", opts.Room, plan.origin, target, err)
+			return res, fmt.Errorf("archive: restore room %q (%v) to index %d: %w%s", opts.Room, plan.origin, target, err, chosenHint(res.Chosen))
 		}
 		if ckpt == nil {
 			break
@@ -282,6 +282,17 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	res.Apply = time.Since(t1)
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// chosenHint tells, for an error about the incarnation the re-seed chain
+// chose (chosen: RestoreResult.Chosen), that an earlier one may hold what
+// is missing.
+func chosenHint(chosen string) string {
+	if chosen == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (no incarnation named: restored %s; what it does not cover, an index before its seed or a time before its first batch, "+
+		"is in an earlier incarnation's items: name it, RoomCzxid and RoomFence, --incarnation 0x<czxid>/<epoch znode>)", chosen)
 }
 
 // checkEmptyDir refuses a path that exists and is not an empty directory.
