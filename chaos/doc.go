@@ -276,7 +276,9 @@
 // running room (lifecycle.go), interleaved with the faults above and
 // drawn from the same seed (without -lifecycle their weights are zero
 // and a seed draws the sequence it always drew). Each runs to its end
-// before heal, and is printed and counted in kinds= like a fault:
+// before heal, and is printed and counted in kinds= like a fault. One
+// step in four but the ZooKeeper losses has the ZooKeeper leader killed
+// as it begins and restarted as it ends (mid=kill-zk-leader):
 //
 //	replace-member (3)      stop a member (any: the primary, a standby
 //	                        or an observer; one time in four kill -9
@@ -352,8 +354,8 @@
 // acknowledged proposal during any replace-member, observer,
 // room-version, upgrade or downgrade step: from its start to the first acknowledgement after
 // its end; a step that killed a member with kill -9 instead of stopping
-// it counts apart, in max_kill_step_gap: a killed primary costs a
-// failover by design), lifecycle_gaps (the same per kind), and apart from them
+// it, or during which the ZooKeeper leader was killed, counts apart, in
+// max_faulted_step_gap: a killed primary costs a failover by design), lifecycle_gaps (the same per kind), and apart from them
 // max_reseed_gap (from the start of a ZooKeeper loss to the first
 // acknowledgement after its re-seed), acked_while_lost, not_refused,
 // reseed_failures, room_version_refused, room_version_violations and

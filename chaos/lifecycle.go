@@ -27,10 +27,11 @@ type lifeStep struct {
 	f      Fault
 	what   string
 	t0, t1 time.Time
-	// kill: the step killed a member (kill -9) instead of stopping it:
-	// a primary's then costs a session timeout by design, so its gap
-	// counts in MaxKillStepGap, not MaxLifecycleGap.
-	kill bool
+	// faulted: the step killed a member (kill -9) instead of stopping
+	// it (a primary's then costs a session timeout by design), or the
+	// ZooKeeper leader was killed as it began: its gap counts in
+	// MaxFaultedStepGap, not MaxLifecycleGap.
+	faulted bool
 }
 
 // lossStep is one ZooKeeper loss: the servers' data went at t0, the
@@ -47,7 +48,15 @@ var roomLostText = logroom.ErrRoomLost.Error()
 // lifecycle runs one lifecycle operation; p is the primary when it
 // started.
 func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
-	step := lifeStep{f: f, t0: time.Now(), kill: f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade)}
+	if f.Mid && !f.Kind.isZKLoss() {
+		r.killZKMid(ctx, f)
+		defer func() {
+			r.zkHold = 0
+			r.startZK(ctx)
+		}()
+	}
+	step := lifeStep{f: f, t0: time.Now(), faulted: f.Mid ||
+		f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade)}
 	switch f.Kind {
 	case ReplaceMember:
 		step.what = r.replaceMember(ctx, f, p)
@@ -60,7 +69,7 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 	case RoomVersionLower:
 		step.what = r.roomVersion(ctx, f, 1)
 	case Upgrade, Downgrade:
-		step.what = r.rollStep(ctx, f, p)
+		step.what = r.rollStep(ctx, &step.f, p)
 	case ZKWipeReseed, ZKRollbackReseed:
 		r.zkLoss(ctx, f)
 		return
@@ -69,6 +78,27 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 	if step.what != "" {
 		r.steps = append(r.steps, step)
 	}
+}
+
+// killZKMid kills the ZooKeeper leader as a lifecycle step begins (the
+// step's caller restarts it when the step ends); nothing when a server
+// is down already.
+func (r *runner) killZKMid(ctx context.Context, f Fault) {
+	if r.zkDown >= 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	leader, err := r.ens.Leader(lctx)
+	cancel()
+	if err != nil {
+		r.out.f("%s: no ZooKeeper leader to kill mid-step: %v", f, firstLine(err))
+		return
+	}
+	r.out.f("%s: kill -9 ZooKeeper server %d (leader) as the step begins", f, leader)
+	if err := r.ens.Kill(leader); err != nil {
+		r.out.f("    kill: %v", err)
+	}
+	r.zkDown, r.zkHold = leader, 0
 }
 
 // replaceMember stops a member (any, the primary included; kill -9 when
@@ -614,9 +644,9 @@ func (r *runner) lifecycleGaps(end time.Time) {
 	for _, s := range r.steps {
 		g := gapIn(acks, s.t0, s.t1, end)
 		how := ""
-		if s.kill {
-			how = ", kill -9"
-			r.res.MaxKillStepGap = max(r.res.MaxKillStepGap, g)
+		if s.faulted {
+			how = ", faulted"
+			r.res.MaxFaultedStepGap = max(r.res.MaxFaultedStepGap, g)
 		} else {
 			r.res.LifecycleGaps[s.f.Kind] = max(r.res.LifecycleGaps[s.f.Kind], g)
 			r.res.MaxLifecycleGap = max(r.res.MaxLifecycleGap, g)

@@ -177,12 +177,13 @@ type Result struct {
 	// longest of them. ZooKeeper losses are apart: MaxReseedGap is the
 	// longest time from a loss to the first acknowledgement after its
 	// re-seed.
-	// Steps that killed a member (kill -9) instead of stopping it count
-	// apart, in MaxKillStepGap: a killed primary costs a failover.
-	LifecycleGaps   [numKinds]time.Duration
-	MaxLifecycleGap time.Duration
-	MaxKillStepGap  time.Duration
-	MaxReseedGap    time.Duration
+	// Steps that killed a member (kill -9) instead of stopping it, or
+	// during which the ZooKeeper leader was killed, count apart, in
+	// MaxFaultedStepGap: a killed primary costs a failover.
+	LifecycleGaps     [numKinds]time.Duration
+	MaxLifecycleGap   time.Duration
+	MaxFaultedStepGap time.Duration
+	MaxReseedGap      time.Duration
 	// AckedWhileLost: proposals acknowledged while ZooKeeper had lost the
 	// room; NotRefused: members that did not refuse it by name
 	// (ErrRoomLost) in time; ReseedFailures: re-seeds that failed. Each is
@@ -237,8 +238,8 @@ func (r Result) lifecycleLine() string {
 	if len(gaps) == 0 {
 		gaps = append(gaps, "none")
 	}
-	return fmt.Sprintf(" max_lifecycle_gap=%v max_kill_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d lifecycle_gaps=%s",
-		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxKillStepGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
+	return fmt.Sprintf(" max_lifecycle_gap=%v max_faulted_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d lifecycle_gaps=%s",
+		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxFaultedStepGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
 		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, r.RoomVersionViolations, r.DowngradesRefused,
 		strings.Join(gaps, ","))
 }

@@ -155,6 +155,10 @@ type Fault struct {
 	// ask the primary to checkpoint (rotate, delete) while the standby is
 	// down, so it must bootstrap from a checkpoint.
 	Primary bool
+	// Mid (lifecycle steps but the ZooKeeper losses): the ZooKeeper
+	// leader is killed as the step begins and restarted when it ends (a
+	// fault landing mid-step).
+	Mid bool
 	// Heal is the pause after the fault (the system heals before the next).
 	Heal time.Duration
 }
@@ -191,6 +195,9 @@ func (f Fault) String() string {
 		if !f.Primary {
 			fmt.Fprintf(&b, " pick=%d", f.Pick)
 		}
+	}
+	if f.Mid {
+		b.WriteString(" mid=kill-zk-leader")
 	}
 	fmt.Fprintf(&b, " heal=%v", f.Heal)
 	return b.String()
@@ -325,6 +332,9 @@ func (s *Schedule) Next() Fault {
 	case ReplaceMember, Upgrade, Downgrade:
 		// Primary here: kill -9 instead of a graceful stop (one in four).
 		f.Primary = s.rng.IntN(4) == 0
+	}
+	if k.IsLifecycle() && !k.isZKLoss() {
+		f.Mid = s.rng.IntN(4) == 0 && s.zkHeld == 0
 	}
 	switch k {
 	case ObserverJoin:

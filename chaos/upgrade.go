@@ -81,8 +81,10 @@ func (r *runner) replicasOn(old bool) []*testnode.Node {
 // to this tree (upgrade). A downgrade lowers the room version first when
 // it is above 1. After a re-seed the previous release cannot open the
 // room (CHANGELOG: it looks for <room>/epoch): its start must fail,
-// naming the room, and the member is started on this tree again.
-func (r *runner) rollStep(ctx context.Context, f Fault, p *testnode.Node) string {
+// naming the room, and the member is started on this tree again. When no
+// replica can move the way f says, one moves the other way (f.Kind is
+// changed to say so).
+func (r *runner) rollStep(ctx context.Context, f *Fault, p *testnode.Node) string {
 	down := f.Kind == Downgrade
 	if r.oldBin == "" {
 		r.res.Kinds[f.Kind]--
@@ -91,9 +93,19 @@ func (r *runner) rollStep(ctx context.Context, f Fault, p *testnode.Node) string
 	}
 	cands := r.replicasOn(!down)
 	if len(cands) == 0 {
+		// The schedule's count went wrong (a downgrade refused after a
+		// re-seed moved nobody): move one the other way.
 		r.res.Kinds[f.Kind]--
-		r.out.f("%s: skipped, no replica to move", f)
-		return ""
+		f.Kind, down = Downgrade, !down
+		if !down {
+			f.Kind = Upgrade
+		}
+		r.res.Kinds[f.Kind]++
+		if cands = r.replicasOn(!down); len(cands) == 0 {
+			r.res.Kinds[f.Kind]--
+			r.out.f("%s: skipped, no replica to move", f)
+			return ""
+		}
 	}
 	n := cands[f.Pick%len(cands)]
 	if down && r.roomVersionTarget >= 2 {
