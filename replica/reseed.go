@@ -61,7 +61,15 @@ type ReseedConfig struct {
 	// (of sessions that died with the members) to go; default two
 	// session timeouts.
 	MembersGone time.Duration
-	Logger      *slog.Logger
+	// DryRun makes Reseed check what it can and write nothing: it opens
+	// the survivors, chooses the seed, reads what ZooKeeper holds under
+	// the room's name (and waits, as a re-seed does, for the old room's
+	// live nodes to go), then returns the result it would have produced
+	// — Survivors with their roles, Seed, From, Epoch, RoomVersion,
+	// Previous — with Czxid and EpochZnode zero, before deleting,
+	// creating or recording anything in ZooKeeper or rewriting a marker.
+	DryRun bool
+	Logger *slog.Logger
 }
 
 // Survivor is what Reseed found in one data dir.
@@ -208,6 +216,9 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		res.Previous = "a tombstone: " + err.Error()
 		res.Unchecked = unchecked
 		log.Warn("reseed: " + unchecked)
+		if cfg.DryRun {
+			break
+		}
 		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
 			return res, fmt.Errorf("replica: reseed: delete the tombstone: %w", err)
 		}
@@ -229,11 +240,18 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		if prev.done != nil {
 			// An earlier run of this re-seed created the room: finish it.
 			res.Czxid, res.EpochZnode, res.Epoch = info.Czxid, info.EpochZnode, prev.done.NewEpoch
+			if cfg.DryRun {
+				res.Previous += " (already re-seeded from this seed: only the markers are left to rewrite)"
+				return dryRunResult(survivors, res, start), nil
+			}
 			log.Warn("the room was already re-seeded from this seed; rewriting the markers", "reseed", prev.done.String())
 			return finishReseed(cfg, survivors, seed, res, start)
 		}
 		res.Previous += prev.what
 		epoch = max(epoch, prev.epoch)
+		if cfg.DryRun {
+			break
+		}
 		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
 			return res, fmt.Errorf("replica: reseed: delete the old room: %w", err)
 		}
@@ -250,6 +268,9 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		return res, fmt.Errorf("%w: epoch %d is too close to the end of the epoch space", ErrReseedRefused, epoch)
 	}
 	res.Epoch = epoch + 1
+	if cfg.DryRun {
+		return dryRunResult(survivors, res, start), nil
+	}
 	res.Czxid, err = logroom.SeedRoom(ctx, c, cfg.Base, cfg.Room, logroom.Seed{Index: seed.Position.Index, Epoch: res.Epoch, RoomVersion: rv, Owner: "reseed"})
 	if err != nil {
 		return res, fmt.Errorf("replica: reseed: %w", err)
@@ -277,6 +298,15 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	}
 	log.Warn("room re-seeded", "room", cfg.Room, "index", seed.Position.Index, "from", seed.Dir, "epoch", res.Epoch, "czxid", fmt.Sprintf("0x%x", res.Czxid))
 	return finishReseed(cfg, survivors, seed, res, start)
+}
+
+// dryRunResult is res of a dry run: the survivors as found, nothing written.
+func dryRunResult(survivors []*survivorStore, res ReseedResult, start time.Time) ReseedResult {
+	for _, s := range survivors {
+		res.Survivors = append(res.Survivors, s.Survivor)
+	}
+	res.Took = time.Since(start)
+	return res
 }
 
 // finishReseed rewrites the markers of the survivors that rejoin.

@@ -91,10 +91,10 @@ commands:
                               or exits 1 after DURATION with why not (default 0: no wait)
   version                     this binary's release, commit, Go version and room versions
                               (needs no ZooKeeper)
-  reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR]
+  reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR] [--dry-run]
                               WRITES: re-creates a room ZooKeeper lost from its stopped members'
-                              data dirs, the log continuing past their applied index
-                              ('roomlog reseed -h')
+                              data dirs, the log continuing past their applied index; --dry-run
+                              says what it would do and writes nothing ('roomlog reseed -h')
   restore --archive DIR --room ROOM --to-index N|--to-time T --out DATADIR
                               point-in-time restore from an archive into a new local data dir
                               (needs no ZooKeeper, writes only DATADIR; 'roomlog restore -h')

@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	conv "github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/tlsfiles"
@@ -32,6 +32,15 @@ The room's log continues at the seed's index + 1 under a new epoch; the survivor
 markers are rewritten so they rejoin (those behind bootstrap from the seed's
 checkpoint). Start the seed's member first.
 
+--dry-run prints what it would do — the seed, every survivor's role, the epoch and
+room version the room would be created at, what ZooKeeper holds under the name —
+after the checks a re-seed makes (the survivors agree, no member of the old room is
+live), and writes nothing: neither ZooKeeper nor the survivors' markers.
+
+Digest credentials for a room with an ACL come from --zk-digest-file or the
+environment (ROOMLOG_ZK_DIGEST_FILE, ROOMLOG_ZK_DIGEST=user:password), never
+from a flag: a command line is visible to every local user.
+
 flags:
 `
 
@@ -44,6 +53,7 @@ type reseedJSON struct {
 	Czxid     string           `json:"czxid"`
 	Previous  string           `json:"previous"`
 	Unchecked string           `json:"unchecked,omitempty"` // live members of the lost incarnation could not be looked for
+	DryRun    bool             `json:"dry_run,omitempty"`   // nothing was written; Czxid is empty
 	TookMS    int64            `json:"took_ms"`
 	Survivors []reseedSurvivor `json:"survivors"`
 }
@@ -63,14 +73,17 @@ type reseedSurvivor struct {
 func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("roomlog reseed", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defZK := os.Getenv(envZK)
+	defZK := conv.Getenv(stderr, "roomlog", envZK, oldEnvZK...)
 	if defZK == "" {
 		defZK = "127.0.0.1:2181"
 	}
 	zkAddr := fs.String("zk", defZK, "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
 	base := fs.String("base", logroom.DefaultBase, "parent znode of the rooms")
-	digest := fs.String("digest", os.Getenv(envDigest), "digest credentials user:password (env "+envDigest+"; prefer --zk-digest-file)")
-	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "file holding digest credentials user:password for a room with an ACL (env "+envDigestFile+")")
+	fs.Func("digest", "removed: a password on the command line is visible to every local user (use --zk-digest-file or "+envDigest+")", func(string) error {
+		return fmt.Errorf("takes no password any more (visible in ps): use --zk-digest-file FILE or the environment variable %s", envDigest)
+	})
+	digestFile := fs.String("zk-digest-file", "", "`FILE` holding digest credentials user:password for a room with an ACL (env "+envDigestFile+")")
+	dryRun := fs.Bool("dry-run", false, "check and print what the re-seed would do, and write nothing")
 	from := fs.String("from", "", "the survivors' data dirs, comma-separated (required)")
 	trust := fs.String("trust", "", "seed from this data dir although the survivors disagree (the others that disagree are left out)")
 	force := fs.Bool("force", false, "re-seed although ZooKeeper's room still holds the seed's position, or holds entries of another incarnation (lost)")
@@ -99,6 +112,12 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	digestFileSet := false
+	fs.Visit(func(f *flag.Flag) { digestFileSet = digestFileSet || f.Name == "zk-digest-file" })
+	if !digestFileSet {
+		*digestFile = conv.Getenv(stderr, "roomlog", envDigestFile, oldEnvDigestFile...)
+	}
+	digest := conv.Getenv(stderr, "roomlog", envDigest, oldEnvDigest...)
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "roomlog reseed: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "run 'roomlog reseed -h' for usage")
@@ -127,13 +146,13 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageErr("--zk: no ZooKeeper server given")
 	}
 	var auth *logroom.Digest
-	if *digest != "" && *digestFile != "" {
-		return usageErr("--digest and --zk-digest-file: give one")
+	if digest != "" && *digestFile != "" {
+		return usageErr("%s and --zk-digest-file (or %s): give one", envDigest, envDigestFile)
 	}
-	if *digest != "" {
-		d, err := logroom.ParseDigest(*digest)
+	if digest != "" {
+		d, err := logroom.ParseDigest(digest)
 		if err != nil {
-			return usageErr("--digest: %v", err)
+			return usageErr("%s: %v", envDigest, err)
 		}
 		auth = d
 	}
@@ -155,17 +174,20 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	rc := replica.ReseedConfig{Servers: servers, SessionTimeout: *session, Auth: auth, Base: *base,
 		Room: pos[0], DataDirs: dirs, Trust: *trust, Force: *force, RoomVersion: *roomVersion,
-		ZooKeeperTLSServerName: dc.TLSServerName, ACLIdentities: dc.ACLIdentities}
+		ZooKeeperTLSServerName: dc.TLSServerName, ACLIdentities: dc.ACLIdentities, DryRun: *dryRun}
 	if dc.TLS != nil {
 		rc.ZooKeeperTLS = dc.TLS.(*tlsfiles.Source)
 	}
 	res, err := replica.Reseed(ctx, rc)
 	if err != nil {
 		fmt.Fprintf(stderr, "roomlog reseed: %v\n", err)
-		return exitFail
+		return conv.Class(err)
 	}
 	out := reseedJSON{Room: pos[0], Index: res.Seed.Index, From: res.From, Epoch: res.Epoch, Czxid: fmt.Sprintf("0x%x", res.Czxid),
-		Previous: res.Previous, Unchecked: res.Unchecked, TookMS: res.Took.Milliseconds(), Survivors: []reseedSurvivor{}}
+		Previous: res.Previous, Unchecked: res.Unchecked, DryRun: *dryRun, TookMS: res.Took.Milliseconds(), Survivors: []reseedSurvivor{}}
+	if *dryRun {
+		out.Czxid = ""
+	}
 	for _, s := range res.Survivors {
 		out.Survivors = append(out.Survivors, reseedSurvivor{Dir: s.Dir, Index: s.Position.Index, Epoch: s.Position.Epoch,
 			Hash: s.Position.Hash.String(), Base: s.Position.Hash.Base, Role: s.Role, Reason: s.Reason,
@@ -177,8 +199,13 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "room %s re-seeded at index %d from %s: epoch %d, incarnation %s (before: %s), in %v\n",
-		out.Room, out.Index, out.From, out.Epoch, out.Czxid, out.Previous, res.Took.Round(time.Millisecond))
+	if *dryRun {
+		fmt.Fprintf(stdout, "dry run, nothing written: room %s would be re-seeded at index %d from %s: epoch %d, room version %d (ZooKeeper holds: %s)\n",
+			out.Room, out.Index, out.From, out.Epoch, res.RoomVersion, out.Previous)
+	} else {
+		fmt.Fprintf(stdout, "room %s re-seeded at index %d from %s: epoch %d, incarnation %s (before: %s), in %v\n",
+			out.Room, out.Index, out.From, out.Epoch, out.Czxid, out.Previous, res.Took.Round(time.Millisecond))
+	}
 	for _, s := range out.Survivors {
 		line := fmt.Sprintf("  %-9s %s  index %d epoch %d hash %s", s.Role, s.Dir, s.Index, s.Epoch, s.Hash)
 		if s.Reason != "" {
@@ -188,6 +215,10 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if out.Unchecked != "" {
 		fmt.Fprintln(stdout, "warning: "+out.Unchecked)
+	}
+	if *dryRun {
+		fmt.Fprintln(stdout, "run it again without --dry-run to re-seed")
+		return exitOK
 	}
 	fmt.Fprintln(stdout, "start the seed's member first; members left out are refused by name until their data dir is moved away")
 	return exitOK
