@@ -259,23 +259,32 @@ func sessionIdentities(c *logroom.Client) []string {
 		if e.Scheme == "world" {
 			continue
 		}
-		ids = append(ids, e.Scheme+":"+e.ID)
+		ids = append(ids, zkx.PublicIdentity(e)) // never a digest's hash
 	}
 	return ids
 }
 
 // runOperatorRequests answers operator requests while this replica is
-// primary: it watches the request znode (re-read every 2 s besides the
-// watch, so a lost watch costs 2 s at most) and carries out one request
-// at a time. It returns when ctx ends (Close).
+// primary: it reads the request znode, arming one watch, and reads it
+// again when that watch fires (a change, or the end of the session's
+// watches) or when a new term begins (a request may wait for the epoch it
+// names); a read that failed is retried at the next 2 s tick. It carries
+// out one request at a time and returns when ctx ends (Close). One watch
+// at most is armed at a time: go-zookeeper keeps every watch channel until
+// it fires, so arming one per tick would grow without bound.
 func (r *Replica) runOperatorRequests(ctx context.Context) {
 	p := r.room.Path(operatorZ)
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
+	var (
+		watch   <-chan zk.Event
+		readFor uint64 // the epoch of the term the last read was made in
+	)
 	for {
-		var watch <-chan zk.Event
-		if t := r.currentTerm(); t != nil {
-			watch = r.operatorStep(ctx, p, t.epoch)
+		if t := r.currentTerm(); t != nil && (watch == nil || readFor != t.epoch) {
+			if w := r.operatorStep(ctx, p, t.epoch); w != nil {
+				watch, readFor = w, t.epoch // else: retried at the next tick
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -283,6 +292,7 @@ func (r *Replica) runOperatorRequests(ctx context.Context) {
 		case <-r.stopc:
 			return
 		case <-watch:
+			watch = nil
 		case <-tick.C:
 		}
 	}

@@ -2,10 +2,13 @@ package zkx
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/roomlog/roomlog/third_party/zk"
 )
@@ -140,4 +143,19 @@ func SetACLTree(ctx context.Context, r Requester, root string, acl []zk.ACL) (in
 		}
 	}
 	return n, nil
+}
+
+// PublicIdentity is how an ACL identity may be shown to others (member
+// data, tool output): "scheme:id", except that a digest identity's
+// password hash (unsalted SHA-1, which ZooKeeper itself shows only to
+// ADMIN) is replaced by a fingerprint, "digest:USER:fp-<12 hex of
+// SHA-256(USER:HASH)>", which tells identities apart without revealing
+// the hash.
+func PublicIdentity(e zk.ACL) string {
+	if e.Scheme != "digest" {
+		return e.Scheme + ":" + e.ID
+	}
+	user, _, _ := strings.Cut(e.ID, ":")
+	sum := sha256.Sum256([]byte(e.ID))
+	return "digest:" + user + ":fp-" + hex.EncodeToString(sum[:6])
 }

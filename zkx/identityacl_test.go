@@ -1,6 +1,7 @@
 package zkx
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,8 @@ func TestIdentityACL(t *testing.T) {
 		{id: "digest:nn", err: "digest:USER:HASH"},
 		{id: "digest::h", err: "digest:USER:HASH"},
 		{id: "x509:", err: "empty x509 identity"},
+		// A password typed in place of its hash is refused, and not echoed.
+		{id: "digest:nn:hunter2-secret", err: "not base64 of a 20-byte SHA-1"},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			got, err := IdentityACL(zk.PermAll, tc.id)
@@ -46,4 +49,16 @@ func TestIdentityACL(t *testing.T) {
 		{Perms: zk.PermAll, Scheme: "digest", ID: DigestID("nn", "old")},
 		{Perms: zk.PermAll, Scheme: "digest", ID: next},
 	}, acl)
+}
+
+// TestPublicIdentity: a digest identity is shown with a fingerprint, never
+// its password hash; other schemes as they are.
+func TestPublicIdentity(t *testing.T) {
+	id := DigestID("nn", "pw")
+	_, hash, _ := strings.Cut(id, ":")
+	got := PublicIdentity(zk.ACL{Scheme: "digest", ID: id})
+	require.True(t, strings.HasPrefix(got, "digest:nn:fp-"), got)
+	require.NotContains(t, got, hash)
+	require.NotEqual(t, got, PublicIdentity(zk.ACL{Scheme: "digest", ID: DigestID("nn", "other")}), "two passwords of one user are told apart")
+	require.Equal(t, "x509:CN=a", PublicIdentity(zk.ACL{Scheme: "x509", ID: "CN=a"}))
 }

@@ -2,8 +2,10 @@ package zkx
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +68,12 @@ func IdentityACL(perms int32, identity string) (zk.ACL, error) {
 		user, hash, ok := strings.Cut(id, ":")
 		if !ok || user == "" || hash == "" {
 			return zk.ACL{}, fmt.Errorf("%w: identity %q: a digest identity is digest:USER:HASH (HASH = base64(sha1(USER:PASSWORD)))", ErrBadConfig, identity)
+		}
+		if b, err := base64.StdEncoding.DecodeString(hash); err != nil || len(b) != sha1.Size {
+			// Not a hash: most likely a password typed in its place, which
+			// would then be in every znode's ACL (and the shell's history).
+			// The error does not repeat it.
+			return zk.ACL{}, fmt.Errorf("%w: digest identity for user %q: HASH is not base64 of a 20-byte SHA-1 (give base64(sha1(USER:PASSWORD)), never the password)", ErrBadConfig, user)
 		}
 		return zk.ACL{Perms: perms, Scheme: SchemeDigest, ID: id}, nil
 	case strings.HasPrefix(identity, SchemeX509+":"):

@@ -15,6 +15,7 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/tlsfiles"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // tlsIdentity issues a certificate named name and returns its files and
@@ -49,7 +50,7 @@ func TestACLAddRemoveLiveTLSRoom(t *testing.T) {
 	e := zkensemble.ForTest(t, zkensemble.Options{TLS: &zkensemble.TLSOptions{}})
 	ca := e.TLSCA()
 	dir := t.TempDir()
-	ops, _, idOps := tlsIdentity(t, ca, dir, "ops")
+	ops, srcOps, idOps := tlsIdentity(t, ca, dir, "ops")
 	_, srcM1, idM1 := tlsIdentity(t, ca, dir, "m1")
 	_, srcM2, idM2 := tlsIdentity(t, ca, dir, "m2")
 	const base, room = "/tlsacl", "ns"
@@ -152,6 +153,42 @@ func TestACLAddRemoveLiveTLSRoom(t *testing.T) {
 	_, err = open("a", srcM1, idOps, idM1, idM2)
 	require.Error(t, err, "a master whose identity was removed is refused")
 	require.ErrorContains(t, err, "not authenticated")
+
+	// Until b's configuration drops m1, the znodes b creates (a
+	// checkpoint's channel, its batches) carry its configured ACL, which
+	// still grants m1. After the rolling restart without it, --remove runs
+	// again and sweeps them: no znode of the room grants m1 any more.
+	// (Before, the second --remove failed: "not in room's ACL".)
+	cl.ok("checkpoint", room)
+	require.NoError(t, propose(b, "/after/checkpoint"))
+	require.NoError(t, b.Close())
+	b, err = open("b", srcM2, idOps, idM2)
+	require.NoError(t, err, "b restarted without m1 in its identities")
+	waitRole(t, b, replica.RolePrimary)
+	require.NoError(t, propose(b, "/after/restart"))
+	var swept aclOut
+	cl.json(&swept, "acl", room, "--remove", idM1)
+	require.Positive(t, swept.Changed)
+	zc, err := zkx.Dial(ctx, zkx.DialConfig{Servers: e.SecureAddrs(), SessionTimeout: 4 * time.Second, TLS: srcOps, TLSServerName: "127.0.0.1"})
+	require.NoError(t, err)
+	defer zc.Close()
+	var walk func(p string)
+	nodes := 0
+	walk = func(p string) {
+		acl, _, err := zc.Conn().GetACL(p)
+		require.NoError(t, err, p)
+		nodes++
+		for _, en := range acl {
+			require.NotEqual(t, idM1, en.ID, "%s still grants the removed identity", p)
+		}
+		kids, _, err := zc.Conn().Children(p)
+		require.NoError(t, err, p)
+		for _, k := range kids {
+			walk(p + "/" + k)
+		}
+	}
+	walk(base + "/" + room)
+	t.Logf("%d znodes of the room checked after the sweep", nodes)
 
 	// Nothing acknowledged is lost.
 	mu.Lock()
