@@ -119,6 +119,11 @@ func runRequest(ctx context.Context, in *inspector, o options, room string, req 
 		return a.State == replica.RequestDone || a.State == replica.RequestFailed, nil
 	})
 	if err != nil {
+		if ans.State == replica.RequestRunning {
+			// Claimed: the primary carries it out within its own bounds
+			// (longer than this wait); deleting the request does not stop it.
+			return fmt.Errorf("room %q: waiting for %s: %w (the outcome is unknown: the %s may still complete; see 'roomlog members %s')", room, what, err, req.Kind, room)
+		}
 		return fmt.Errorf("room %q: waiting for %s: %w", room, what, err)
 	}
 	if ans.State == replica.RequestFailed {
