@@ -141,6 +141,24 @@ func (v RoomView) Live() []MemberStatus {
 	return out
 }
 
+// Primary is the live member the replicas take for primary by the
+// members' data, by the rule every member applies (primaryOf): among the
+// live members whose data says primary, the one that leads the newest
+// epoch, ties to the smaller id. ok is false when none says primary. Any
+// other live member whose data says primary is deposed: a newer primary
+// took over, and it has not learnt so yet or its session has not expired
+// (after a kill -9, up to a session timeout).
+func (v RoomView) Primary() (id string, epoch uint64, ok bool) {
+	members := map[string]memberData{}
+	for _, m := range v.Live() {
+		if m.Role == RolePrimary {
+			members[m.ID] = memberData{ID: m.ID, Role: roleStrPrimary, Epoch: m.Epoch}
+		}
+	}
+	p, ok := primaryOf(members)
+	return p.ID, p.Epoch, ok
+}
+
 // ElectionPlace is member id's place in the election line: 1 for the
 // leading candidate, 0 when id holds no accepted candidate.
 func (v RoomView) ElectionPlace(id string) int {

@@ -412,3 +412,32 @@ func TestMemberViewHostile(t *testing.T) {
 	require.Empty(t, why)
 	require.Equal(t, &CheckpointRecord{Index: 5, Created: -1, Addr: "bad addr"}, rec, "an address that does not parse has no URL")
 }
+
+// TestRoomViewPrimary: RoomView.Primary applies primaryOf to the live
+// members: the newest epoch among those whose data says primary, ties to
+// the smaller id; foreign nodes and other roles never count.
+func TestRoomViewPrimary(t *testing.T) {
+	mv := func(id string, role Role, epoch uint64, foreign string) MemberView {
+		return MemberView{Name: id, Decoded: true, Foreign: foreign, MemberStatus: MemberStatus{ID: id, Role: role, Epoch: epoch}}
+	}
+	for _, tc := range []struct {
+		name    string
+		members []MemberView
+		id      string
+		epoch   uint64
+		ok      bool
+	}{
+		{"none", nil, "", 0, false},
+		{"standbys only", []MemberView{mv("a", RoleStandby, 3, ""), mv("b", RoleTakingOver, 4, "")}, "", 0, false},
+		{"newest epoch", []MemberView{mv("a", RolePrimary, 3, ""), mv("b", RolePrimary, 4, ""), mv("c", RoleStandby, 9, "")}, "b", 4, true},
+		{"tie to the smaller id", []MemberView{mv("b", RolePrimary, 4, ""), mv("a", RolePrimary, 4, "")}, "a", 4, true},
+		{"foreign ignored", []MemberView{mv("a", RolePrimary, 3, ""), mv("evil", RolePrimary, 1<<40, "not ephemeral")}, "a", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, epoch, ok := RoomView{Members: tc.members}.Primary()
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.id, id)
+			require.Equal(t, tc.epoch, epoch)
+		})
+	}
+}

@@ -230,6 +230,11 @@ type memberRow struct {
 	// Observer: the member is an observer (replica.Config.Observer): it
 	// holds no candidate node and never leads.
 	Observer bool `json:"observer,omitempty"`
+	// Deposed: its data says primary, but another live member leads a
+	// newer epoch (replica.RoomView.Primary): it was replaced, and it has
+	// not learnt so yet or its session has not expired.
+	Deposed   bool   `json:"deposed,omitempty"`
+	DeposedBy string `json:"deposed_by,omitempty"` // "ID at epoch N": the primary that replaced it
 	// Session is the ZooKeeper session holding the ephemeral node (hex;
 	// 0x0: a persistent node).
 	Session string `json:"session"`
@@ -271,6 +276,7 @@ type foreignZnode struct {
 // sorted by path).
 func memberRows(v replica.RoomView) (rows []memberRow, memberForeign, electionForeign []foreignZnode) {
 	rows = []memberRow{}
+	pid, pepoch, hasPrimary := v.Primary()
 	isMember := map[string]bool{}
 	for _, m := range v.Members {
 		isMember[m.Path] = true
@@ -286,6 +292,10 @@ func memberRows(v replica.RoomView) (rows []memberRow, memberForeign, electionFo
 			row.Foreign, row.Error = true, m.Foreign
 		} else {
 			row.Election = v.ElectionPlace(m.ID)
+			row.Deposed = m.Decoded && m.Role == replica.RolePrimary && hasPrimary && m.ID != pid
+			if row.Deposed {
+				row.DeposedBy = fmt.Sprintf("%s at epoch %d", pid, pepoch)
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -331,6 +341,8 @@ func cmdMembers(ctx context.Context, in *inspector, o options, args []string, st
 			note = "FOREIGN (ignored by replicas): " + r.Error
 		} else if r.Observer {
 			note = "observer (never leads)"
+		} else if r.Deposed {
+			note = "DEPOSED: replaced by " + r.DeposedBy + " (its session has not expired yet)"
 		}
 		t.row(r.ID, r.Addr, r.Role, u64(r.Epoch), u64(r.Applied), u64(r.Checkpoint), el, r.Session, note)
 	}

@@ -20,7 +20,10 @@ bytes, entries (the open channel's figures are read from its chain).
 const membersHelp = `usage: roomlog members ROOM [--json]
 
 The live members of ROOM: id, address, role, epoch, applied index, newest checkpoint,
-place in the election line, session. Znodes under members/ and election/ that replicas ignore are FOREIGN.
+place in the election line, session. A member whose data still says primary while
+another live member leads a newer epoch is marked DEPOSED (a new primary took over;
+its session has not expired yet, as for a while after a kill -9). Znodes under
+members/ and election/ that replicas ignore are FOREIGN.
 `
 
 const dumpHelp = `usage: roomlog dump ROOM [--from INDEX] [--to INDEX] [--no-ops]

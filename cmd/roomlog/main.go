@@ -67,7 +67,8 @@ Inspection and operation of roomlog rooms in ZooKeeper. Read-only, except
 commands:
   rooms                       the rooms under --base
   channels ROOM               num, first, last, sealed, epoch, batches, bytes
-  members ROOM                live members: id, addr, role, epoch, applied, checkpoint, election rank
+  members ROOM                live members: id, addr, role, epoch, applied, checkpoint, election
+                              rank; a primary replaced by one of a newer epoch is marked DEPOSED
   acl ROOM [--add ID]... [--remove ID]...
                               the room's ACL and each member's identity; WRITES with --add/--remove:
                               changes the ACL of a live room ('roomlog acl -h')
