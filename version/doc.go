@@ -8,7 +8,10 @@
 // tags may not travel with a copy of the repository; the history of main
 // does); CHANGELOG.md lists each release's format and behaviour changes.
 // Commit and Modified come from the Go toolchain's build information
-// (vcs.revision, vcs.modified) when the binary was built from a checkout.
+// (vcs.revision, vcs.modified) when the binary was built from a checkout;
+// when the toolchain recorded none (-buildvcs=false, or a copy without
+// .git), from what the linker stamped: 'make build' passes the commit with
+// -ldflags -X (see Info), so its binaries always know their commit.
 //
 // # Room versions
 //

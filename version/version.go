@@ -29,25 +29,47 @@ var (
 	build     Build
 )
 
-// Info reports this binary's build.
+// The commit stamped by the linker when the toolchain records none (a
+// build with -buildvcs=false, or outside a checkout): 'make build' passes
+//
+//	-ldflags "-X github.com/roomlog/roomlog/version.stampCommit=<40 hex>
+//	          -X github.com/roomlog/roomlog/version.stampModified=true"
+//
+// Set only by the linker; never written at run time.
+var (
+	stampCommit   string
+	stampModified string
+)
+
+// Info reports this binary's build: vcs.revision and vcs.modified from the
+// toolchain's build information, else the commit the linker stamped.
 func Info() Build {
 	buildOnce.Do(func() {
-		build = Build{Release: Release}
-		bi, ok := debug.ReadBuildInfo()
-		if !ok {
-			return
-		}
-		build.GoVersion = bi.GoVersion
+		bi, _ := debug.ReadBuildInfo()
+		build = readBuild(bi, stampCommit, stampModified)
+	})
+	return build
+}
+
+// readBuild is Info's pure part: bi (nil: none recorded) and the linker's
+// stamps.
+func readBuild(bi *debug.BuildInfo, commit, modified string) Build {
+	b := Build{Release: Release}
+	if bi != nil {
+		b.GoVersion = bi.GoVersion
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				build.Commit = s.Value
+				b.Commit = s.Value
 			case "vcs.modified":
-				build.Modified = s.Value == "true"
+				b.Modified = s.Value == "true"
 			}
 		}
-	})
-	return build
+	}
+	if b.Commit == "" && commit != "" {
+		b.Commit, b.Modified = commit, modified == "true"
+	}
+	return b
 }
 
 // String is one line for --version output and logs: release, commit (12
