@@ -98,9 +98,18 @@ type Options struct {
 	Interval time.Duration
 	// RuleFiles are loaded as the server's rule files (absolute paths).
 	RuleFiles []string
+	// TLSTargets are scraped over HTTPS (job "roomlog-tls"), presenting
+	// the client certificate of TLS and verifying the targets against its
+	// CA file.
+	TLSTargets []string
+	TLS        TLSFiles
 }
 
-// StartWith is Start with rule files and another interval.
+// TLSFiles are PEM file paths for a scrape over HTTPS.
+type TLSFiles struct{ CA, Cert, Key string }
+
+// StartWith is Start with rule files, another interval and targets
+// scraped over HTTPS.
 func StartWith(ctx context.Context, t testing.TB, targets []string, o Options) *Server {
 	t.Helper()
 	bin, _ := Require(t)
@@ -126,6 +135,21 @@ scrape_configs:
     static_configs:
       - targets: [%s]
 `, o.Interval, o.Interval, o.Interval, strings.Join(rules, ", "), strings.Join(quoted, ", "))
+	if len(o.TLSTargets) > 0 {
+		tq := make([]string, len(o.TLSTargets))
+		for i, tg := range o.TLSTargets {
+			tq[i] = strconv.Quote(tg)
+		}
+		cfg += fmt.Sprintf(`  - job_name: roomlog-tls
+    scheme: https
+    tls_config:
+      ca_file: %s
+      cert_file: %s
+      key_file: %s
+    static_configs:
+      - targets: [%s]
+`, strconv.Quote(o.TLS.CA), strconv.Quote(o.TLS.Cert), strconv.Quote(o.TLS.Key), strings.Join(tq, ", "))
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatalf("promserver: %v", err)
