@@ -102,9 +102,10 @@
 // that diverged). The checkpoint handler answers 503 too, so no peer
 // bootstraps from it. The failure is logged once, with the reason; the
 // master stays failed until it is restarted, which an operator should do
-// only after finding the cause (see package replica). --exit-on-failure makes serve exit with status 1 as soon as
-// the replica fails instead, for a supervisor that restarts or alerts on
-// exit (the behaviour before this flag existed). A local disk that hangs is
+// only after finding the cause (see package replica). --exit-on-failure
+// makes serve exit as soon as the replica fails instead (with the
+// failure's class, "Exit codes"), for a supervisor that restarts or alerts
+// on exit (the behaviour before this flag existed). A local disk that hangs is
 // such a failure: a store write or sync still running after
 // --disk-stall-timeout (default 20s) fails the master, so that a standby
 // replaces a primary whose disk stopped answering.
@@ -130,7 +131,7 @@
 //     "other" for any unknown path, so the label's values stay bounded;
 //   - roomlog_build_info{release,commit,goversion}, always 1: the binary's
 //     release, commit (40 hex digits, "+dirty" for a modified tree,
-//     "unknown" when not built from a checkout) and Go version, without
+//     "unknown" when it is not known: see "version") and Go version, without
 //     the room and member labels (it describes the process);
 //   - Go runtime (go_*) and process (process_*) collectors, and promhttp's
 //     own promhttp_metric_handler_*.
@@ -234,9 +235,11 @@
 // their outcome and the election candidate is deleted, so a standby takes
 // over at once rather than after a session timeout; 2. HTTP shutdown,
 // forcing connections still open after 2 s closed. Exit status: 0 after a
-// clean shutdown; 1 when the replica failed (at once with
-// --exit-on-failure, else when stopped), the HTTP server stopped by itself
-// or the shutdown reported an error; 2 for a bad command line.
+// clean shutdown; the failure's class ("Exit codes": 3 ZooKeeper
+// unreachable, 4 the room not found or lost, 5 access denied, else 1) when
+// the master could not open or the replica failed (at once with
+// --exit-on-failure, else when stopped); 1 when the HTTP server stopped by
+// itself or the shutdown reported an error; 2 for a bad command line.
 //
 // # pair
 //
@@ -421,10 +424,21 @@
 // rename SRC DST, delete [-r] PATH, ls [--min-index N] PATH,
 // stat [--min-index N] PATH, status, health, hash [--min-index N]. status
 // shows a failed master's reason ("failure"); health exits 1 with it. The
-// address
-// defaults to $DFSMASTER_ADDR, else 127.0.0.1:8080. Answers are printed as
-// indented JSON; a failure prints "dfsmaster-demo ctl <command>: <code>:
-// <message>" to stderr and exits 1; a bad command line exits 2.
+// address defaults to $DFSMASTER_ADDR, else 127.0.0.1:8080. Answers are
+// printed as indented JSON; a failure prints "dfsmaster-demo ctl
+// <command>: <code>: <message>" to stderr and exits 1; a bad command line
+// exits 2.
+//
+// Every command uses every --addr (a client.Pool). Reads (ls, stat, hash),
+// status and health go to the masters in turn and move on from one that
+// cannot serve (cut off from ZooKeeper, failed, shutting down, behind,
+// unreachable); health succeeds once one master is healthy. Mutations go
+// to the masters in the order given, under one Idempotency-Key, and move
+// on from one that cannot take them (unreachable, 503 no_primary,
+// overloaded, unavailable, disconnected or failed, 500, or the outcome
+// unknown there): a dead master listed first does not fail a mutation
+// while another is primary, and the key keeps it applied at most once. A
+// 4xx is an answer and ends the command.
 //
 // A mutation is sent with an Idempotency-Key: --idempotency-key's (only
 // with a mutation), else a random one. The client re-sends it with that key
@@ -440,12 +454,33 @@
 //	dfsmaster-demo version        (or dfsmaster-demo --version)
 //
 // prints one line, exit 0: the release, the commit the binary was built
-// from (12 hex digits, "+dirty" for a modified tree, "unknown" when not
-// built from a checkout), the Go version and the room versions it reads and
+// from (12 hex digits, "+dirty" for a modified tree; from the toolchain's
+// VCS stamping, else the one 'make build' stamps with -ldflags -X, so
+// "unknown" only for a plain go build with VCS stamping off or outside a
+// checkout), the Go version and the room versions it reads and
 // writes (package version), e.g. "v0.2.0 (commit cf602c2c9d9e, go1.26.8,
 // room versions 1..2)". A running master shows the same in /v1/status
 // ("version", "commit", "room_version_min", "room_version_max") and on
 // /metrics (roomlog_build_info).
+//
+// # Help and exit codes
+//
+// -h, --help and help print the usage, with the exit codes, to stdout and
+// exit 0; so does every command's -h (and help COMMAND). No command at all
+// is a usage error on stderr.
+//
+// # Exit codes
+//
+// By class, as roomlog's (package internal/cli):
+//
+//	0  ok
+//	1  a failure of no class below (ctl: a failed request)
+//	2  usage: a bad command line
+//	3  ZooKeeper unreachable
+//	4  room not found, or lost (deleted or replaced under a master that
+//	   holds its state: recover with roomlog reseed)
+//	5  access denied (the room's ACL grants the master nothing, or a
+//	   foreign ACL)
 //
 // Subcommands are listed in subcommands() (main.go); the master plugs into
 // package api through its Master interface.

@@ -1,24 +1,51 @@
-// Command roomlog is an operator's inspection tool for roomlog rooms in
-// ZooKeeper, in the spirit of HDFS's offline edits viewer and
-// DistributedLog's tool. It is read-only except for room-version --set,
-// which records a room version target, and reseed, which re-creates a
-// room ZooKeeper lost (see "Writes"); restore writes only a local
-// directory.
+// Command roomlog is an operator's tool for roomlog rooms in ZooKeeper,
+// in the spirit of HDFS's offline edits viewer and haadmin/dfsadmin,
+// etcdctl/etcdutl and DistributedLog's tool. It is read-only except for
+// room-version --set (a room version target), acl --add/--remove (a live
+// room's ACL), transfer and checkpoint (requests to the primary) and
+// reseed (re-creates a room ZooKeeper lost); see "Writes". restore writes
+// only a local directory; inspect and version need no ZooKeeper.
 //
 //	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE]
 //	        [--zk-tls-ca FILE [--zk-tls-cert FILE --zk-tls-key FILE]] [--json] COMMAND [ARGS]
+//	roomlog COMMAND -h       a command's own help (stdout, exit 0)
+//	roomlog --version        as the version command
 //
 //	rooms                  the rooms under --base: created, epoch, owner,
 //	                       channels, first retained index, live members; a
 //	                       room a tombstone replaced (ZooKeeper lost it) is
 //	                       listed as LOST with the tombstone's text (JSON
-//	                       lost, error), the others as usual
+//	                       lost, error), the others as usual. No room (the
+//	                       base never created) is an empty table, exit 0
+//	acl ROOM [--add IDENTITY]... [--remove IDENTITY]... [--force]
+//	                       the room's ACL and each live member's identities
+//	                       and whether the ACL grants them; WRITES with
+//	                       --add/--remove (see "Writes"; 'roomlog acl -h'
+//	                       gives the procedures)
+//	transfer ROOM [--to ID] [--wait D]
+//	                       WRITES: a fenced, graceful failover to member ID
+//	                       (default: the standby that applied the most);
+//	                       waits until the new primary leads and prints how
+//	                       long it took
+//	checkpoint ROOM [--wait D]
+//	                       WRITES: the primary checkpoints now; prints the
+//	                       checkpoint's index
+//	inspect DATADIR        a stopped member's data dir, opened read-only:
+//	                       room and incarnation, applied index and epoch,
+//	                       running hash, last batch, local checkpoints,
+//	                       re-seed history; a data dir a member still holds
+//	                       is refused ("is a member still running on it?")
 //	channels ROOM          per channel: num, first, last, sealed, epoch,
 //	                       batches, bytes, entries (the open channel's last
 //	                       index, batches and bytes are read from its chain)
 //	members ROOM           live members: id, addr, role, epoch, applied,
 //	                       checkpoint, place in the election line, session,
 //	                       "observer" for an observer (no place in the line);
+//	                       a member whose data says primary while another
+//	                       leads a newer epoch (replica.RoomView.Primary) is
+//	                       marked DEPOSED, naming the one that replaced it
+//	                       (JSON deposed, deposed_by): a killed primary's
+//	                       node stays until its session expires;
 //	                       a leadership transfer record if one exists (or
 //	                       why it is malformed);
 //	                       znodes under members/ and election/ that
@@ -55,15 +82,18 @@
 //	                       wait. --json prints set, previous_target, wait,
 //	                       reached and the status as above
 //	reseed ROOM --from DATADIR[,DATADIR...] [--trust DATADIR] [--force]
-//	                       [--room-version N] [--session-timeout D]
+//	                       [--room-version N] [--session-timeout D] [--dry-run]
 //	                       WRITES: re-creates ROOM from its stopped
 //	                       members' data dirs (replica.Reseed; see "Writes");
 //	                       --json prints room, index, from, epoch, czxid,
 //	                       previous, took_ms and survivors (dir, index,
 //	                       epoch, hash, hash_base, batch, marker_czxid,
 //	                       role: seed, adopted, bootstrap or left out, and
-//	                       why). Its own flags ('roomlog reseed -h'); exit 1
-//	                       with the reason when refused (nothing changed)
+//	                       why). --dry-run makes the same checks, prints what
+//	                       it would do (JSON dry_run, no czxid) and writes
+//	                       nothing (ReseedConfig.DryRun). Its own flags
+//	                       ('roomlog reseed -h'); exit 1 with the reason when
+//	                       refused (nothing changed)
 //	restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
 //	                       point-in-time restore from an archive into a new
 //	                       local data dir (archive.Restore); no ZooKeeper.
@@ -72,15 +102,24 @@
 //	                       room versions it reads and writes (package
 //	                       version); --json prints release, commit, modified,
 //	                       go, room_min and room_max. It checks no flag about
-//	                       ZooKeeper and connects to none
+//	                       ZooKeeper and connects to none. A binary built
+//	                       with 'make build' knows its commit even when VCS
+//	                       stamping is off (package version)
 //
 // Flags may appear anywhere on the line ("--" ends them). --zk defaults to
 // $ROOMLOG_ZK, else 127.0.0.1:2181. Credentials for rooms with a digest ACL:
-// --zk-digest-file FILE (or $ROOMLOG_DIGEST_FILE), a file holding
-// user:password on one line; or $ROOMLOG_DIGEST; --digest user:pass works
-// but puts the password where every local user sees it (ps). --timeout
-// (default 10s) bounds the wait for a ZooKeeper session. Tables are aligned
-// text; --json prints one JSON document (dump always prints JSON lines).
+// --zk-digest-file FILE (or $ROOMLOG_ZK_DIGEST_FILE), a file holding
+// user:password on one line; or $ROOMLOG_ZK_DIGEST=user:password. No flag
+// takes a password (a command line is visible to every local user through
+// ps): --digest is refused, a usage error saying so. The environment
+// names of earlier releases (ZK, ROOMLOG_DIGEST_FILE,
+// DFSMASTER_ZK_DIGEST_FILE, ROOMLOG_DIGEST) are still read, with a
+// deprecation warning on stderr naming the replacement. --timeout (default
+// 10s) bounds the wait for a ZooKeeper session; a wait longer than 2 s
+// says every few seconds what it waits for, and the session timeout
+// ZooKeeper granted is reported when it differs from the one asked for.
+// Tables are aligned text; --json prints one JSON document (dump always
+// prints JSON lines).
 //
 // TLS to ZooKeeper (its secureClientPort; give those ports in --zk):
 // --zk-tls-ca FILE verifies the servers against that CA (PEM) and the host
@@ -99,7 +138,7 @@
 //
 // # Read-only
 //
-// Every command but room-version --set and reseed calls only ZooKeeper's read
+// Every command but the writes below calls only ZooKeeper's read
 // operations (Get, Children, Exists, Sync). It does not use logroom.OpenRoom, which creates a missing room
 // and base path, and it decodes no znode format itself: each is decoded by
 // the package that owns it, through its read-only views — the room, epoch
@@ -114,7 +153,7 @@
 //
 // # Writes
 //
-// room-version ROOM --set N is the tool's only write. It reads the room
+// room-version ROOM --set N reads the room
 // first (a missing room or a permission error is reported before anything
 // is written; a missing room is never created), then calls
 // replica.SetRoomVersionTarget, which creates or overwrites the persistent
@@ -132,7 +171,20 @@
 // left; only then may a binary that supports only N join (after a
 // downgrade, an older release).
 //
-// reseed ROOM --from DATADIR,... is the other write, for disaster
+// acl ROOM --add/--remove IDENTITY sets the new ACL on every znode of a
+// live room and adds (removes) the entries on the base; members
+// configured for the old set and the new one work side by side during the
+// change (their ACLIdentities may name digest identities as well as x509
+// ones). It refuses a change that would leave a live member, or the tool
+// itself, without an entry (--force does it anyway).
+//
+// transfer and checkpoint write a request into the room's operator znode
+// (with the room's ACL, so they need write access to the room); the
+// primary of the named epoch claims it, carries it out
+// (replica.TransferLeadership, Replica.Checkpoint) and records the answer,
+// which the tool waits for (--wait).
+//
+// reseed ROOM --from DATADIR,... is for disaster
 // recovery only (replica package doc, "Disaster recovery"): with every
 // member of the room stopped (their stores are opened read-only; a store
 // a member still runs on is refused), it picks the seed, checks the other
@@ -143,7 +195,9 @@
 // seed's index + 1, records <room>/reseed and rewrites the survivors'
 // member markers. It refuses, changing nothing, when the survivors
 // disagree (--trust names the seed), when ZooKeeper's room still holds the
-// seed's position, or holds entries no survivor applied (--force).
+// seed's position, or holds entries no survivor applied (--force). With
+// --dry-run it stops after the checks and the wait, before deleting,
+// creating or rewriting anything, and prints what it would have done.
 //
 // # What verify checks
 //
@@ -198,9 +252,17 @@
 //
 // # Exit codes
 //
-// 0 success; 1 an error (unreachable ZooKeeper, missing room, permission
-// denied, corrupt data met by dump), a fault found by verify, or
-// room-version --set --wait that ran out of time; 2 bad usage (unknown
-// command, bad flag, bad room name, a room version outside this binary's
-// range).
+// By class, the same in dfsmaster-demo (package internal/cli; 'roomlog
+// --help' lists them):
+//
+//	0  success
+//	1  a fault found by verify, or a failure of no class below (corrupt
+//	   data met by dump, room-version --set --wait out of time, a refused
+//	   reseed or transfer)
+//	2  usage: unknown command, bad flag, bad room name, a room version
+//	   outside this binary's range, a password flag
+//	3  ZooKeeper unreachable (no session within --timeout, or lost)
+//	4  room not found, or lost (a member's tombstone replaced it)
+//	5  access denied (the room's ACL grants this client nothing, or a
+//	   foreign ACL)
 package main
