@@ -126,3 +126,101 @@ func TestWorkerACL(t *testing.T) {
 	waitResults(t, admin, dir, []string{"b-held"}, 15*time.Second)
 	l.check(t)
 }
+
+// TestWorkerACLForgery: under per-worker ACLs a worker can neither
+// forge another worker's result nor inject a task. Worker wa writes a
+// well-formed report of wb's task b-held (naming itself) where workers
+// report; the assigner deletes it, unmatched (b-held is not assigned
+// to wa), and lists it as foreign, and wb's genuine result is the one
+// that lands. wa's own directory accepts no node from wa: an injected
+// or hijacking assignment (t-<id>, any attempt) and a report there are
+// refused.
+func TestWorkerACLForgery(t *testing.T) {
+	dir := recipetest.Dir(t)
+	ctx := recipetest.Ctx(t, 60*time.Second)
+	admin := digestClient(t, "master")
+	wa := digestClient(t, "wa", "master")
+	wb := digestClient(t, "wb", "master")
+	ra := runAssigner(t, tasks.AssignerConfig{Client: admin, Dir: dir, Fence: leaseFence(t, admin, dir+"-lock"),
+		WorkerACL: func(w string) []zk.ACL {
+			if w == "wa" || w == "wb" {
+				return []zk.ACL{digestEntry(w)}
+			}
+			return nil
+		},
+		WorkerIdentities: []zk.ACL{digestEntry("wa"), digestEntry("wb")},
+		Pick: func(task tasks.Task, ws []string) string {
+			want := "wa"
+			if strings.HasPrefix(task.ID, "b-") {
+				want = "wb"
+			}
+			for _, w := range ws {
+				if w == want {
+					return w
+				}
+			}
+			return ""
+		}})
+	recipetest.Eventually(t, 10*time.Second, "the assigner made the directories", func() bool {
+		ok, _, err := admin.Conn().Exists(dir + "/reports")
+		require.NoError(t, err)
+		return ok
+	})
+	l := newLedger()
+	twA := startWorker(t, wa, dir, "wa", l, workerOpts{hold: func(a tasks.Assignment) bool { return a.ID == "a-held" }})
+	twB := startWorker(t, wb, dir, "wb", l, workerOpts{hold: func(a tasks.Assignment) bool { return a.ID == "b-held" }})
+	require.NoError(t, tasks.Submit(ctx, admin, dir, "b-held", []byte("held")))
+	require.NoError(t, tasks.Submit(ctx, admin, dir, "a-held", []byte("held-a")))
+	held := func(tw *testWorker) tasks.Assignment {
+		select {
+		case a := <-tw.held:
+			return a
+		case <-ctx.Done():
+			t.Fatal("a held task never arrived")
+			return tasks.Assignment{}
+		}
+	}
+	bHeld, aHeld := held(twB), held(twA)
+	c := wa.Conn()
+	adir := dir + "/assign/wa"
+
+	// Injection and hijacking: wa creates nothing in its own directory.
+	_, err := c.Create(adir+"/t-injected", tasks.EncodeAssignForTest("injected", "wa", []byte("x"), 1), 0, wa.ACL())
+	require.ErrorIs(t, err, zk.ErrNoAuth, "wa injects a task into its own directory")
+	_, err = c.Create(adir+"/t-b-held", tasks.EncodeAssignForTest("b-held", "wa", []byte("held"), 9), 0, wa.ACL())
+	require.ErrorIs(t, err, zk.ErrNoAuth, "wa hijacks wb's task with a higher attempt")
+	_, err = c.Create(adir+"/r-b-held", tasks.EncodeResultForTest("b-held", "wa", 1, []byte("held")), 0, wa.ACL())
+	require.ErrorIs(t, err, zk.ErrNoAuth, "wa reports in its assignment directory")
+	// Nor in wb's report directory.
+	_, err = c.Create(dir+"/reports/wb/r-b-held", tasks.EncodeResultForTest("b-held", "wb", 1, []byte("held")), 0, wa.ACL())
+	require.ErrorIs(t, err, zk.ErrNoAuth, "wa reports in wb's report directory")
+
+	// The forged report, where wa may report: deleted, never moved.
+	forged := dir + "/reports/wa/r-b-held"
+	_, err = c.Create(forged, tasks.EncodeResultForTest("b-held", "wa", 1, []byte("held")), 0, wa.ACL())
+	require.NoError(t, err, "wa reports in its own report directory")
+	recipetest.Eventually(t, 15*time.Second, "the assigner deletes wa's forged report", func() bool {
+		ok, _, err := admin.Conn().Exists(forged)
+		require.NoError(t, err)
+		return !ok
+	})
+	found := false
+	for _, f := range ra.a.Foreign() {
+		found = found || f.Path == forged
+	}
+	require.True(t, found, "the forged report is listed as foreign: %v", ra.a.Foreign())
+	ok, _, err := admin.Conn().Exists(dir + "/results/t-b-held")
+	require.NoError(t, err)
+	require.False(t, ok, "the forged report was not moved to results")
+
+	// The genuine reports land.
+	require.NoError(t, twB.w.Report(ctx, bHeld, true, []byte("done-b-held")))
+	require.NoError(t, twA.w.Report(ctx, aHeld, true, []byte("done-a-held")))
+	res := waitResults(t, admin, dir, []string{"b-held", "a-held"}, 15*time.Second)
+	require.Equal(t, "wb", res["b-held"].Worker)
+	require.Equal(t, "done-b-held", string(res["b-held"].Result))
+	require.Equal(t, "wa", res["a-held"].Worker)
+	recipetest.Eventually(t, 15*time.Second, "the reports were moved", func() bool {
+		return len(children(t, admin, dir+"/reports/wa")) == 0 && len(children(t, admin, dir+"/reports/wb")) == 0
+	})
+}

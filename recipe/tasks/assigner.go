@@ -248,7 +248,8 @@ func (a *Assigner) Run(ctx context.Context) error {
 	r := &round{a: a, sess: zkr.NewSession(a.cfg.Client), wake: zkx.NewSignal(),
 		tasks: map[string]cached[taskRecord]{}, assigns: map[string]cached[assignRecord]{},
 		firstSeen: map[string]time.Time{}, dirs: map[string]map[string]bool{}, resultSize: map[string]int32{},
-		armed: map[string]bool{}, fired: map[string]bool{}}
+		armed: map[string]bool{}, fired: map[string]bool{}, reportDirs: map[string]map[string]bool{},
+		deletedReports: map[string][]string{}}
 	if f, ok := a.cfg.Fence.(interface{ Token() int64 }); ok {
 		r.token = f.Token()
 	}
@@ -326,25 +327,35 @@ type round struct {
 	// again: a write failed on a state that changed under it: run another
 	// round soon (after a backoff while it keeps failing).
 	again bool
-	// armed: the worker directories with a child watch armed by this
-	// Run (a worker's report in its own directory starts a round).
-	// Each watch has a goroutine (waiters) that records it in fired
-	// when it fires and wakes the loop.
+	// armed: the paths of the worker directories (assignments and
+	// reports) with a child watch armed by this Run (a worker's report
+	// starts a round). Each watch has a goroutine (waiters) that
+	// records it in fired when it fires and wakes the loop.
 	armed   map[string]bool
 	waiters sync.WaitGroup
 	firedMu sync.Mutex // guards fired
 	fired   map[string]bool
-	// reports: the results workers wrote into their own directories
-	// (r-<id>, per-worker ACLs), read by the last readAssignments.
+	// reports: the results workers wrote into their report directories
+	// (<dir>/reports/<w>/r-<id>, per-worker ACLs), each matching an
+	// assignment of its worker, read by the last readAssignments.
 	reports []report
+	// reportDirs: with per-worker ACLs, the report directories known to
+	// exist, each with the names left in it.
+	reportDirs map[string]map[string]bool
+	// deletedReports: per worker, the paths of the last reports deleted
+	// as malformed or unmatched (at most keptDeletedReports), still
+	// listed by Foreign.
+	deletedReports map[string][]string
 }
 
-// report is an accepted r-<id> node of a worker's directory.
+// report is an accepted r-<id> node of a worker's report directory,
+// with the assignment it reports.
 type report struct {
 	worker, name string
 	data         []byte
 	rec          resultRecord
 	st           zk.Stat
+	as           assignment
 }
 
 func (r *round) path(parts ...string) string {
@@ -367,7 +378,11 @@ func (r *round) setup(ctx context.Context) error {
 			return fmt.Errorf("tasks: assigner: %w", err)
 		}
 	}
-	for _, d := range []string{tasksDir, assignDir, resultsDir, workersDir} {
+	dirs := []string{tasksDir, assignDir, resultsDir, workersDir}
+	if r.a.cfg.WorkerACL != nil {
+		dirs = append(dirs, reportsDir)
+	}
+	for _, d := range dirs {
 		if err := zkx.EnsurePath(ctx, r.sess, r.path(d)); err != nil {
 			return fmt.Errorf("tasks: assigner: %w", err)
 		}
@@ -515,8 +530,16 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 	reported := map[string]bool{}
 	for _, rp := range r.reports {
 		reported[rp.rec.ID] = true
-		if err := r.moveReport(ctx, rp); err != nil {
+		ok, err := r.moveReport(ctx, rp)
+		if err != nil {
 			return 0, err
+		}
+		if ok {
+			// Finished: no longer open, nor in its worker's load.
+			if as, found := assigned[rp.rec.ID]; found && as.worker == rp.worker && as.name == rp.as.name {
+				delete(assigned, rp.rec.ID)
+			}
+			load.add(rp.worker, rp.as.rec.Data, -1)
 		}
 	}
 	waiting, err := r.readTasks(ctx)
@@ -633,10 +656,24 @@ func (r *round) run(ctx context.Context) (time.Duration, error) {
 			r.a.log.Debug("deleted the empty directory of a worker that is not a member", "path", wp)
 		}
 	}
+	for w, names := range r.reportDirs {
+		if len(names) > 0 || live[w] {
+			continue
+		}
+		rd := r.path(reportsDir, w)
+		ok, err := r.write(ctx, "delete the empty report directory "+rd+" of a worker that is not a member", &zk.DeleteRequest{Path: rd, Version: -1})
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			delete(r.reportDirs, w)
+		}
+	}
 	// A live worker without a directory gets one (with per-worker ACLs
-	// a worker cannot create it).
+	// a worker cannot create it), and with per-worker ACLs one to report
+	// in.
 	for w := range live {
-		if _, ok := r.dirs[w]; !ok && r.servable(w) {
+		if !r.hasDirs(w) && r.servable(w) {
 			if err := r.ensureDir(ctx, w); err != nil {
 				return 0, err
 			}
@@ -676,10 +713,13 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 	load := loads{}
 	listed := map[string]bool{}
 	dirs := map[string]map[string]bool{}
+	// mine: each worker's accepted assignments by task id, what its
+	// reports must match.
+	mine := map[string]map[string]assignment{}
 	r.reports = nil
 	r.firedMu.Lock()
-	for w := range r.fired {
-		delete(r.armed, w)
+	for p := range r.fired {
+		delete(r.armed, p)
 	}
 	clear(r.fired)
 	r.firedMu.Unlock()
@@ -689,7 +729,7 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 			r.a.foreign.Report(wp, "not a worker id: "+err.Error())
 			continue
 		}
-		names, err := r.listDir(ctx, w, wp)
+		names, err := r.listDir(ctx, wp)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue
 		}
@@ -700,12 +740,6 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 		for _, n := range names {
 			dirs[w][n] = true
 			p := wp + "/" + n
-			if id, ok := strings.CutPrefix(n, reportPrefix); ok {
-				if err := r.readReport(ctx, w, n, id); err != nil {
-					return nil, nil, err
-				}
-				continue
-			}
 			listed[p] = true
 			c, ok := r.assigns[p]
 			if !ok {
@@ -725,6 +759,10 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 				continue
 			}
 			as := assignment{worker: w, name: n, rec: c.rec, st: c.st}
+			if mine[w] == nil {
+				mine[w] = map[string]assignment{}
+			}
+			mine[w][c.rec.ID] = as
 			if prev, dup := assigned[c.rec.ID]; dup {
 				// Never written by an assigner (each move deletes the
 				// node it moves): keep the later attempt.
@@ -751,6 +789,11 @@ func (r *round) readAssignments(ctx context.Context) (map[string]assignment, loa
 		}
 	}
 	r.dirs = dirs
+	if r.a.cfg.WorkerACL != nil {
+		if err := r.readReports(ctx, mine); err != nil {
+			return nil, nil, err
+		}
+	}
 	return assigned, load, nil
 }
 
@@ -940,16 +983,34 @@ func (r *round) pick(t Task, live map[string]bool, load loads) string {
 // ensureDir makes sure <dir>/assign/<w> exists (the worker creates it
 // before it joins; an operator may have deleted it).
 func (r *round) ensureDir(ctx context.Context, w string) error {
-	if _, ok := r.dirs[w]; ok {
-		return nil
+	if _, ok := r.dirs[w]; !ok {
+		// Read by the worker, written by the assigner alone (package
+		// doc, "ACLs"): every assignment in it is the assigner's.
+		if err := r.createDir(ctx, r.path(assignDir, w), r.workerACL(w, zk.PermRead)); err != nil {
+			return err
+		}
+		r.dirs[w] = map[string]bool{}
 	}
-	// Read by the worker; it creates its reports and deletes its
-	// assignments there.
-	if err := r.createDir(ctx, r.path(assignDir, w), r.workerACL(w, zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
-		return err
+	if _, ok := r.reportDirs[w]; !ok && r.a.cfg.WorkerACL != nil {
+		// The worker creates its reports there (and reads them back).
+		if err := r.createDir(ctx, r.path(reportsDir, w), r.workerACL(w, zk.PermRead|zk.PermCreate)); err != nil {
+			return err
+		}
+		r.reportDirs[w] = map[string]bool{}
 	}
-	r.dirs[w] = map[string]bool{}
 	return nil
+}
+
+// hasDirs reports whether worker w's directories (the assignments', and
+// with per-worker ACLs the reports') are known to exist.
+func (r *round) hasDirs(w string) bool {
+	if _, ok := r.dirs[w]; !ok {
+		return false
+	}
+	if _, ok := r.reportDirs[w]; !ok && r.a.cfg.WorkerACL != nil {
+		return false
+	}
+	return true
 }
 
 // assign moves task t to worker w: create the assignment and delete the
@@ -1055,59 +1116,171 @@ func (r *round) write(ctx context.Context, what string, ops ...any) (bool, error
 	return false, nil
 }
 
-// readReport reads r-<id>, a result worker w wrote into its directory,
-// and adds it to r.reports if it is accepted (a result of that worker).
-func (r *round) readReport(ctx context.Context, w, n, id string) error {
-	p := r.path(assignDir, w, n)
-	b, st, err := zkx.Get(ctx, r.sess, p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
+// readReports lists <dir>/reports and each worker's report directory
+// in it (per-worker ACLs). A report counts only if it matches an
+// assignment of that worker read in this round (mine): the same task id,
+// its worker, the attempt and the sum of the task's data. Anything else
+// in a report directory (a bad name, malformed data, a report of a task
+// not assigned to that worker, or of another attempt) is deleted,
+// fenced, and listed as foreign: no worker can report a task it does not
+// hold, nor fill the directory. Only the assigner creates assignments,
+// and a worker reports only while its assignment is there (Worker 3),
+// so a genuine report's assignment was listed before it.
+func (r *round) readReports(ctx context.Context, mine map[string]map[string]assignment) error {
+	top := r.path(reportsDir)
+	workers, err := zkx.Children(ctx, r.sess, top)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", p, err)
+		return fmt.Errorf("list %s: %w", top, err)
 	}
-	rec, why := decodeResult(nodeName(id), b, st)
-	if why == "" && rec.Worker != w {
-		why = fmt.Sprintf("worker %q in the directory of %q", rec.Worker, w)
+	sort.Strings(workers)
+	dirs := map[string]map[string]bool{}
+	for _, w := range workers {
+		rd := r.path(reportsDir, w)
+		if err := zkx.ValidName(w); err != nil {
+			r.a.foreign.Report(rd, "not a worker id: "+err.Error())
+			continue
+		}
+		found, st, err := zkx.Exists(ctx, r.sess, rd)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", rd, err)
+		}
+		if !found {
+			continue
+		}
+		if limit := r.a.cfg.MaxOpen + maxStaleReports; int(st.NumChildren) > limit {
+			// Its genuine reports are at most one per assignment: a
+			// worker that filled it waits for an operator.
+			r.a.foreign.Report(rd, fmt.Sprintf("%d reports, more than %d: not listed", st.NumChildren, limit))
+			dirs[w] = map[string]bool{"": true}
+			continue
+		}
+		r.a.foreign.Drop(rd)
+		names, err := r.listDir(ctx, rd)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", rd, err)
+		}
+		dirs[w] = make(map[string]bool, len(names))
+		for _, n := range names {
+			kept, err := r.readReport(ctx, w, n, mine[w])
+			if err != nil {
+				return err
+			}
+			if kept {
+				dirs[w][n] = true
+			}
+		}
 	}
-	if why != "" {
-		r.a.foreign.Report(p, why)
-		return nil
-	}
-	r.a.foreign.Drop(p)
-	r.reports = append(r.reports, report{worker: w, name: n, data: b, rec: rec, st: *st})
+	r.reportDirs = dirs
 	return nil
 }
 
-// moveReport moves a result from its worker's directory to
-// <dir>/results, in one fenced Multi: delete it (at the version read),
-// create the result with the same data, readable by that worker.
-func (r *round) moveReport(ctx context.Context, rp report) error {
-	op := r.path(assignDir, rp.worker, rp.name)
+// readReport reads r-<id> of worker w's report directory and adds it to
+// r.reports if it matches an assignment of w in mine; otherwise it
+// deletes it. kept: the node is still there.
+func (r *round) readReport(ctx context.Context, w, n string, mine map[string]assignment) (bool, error) {
+	p := r.path(reportsDir, w, n)
+	id, ok := strings.CutPrefix(n, reportPrefix)
+	var why string
+	if !ok {
+		why = fmt.Sprintf("name does not start with %q", reportPrefix)
+	} else if err := validID(id); err != nil {
+		why = fmt.Sprintf("bad task id %q: %v", id, err)
+	}
+	as, assigned := mine[id]
+	if why == "" && !assigned {
+		why = fmt.Sprintf("task %s is not assigned to worker %s", id, w)
+	}
+	if why != "" {
+		// Deleted unread.
+		return r.deleteReport(ctx, w, p, -1, why)
+	}
+	b, st, err := zkx.Get(ctx, r.sess, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", p, err)
+	}
+	rec, why := decodeResult(nodeName(id), b, st)
+	switch {
+	case why != "":
+	case rec.Worker != w:
+		why = fmt.Sprintf("worker %q in the report directory of %q", rec.Worker, w)
+	case rec.Attempt != as.rec.Attempt:
+		why = fmt.Sprintf("attempt %d; worker %s holds attempt %d of task %s", rec.Attempt, w, as.rec.Attempt, id)
+	case !rec.sameSum(as.rec.Data):
+		why = fmt.Sprintf("not the sum of the data of task %s", id)
+	}
+	if why != "" {
+		return r.deleteReport(ctx, w, p, st.Version, why)
+	}
+	r.a.foreign.Drop(p)
+	r.reports = append(r.reports, report{worker: w, name: n, data: b, rec: rec, st: *st, as: as})
+	return true, nil
+}
+
+// deleteReport deletes the report p of worker w (at version), fenced,
+// and lists it as foreign for why: the last keptDeletedReports of each
+// worker stay listed. kept: the node may still be there.
+func (r *round) deleteReport(ctx context.Context, w, p string, version int32, why string) (bool, error) {
+	r.a.foreign.Report(p, why+" (deleted)")
+	ok, err := r.write(ctx, "delete the report "+p+" ("+why+")", &zk.DeleteRequest{Path: p, Version: version})
+	if err != nil || !ok {
+		return true, err
+	}
+	d := r.deletedReports[w]
+	for i, x := range d {
+		if x == p {
+			d = append(d[:i], d[i+1:]...)
+			break
+		}
+	}
+	d = append(d, p)
+	if len(d) > keptDeletedReports {
+		r.a.foreign.Drop(d[0])
+		d = d[1:]
+	}
+	r.deletedReports[w] = d
+	return false, nil
+}
+
+// moveReport moves a result from its worker's report directory to
+// <dir>/results, in one fenced Multi: delete it and the assignment it
+// reports (each at the version read), create the result with the same
+// data, readable by that worker.
+func (r *round) moveReport(ctx context.Context, rp report) (bool, error) {
+	op := r.path(reportsDir, rp.worker, rp.name)
+	ap := r.path(assignDir, rp.worker, rp.as.name)
 	np := r.path(resultsDir, nodeName(rp.rec.ID))
 	ok, err := r.write(ctx, "move the result "+op+" to "+np,
 		&zk.DeleteRequest{Path: op, Version: rp.st.Version},
+		&zk.DeleteRequest{Path: ap, Version: rp.as.st.Version},
 		&zk.CreateRequest{Path: np, Data: rp.data, Acl: r.workerACL(rp.worker, zk.PermRead)})
 	if err != nil || !ok {
-		return err
+		return false, err
 	}
-	delete(r.dirs[rp.worker], rp.name)
-	r.a.log.Debug("moved a result reported in its worker's directory", "task", rp.rec.ID, "worker", rp.worker)
-	return nil
+	delete(r.reportDirs[rp.worker], rp.name)
+	delete(r.dirs[rp.worker], rp.as.name)
+	delete(r.assigns, ap)
+	r.a.log.Debug("moved a result reported in its worker's report directory", "task", rp.rec.ID, "worker", rp.worker)
+	return true, nil
 }
 
-// listDir lists worker w's directory wp, arming a child watch unless one
+// listDir lists the worker directory p, arming a child watch unless one
 // is armed: its goroutine records it in r.fired and wakes the loop when
 // it fires, or returns when the Run ends (ctx).
-func (r *round) listDir(ctx context.Context, w, wp string) ([]string, error) {
-	if r.armed[w] {
-		return zkx.Children(ctx, r.sess, wp)
+func (r *round) listDir(ctx context.Context, p string) ([]string, error) {
+	if r.armed[p] {
+		return zkx.Children(ctx, r.sess, p)
 	}
-	names, ch, err := zkx.ChildrenW(ctx, r.sess, wp)
+	names, ch, err := zkx.ChildrenW(ctx, r.sess, p)
 	if err != nil {
 		return nil, err
 	}
-	r.armed[w] = true
+	r.armed[p] = true
 	r.waiters.Add(1)
 	go func() {
 		defer r.waiters.Done()
@@ -1117,7 +1290,7 @@ func (r *round) listDir(ctx context.Context, w, wp string) ([]string, error) {
 			return
 		}
 		r.firedMu.Lock()
-		r.fired[w] = true
+		r.fired[p] = true
 		r.firedMu.Unlock()
 		r.wake.Notify()
 	}()

@@ -38,9 +38,9 @@
 //	D/assign/<worker>/t-<id>  PERSISTENT: assigned. msgpack {v: 1, id,
 //	                          data, worker, token, attempt, submitted}.
 //	                          Never written after creation (version 0).
-//	D/assign/<worker>/r-<id>  PERSISTENT: a result the worker reported in
-//	                          its own directory (per-worker ACLs, below),
-//	                          as D/results/t-<id>; the assigner moves it.
+//	D/reports/<worker>/r-<id> PERSISTENT, per-worker ACLs only (below): a
+//	                          result the worker reported, as
+//	                          D/results/t-<id>; the assigner moves it.
 //	D/workers/<worker>        EPHEMERAL: the worker's membership node
 //	                          (package membership; data: WorkerOptions.Data).
 //	D/results/t-<id>          PERSISTENT: finished. msgpack {v: 1, id,
@@ -102,27 +102,43 @@
 //	D, D/tasks, D/results, D/assign   the client's ACL (masters, clients):
 //	                                  workers get nothing there
 //	D/workers                         + every worker: CREATE, DELETE
-//	D/assign/<w>                      + w: READ, CREATE, DELETE
+//	D/reports                         the client's ACL
+//	D/assign/<w>                      + w: READ
 //	D/assign/<w>/t-<id>               + w: READ
-//	D/assign/<w>/r-<id>               the worker's client ACL (its creator)
+//	D/reports/<w>                     + w: READ, CREATE
+//	D/reports/<w>/r-<id>              the worker's client ACL (its creator)
 //	D/results/t-<id> (moved from w)   + w: READ
 //
-// The assigner creates D/workers (when missing) and each live worker's
-// directory (a worker may not create it: JoinWorker goes on and its
-// loop lists it once there). A worker cannot create in D/results, so
-// its Report writes r-<id> in its own directory (Worker 3) and the
-// assigner moves it (Assigner 2a): results can come only from the
-// worker the task was assigned to. What a worker cannot do: read, list,
-// create, write or delete anything under another worker's directory,
-// submit or delete tasks or results, write the published totals,
-// create or delete worker directories, write another member's node.
+// The assigner creates D/workers (when missing), D/reports, and each
+// live worker's two directories (a worker may not create them:
+// JoinWorker goes on and its loop lists its directory once there).
+// Only the assigner creates or deletes in D/assign/<w>: every
+// assignment there is the assigner's. A worker cannot create in
+// D/results, so its Report writes r-<id> in D/reports/<w>, in a Multi
+// that checks its assignment node (Worker 3), and the assigner moves
+// it (Assigner 2a) only when it matches an assignment of that worker
+// read in the same round: D/assign/<w>/t-<id>, of the same worker,
+// attempt and data sum. Anything else in D/reports/<w> (a bad name,
+// bad data, a task not assigned to w, another attempt) is deleted,
+// fenced, and listed by Assigner.Foreign (the last 16 per worker). So
+// a result comes only from the worker holding the task's attempt, and
+// D/reports/<w> holds at most one report per assignment; a worker that
+// puts more than MaxOpen + 64 nodes there is not listed (its reports
+// wait for an operator). What a worker cannot do: read, list, create,
+// write or delete anything under another worker's directories, create
+// or delete assignments (inject a task, hijack or drop one), report a
+// task it does not hold, submit or delete tasks or results, write the
+// published totals, create or delete worker directories, write another
+// member's node.
 // What it can, as ZooKeeper cannot restrict a CREATE or DELETE to one
 // child name: create or delete membership nodes of other worker ids in
 // D/workers — register as a worker that is away (its tasks then wait
 // until that node goes) or make a live worker look gone (its tasks are
 // reassigned; its Reports are refused). That is liveness, not the
 // integrity of tasks or results. Nodes created before WorkerACL was set
-// keep their ACL (zkx.SetACLTree brings a tree in line).
+// keep their ACL (zkx.SetACLTree brings a tree in line); so do
+// directories a worker created itself because it started before any
+// assigner (start the assigner first, or create D beforehand).
 //
 // # Protocol
 //
@@ -153,7 +169,7 @@
 //     session expiry).
 //  2. A goroutine lists D/assign/<worker> with a child watch (ChildrenW,
 //     re-armed only once it fired), reads each child not yet read in the
-//     current session (its own r-<id> reports are skipped), and delivers the accepted ones on Assignments in
+//     current session, and delivers the accepted ones on Assignments in
 //     creation order, each once. A child gone before it was received is
 //     not delivered. After a session expiry (a new session id) it Syncs
 //     and delivers again every assignment still there: a worker whose
@@ -167,9 +183,12 @@
 //     reassigned: the worker's session was lost) is ErrReassigned,
 //     nothing written. A connection loss: Sync, then read back — the
 //     result ours (same worker and attempt) is nil, the assignment still
-//     there is sent again. Refused (ErrNoAuth) the create in D/results:
-//     from then on the Multi creates D/assign/<worker>/r-<id> instead
-//     (per-worker ACLs), and reading back looks there and in D/results.
+//     there is sent again. Refused (ErrNoAuth) the delete or the create
+//     in D/results (per-worker ACLs): from then on the Multi checks the
+//     assignment at the version delivered, leaving it in place, and
+//     creates D/reports/<worker>/r-<id>; reading back looks there and in
+//     D/results. Its report directory missing: wait (backoff) for the
+//     assigner to create it.
 //
 // Assigner (one Run per term or lease; the seed's master):
 //
@@ -189,11 +208,15 @@
 //     from what this Run published last. The round's own moves are
 //     published by the next round, which their child watch starts.
 //     Each worker directory is listed with a child watch (re-armed
-//     once it fired): a worker's report there starts a round.
-//     2a. Move each accepted D/assign/<w>/r-<id> (a result of worker w)
-//     to D/results/t-<id>, same data, in one fenced Multi that deletes
-//     it at the version read. A task node waiting with that id waits
-//     for the next round, which compares it with the result (3).
+//     once it fired); with per-worker ACLs so are D/reports and each
+//     D/reports/<w>: a worker's report there starts a round.
+//     2a. Per-worker ACLs: move each D/reports/<w>/r-<id> that matches
+//     an assignment D/assign/<w>/t-<id> read in this round (same id,
+//     worker, attempt and data sum) to D/results/t-<id>, same data, in
+//     one fenced Multi that deletes it and the assignment, each at the
+//     version read. Delete, fenced, every other node there ("ACLs"). A
+//     task node waiting with that id waits for the next round, which
+//     compares it with the result (3).
 //  3. Duplicates: a task node whose id is also assigned or finished (a
 //     Submit that raced a move, or the seed's half-done assignment, when
 //     the create and the delete were two steps) is deleted, fenced, if
@@ -282,6 +305,10 @@
 //     (Assigner 6): at most MaxFinishedBytes plus one result per
 //     assignment open. A client that may write D can set any node's
 //     data: the bounds hold for the recipe's own writers.
+//   - D/reports/<worker> (per-worker ACLs): at most one report per
+//     assignment of the worker, each within MaxResultBytes; anything
+//     else is deleted by the next round; past MaxOpen + 64 nodes it is
+//     not listed.
 //   - D/assign/<worker>: at most MaxOpen (AssignerConfig, default
 //     DefaultMaxOpen, at most MaxOpenLimit) assignments holding at most
 //     MaxOpenBytes (default DefaultMaxOpenBytes) of task data; tasks wait

@@ -44,11 +44,19 @@ const (
 
 const (
 	taskPrefix = "t-"
-	// reportPrefix names a result a worker wrote into its own directory
-	// (per-worker ACLs), for the assigner to move to <dir>/results.
-	reportPrefix  = "r-"
-	formatVersion = 1
-	sumLen        = 16
+	// reportPrefix names a result a worker wrote into its report
+	// directory <dir>/reports/<worker> (per-worker ACLs), for the
+	// assigner to move to <dir>/results.
+	reportPrefix = "r-"
+	// maxStaleReports is how many reports beyond MaxOpen a worker's
+	// report directory may hold before the assigner stops listing it.
+	maxStaleReports = 64
+	// keptDeletedReports is how many of the reports the assigner deleted
+	// (malformed or unmatched) stay listed by Assigner.Foreign, per
+	// worker.
+	keptDeletedReports = 16
+	formatVersion      = 1
+	sumLen             = 16
 )
 
 // Subdirectories of the recipe's directory.
@@ -57,6 +65,9 @@ const (
 	assignDir  = "assign"
 	workersDir = "workers"
 	resultsDir = "results"
+	// reportsDir holds a directory per worker where it reports
+	// (per-worker ACLs only).
+	reportsDir = "reports"
 )
 
 // taskRecord is the data of <dir>/tasks/t-<id>.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +45,9 @@ type Worker struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returned
 
-	// ownDir: Report writes results into the worker's own directory
-	// (r-<id>), set once ZooKeeper refused a create in <dir>/results.
+	// ownDir: Report writes results into the worker's report directory
+	// (<dir>/reports/<id>/r-<id>), set once ZooKeeper refused its
+	// Multi on <dir>/results (per-worker ACLs).
 	ownDir atomic.Bool
 
 	closeOnce sync.Once
@@ -263,10 +263,6 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 		if _, ok := known[n]; ok {
 			continue
 		}
-		if strings.HasPrefix(n, reportPrefix) {
-			known[n] = seen{} // our own report, for the assigner to move
-			continue
-		}
 		p := w.assignPath() + "/" + n
 		b, st, err := zkx.Get(ctx, w.sess, p)
 		if errors.Is(err, zk.ErrNoNode) {
@@ -298,9 +294,11 @@ func (w *Worker) list(ctx context.Context, known map[string]seen, pending []Assi
 // the version it was delivered with, and creates <dir>/results/t-<id>.
 // So a task reassigned away from this worker (its session was lost) can
 // no longer be reported by it: ErrReassigned, nothing written. Under
-// per-worker ACLs (no CREATE in <dir>/results) the result is created as
-// r-<id> in the worker's own directory instead, and the assigner moves
-// it to <dir>/results (package doc, "ACLs"). On a
+// per-worker ACLs (no CREATE in <dir>/results, no DELETE of
+// assignments) the Multi instead checks the assignment node (at the
+// version delivered) and creates <dir>/reports/<worker>/r-<id>; the
+// assigner moves it to <dir>/results, deleting the assignment (package
+// doc, "ACLs"). On a
 // connection loss the outcome is resolved by reading back (the result
 // node ours: nil; the assignment still there: sent again). Reporting an
 // attempt whose result is recorded already is nil and writes nothing. ok
@@ -325,7 +323,7 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 	name := nodeName(a.ID)
 	ap := w.assignPath() + "/" + name
 	rp := w.dir + "/" + resultsDir + "/" + name
-	own := w.assignPath() + "/" + reportName(a.ID)
+	own := w.dir + "/" + reportsDir + "/" + w.id + "/" + reportName(a.ID)
 	rec := zkr.Encode(resultRecord{
 		V: formatVersion, ID: a.ID, Worker: w.id, Attempt: a.Attempt, OK: ok, Result: result,
 		At: time.Now().UnixMilli(), Sum: dataSum(a.Data),
@@ -368,12 +366,15 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 			return fmt.Errorf("%w: %s is gone or another attempt's", ErrReassigned, ap)
 		}
 		target := rp
+		var first any = &zk.DeleteRequest{Path: ap, Version: a.version}
 		if w.ownDir.Load() {
+			// The assigner deletes the assignment when it moves the
+			// report; ours must name the attempt still there.
 			target = own
+			first = &zk.CheckVersionRequest{Path: ap, Version: a.version}
 		}
 		res, err := zkr.Do(ctx, w.sess, func() ([]zk.MultiResponse, error) {
-			return w.sess.Conn().Multi(
-				&zk.DeleteRequest{Path: ap, Version: a.version},
+			return w.sess.Conn().Multi(first,
 				&zk.CreateRequest{Path: target, Data: rec, Acl: w.sess.ACL()},
 			)
 		}, nil)
@@ -388,21 +389,29 @@ func (w *Worker) report(ctx context.Context, a Assignment, ok bool, result []byt
 			continue
 		case len(res) != 2:
 			return err
+		case target == rp && (errors.Is(res[0].Error, zk.ErrNoAuth) || errors.Is(res[1].Error, zk.ErrNoAuth)):
+			// Per-worker ACLs: results go through our report
+			// directory, and the assigner moves them (package doc,
+			// "ACLs").
+			w.log.Info("no permission to report in results: reporting in the worker's report directory from now on", "path", own)
+			w.ownDir.Store(true)
+			continue
 		case errors.Is(res[0].Error, zk.ErrNoNode):
 			continue // gone since the check: the check says why
 		case errors.Is(res[0].Error, zk.ErrBadVersion):
 			return fmt.Errorf("%w: %s was written by someone else", ErrReassigned, ap)
-		case errors.Is(res[1].Error, zk.ErrNoAuth) && target == rp:
-			// Per-worker ACLs: results go through our own directory,
-			// and the assigner moves them (package doc, "ACLs").
-			w.log.Info("no permission to create results: reporting in the worker's own directory from now on", "path", rp)
-			w.ownDir.Store(true)
-			continue
 		case errors.Is(res[1].Error, zk.ErrNodeExists):
 			if mine, rerr := ours(); rerr != nil || mine {
 				return rerr
 			}
 			return fmt.Errorf("%s exists already (another result, or a foreign node): %w", target, err)
+		case errors.Is(res[1].Error, zk.ErrNoNode) && target == own:
+			// Our report directory is not there yet: the assigner
+			// creates it for every live worker.
+			if werr := bo.Wait(ctx); werr != nil {
+				return fmt.Errorf("%w (waiting for the assigner to create %s)", werr, w.dir+"/"+reportsDir+"/"+w.id)
+			}
+			continue
 		case errors.Is(res[1].Error, zk.ErrNoNode):
 			if err := zkx.EnsurePath(ctx, w.sess, w.dir+"/"+resultsDir); err != nil {
 				return err
