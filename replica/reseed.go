@@ -516,16 +516,47 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 		f.what = fmt.Sprintf(", its log ends at %d (%v)", end, merr)
 		return f, nil
 	}
-	// Another incarnation: its entries would be lost.
+	// Another incarnation: its entries would be lost, unless it is an
+	// earlier incarnation the seed descends from (ZooKeeper restored from
+	// a copy taken before an earlier re-seed): the seed's history then
+	// holds the batch the old log ends with, at its index.
 	if cerr == nil && len(l.Nums) > 0 {
 		oldest, err := logroom.ReadChannel(ctx, c, cfg.Base, cfg.Room, l.Nums[0])
 		if err == nil && end+1 > oldest.FirstIndex && !cfg.Force {
-			return f, fmt.Errorf("%w: room %q is another incarnation (zxid 0x%x; the survivors' is 0x%x) whose log holds entries %d..%d: re-seeding would delete them (pass Force if they are to be discarded)",
-				ErrReseedRefused, cfg.Room, info.Czxid, seed.MarkerCzxid, oldest.FirstIndex, end)
+			held, why := seedHolds(ctx, room, seed, end)
+			if !held {
+				return f, fmt.Errorf("%w: room %q is another incarnation (zxid 0x%x; the survivors' is 0x%x) whose log holds entries %d..%d (%s): re-seeding would delete them (pass Force if they are to be discarded)",
+					ErrReseedRefused, cfg.Room, info.Czxid, seed.MarkerCzxid, oldest.FirstIndex, end, why)
+			}
+			f.what = fmt.Sprintf(", an earlier incarnation whose log (%d..%d) the seed holds", oldest.FirstIndex, end)
+			return f, nil
 		}
 	}
 	f.what = fmt.Sprintf(", another incarnation (its log ends at %d)", end)
 	return f, nil
+}
+
+// seedHolds reports whether the seed applied the log of room (another
+// incarnation) up to its committed end: the seed's history records a
+// batch ending at end, and the room's log holds that batch there (one
+// batch compared, as survivors are compared with the seed). why says
+// what did not match.
+func seedHolds(ctx context.Context, room *logroom.Room, seed *survivorStore, end uint64) (bool, string) {
+	if end == 0 || end > seed.Position.Index {
+		return false, fmt.Sprintf("its end %d is not within the seed's %d entries", end, seed.Position.Index)
+	}
+	at, ok, err := seed.st.PointAt(end)
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case !ok || at.Batch == (store.BatchRef{}):
+		return false, fmt.Sprintf("the seed keeps no batch identity at index %d", end)
+	}
+	id := logroom.BatchID{Epoch: at.Epoch, First: at.Batch.First, Count: int(at.Batch.Count), CRC: at.Batch.CRC}
+	if err := room.MatchLog(ctx, id, end); err != nil {
+		return false, fmt.Sprintf("not the seed's history: %v", err)
+	}
+	return true, ""
 }
 
 // waitNoLiveNodes waits (up to d) until no ephemeral node is left under
