@@ -110,22 +110,24 @@ func TestChaosShort(t *testing.T) {
 }
 
 // lifecycleSeed is the seed TestChaosLifecycle runs.
-const lifecycleSeed = 20261207
+const lifecycleSeed = 20261214
 
 // lifecycleForce is the bounded lifecycle run's schedule: every lifecycle
 // kind at least once, in an order that exercises the interplay (a
 // downgrade that must lower the room version first, a raise while a
 // replica runs the previous release, a primary killed between a
 // downgrade and the upgrade, a re-seed with observers coming and going,
-// and a downgrade the re-seeded room must refuse); each step's
-// parameters come from lifecycleSeed.
+// a downgrade the re-seeded room must refuse, and a rollback to a copy
+// of ZooKeeper's data that the wipe before it kept, so that it restores
+// the room's earlier incarnation); each step's parameters come from
+// lifecycleSeed.
 var lifecycleForce = []Kind{
 	ReplaceMember, ObserverJoin, RoomVersionRaise, Downgrade, RoomVersionRaise, KillPrimary,
-	Upgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, Downgrade,
+	Upgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, Downgrade, ZKRollbackReseed,
 }
 
 // TestChaosLifecycle is the bounded run of `go run ./chaos -lifecycle`
-// (rerun it with `go run ./chaos -lifecycle -seed 20261207 -faults 11
+// (rerun it with `go run ./chaos -lifecycle -seed 20261214 -faults 12
 // -force <the kinds of lifecycleForce>`): one schedule of the lifecycle
 // kinds against 3 replica processes and an observer on a 3-server
 // ensemble of its own (the re-seeds wipe and restore it). The previous

@@ -303,7 +303,10 @@
 //	zk-rollback-reseed (2)  ZooKeeper server, wipe its data (or put back
 //	                        the copy zkensemble.CopyData took earlier:
 //	                        after the first proposals, after the first heal
-//	                        of each incarnation and at every sixth heal),
+//	                        of each incarnation and at every sixth heal;
+//	                        one loss in two keeps the copy it had, so a
+//	                        later rollback may restore the tree of an
+//	                        earlier incarnation: keep-copy=true),
 //	                        start them again; every member must then report
 //	                        role failed with logroom.ErrRoomLost (two
 //	                        sessions plus 20 s at most; else not_refused),
@@ -368,7 +371,9 @@
 // # Tests
 //
 // chaos_test.go runs a bounded subset in `go test` (a fixed seed and a
-// random one, printed, sharing one ensemble), asserts rule 9 by name (no
+// random one, printed, sharing one ensemble; and TestChaosLifecycle,
+// one schedule of every lifecycle kind on an ensemble of its own, the
+// previous release built from the repository's history), asserts rule 9 by name (no
 // id applied twice, every acknowledged id exactly once, and some resends
 // whenever an outcome was unknown) and rule 10 (one observer, sampled,
 // never led, same final state), and proves that the checker detects

@@ -14,6 +14,14 @@ import (
 // ZooKeeper.
 func (r *runner) finish(ctx context.Context) error {
 	r.out.f("schedule done after %d faults; healing everything", r.res.Faults)
+	if r.broken {
+		// A re-seed failed: no member can run; nothing to converge or
+		// check (the failure is counted in ReseedFailures).
+		r.reads.stop()
+		r.load.stop()
+		r.res.Anomalies = append(r.res.Anomalies, "final: not checked: the room could not be re-seeded")
+		return nil
+	}
 	r.zkHold = 0
 	r.startZK(ctx)
 	r.releaseNode(ctx)

@@ -435,6 +435,9 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 		r.res.Anomalies = append(r.res.Anomalies, msg)
 		r.out.f("    %s", msg)
 		r.broken = true
+		for _, n := range nodes {
+			r.needRestart[n.ID()] = true // stopped on purpose: no crash
+		}
 		return
 	}
 	seed := r.c.Nodes()[0]
@@ -482,9 +485,13 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 
 	r.startRecorder(ctx, res.Seed.Index+1)
 	r.obsWatch = startObserverWatch(ctx, r)
-	// A copy of the new incarnation is taken at the next heal.
-	_ = r.zkCopy.Remove()
-	r.zkCopy, r.zkCopyAt = nil, time.Time{}
+	if !f.Primary {
+		// A copy of the new incarnation is taken at the next heal.
+		_ = r.zkCopy.Remove()
+		r.zkCopy, r.zkCopyAt = nil, time.Time{}
+	} else if r.zkCopy != nil {
+		r.out.f("    the copy of ZooKeeper's data taken at %.3fs is kept: a later rollback restores an earlier incarnation", r.zkCopyAt.Sub(r.out.start).Seconds())
+	}
 }
 
 // awaitRefusals waits until every running member reports role failed

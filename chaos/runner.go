@@ -232,7 +232,11 @@ func (r Result) lifecycleLine() string {
 	var gaps []string
 	for k := firstLifecycle; k < numKinds; k++ {
 		if r.Kinds[k] > 0 && !k.isZKLoss() {
-			gaps = append(gaps, fmt.Sprintf("%s:%v", k, r.LifecycleGaps[k].Round(time.Millisecond)))
+			g := r.LifecycleGaps[k].Round(time.Millisecond).String()
+			if r.LifecycleGaps[k] == 0 {
+				g = "-" // every step of the kind was faulted or skipped
+			}
+			gaps = append(gaps, fmt.Sprintf("%s:%s", k, g))
 		}
 	}
 	if len(gaps) == 0 {

@@ -191,6 +191,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
 	case ReplaceMember, Upgrade, Downgrade:
 		fmt.Fprintf(&b, " pick=%d kill=%v", f.Pick, f.Primary)
+	case ZKWipeReseed, ZKRollbackReseed:
+		fmt.Fprintf(&b, " keep-copy=%v", f.Primary)
 	case Checkpoint:
 		if !f.Primary {
 			fmt.Fprintf(&b, " pick=%d", f.Pick)
@@ -332,6 +334,11 @@ func (s *Schedule) Next() Fault {
 	case ReplaceMember, Upgrade, Downgrade:
 		// Primary here: kill -9 instead of a graceful stop (one in four).
 		f.Primary = s.rng.IntN(4) == 0
+	case ZKWipeReseed, ZKRollbackReseed:
+		// Primary here: keep the copy of ZooKeeper's data across the
+		// re-seed, so that a later rollback restores the tree of an
+		// earlier incarnation.
+		f.Primary = s.rng.IntN(2) == 0
 	}
 	if k.IsLifecycle() && !k.isZKLoss() {
 		f.Mid = s.rng.IntN(4) == 0 && s.zkHeld == 0
