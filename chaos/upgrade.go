@@ -111,8 +111,10 @@ func (r *runner) rollStep(ctx context.Context, f *Fault, p *testnode.Node) strin
 	if down && r.roomVersionTarget >= 2 {
 		// An operator lowers the room version before a downgrade.
 		r.res.Kinds[RoomVersionLower]++
-		lower := Fault{Seq: f.Seq, Kind: RoomVersionLower, Heal: f.Heal}
-		step := lifeStep{f: lower, t0: time.Now()}
+		// A ZooKeeper leader killed as the downgrade began (f.Mid) is
+		// down during the lowering too.
+		lower := Fault{Seq: f.Seq, Kind: RoomVersionLower, Heal: f.Heal, Mid: f.Mid}
+		step := lifeStep{f: lower, t0: time.Now(), faulted: f.Mid}
 		step.what = r.roomVersion(ctx, lower, 1)
 		step.t1 = time.Now()
 		if step.what != "" {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DataCopy is a copy of every server's data directory (snapshots and
@@ -31,9 +32,20 @@ func (e *Ensemble) CopyData(dir string) (*DataCopy, error) {
 		// snapshot) while its directory is copied: copy again until a
 		// pass finds no file the previous one missed, so the copy holds
 		// every transaction acknowledged before CopyData was called.
+		//
+		// Transaction logs ("log.<zxid>") are copied again, whole, after
+		// the snapshots of each pass: a snapshot is fuzzy (written while
+		// transactions apply) and is made consistent on load by replaying
+		// the transactions logged after it began, so the copied logs must
+		// be at least as new as the newest copied snapshot. (Copied once,
+		// before the snapshot, they restored a tree missing a channel
+		// between two that remained.)
 		seen := map[string]bool{}
 		for pass := 0; ; pass++ {
 			n, err := copyNew(s.dataDir(), to, seen)
+			if err == nil {
+				err = copyLogs(s.dataDir(), to)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("zkensemble: copy data of server %d: %w", s.index, err)
 			}
@@ -64,7 +76,7 @@ func copyNew(src, dst string, seen map[string]bool) (int, error) {
 		if d.IsDir() {
 			return os.MkdirAll(to, 0o755)
 		}
-		if !d.Type().IsRegular() || seen[rel] {
+		if !d.Type().IsRegular() || seen[rel] || isTxnLog(rel) {
 			return nil
 		}
 		seen[rel] = true
@@ -72,6 +84,28 @@ func copyNew(src, dst string, seen map[string]bool) (int, error) {
 		return copyFile(p, to)
 	})
 	return n, err
+}
+
+// isTxnLog reports whether rel names a ZooKeeper transaction log.
+func isTxnLog(rel string) bool { return strings.HasPrefix(filepath.Base(rel), "log.") }
+
+// copyLogs copies every transaction log under src into dst, whole (a log
+// grows while the server runs; a copy taken earlier is overwritten).
+func copyLogs(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil || d.IsDir() || !d.Type().IsRegular() || !isTxnLog(rel) {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		return copyFile(p, to)
+	})
 }
 
 func copyFile(from, to string) error {
@@ -151,8 +185,10 @@ func (e *Ensemble) replaceData(ctx context.Context, fill func(*server) error) er
 // copyTree copies the regular files and directories under src into dst
 // (created as needed; existing files are overwritten).
 func copyTree(src, dst string) error {
-	_, err := copyNew(src, dst, map[string]bool{})
-	return err
+	if _, err := copyNew(src, dst, map[string]bool{}); err != nil {
+		return err
+	}
+	return copyLogs(src, dst)
 }
 
 // Remove deletes the copy. Idempotent; nil-safe.
