@@ -258,26 +258,9 @@ const (
 // returned func is called, that Dial still waits for a session. It
 // names the last connection attempt's failure when there is one.
 func (c *Client) logWaiting(ctx context.Context, servers []string) func() {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(stopped)
-		t := time.NewTimer(waitLogAfter)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				c.log.Info("waiting for a zookeeper session", "servers", servers, "waited", time.Since(start).Round(time.Second), "state", c.conn.State().String())
-				t.Reset(waitLogEvery)
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
+	return Periodic(ctx, waitLogAfter, waitLogEvery, func(waited time.Duration) {
+		c.log.Info("waiting for a zookeeper session", "servers", servers, "waited", waited.Round(time.Second), "state", c.conn.State().String())
+	})
 }
 
 // onEvent is the go-zookeeper event callback. It must never block: it only

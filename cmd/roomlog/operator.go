@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/zkx"
 )
 
 // ---- transfer, checkpoint ----
@@ -168,26 +169,9 @@ func runRequest(ctx context.Context, in *inspector, o options, room string, req 
 // printed), from progressAfter on and every progressEvery, until the
 // returned func is called or ctx ends.
 func progress(ctx context.Context, stderr io.Writer, what *string) func() {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	start := time.Now()
-	go func() {
-		defer close(stopped)
-		t := time.NewTimer(progressAfter)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				fmt.Fprintf(stderr, "roomlog: waiting %v for %s\n", time.Since(start).Round(time.Second), *what)
-				t.Reset(progressEvery)
-			}
-		}
-	}()
-	return func() { close(done); <-stopped }
+	return zkx.Periodic(ctx, progressAfter, progressEvery, func(waited time.Duration) {
+		fmt.Fprintf(stderr, "roomlog: waiting %v for %s\n", waited.Round(time.Second), *what)
+	})
 }
 
 func memberLive(ms []replica.MemberStatus, id string) bool {
