@@ -23,18 +23,7 @@ import (
 // handshake failure). Before the fix any certificate of the CA was a
 // member.
 func TestPeerIdentities(t *testing.T) {
-	ca, err := testpki.NewCA("peers")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	load := func(name string) (*tlsfiles.Source, string) {
-		f, err := ca.Issue(filepath.Join(dir, name), name, testpki.Options{})
-		require.NoError(t, err)
-		src, err := tlsfiles.Load(f)
-		require.NoError(t, err)
-		id, err := src.Identity()
-		require.NoError(t, err)
-		return src, id
-	}
+	load := caLoader(t)
 	m1, id1 := load("m1")
 	m2, id2 := load("m2")
 	chunk, _ := load("chunk")
@@ -88,18 +77,7 @@ func TestPeerIdentities(t *testing.T) {
 // checkpoint fetches do. Before, their dialer verified the CA and the host
 // only, so a chunk server's certificate answered them.
 func TestLivenessChecksPeerIdentities(t *testing.T) {
-	ca, err := testpki.NewCA("peers")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	load := func(name string) (*tlsfiles.Source, string) {
-		f, err := ca.Issue(filepath.Join(dir, name), name, testpki.Options{})
-		require.NoError(t, err)
-		src, err := tlsfiles.Load(f)
-		require.NoError(t, err)
-		id, err := src.Identity()
-		require.NoError(t, err)
-		return src, id
-	}
+	load := caLoader(t)
 	m1, id1 := load("m1")
 	m2, id2 := load("m2")
 	chunk, _ := load("chunk")
@@ -122,5 +100,22 @@ func TestLivenessChecksPeerIdentities(t *testing.T) {
 		resp.Body.Close()
 		_, err = c.Get(stranger.URL)
 		require.ErrorContains(t, err, "not in Config.PeerIdentities", "a CA-signed certificate that is not a member's")
+	}
+}
+
+// caLoader returns a loader of certificates of one test CA: the source of
+// the named member's files and its identity.
+func caLoader(t *testing.T) func(name string) (*tlsfiles.Source, string) {
+	ca, err := testpki.NewCA("peers")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	return func(name string) (*tlsfiles.Source, string) {
+		f, err := ca.Issue(filepath.Join(dir, name), name, testpki.Options{})
+		require.NoError(t, err)
+		src, err := tlsfiles.Load(f)
+		require.NoError(t, err)
+		id, err := src.Identity()
+		require.NoError(t, err)
+		return src, id
 	}
 }
