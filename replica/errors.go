@@ -110,15 +110,21 @@ var (
 // primary. PrimaryID and PrimaryAddr name the current primary as this replica
 // last saw it (from membership data, else the lowest election candidate);
 // both are empty when it knows none. PrimaryAddr is the primary's
-// Config.AdvertiseAddr.
+// Config.AdvertiseAddr. Self is true when this replica is the one named:
+// it won the election and is still taking over (or is handing over), so a
+// caller retries here, after a short wait, rather than redirect to itself.
 type NotPrimaryError struct {
 	PrimaryID   string
 	PrimaryAddr string
+	Self        bool
 }
 
 func (e *NotPrimaryError) Error() string {
 	if e.PrimaryID == "" {
 		return "replica: not the primary (primary unknown)"
+	}
+	if e.Self {
+		return fmt.Sprintf("replica: not the primary yet (%q is taking over)", e.PrimaryID)
 	}
 	return fmt.Sprintf("replica: not the primary (primary is %q at %q)", e.PrimaryID, e.PrimaryAddr)
 }

@@ -112,12 +112,13 @@ func (r *Replica) notPrimary() error {
 	}
 	s := r.snap.Load()
 	id, addr := s.primaryID, s.primaryAddr
-	if id == r.cfg.ID && s.role != RolePrimary {
+	self := id == r.cfg.ID
+	if self {
 		// We won the election but are still taking over (or handing over):
 		// tell the caller we are the one to retry with.
 		addr = r.cfg.AdvertiseAddr
 	}
-	return &NotPrimaryError{PrimaryID: id, PrimaryAddr: addr}
+	return &NotPrimaryError{PrimaryID: id, PrimaryAddr: addr, Self: self}
 }
 
 // Propose appends entry to the log and waits until it is committed in

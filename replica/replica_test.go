@@ -92,6 +92,7 @@ func TestElectProposeRead(t *testing.T) {
 		require.Equal(t, p.ID(), np.PrimaryID)
 		require.Equal(t, p.cfg.AdvertiseAddr, np.PrimaryAddr)
 		require.NotEmpty(t, np.PrimaryAddr)
+		require.False(t, np.Self, "a standby does not name itself")
 		require.NoError(t, r.WaitApplied(ctx, res2.Index))
 		v, err := r.Get([]byte("k1"))
 		require.NoError(t, err)
@@ -104,4 +105,23 @@ func TestElectProposeRead(t *testing.T) {
 	require.Len(t, st.Members, 3)
 	require.True(t, st.Connected)
 	require.NotZero(t, st.Epoch)
+}
+
+// TestNotPrimarySelf: a replica that won the election but is still taking
+// over names itself, with Self set, so an embedder retries rather than
+// stops as if it were a standby (the README's example once did: it saw
+// its own address and returned without committing).
+func TestNotPrimarySelf(t *testing.T) {
+	r := &Replica{cfg: Config{ID: "m1", AdvertiseAddr: "10.0.0.1:7000"}}
+	r.snap.Store(&statusSnap{role: RoleTakingOver, primaryID: "m1", primaryAddr: ""})
+	var np *NotPrimaryError
+	require.True(t, errors.As(r.notPrimary(), &np))
+	require.True(t, np.Self)
+	require.Equal(t, "10.0.0.1:7000", np.PrimaryAddr)
+	require.Contains(t, np.Error(), "taking over")
+
+	r.snap.Store(&statusSnap{role: RoleStandby, primaryID: "m2", primaryAddr: "10.0.0.2:7000"})
+	require.True(t, errors.As(r.notPrimary(), &np))
+	require.False(t, np.Self)
+	require.Equal(t, "10.0.0.2:7000", np.PrimaryAddr)
 }
