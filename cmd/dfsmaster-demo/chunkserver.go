@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -40,10 +39,10 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("chunkserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, chunkUsage); fs.PrintDefaults() }
-	zkServers := fs.String("zk", envOr("ZK", "127.0.0.1:2181"), "ZooKeeper servers, comma-separated host:port (env ZK)")
+	zkServers := fs.String("zk", "127.0.0.1:2181", "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
 	room := fs.String("room", "dfs", "room name (the masters')")
 	id := fs.String("id", "", "this chunk server's id (required; a znode name)")
-	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password")
+	digestFile := fs.String("zk-digest-file", "", "`FILE` holding ZooKeeper digest credentials user:password (env "+envDigestFile+")")
 	session := fs.Duration("session-timeout", 2*time.Second, "ZooKeeper session timeout (how soon a killed server is noticed)")
 	copyTime := fs.Duration("copy-time", 20*time.Millisecond, "simulated time to copy one block")
 	zkFlags := addZKTLSFlags(fs)
@@ -53,6 +52,8 @@ func runChunkServer(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		return exitUsage
 	}
+	flagFromEnv(fs, stderr, "zk", zkServers, envZK)
+	flagFromEnv(fs, stderr, "zk-digest-file", digestFile, envDigestFile)
 	var bad []string
 	if fs.NArg() > 0 {
 		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))

@@ -151,7 +151,17 @@
 // given, by environment variables. The flags and variables carry paths,
 // not secrets.
 //
-//   - --zk-digest-file FILE (env DFSMASTER_ZK_DIGEST_FILE): ZooKeeper
+// Environment variables follow the ROOMLOG_* scheme of cmd/roomlog
+// (internal/cli): ROOMLOG_ZK (--zk of serve and chunkserver),
+// ROOMLOG_ZK_DIGEST_FILE (--zk-digest-file) and
+// ROOMLOG_CHECKPOINT_TOKEN_FILE (--checkpoint-token-file), each read only
+// when its flag is not given. The older names ZK, DFSMASTER_ZK_DIGEST_FILE
+// and DFSMASTER_CHECKPOINT_TOKEN_FILE still work, with a deprecation
+// warning on stderr; the new name wins when both are set. ctl's
+// DFSMASTER_ADDR names a master of this demo, not a roomlog setting, and
+// stays.
+//
+//   - --zk-digest-file FILE (env ROOMLOG_ZK_DIGEST_FILE): ZooKeeper
 //     digest credentials, one line user:password (logroom.LoadDigestFile: a
 //     regular file of at most 4 KiB, one trailing newline allowed; errors
 //     never show the password). The replica authenticates with them and
@@ -162,7 +172,7 @@
 //     room created without an ACL cannot be opened with credentials
 //     (logroom.ErrForeignACL), and a master without them is refused by a
 //     room that has one (zk.ErrNoAuth).
-//   - --checkpoint-token-file FILE (env DFSMASTER_CHECKPOINT_TOKEN_FILE):
+//   - --checkpoint-token-file FILE (env ROOMLOG_CHECKPOINT_TOKEN_FILE):
 //     the checkpoint bearer token (replica.Config.CheckpointToken): one line
 //     of 1 to 4096 bytes of visible ASCII (0x21-0x7e), one trailing newline
 //     ("\n" or "\r\n") removed; an empty or larger file, or any other byte,
@@ -252,7 +262,7 @@
 //  0. Secrets, in the demo's temp dir (mode 0600): always a checkpoint
 //     bearer token (random, file checkpoint-token); with --acl also ZooKeeper
 //     digest credentials (user "dfsmaster", random password, file
-//     zk-digest). --zk-digest-file FILE (or DFSMASTER_ZK_DIGEST_FILE) uses
+//     zk-digest). --zk-digest-file FILE (or ROOMLOG_ZK_DIGEST_FILE) uses
 //     the operator's credentials instead, e.g. for --zk servers whose rooms
 //     need them; --acl and --zk-digest-file exclude each other (--acl
 //     overrides the environment variable).

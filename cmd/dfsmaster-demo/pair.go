@@ -141,7 +141,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.tls, "tls", false, "generate a CA and certificates in the work dir: the masters serve their API and checkpoint endpoints over HTTPS "+
 		"with mutual TLS, and every client (the workload, the checks, the masters' checkpoint fetches) presents a certificate; "+
 		"with a local ensemble, ZooKeeper sessions are TLS too and the room's ACL names the certificates' identities")
-	fs.StringVar(&cfg.digestFile, "zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
+	fs.StringVar(&cfg.digestFile, "zk-digest-file", "", "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
 		"(env "+envDigestFile+"; for --zk servers whose rooms need them; --acl generates its own)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -151,6 +151,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	digestFlag := false
 	fs.Visit(func(f *flag.Flag) { digestFlag = digestFlag || f.Name == "zk-digest-file" })
+	flagFromEnv(fs, stderr, "zk-digest-file", &cfg.digestFile, envDigestFile)
 	cfg.zk = logroom.SplitServers(*zk)
 	var bad []string
 	if fs.NArg() > 0 {

@@ -513,7 +513,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
-	zkServers := fs.String("zk", envOr("ZK", "127.0.0.1:2181"), "ZooKeeper servers, comma-separated host:port (env ZK)")
+	zkServers := fs.String("zk", "127.0.0.1:2181", "ZooKeeper servers, comma-separated host:port (env "+envZK+")")
 	room := fs.String("room", "dfs", "room (replicated log) name; every master of one namespace uses the same")
 	id := fs.String("id", "", "this master's member id, unique in the room and stable across restarts (required)")
 	data := fs.String("data", "", "data directory (Pebble store and checkpoints; created if missing) (required)")
@@ -525,9 +525,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	requestWindow := fs.Int("request-window", replica.DefaultRequestWindow, "how many log entries an Idempotency-Key is remembered for at most (bounds the request table)")
 	diskStall := fs.Duration("disk-stall-timeout", store.DefaultDiskStallTimeout, "a write or sync of the local store still running after this long fails this master (it resigns; restart it once the disk is fixed); within [100ms, 1h]")
 	exitOnFailure := fs.Bool("exit-on-failure", false, "exit with status 1 as soon as the replica fails, for a supervisor (default: keep serving /v1/status and a 503 /v1/health)")
-	digestFile := fs.String("zk-digest-file", os.Getenv(envDigestFile), "`FILE` holding ZooKeeper digest credentials user:password (one line; env "+envDigestFile+"): "+
+	digestFile := fs.String("zk-digest-file", "", "`FILE` holding ZooKeeper digest credentials user:password (one line; env "+envDigestFile+"): "+
 		"the master authenticates with them and creates every znode with a digest ACL. There is no flag for the password itself")
-	tokenFile := fs.String("checkpoint-token-file", os.Getenv(envTokenFile), "`FILE` holding the checkpoint bearer token (env "+envTokenFile+"): "+
+	tokenFile := fs.String("checkpoint-token-file", "", "`FILE` holding the checkpoint bearer token (env "+envTokenFile+"): "+
 		"the checkpoint endpoint then answers 401 without it, and fetches from peers send it. Every master of the room needs the same")
 	logLevel := fs.String("log-level", "info", "log level on stderr: debug, info, warn, error")
 	maxRoomVersion := fs.Int("max-room-version", 0, fmt.Sprintf("highest room version this master supports and advertises (0: the binary's, %d); "+
@@ -555,6 +555,9 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 		}
 		return opts, exitUsage, false
 	}
+	flagFromEnv(fs, stderr, "zk", zkServers, envZK)
+	flagFromEnv(fs, stderr, "zk-digest-file", digestFile, envDigestFile)
+	flagFromEnv(fs, stderr, "checkpoint-token-file", tokenFile, envTokenFile)
 	var bad []string
 	if fs.NArg() > 0 {
 		bad = append(bad, fmt.Sprintf("unexpected arguments %q", fs.Args()))
@@ -722,13 +725,6 @@ wait:
 	log.Info("stopped")
 	return code
 }
-
-// Environment fallbacks of serve's and pair's credential flags: file
-// paths, never the secrets themselves.
-const (
-	envDigestFile = "DFSMASTER_ZK_DIGEST_FILE"
-	envTokenFile  = "DFSMASTER_CHECKPOINT_TOKEN_FILE"
-)
 
 // maxTokenFile bounds a checkpoint token file.
 const maxTokenFile = 4096
