@@ -109,7 +109,9 @@
 // writes an sstable after creating it); else fetches it per file,
 // Parallel at once, largest first, continuing a .part with Range. Every
 // linked file is read once to check its CRC (a mismatch, or a link that
-// fails because the file was deleted meanwhile, falls back to fetching).
+// fails because the file was deleted meanwhile, falls back to fetching),
+// unless this process already verified that very file, unchanged since
+// (the verified-file memo below).
 // A received file is checked (exact size, CRC32C) while it arrives,
 // written once, fsynced once. A 404 without HeaderFiles on /files/ falls
 // back to the tar stream; a 404 with it or a 409 (the source deleted the
@@ -132,8 +134,26 @@
 //     WAL: files Pebble appends to) or right after hard-linking (sstables,
 //     which Pebble never writes after creating them, so the store and the
 //     checkpoint share them as Pebble's own checkpoints do; a failed link
-//     falls back to a copy), and opens the result read-only to confirm its
-//     applied index and epoch before renaming it into place. Failures wrap ErrCorrupt and name the file.
+//     falls back to a copy; several files at once), and opens the result
+//     read-only to confirm its applied index and epoch before renaming it
+//     into place. Failures wrap ErrCorrupt and name the file. A file
+//     this process already checked, unchanged since, is not read again
+//     (below).
+//
+// # The verified-file memo
+//
+// Each process remembers the files it checked (their CRC32C computed
+// over every byte while it was received, or read back) by device, inode,
+// size and mtime (verified.go). A hard link shares all four, so Restore
+// right after the Fetch that received a checkpoint, and a re-bootstrap
+// that links the files of an earlier checkpoint under the same root,
+// do not read them a second time (at 10 GB, seconds of reading each).
+// A file written since, truncated, replaced or merely written within
+// 50 ms of its check (mtimes come from a coarse clock) misses the memo
+// and is read and checked as before; the memo starts empty in every
+// process. It cannot see a change that keeps size and mtime (bit rot, a
+// writer that restores the mtime): such bytes were checked once, and
+// Pebble's block checksums check them again when they are read.
 //  3. Nothing listed is junk: Fetch renames a download into place only
 //     after its files opened as a store at the manifest's index and epoch
 //     (a manifest with a valid checksum that describes no store, e.g. no

@@ -188,6 +188,28 @@ type fetcher struct {
 	got atomic.Int64 // body bytes received so far (Progress)
 	mu  sync.Mutex
 	st  FetchStats // guarded by mu while workers run
+	// received: files fetched, synced and named (guarded by mu), for the
+	// verified-file memo once the checkpoint is in place (remember).
+	received []receivedFile
+}
+
+type receivedFile struct {
+	name string
+	fi   os.FileInfo // after its fsync
+	crc  uint32
+}
+
+// remember records the files this Fetch received in the verified-file
+// memo (verified.go), each only if it is still the file it synced.
+func (ft *fetcher) remember(dbDir string) {
+	now := time.Now()
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	for _, r := range ft.received {
+		if fi, err := os.Lstat(filepath.Join(dbDir, r.name)); err == nil && sameID(fi, r.fi) {
+			rememberVerified(fi, r.crc, now)
+		}
+	}
 }
 
 // job is one file to fetch: from byte off, whose prefix has CRC32C crc.
@@ -301,6 +323,7 @@ func (ft *fetcher) run(ctx context.Context) (info Info, err error) {
 	}
 	// Partial fetches of this index or older are of no use any more.
 	removePartials(ft.root, func(p partialDir) bool { return p.index <= m.Index })
+	ft.remember(filepath.Join(final, DBDir))
 	ft.report(StageVerified, ft.got.Load())
 	return newInfo(final, m), nil
 }
@@ -430,8 +453,11 @@ func (ft *fetcher) checkPresent(dst string, f File, buf []byte) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if verifiedAs(dst, f) {
+		return true, nil
+	}
 	if fi.Mode().IsRegular() && fi.Size() == f.Size {
-		size, crc, err := checksumFile(dst, buf, false, nil)
+		size, crc, err := checksumRemembered(dst, buf)
 		if err != nil {
 			return false, err
 		}
@@ -465,7 +491,10 @@ func (ft *fetcher) linkVerified(ctx context.Context, src, dst string, f File, bu
 		}
 		return true, nil
 	}
-	size, crc, err := checksumFile(dst, buf, false, nil)
+	if verifiedAs(dst, f) {
+		return true, nil
+	}
+	size, crc, err := checksumRemembered(dst, buf)
 	if err == nil && f.check(src, size, crc) == nil {
 		return true, nil
 	}
@@ -484,6 +513,11 @@ func (ft *fetcher) transfer(ctx context.Context, jobs []job) error {
 	}
 	ft.report(StageStreaming, total)
 	ft.sy = newFileSyncer(ctx, max(1, ft.o.Parallel/2), ft.o.Parallel, ft.o.IdleTimeout)
+	ft.sy.done = func(dst string, fi os.FileInfo, crc uint32) {
+		ft.mu.Lock()
+		ft.received = append(ft.received, receivedFile{name: filepath.Base(dst), fi: fi, crc: crc})
+		ft.mu.Unlock()
+	}
 	done := make(chan error, 1)
 	go func() {
 		err := forEachBuf(ctx, len(jobs), ft.o.Parallel, fetchBufSize, func(i int, buf []byte) error {
@@ -647,7 +681,7 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 	done() // (the connection goes back to the pool while the file syncs)
 	f2 := out
 	out = nil
-	return ft.sy.put(ctx, syncItem{f: f2, part: part, dst: dst})
+	return ft.sy.put(ctx, syncItem{f: f2, part: part, dst: dst, crc: crc})
 }
 
 // fileSyncer fsyncs received (verified) files and renames them to their
@@ -658,6 +692,9 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 // remaining files are closed unsynced and keep their .part names (a
 // resume checks them).
 type fileSyncer struct {
+	// done, if set, is called for each file synced and renamed, with its
+	// Stat after the fsync.
+	done func(dst string, fi os.FileInfo, crc uint32)
 	q    chan syncItem
 	wg   sync.WaitGroup
 	idle time.Duration
@@ -669,6 +706,7 @@ type fileSyncer struct {
 type syncItem struct {
 	f         *os.File
 	part, dst string
+	crc       uint32 // of every byte received into f, checked against the manifest
 }
 
 func newFileSyncer(ctx context.Context, workers, queue int, idle time.Duration) *fileSyncer {
@@ -683,11 +721,18 @@ func newFileSyncer(ctx context.Context, workers, queue int, idle time.Duration) 
 					continue
 				}
 				err := syncBounded(ctx, it.f, idle)
+				var fi os.FileInfo
+				if err == nil {
+					fi, _ = it.f.Stat()
+				}
 				if cerr := it.f.Close(); err == nil && cerr != nil {
 					err = fmt.Errorf("checkpoint: close %s: %w", it.part, cerr)
 				}
 				if err == nil {
 					err = os.Rename(it.part, it.dst)
+				}
+				if err == nil && fi != nil && s.done != nil {
+					s.done(it.dst, fi, it.crc)
 				}
 				if err != nil {
 					s.mu.Lock()
