@@ -15,6 +15,7 @@ import (
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/client"
+	"github.com/roomlog/roomlog/internal/cli"
 )
 
 // defaultAddr is where ctl looks for a master when neither --addr nor
@@ -27,7 +28,7 @@ const ctlUsage = `usage: dfsmaster-demo ctl [--addr host:port[,host:port...]] [-
 With --tls-ca, --tls-cert and --tls-key ctl speaks HTTPS to masters served
 with the same flags (mutual TLS): host:port addresses mean https://host:port.
 
-commands (flags go before the arguments):
+commands (flags go before the arguments; 'ctl COMMAND -h' is a command's own help):
   mkdir [-p] PATH               create a directory (-p: with its parents, no error if it exists)
   create [-r N] PATH            create an empty file with replication N (default: the server's, 3)
   addblock PATH SIZE            append a block of SIZE bytes to a file; prints its block id
@@ -56,8 +57,38 @@ outcome_unknown, 504, a lost connection), until --timeout: it is applied at
 most once. If ctl still gives up, it prints the key: re-running the command
 with --idempotency-key KEY is safe, and prints the original answer with
 "replayed": true if it had been applied. The answer is printed as JSON; on
-failure the error goes to stderr and the exit status is 1.
+failure the error goes to stderr and the exit status is 1. --json (before or
+after the command) is accepted: the answer is JSON either way.
 `
+
+// ctlHelp is each command's own help ('ctl COMMAND -h').
+var ctlHelp = map[string]string{
+	"mkdir":    ctlCommandHelp("mkdir [-p] PATH", "Creates directory PATH; -p creates missing parents and is no error if PATH exists.", true),
+	"create":   ctlCommandHelp("create [-r N] PATH", "Creates an empty file PATH with replication N (default: the server's, 3).", true),
+	"addblock": ctlCommandHelp("addblock PATH SIZE", "Appends a block of SIZE bytes to file PATH; prints its block id.", true),
+	"rename":   ctlCommandHelp("rename SRC DST", "Moves a file or a directory.", true),
+	"delete":   ctlCommandHelp("delete [-r] PATH", "Removes a file or an empty directory; -r a directory and its subtree.", true),
+	"ls": ctlCommandHelp("ls [--min-index N] PATH", "Lists directory PATH, at a master that applied index N or more (--min-index:\n"+
+		"each master gets 500 ms per attempt, the rounds go on for up to 5 s).", false),
+	"stat": ctlCommandHelp("stat [--min-index N] PATH", "Describes PATH, at a master that applied index N or more (as ls).", false),
+	"status": ctlCommandHelp("status", "The first answering master's role, epoch, indexes, members and channels\n"+
+		"(\"failure\": why it failed).", false),
+	"health": ctlCommandHelp("health", "Exit 0 once one master takes part in the room, connected to ZooKeeper; exit 1\n"+
+		"with each master's reason while none does (failed, cut off, shutting down).", false),
+	"hash": ctlCommandHelp("hash [--min-index N]", "The state hash and the index it reflects, at a master that applied index N or\nmore.", false),
+}
+
+func ctlCommandHelp(synopsis, what string, mutation bool) string {
+	h := "usage: dfsmaster-demo ctl [ctl flags] " + synopsis + " [--json]\n\n" + what + "\n"
+	if mutation {
+		h += "\nA mutation: sent to the primary among every --addr (a standby's redirect\n" +
+			"followed), with one Idempotency-Key, re-sent while its outcome is unknown:\n" +
+			"applied at most once.\n"
+	} else {
+		h += "\nA read: the --addr masters are asked in turn, moving on from one that cannot serve.\n"
+	}
+	return h + "The answer is printed as JSON. ctl flags: 'dfsmaster-demo ctl -h'.\n"
+}
 
 // ctlMutations are the commands that change the namespace.
 var ctlMutations = map[string]bool{"mkdir": true, "create": true, "addblock": true, "rename": true, "delete": true}
@@ -72,6 +103,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	key := fs.String("idempotency-key", "", "a mutation's Idempotency-Key (default: a random one); re-running a mutation with the same key applies it at most once")
 	tlsFlags := addTLSFlags(fs, "masters served with serve --tls-*: HTTPS with this client certificate")
+	fs.Bool("json", false, "print the answer as JSON (it always is: accepted for the convention both binaries share)")
 	keySet := false
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -85,6 +117,13 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs.Visit(func(f *flag.Flag) { keySet = keySet || f.Name == "idempotency-key" })
 	name := fs.Arg(0)
+	if cli.WantsHelp(fs.Args()[1:]) {
+		if h, ok := ctlHelp[name]; ok {
+			fmt.Fprint(stdout, h)
+			return exitOK
+		}
+		return ctlUsageError(stderr, fmt.Sprintf("unknown command %q", name))
+	}
 	if keySet && !ctlMutations[name] {
 		return ctlUsageError(stderr, fmt.Sprintf("--idempotency-key applies to mutations only, not %q", name))
 	}
@@ -179,7 +218,9 @@ func ctlCommand(ctx context.Context, pool *client.Pool, name string, args []stri
 	default:
 		return nil, fmt.Errorf("%w: unknown command %q", errUsage, name)
 	}
+	fs.Bool("json", false, "print the answer as JSON (it always is)")
 	if err := fs.Parse(args); err != nil {
+
 		return nil, fmt.Errorf("%w: %s: %v", errUsage, name, err)
 	}
 	if fs.NArg() != nargs {

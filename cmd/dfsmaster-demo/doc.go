@@ -461,9 +461,10 @@
 //
 // # version
 //
-//	dfsmaster-demo version        (or dfsmaster-demo --version)
+//	dfsmaster-demo version [--json]   (or dfsmaster-demo --version)
 //
-// prints one line, exit 0: the release, the commit the binary was built
+// prints one line (with --json the object roomlog version --json prints,
+// internal/cli.Version), exit 0: the release, the commit the binary was built
 // from (12 hex digits, "+dirty" for a modified tree; from the toolchain's
 // VCS stamping, else the one 'make build' stamps with -ldflags -X, so
 // "unknown" only for a plain go build with VCS stamping off or outside a
@@ -476,8 +477,16 @@
 // # Help and exit codes
 //
 // -h, --help and help print the usage, with the exit codes, to stdout and
-// exit 0; so does every command's -h (and help COMMAND). No command at all
-// is a usage error on stderr.
+// exit 0; so does every command's -h (and help COMMAND), and every ctl
+// command's (ctl mkdir -h). No command at all is a usage error on stderr.
+//
+// # JSON
+//
+// Every command that prints a result takes --json, as roomlog's do: ctl
+// (before or after its command) and restore print JSON with or without it;
+// version prints its line, or with --json an object; pair prints its
+// progress and the RESULT {json} line on stdout, or with --json the
+// progress on stderr and only the result, one object, on stdout.
 //
 // # Exit codes
 //

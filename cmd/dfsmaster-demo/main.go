@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -77,8 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if cli.WantsHelp(args[1:]) {
 			if sc.name == "version" {
-				fmt.Fprintf(stdout, "usage: dfsmaster-demo version (or --version)\n\n%s.\n", sc.summary)
+				fmt.Fprintf(stdout, "usage: dfsmaster-demo version [--json] (or --version)\n\n%s.\n", sc.summary)
 				return exitOK
+			}
+			if sc.name == "ctl" {
+				// ctl COMMAND -h is the command's own help.
+				return sc.run(ctx, args[1:], stdout, stderr)
 			}
 			// Every command's flag set prints its help on -h (to its
 			// stderr argument, here stdout) and returns exitOK.
@@ -101,16 +106,37 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\n%s", cli.ExitCodesHelp)
 	fmt.Fprintln(w, "  ctl exits 1 for a failed request (the master's answer or why none answered goes to stderr).")
+	fmt.Fprintln(w, "\n--json: every command that prints a result takes it (ctl, restore, pair, version); ctl's and")
+	fmt.Fprintln(w, "restore's results are JSON with or without it, pair's then come as one object on stdout.")
 }
 
 // runVersion prints version.Info's line: the release, the commit the binary
 // was built from, the Go version and the room versions it reads and writes.
+// With --json it prints the object roomlog version --json prints.
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
+	asJSON := len(args) == 1 && (args[0] == "--json" || args[0] == "-json")
+	if len(args) > 0 && !asJSON {
 		fmt.Fprintf(stderr, "dfsmaster-demo version: unexpected arguments %q\n", args)
 		return exitUsage
 	}
+	if asJSON {
+		return writeJSON(stdout, stderr, "version", cli.VersionOf(version.Info()))
+	}
 	fmt.Fprintln(stdout, version.Info().String())
+	return exitOK
+}
+
+// writeJSON prints v as indented JSON on stdout (exit 0), or says on
+// stderr why it could not (exit 1).
+func writeJSON(stdout, stderr io.Writer, cmd string, v any) int {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dfsmaster-demo %s: %v\n", cmd, err)
+		return exitError
+	}
 	return exitOK
 }
 

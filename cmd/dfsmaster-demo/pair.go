@@ -35,7 +35,8 @@ given), two masters as separate processes (this binary's serve command), a
 namespace workload, kill -9 of the primary, takeover by the standby, restart
 of the old primary as a standby, and a check that no acknowledged operation
 was lost and both masters hold the same state. The last line of the output
-is "RESULT {json}"; the exit status is 0 only when the check passed.
+is "RESULT {json}" (with --json: the progress on stderr, and on stdout only
+the result, one JSON object); the exit status is 0 only when the check passed.
 
 The masters always run with a checkpoint bearer token generated in the
 work dir; with --acl also with generated ZooKeeper digest credentials, so
@@ -141,6 +142,7 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.tls, "tls", false, "generate a CA and certificates in the work dir: the masters serve their API and checkpoint endpoints over HTTPS "+
 		"with mutual TLS, and every client (the workload, the checks, the masters' checkpoint fetches) presents a certificate; "+
 		"with a local ensemble, ZooKeeper sessions are TLS too and the room's ACL names the certificates' identities")
+	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout, the progress lines on stderr (default: all on stdout, the last line RESULT {json})")
 	fs.StringVar(&cfg.digestFile, "zk-digest-file", "", "`FILE` holding ZooKeeper digest credentials user:password for both masters "+
 		"(env "+envDigestFile+"; for --zk servers whose rooms need them; --acl generates its own)")
 	if err := fs.Parse(args); err != nil {
@@ -200,7 +202,11 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.bin = bin
 
-	p := &pair{cfg: cfg, out: &printer{w: stdout}, errOut: stderr, led: newLedger(), eps: newEndpoints(), nodes: map[string]*node{}}
+	progress := stdout
+	if *asJSON {
+		progress = stderr
+	}
+	p := &pair{cfg: cfg, out: &printer{w: progress}, errOut: stderr, led: newLedger(), eps: newEndpoints(), nodes: map[string]*node{}}
 	start := time.Now()
 	res, err := p.run(ctx)
 	res.DurationMS = time.Since(start).Milliseconds()
@@ -222,8 +228,20 @@ func runPair(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "\ndfsmaster-demo pair: FAILED: %v\n", err)
 	}
 	p.summary(res)
-	line, _ := json.Marshal(res)
-	p.out.printf("RESULT %s\n", line)
+	return printPairResult(stdout, p.out, res, *asJSON)
+}
+
+// printPairResult prints res: as the RESULT line of the progress output,
+// or with --json as one indented object on stdout. The exit code is 0
+// only when the check passed.
+func printPairResult(stdout io.Writer, progress *printer, res pairResult, asJSON bool) int {
+	if asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		line, _ := json.Marshal(res)
+		progress.printf("RESULT %s\n", line)
+	}
 	if res.OK {
 		return exitOK
 	}

@@ -14,6 +14,19 @@ import (
 	"github.com/roomlog/roomlog/store"
 )
 
+const restoreUsage = `usage: dfsmaster-demo restore --archive DIR --out DATADIR [--room ROOM]
+                              [--to-index N | --to-time T] [--incarnation INC] [--json]
+
+Point-in-time restore of the namespace from the archive the masters were
+served with (serve --archive) into a new data dir: the newest archived
+checkpoint at or below the target, then the archived entries up to it,
+applied as the masters apply them. Needs no ZooKeeper and writes nothing but
+DATADIR. Prints the result (index, epoch, hashes, what was cut and why) as
+JSON; start a master on DATADIR, or re-seed a room from it (roomlog reseed).
+
+flags:
+`
+
 // runRestore is 'dfsmaster-demo restore': archive.Restore with the
 // namespace's applier (the one every master of the demo applies with),
 // into a new data dir (DATADIR/store). It needs no ZooKeeper and writes
@@ -21,12 +34,14 @@ import (
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, restoreUsage); fs.PrintDefaults() }
 	dir := fs.String("archive", "", "the archive directory the masters were served with (--archive) (required)")
 	room := fs.String("room", "dfs", "the room")
 	toIndex := fs.Uint64("to-index", 0, "restore to exactly this index (0 without --to-time: the newest archived)")
 	toTime := fs.String("to-time", "", "restore to the last index committed at or before this time (RFC 3339)")
 	out := fs.String("out", "", "the new data dir; DATADIR/store must not exist or be empty (required)")
 	allowRejected := fs.Bool("allow-rejected", false, "apply an entry that is not a namespace command as the masters did (rejected, nothing written) instead of failing the restore")
+	fs.Bool("json", false, "print the result as JSON (it always is: accepted for the convention both binaries share)")
 	incarnation := fs.String("incarnation", "", "the room incarnation: the czxid of its room znode (e.g. 0x1f), and its epoch znode when several share the czxid (0x1f/epoch-<16 hex>); required when the archive holds several (the error lists them)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

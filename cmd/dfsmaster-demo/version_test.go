@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
+	"github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/version"
 )
@@ -26,9 +28,18 @@ func TestVersionCommand(t *testing.T) {
 	require.Contains(t, version.Info().String(), version.Release+" (commit ")
 
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, exitUsage, run(context.Background(), []string{"version", "--json"}, &stdout, &stderr))
+	require.Equal(t, exitUsage, run(context.Background(), []string{"version", "extra"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "unexpected arguments")
 	require.Empty(t, stdout.String())
+
+	// --json: the object roomlog version --json prints.
+	stdout.Reset()
+	stderr.Reset()
+	require.Equal(t, exitOK, run(context.Background(), []string{"version", "--json"}, &stdout, &stderr), stderr.String())
+	var v cli.Version
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &v))
+	require.Equal(t, cli.VersionOf(version.Info()), v)
+	require.Equal(t, version.Release, v.Release)
 
 	stdout.Reset()
 	stderr.Reset()

@@ -480,23 +480,12 @@ func logSessionTimeout(c *logroom.Client, _ time.Duration, stderr io.Writer) {
 	}
 }
 
-// versionJSON is what version --json prints.
-type versionJSON struct {
-	Release  string `json:"release"`
-	Commit   string `json:"commit"` // "" when not built from a checkout
-	Modified bool   `json:"modified"`
-	Go       string `json:"go"`
-	RoomMin  int    `json:"room_min"`
-	RoomMax  int    `json:"room_max"`
-}
-
 // cmdVersion prints this binary's build (version.Info): one line, or with
 // --json one object. It touches no ZooKeeper.
 func cmdVersion(_ context.Context, _ *inspector, o options, _ []string, stdout, _ io.Writer) error {
 	b := version.Info()
 	if o.json {
-		return writeJSON(stdout, versionJSON{Release: b.Release, Commit: b.Commit, Modified: b.Modified,
-			Go: b.GoVersion, RoomMin: version.RoomMin, RoomMax: version.RoomMax})
+		return writeJSON(stdout, conv.VersionOf(b))
 	}
 	_, err := fmt.Fprintln(stdout, b.String())
 	return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	conv "github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/version"
 )
 
@@ -98,7 +99,7 @@ func TestVersionBuilt(t *testing.T) {
 
 	out, err = exec.Command(bin, "version", "--json").Output()
 	require.NoError(t, err)
-	var v versionJSON
+	var v conv.Version
 	require.NoError(t, json.Unmarshal(out, &v), string(out))
 	require.Equal(t, version.Release, v.Release)
 	require.Regexp(t, regexp.MustCompile(`^[0-9a-f]{40}$`), v.Commit)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/third_party/zk"
+	"github.com/roomlog/roomlog/version"
 )
 
 // Exit codes.
@@ -106,4 +107,20 @@ func WantsHelp(args []string) bool {
 		}
 	}
 	return false
+}
+
+// Version is what 'version --json' prints in both binaries.
+type Version struct {
+	Release  string `json:"release"`
+	Commit   string `json:"commit"` // "" when not built from a checkout
+	Modified bool   `json:"modified"`
+	Go       string `json:"go"`
+	RoomMin  int    `json:"room_min"`
+	RoomMax  int    `json:"room_max"`
+}
+
+// VersionOf returns b as 'version --json' prints it.
+func VersionOf(b version.Build) Version {
+	return Version{Release: b.Release, Commit: b.Commit, Modified: b.Modified, Go: b.GoVersion,
+		RoomMin: version.RoomMin, RoomMax: version.RoomMax}
 }
