@@ -393,7 +393,10 @@
 //
 // Sync, list the channels, and walk the last (open) channel's chain from
 // the hint with one Get per batch to the first hole. Every entry
-// acknowledged before the call is <= the result.
+// acknowledged before the call is <= the result. The channel's meta is
+// read again after the walk: if it was sealed or deleted meanwhile (a
+// checkpoint rotated and deleted it), the hole was the deletion, not the
+// log's end, and the call starts over from the listing.
 //
 // # Deleting channels
 //

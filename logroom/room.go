@@ -1055,14 +1055,47 @@ func (r *Room) CommittedIndex(ctx context.Context, hint uint64) (uint64, error) 
 		start := m.First
 		if hint >= m.First {
 			start, err = r.batchAtOrBefore(ctx, num, m.First, hint+1)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // deleted since the meta was read
+			}
 			if err != nil {
 				return 0, err
 			}
 		}
+		if committedWalkHook != nil {
+			committedWalkHook(num)
+		}
 		end, _, _, err := r.walkChain(ctx, num, start, 0)
-		return end, err
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		// The walk ends at the first missing batch. The channel was open
+		// when its meta was read, but a checkpoint may have sealed it and
+		// deleted it (a batch at a time) since: then the missing batch is
+		// the deletion, not the log's end, and the end is in the sealed
+		// meta or a later channel. Read the meta again: still open, the
+		// walk's end stands.
+		m2, _, err := r.readChannel(ctx, num)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if m2.Sealed {
+			continue
+		}
+		return end, nil
 	}
 }
+
+// committedWalkHook, when set (tests only), runs in CommittedIndex after
+// it read the last channel's meta as open, just before it walks the
+// channel's batches.
+var committedWalkHook func(num uint64)
 
 // batchAtOrBefore returns a batch boundary p with first <= p <= pos such
 // that every index in [p, pos) belongs to a committed batch, given that
