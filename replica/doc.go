@@ -572,15 +572,22 @@
 // compares. This member fails with ErrDiverged, naming both members, the
 // index and both hashes, only when another group is larger than ours would
 // be even if every undecided peer joined it: a lone divergent member of
-// three or more, once the others have compared with each other. When only
-// two members are live and they disagree, the standby fails if the other
-// is the primary (the log cannot say which state is right; the primary's
-// is what clients read); that verdict is not recorded in the data dir (a
-// third member may only be away). Anything else — a peer in the minority,
-// members still undecided, no primary, or no majority at all (three
-// members, three histories) — is reported (Status().HashReport, a Warn
-// log, roomlog_replica_hash_mismatches_total) and re-evaluated as
-// publications arrive; a member never stops on a tie it cannot settle.
+// three or more, once the others have compared with each other. A tie
+// goes to the primary's side: a member that is not the primary also fails
+// when the group the primary is in is at least as large as ours would be
+// with every undecided peer joined to it (the log cannot say which state
+// is right; the primary's is what clients read). That covers two live
+// members that disagree (the standby fails), and a divergent member of
+// four facing the primary and a standby that agree while the fourth is
+// stuck behind the divergence (a member that cannot bootstrap stays
+// undecided for good: before this rule the divergent one waited for it
+// forever). A tie's verdict is not recorded in the data dir (a member
+// that is only away, or still undecided, may change the count). Anything
+// else — a peer in the minority, members still undecided, no primary, the
+// primary on the smaller side, or no majority at all (three members,
+// three histories) — is reported (Status().HashReport, a Warn log,
+// roomlog_replica_hash_mismatches_total) and re-evaluated as publications
+// arrive.
 // Detection follows the later member's publication of the index (members
 // publish their applied index at most twice per MemberUpdateInterval, and
 // at once when the set of peers they agree with changes). A failed member

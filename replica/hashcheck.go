@@ -49,10 +49,11 @@ type hashVerdict struct {
 	// index and hash of that comparison; published with our member data so
 	// that others can tell which of them agree among themselves.
 	Agree map[string]hashAgreement
-	// TwoVerdict: Fail came from the rule for a room of two (the standby
-	// of two that disagree), not from being outvoted: it says nothing
-	// about this member's state if a third member is only away, so it is
-	// not recorded in the data dir.
+	// TwoVerdict: Fail came from the primary settling a tie (the standby
+	// of a room of two that disagree; in a larger room, the primary's side
+	// at least as large as ours could become), not from being outvoted:
+	// it says nothing about this member's state if another member is only
+	// away, so it is not recorded in the data dir.
 	TwoVerdict bool
 }
 
@@ -110,12 +111,15 @@ type hashInput struct {
 // check is not with our history (a peer's Agree). Peers with nothing
 // comparable yet (behind, ahead of our history, another chain base, no
 // hash) are undecided. This member fails only when some other group is
-// larger than ours would be even if every undecided peer joined us; in a
-// room of two members (only two live) that disagree, the standby fails
-// when the other is the primary. Anything else is a
-// report, re-evaluated as publications arrive: a divergence with no
-// majority (three members with three histories) is not this member's to
-// settle, and the operator sees it (Status, metrics, log).
+// larger than ours would be even if every undecided peer joined us, or
+// when, not being the primary, the primary's group is at least as large
+// as ours would be (a tie at best, which the primary's side wins: the log
+// cannot say which state is right, and the primary's is what clients
+// read; in a room of two that disagree, the standby fails). Anything else
+// is a report, re-evaluated as publications arrive: a divergence with no
+// majority and the primary not on the larger side (three members with
+// three histories) is not this member's to settle, and the operator sees
+// it (Status, metrics, log).
 func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	for id := range hc.state {
 		if _, live := in.Peers[id]; !live {
@@ -219,6 +223,14 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 		largest = max(largest, sizes[r])
 	}
 	ours := 1 + len(agreeing)
+	// The primary's group, when the primary is among those that disagree
+	// with us (0: it is not).
+	primSide := 0
+	for _, id := range disagreeing {
+		if in.Peers[id].Primary {
+			primSide = sizes[find(id)]
+		}
+	}
 
 	// The report names the lowest index a disagreeing peer was compared at.
 	first := disagreeing[0]
@@ -242,6 +254,13 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	case len(in.Peers) == 1 && len(undecided) == 0 && !in.Primary && in.Peers[disagreeing[0]].Primary:
 		v.TwoVerdict = true
 		return fail("the room's two members disagree and the other one is the primary")
+	case primSide > 0 && !in.Primary && primSide >= ours+len(undecided):
+		// A tie at best: the primary's side is at least as large as ours
+		// would be with every undecided peer on it. The log cannot say
+		// which state is right; the primary's is what clients read.
+		v.TwoVerdict = true
+		return fail(fmt.Sprintf("%d members on the primary's side (the primary included) agree with each other against %d on this one's side "+
+			"(itself included), %d undecided: at best a tie, and the primary's side wins a tie", primSide, ours, len(undecided)))
 	case largest < ours:
 		v.Report = what + "; they are in the minority"
 	case len(undecided) > 0:

@@ -108,6 +108,38 @@ func TestHashCheckVotes(t *testing.T) {
 		v = eval(newHashCheck(), false, map[string]hashObs{"p": {At: 22, Hash: "zz"}})
 		require.Equal(t, hashVerdict{}, v)
 	})
+	t.Run("a tie the primary's side wins", func(t *testing.T) {
+		// Four members: the primary a and b agree with each other on
+		// another history; c is stuck behind the divergence (it agreed
+		// with us at 5, before it) or has nothing comparable. At best a
+		// tie: we stop, and the verdict is not recorded (c may decide).
+		prim := agreeing(bad(8), "b", "x", 7)
+		prim.Primary = true
+		for name, c := range map[string]hashObs{"stuck behind": good(5), "undecided": {At: 22, Hash: "zz"}} {
+			v := eval(newHashCheck(), false, map[string]hashObs{"a": prim, "b": bad(8), "c": c})
+			require.ErrorIs(t, v.Fail, ErrDiverged, name)
+			require.Contains(t, v.Fail.Error(), "the primary's side wins a tie", name)
+			require.True(t, v.TwoVerdict, "%s: not recorded in the data dir", name)
+		}
+		// The primary itself stays on a tie; so does a member whose
+		// opponents do not include the primary.
+		v := eval(newHashCheck(), true, map[string]hashObs{"a": agreeing(bad(8), "b", "x", 7), "b": bad(8), "c": good(5)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "no majority")
+		v = eval(newHashCheck(), false, map[string]hashObs{"a": agreeing(bad(8), "b", "x", 7), "b": bad(8), "c": good(5)})
+		require.NoError(t, v.Fail)
+		// Two more members on our side: the primary's is the minority.
+		v = eval(newHashCheck(), false, map[string]hashObs{"a": prim, "b": bad(8), "c": good(8), "d": good(9)})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "minority")
+		// The primary alone against us and an undecided peer: it could be
+		// one against two.
+		lone := bad(8)
+		lone.Primary = true
+		v = eval(newHashCheck(), false, map[string]hashObs{"a": lone, "c": {At: 22, Hash: "zz"}})
+		require.NoError(t, v.Fail)
+		require.Contains(t, v.Report, "waiting")
+	})
 	t.Run("a repaired peer that agrees again counts as agreeing", func(t *testing.T) {
 		hc := newHashCheck()
 		v := eval(hc, true, map[string]hashObs{"x": bad(6)})
