@@ -56,7 +56,9 @@
 //     scenario, so it needs the source tree); kill -9 of the primary's
 //     process, then the first
 //     acknowledged proposal on any survivor; graceful TransferLeadership,
-//     then the first acknowledged proposal on the target.
+//     then the first acknowledged proposal on the target; and
+//     (failover-handoff, three in-process replicas) replica.Shutdown of
+//     the primary, then the first acknowledged proposal on another member.
 //
 // # Figures
 //

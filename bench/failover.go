@@ -283,7 +283,20 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	r.setExtra("transfer_call_ms", callMs)
 	r.Note = "TransferLeadership call -> first acknowledged proposal on the target (p50 = median, p99 = max)"
 	b.emit(r)
-	return append(out, r), nil
+	out = append(out, r)
+
+	// Graceful stop (replica.Shutdown), in-process.
+	handoffIters := 10
+	if b.cfg.quick {
+		handoffIters = 1
+	}
+	b.prog.Logf("failover-handoff: 3 in-process replicas, %d Shutdowns of the primary", handoffIters)
+	hr, err := b.runHandoff(ctx, em, handoffIters)
+	if err != nil {
+		return out, fmt.Errorf("failover-handoff: %w", err)
+	}
+	b.emit(hr)
+	return append(out, hr), nil
 }
 
 // lightLoad runs 4 closed-loop proposers on n until the returned stop is

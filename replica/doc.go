@@ -421,6 +421,14 @@
 //     takes over and deletes the record.
 //  5. Wait until to's member data shows role primary with a newer epoch.
 //
+// Shutdown(ctx) (shutdown.go): a primary transfers to the live standby
+// (not an observer) that applied the most, bounded by ctx, then Close; a
+// standby, or a primary without one, just closes. A failed hand-off is
+// returned (ErrTransfer) after Close all the same: the election then
+// picks the next primary as after Close. Embedders stop with it (the
+// demo's serve does, --handoff-timeout) so an upgrade's primary step
+// costs one transfer, not an election.
+//
 // Operator requests (operator.go; roomlog transfer, roomlog checkpoint):
 //
 //  1. A tool writes operator {id, kind, to, epoch = the room's epoch}

@@ -438,13 +438,16 @@ func (m *master) baseURL() string {
 	return "http://" + m.addr
 }
 
-// Close leaves the room first (replica.Close: in-flight proposals get their
-// outcome, the election candidate goes, so a standby takes over at once
-// instead of after a session timeout), then shuts the HTTP server down:
-// requests still arriving meanwhile get 503 unavailable. Connections that
-// stay busy or half-open beyond shutdownTimeout are closed forcibly (Go's
-// Shutdown otherwise waits up to 5s for a connection the client opened but
-// never used). Idempotent.
+// Close leaves the room first (replica.Shutdown: a primary hands its role
+// to the most caught-up standby, bounded by m.handoff, so the new primary
+// is chosen and caught up while this one still redirects clients to it;
+// then replica.Close: in-flight proposals get their outcome, the election
+// candidate goes, so a standby takes over at once instead of after a
+// session timeout), then shuts the HTTP server down: requests still
+// arriving meanwhile get 503 unavailable. Connections that stay busy or
+// half-open beyond shutdownTimeout are closed forcibly (Go's Shutdown
+// otherwise waits up to 5s for a connection the client opened but never
+// used). Idempotent.
 func (m *master) Close() error {
 	var errs []error
 	if m.rr != nil {
@@ -452,9 +455,8 @@ func (m *master) Close() error {
 		m.rrClient.Close()
 		m.rr = nil
 	}
-	m.handOff()
 	m.adapter.Close()
-	if err := m.rep.Close(); err != nil {
+	if err := m.leave(); err != nil {
 		errs = append(errs, fmt.Errorf("serve: close replica: %w", err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -470,33 +472,21 @@ func (m *master) Close() error {
 	return errors.Join(errs...)
 }
 
-// handOff: a primary hands its role to the live standby that has applied
-// the most (never an observer, which does not lead) before it leaves, so
-// the new primary is chosen and caught up while this one still redirects
-// clients to it. Bounded by m.handoff; on failure Close leaves the room as
-// it would have without (a standby then takes over at once).
-func (m *master) handOff() {
-	st := m.rep.Status()
-	if m.handoff <= 0 || st.Role != replica.RolePrimary {
-		return
-	}
-	to, applied := "", uint64(0)
-	for _, mem := range st.Members {
-		if mem.ID != st.ID && mem.Role == replica.RoleStandby && !mem.Observer && (to == "" || mem.Applied > applied) {
-			to, applied = mem.ID, mem.Applied
-		}
-	}
-	if to == "" {
-		return
+// leave closes the replica: with a hand-off first (replica.Shutdown,
+// bounded by m.handoff) unless m.handoff is 0. A failed hand-off is only
+// logged (by the replica): the replica left the room all the same and a
+// standby takes over at once.
+func (m *master) leave() error {
+	if m.handoff <= 0 {
+		return m.rep.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.handoff)
 	defer cancel()
-	start := time.Now()
-	if err := m.rep.TransferLeadership(ctx, to); err != nil {
-		m.log.Warn("stopping: hand-off of the primary role failed; leaving the room instead", "to", to, "err", err)
-		return
+	err := m.rep.Shutdown(ctx)
+	if errors.Is(err, replica.ErrTransfer) {
+		return m.rep.Close() // closed already: its result alone
 	}
-	m.log.Info("stopping: handed the primary role over", "to", to, "took", time.Since(start))
+	return err
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
