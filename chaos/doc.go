@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-lifecycle] [-v] [-keep]
+//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-lifecycle] [-tls] [-v] [-keep]
 //	make chaos CHAOSFLAGS="-duration 30m -seed 42"
 //
 // The world is a 3-server ZooKeeper ensemble (internal/infra/zkensemble, tickTime
@@ -367,6 +367,49 @@
 // each step's gap before the summary; rerun one with
 // `go run ./chaos -lifecycle -seed N -duration D` (the first line prints
 // it).
+//
+// # TLS (-tls)
+//
+// With -tls the ensemble serves a TLS client port (zkensemble
+// TLSOptions: client certificates of its CA required, quorum and
+// election links TLS too) and every member connects to it through its
+// faultnet links with a client certificate of that CA
+// (replica.Config.ZooKeeperTLS): a replica's subject is CN=<id>, every
+// observer's CN=observer (observers join under new ids; the room's ACL
+// is fixed when a znode is created), the harness's own CN=operator (its
+// log recorder, observer watch, room version steps, re-seeds and final
+// read). The room's ACL grants those x509 identities and nothing else
+// (replica.Config.ACLIdentities, replica.ReseedConfig). Members talk to
+// each other with mutual TLS (replica.Config.PeerTLS) on a checkpoint
+// port of their own, behind their "peers-><id>" link, with certificates
+// of a second CA, the members' CA (tls.go; files under <work>/tls/<id>).
+// The ZooKeeper CA is fixed for the run (a server reads its trust store
+// at start); the members' CA rotates. Upgrade and downgrade are not drawn
+// (the previous release's testnode has no TLS); with -lifecycle two kinds
+// are (weights):
+//
+//	rotate-cert (3)  replace one live member's (any) certificate and key
+//	                 files in place, both its ZooKeeper client certificate
+//	                 (same subject) and its peer certificate (certificate
+//	                 first, then key); one time in four the member is cut
+//	                 from ZooKeeper meanwhile (half a session; faulted).
+//	                 Its ZooKeeper connections are then reset (not a
+//	                 primary's unless cut: a rotation alone never makes a
+//	                 primary reconnect), so it reconnects with the new
+//	                 certificate; within 15 s its checkpoint port must
+//	                 present the new certificate, and it must catch up
+//	rotate-ca (2)    a new members' CA, as an operator rolls one: every
+//	                 member's CA file (stopped members' too) holds old and
+//	                 new, and every live member must accept a client of
+//	                 the new CA; every member's certificate is re-issued
+//	                 by the new CA, and every live member must present
+//	                 it; every CA file holds the new CA only, and every
+//	                 live member must refuse a client of the old one
+//
+// A check that fails within 15 s (members look at their files at most
+// once a second) is counted in tls_violations, which fails the run. The
+// summary line adds tls=true tls_violations=N; the steps count in
+// lifecycle_gaps and max_lifecycle_gap like the other lifecycle kinds.
 //
 // # Tests
 //

@@ -117,7 +117,7 @@ func (r *runner) readZK(ctx context.Context, nodes []NodeDump) (ZKLog, error) {
 	for _, n := range nodes {
 		hint = max(hint, n.Applied)
 	}
-	l, err := testnode.ReadLog(ctx, r.ens.Addrs(), r.c.Room(), hint)
+	l, err := testnode.ReadLogWith(ctx, r.zkDial(), r.c.Room(), hint)
 	if err != nil {
 		return ZKLog{}, err
 	}

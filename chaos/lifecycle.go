@@ -56,7 +56,7 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 		}()
 	}
 	step := lifeStep{f: f, t0: time.Now(), faulted: f.Mid ||
-		f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade)}
+		f.Primary && (f.Kind == ReplaceMember || f.Kind == Upgrade || f.Kind == Downgrade || f.Kind == RotateCert)}
 	switch f.Kind {
 	case ReplaceMember:
 		step.what = r.replaceMember(ctx, f, p)
@@ -70,6 +70,10 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 		step.what = r.roomVersion(ctx, f, 1)
 	case Upgrade, Downgrade:
 		step.what = r.rollStep(ctx, &step.f, p)
+	case RotateCert:
+		step.what = r.rotateCert(ctx, f, p)
+	case RotateCA:
+		step.what = r.rotateCA(ctx, f)
 	case ZKWipeReseed, ZKRollbackReseed:
 		r.zkLoss(ctx, f)
 		return
@@ -238,7 +242,7 @@ func (r *runner) observerLeave(ctx context.Context, f Fault) string {
 func (r *runner) roomVersion(ctx context.Context, f Fault, v int) string {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cl, err := logroom.Dial(cctx, logroom.DialConfig{Servers: r.ens.Addrs(), SessionTimeout: 10 * time.Second})
+	cl, err := logroom.Dial(cctx, r.zkDial())
 	if err != nil {
 		r.out.f("%s: skipped, dial: %v", f, firstLine(err))
 		r.res.Kinds[f.Kind]--
@@ -426,7 +430,8 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	res, err := replica.Reseed(rctx, replica.ReseedConfig{
-		Servers: r.ens.Addrs(), SessionTimeout: r.cfg.Session, Room: r.c.Room(), DataDirs: dirs, Logger: r.log,
+		Servers: r.zkAddrs(), SessionTimeout: r.cfg.Session, Room: r.c.Room(), DataDirs: dirs, Logger: r.log,
+		ZooKeeperTLS: r.tlsOp(), ACLIdentities: r.tlsACL(),
 	})
 	cancel()
 	if err != nil {
@@ -628,7 +633,7 @@ func (r *runner) trimRecorded(seed uint64) {
 
 // startRecorder starts the log recorder at index from.
 func (r *runner) startRecorder(ctx context.Context, from uint64) {
-	rec, err := testnode.StartLogRecorderAt(ctx, r.ens.Addrs(), r.c.Room(), from)
+	rec, err := testnode.StartLogRecorderWith(ctx, r.zkDial(), r.c.Room(), from)
 	if err != nil {
 		r.out.f("log recorder not started (the checker sees only what ZooKeeper holds at the end): %v", firstLine(err))
 		return

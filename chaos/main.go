@@ -44,6 +44,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	latency := fs.Duration("latency", 0, "delay every link by this ± half of it for the whole run (e.g. 3ms: 1.5–4.5 ms)")
 	fetchIdle := fs.Duration("fetch-idle", 2*time.Second, "replicas' checkpoint fetch idle timeout (what a stalled source costs)")
 	lifecycle := fs.Bool("lifecycle", false, "interleave lifecycle operations with the faults (replace-member, observer-join/-leave, room-version-raise/-lower, zk-wipe-reseed, zk-rollback-reseed)")
+	useTLS := fs.Bool("tls", false, "ZooKeeper over TLS with x509 ACLs and mutual TLS between members; with -lifecycle, rotate-cert and rotate-ca are drawn (upgrade and downgrade are not: the previous release has no TLS)")
 	force := fs.String("force", "", "comma-separated fault kinds to run first (e.g. partition-primary-long,stall-checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return exitHarness
@@ -60,8 +61,11 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	if *lifecycle {
 		rerun = " -lifecycle"
 	}
-	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d observers=%d workers=%d session=%v latency=%v lifecycle=%v (rerun: go run ./chaos%s -seed %d)\n",
-		*seed, *duration, *faults, *replicas, *observers, *workers, *session, *latency, *lifecycle, rerun, *seed)
+	if *useTLS {
+		rerun += " -tls"
+	}
+	fmt.Fprintf(stdout, "chaos: seed=%d duration=%v faults=%d replicas=%d observers=%d workers=%d session=%v latency=%v lifecycle=%v tls=%v (rerun: go run ./chaos%s -seed %d)\n",
+		*seed, *duration, *faults, *replicas, *observers, *workers, *session, *latency, *lifecycle, *useTLS, rerun, *seed)
 	if err := zkensemble.Available(); err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)
 		return exitHarness
@@ -77,7 +81,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	res, err := Run(ctx, Config{
 		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Observers: obs, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
-		Latency: *latency, Force: forced, FetchIdle: *fetchIdle, Lifecycle: *lifecycle,
+		Latency: *latency, Force: forced, FetchIdle: *fetchIdle, Lifecycle: *lifecycle, TLS: *useTLS,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)

@@ -68,7 +68,7 @@ func startObserverWatch(ctx context.Context, r *runner) *observerWatch {
 	w.wg.Add(1)
 	go func() { // owner: w; stop cancels and waits
 		defer w.wg.Done()
-		w.followEpochs(ctx, r.ens.Addrs(), r.c.Room())
+		w.followEpochs(ctx, r.zkDial(), r.c.Room())
 	}()
 	return w
 }
@@ -108,7 +108,7 @@ func (w *observerWatch) sampleStatus(ctx context.Context, r *runner, n *testnode
 // between a watch and the next read show only the second: an epoch that
 // wrote nothing may be missed (AddObservers reports the log's epochs it
 // never read), one that wrote an entry leaves it in the log.
-func (w *observerWatch) followEpochs(ctx context.Context, servers []string, room string) {
+func (w *observerWatch) followEpochs(ctx context.Context, dc logroom.DialConfig, room string) {
 	var cl *logroom.Client
 	defer func() {
 		if cl != nil {
@@ -119,7 +119,7 @@ func (w *observerWatch) followEpochs(ctx context.Context, servers []string, room
 	for ctx.Err() == nil {
 		if cl == nil {
 			var err error
-			if cl, err = logroom.Dial(ctx, logroom.DialConfig{Servers: servers, SessionTimeout: 10 * time.Second}); err != nil {
+			if cl, err = logroom.Dial(ctx, dc); err != nil {
 				cl = nil
 				w.failed(ctx)
 				continue

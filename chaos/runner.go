@@ -69,6 +69,11 @@ type Config struct {
 	// and downgrade (BuildPrevious), OldRelease its name. "": Run builds
 	// it when Lifecycle; "-": none (the two kinds are skipped).
 	OldBinary, OldRelease string
+	// TLS: ZooKeeper over TLS with x509 ACLs and mutual TLS between
+	// members (tls.go); with Lifecycle, rotate-cert and rotate-ca are
+	// drawn and upgrade and downgrade are not (the previous release's
+	// testnode has no TLS).
+	TLS bool
 }
 
 func (c *Config) setDefaults() {
@@ -197,12 +202,18 @@ type Result struct {
 	// RoomVersionViolations: rooms that moved to a version a live member
 	// does not support (a failure).
 	DowngradesRefused, RoomVersionViolations int
+	// TLS: the run used -tls. TLSViolations: rotations that did not take
+	// (a member not presenting its new certificate, refusing the new CA
+	// or accepting the old one after it was removed); a failure.
+	TLS           bool
+	TLSViolations int
 }
 
 // OK reports whether the run found nothing wrong.
 func (r Result) OK() bool {
 	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged &&
-		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0 && r.RoomVersionViolations == 0
+		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0 && r.RoomVersionViolations == 0 &&
+		r.TLSViolations == 0
 }
 
 // Line is the one-line summary.
@@ -221,7 +232,15 @@ func (r Result) Line() string {
 		p.Observers, p.ObserverSamples, p.ObserverViolations, p.EpochOwners, p.UnseenEpochs,
 		r.Stalls, r.Crashes, r.Converged, p.Index, p.Epochs, r.Bootstraps, p.Partial, r.ChannelsDeleted,
 		r.MaxFailover.Round(time.Millisecond), r.SlowFailovers, r.Elapsed.Round(time.Second)) + fmt.Sprintf(" slow_stepdowns=%d kinds=%s", r.SlowStepDowns, r.kindCounts()) +
-		r.lifecycleLine()
+		r.lifecycleLine() + r.tlsLine()
+}
+
+// tlsLine is the summary's TLS part ("" without -tls).
+func (r Result) tlsLine() string {
+	if !r.TLS {
+		return ""
+	}
+	return fmt.Sprintf(" tls=true tls_violations=%d", r.TLSViolations)
 }
 
 // lifecycleLine is the summary's lifecycle part ("" without -lifecycle).
@@ -338,6 +357,8 @@ type runner struct {
 	// the room was re-seeded (the previous release cannot open it).
 	newBin, oldBin, oldRelease, oldWhy string
 	reseeded                           bool
+	// tls: the run's certificates (-tls; nil without).
+	tls *tlsWorld
 }
 
 type restoreCount struct{ launch, count int }
@@ -386,6 +407,8 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	oldBin, oldRelease, oldWhy := cfg.OldBinary, cfg.OldRelease, ""
 	switch {
 	case !cfg.Lifecycle:
+	case cfg.TLS:
+		oldBin, oldWhy = "", "the previous release has no TLS"
 	case oldBin == "-":
 		oldBin, oldWhy = "", "none given"
 	case oldBin == "":
@@ -404,10 +427,14 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	ens := cfg.Ensemble
 	if ens == nil {
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		ens, err = zkensemble.Start(sctx, zkensemble.Options{
+		zopts := zkensemble.Options{
 			Servers: 3, TickTime: 200 * time.Millisecond, Dir: work, Logger: logger,
 			FaultNet: true, FaultNetSeed: cfg.Seed,
-		})
+		}
+		if cfg.TLS {
+			zopts.TLS = &zkensemble.TLSOptions{}
+		}
+		ens, err = zkensemble.Start(sctx, zopts)
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("chaos: start ZooKeeper: %w", err)
@@ -423,14 +450,29 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}()
 	}
 	out.f("ZooKeeper: 3 servers at %s; run started %s (node logs are in UTC)", ens.ConnString(), wall(start))
+	zkAddrs := ens.Addrs()
+	var tw *tlsWorld
+	var tune func(*testnode.NodeOptions) error
+	if cfg.TLS {
+		if ens.TLSCA() == nil {
+			return res, errors.New("chaos: -tls needs an ensemble started with TLS")
+		}
+		if tw, err = newTLSWorld(filepath.Join(work, "tls"), ens.TLSCA(), cfg.Replicas); err != nil {
+			return res, fmt.Errorf("chaos: certificates: %w", err)
+		}
+		zkAddrs, tune = ens.SecureAddrs(), tw.tune
+		out.f("TLS: members reach ZooKeeper at %s with client certificates (quorum links TLS too); the room's ACL is x509 %s; mutual TLS between members (CA generation 1)",
+			strings.Join(zkAddrs, ","), strings.Join(tw.acl, " | "))
+	}
 
 	fnet := faultnet.NewNet(cfg.Seed)
 	defer fnet.Close()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	c, err := testnode.StartCluster(sctx, testnode.ClusterOptions{
 		Nodes: cfg.Replicas,
-		ZK:    ens.Addrs(),
+		ZK:    zkAddrs,
 		Dir:   filepath.Join(work, "nodes"),
+		Tune:  tune,
 		Node: testnode.NodeOptions{
 			Binary:            bin,
 			SessionTimeout:    cfg.Session,
@@ -475,9 +517,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
 		observers: observers, work: work, nextObserver: cfg.Observers,
-		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy,
+		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy, tls: tw,
 	}
-	res.Lifecycle = cfg.Lifecycle
+	res.Lifecycle, res.TLS = cfg.Lifecycle, cfg.TLS
 	defer func() { r.zkCopy.Remove() }()
 	if err := r.run(ctx); err != nil {
 		keep = true
@@ -505,7 +547,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.obsWatch = startObserverWatch(ctx, r)
 	defer func() { r.obsWatch.stop() }()
 
-	r.rec, err = testnode.StartLogRecorder(ctx, r.ens.Addrs(), r.c.Room())
+	r.rec, err = testnode.StartLogRecorderWith(ctx, r.zkDial(), r.c.Room(), 1)
 	if err != nil {
 		r.out.f("log recorder not started (the checker sees only what ZooKeeper holds at the end): %v", firstLine(err))
 		r.rec = nil
@@ -527,6 +569,9 @@ func (r *runner) run(ctx context.Context) error {
 	sched := NewSchedule(r.cfg.Seed, r.cfg.Session)
 	if r.cfg.Lifecycle {
 		sched.Lifecycle(r.cfg.Observers, r.cfg.Replicas)
+		if r.cfg.TLS {
+			sched.TLS()
+		}
 		r.copyZK()
 	}
 	sched.Force(r.cfg.Force...)

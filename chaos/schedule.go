@@ -39,6 +39,9 @@ const (
 	ZKRollbackReseed
 	Upgrade
 	Downgrade
+	// With -tls (tls.go).
+	RotateCert
+	RotateCA
 	numKinds
 )
 
@@ -77,6 +80,8 @@ var kindNames = [numKinds]string{
 	ZKRollbackReseed: "zk-rollback-reseed",
 	Upgrade:          "upgrade",
 	Downgrade:        "downgrade",
+	RotateCert:       "rotate-cert",
+	RotateCA:         "rotate-ca",
 }
 
 // weights is how often each kind is drawn, relative to the others.
@@ -116,6 +121,14 @@ var lifecycleWeights = [numKinds]int{
 	Downgrade:        3,
 }
 
+// tlsWeights are added with -lifecycle -tls (Schedule.TLS), which also
+// takes upgrade and downgrade out: the previous release's testnode has
+// no TLS.
+var tlsWeights = [numKinds]int{
+	RotateCert: 3,
+	RotateCA:   2,
+}
+
 // IsLifecycle reports whether k is a lifecycle operation (an operator's
 // step, not a fault).
 func (k Kind) IsLifecycle() bool { return k >= firstLifecycle && k < numKinds }
@@ -151,7 +164,8 @@ type Fault struct {
 	// server or replica stays down across (0: restarted before the next
 	// fault).
 	Span int
-	// Primary: checkpoint on the primary (else on a standby); wipe-standby:
+	// Primary: checkpoint on the primary (else on a standby); rotate-cert:
+	// cut the member from ZooKeeper while its files change; wipe-standby:
 	// ask the primary to checkpoint (rotate, delete) while the standby is
 	// down, so it must bootstrap from a checkpoint.
 	Primary bool
@@ -191,6 +205,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
 	case ReplaceMember, Upgrade, Downgrade:
 		fmt.Fprintf(&b, " pick=%d kill=%v", f.Pick, f.Primary)
+	case RotateCert:
+		fmt.Fprintf(&b, " pick=%d cut=%v", f.Pick, f.Primary)
 	case ZKWipeReseed, ZKRollbackReseed:
 		fmt.Fprintf(&b, " keep-copy=%v", f.Primary)
 	case Checkpoint:
@@ -248,6 +264,15 @@ func (s *Schedule) Lifecycle(observers, replicas int) {
 		s.weights[k] += w
 	}
 	s.observers, s.replicas = observers, replicas
+}
+
+// TLS adds the certificate rotations to the draws and takes upgrade and
+// downgrade out (call it after Lifecycle).
+func (s *Schedule) TLS() {
+	for k, w := range tlsWeights {
+		s.weights[k] += w
+	}
+	s.weights[Upgrade], s.weights[Downgrade] = 0, 0
 }
 
 // maxObservers bounds the observer processes observer-join adds.
@@ -333,6 +358,10 @@ func (s *Schedule) Next() Fault {
 		f.Primary = s.rng.IntN(3) != 0
 	case ReplaceMember, Upgrade, Downgrade:
 		// Primary here: kill -9 instead of a graceful stop (one in four).
+		f.Primary = s.rng.IntN(4) == 0
+	case RotateCert:
+		// Primary here: cut the member from ZooKeeper while its files
+		// change (one in four).
 		f.Primary = s.rng.IntN(4) == 0
 	case ZKWipeReseed, ZKRollbackReseed:
 		// Primary here: keep the copy of ZooKeeper's data across the

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/tlsfiles"
 )
 
 // ClusterOptions configure a Cluster.
@@ -39,6 +40,10 @@ type ClusterOptions struct {
 	// port, which it advertises (so peers' checkpoint fetches cross it;
 	// the harness's own API calls go direct).
 	Net *faultnet.Net
+	// Tune, if set, adjusts every node's options after the template and
+	// the per-node fields are set (before the links of Net): per-node
+	// TLS files, say.
+	Tune func(*NodeOptions) error
 }
 
 // Cluster is a set of nodes of one room on one ZooKeeper ensemble.
@@ -88,7 +93,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o, err := c.nodeOptions(fmt.Sprintf("n%d", i))
+			o, err := c.nodeOptions(fmt.Sprintf("n%d", i), nil)
 			if err != nil {
 				errs[i] = err
 				return
@@ -132,7 +137,9 @@ func ClusterForTest(t testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-func (c *Cluster) nodeOptions(id string) (NodeOptions, error) {
+// nodeOptions are node id's options: the template, the per-node fields,
+// then tune (Add's), then ClusterOptions.Tune, then the links of Net.
+func (c *Cluster) nodeOptions(id string, tune func(*NodeOptions)) (NodeOptions, error) {
 	o := c.opts.Node
 	o.ZK = c.opts.ZK
 	o.Room = c.opts.Room
@@ -141,7 +148,25 @@ func (c *Cluster) nodeOptions(id string) (NodeOptions, error) {
 	if o.Logger == nil {
 		o.Logger = c.log
 	}
+	if tune != nil {
+		tune(&o)
+	}
+	if c.opts.Tune != nil {
+		if err := c.opts.Tune(&o); err != nil {
+			return o, fmt.Errorf("testnode: options of %s: %w", id, err)
+		}
+	}
+	peerTLS := o.TLS != nil && o.TLS.Peer != (tlsfiles.Files{})
 	if c.opts.Net == nil {
+		if peerTLS && o.TLS.PeerListen == "" {
+			port, err := freePort()
+			if err != nil {
+				return o, err
+			}
+			t := *o.TLS
+			t.PeerListen = fmt.Sprintf("127.0.0.1:%d", port)
+			o.TLS = &t
+		}
 		return o, nil
 	}
 	o.ZK = nil
@@ -156,18 +181,25 @@ func (c *Cluster) nodeOptions(id string) (NodeOptions, error) {
 		}
 		o.ZK = append(o.ZK, p.Addr())
 	}
+	// Peers reach the node's checkpoint endpoint through "peers-><id>":
+	// its HTTP port, or with peer TLS the HTTPS port of its own.
 	name := "peers->" + id
 	p := c.opts.Net.Link(name)
 	if p == nil {
-		// The node's HTTP port is picked now so the proxy can target it.
+		// The port is picked now so the proxy can target it.
 		port, err := freePort()
 		if err != nil {
 			return o, err
 		}
-		o.HTTPAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		if p, err = c.opts.Net.Add(name, faultnet.Config{Targets: []string{o.HTTPAddr}}); err != nil {
+		target := fmt.Sprintf("127.0.0.1:%d", port)
+		if p, err = c.opts.Net.Add(name, faultnet.Config{Targets: []string{target}}); err != nil {
 			return o, fmt.Errorf("testnode: link %s: %w", name, err)
 		}
+	}
+	if peerTLS {
+		t := *o.TLS
+		t.PeerListen = p.Targets()[0]
+		o.TLS = &t
 	} else {
 		o.HTTPAddr = p.Targets()[0]
 	}
@@ -194,12 +226,9 @@ func (c *Cluster) Add(ctx context.Context, id string, tune func(*NodeOptions)) (
 	if c.Node(id) != nil {
 		return nil, fmt.Errorf("%w: node %q exists", ErrInvalidOptions, id)
 	}
-	o, err := c.nodeOptions(id)
+	o, err := c.nodeOptions(id, tune)
 	if err != nil {
 		return nil, err
-	}
-	if tune != nil {
-		tune(&o)
 	}
 	n, err := Start(ctx, o)
 	if err != nil {

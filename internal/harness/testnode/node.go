@@ -20,6 +20,7 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/procstat"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/tlsfiles"
 
 	"github.com/roomlog/roomlog/internal/infra/spawn"
 )
@@ -91,8 +92,12 @@ type NodeOptions struct {
 	Sync                 string // "every" (default) or "group"
 	// Observer starts the replica as an observer (--observer,
 	// replica.Config.Observer): it never leads.
-	Observer  bool
-	LogLevel  string // default "info"
+	Observer bool
+	LogLevel string // default "info"
+	// TLS, when set, runs the node over TLS: to ZooKeeper (its
+	// secureClientPort; ZK must name those ports) with x509 ACLs, and
+	// mutual TLS between members on a checkpoint port of its own.
+	TLS       *NodeTLS
 	ExtraArgs []string
 
 	// StartTimeout bounds a launch until the API serves /status (the
@@ -100,6 +105,42 @@ type NodeOptions struct {
 	StartTimeout time.Duration
 	// Logger receives the harness's own logs (launch, kill…). nil: discard.
 	Logger *slog.Logger
+}
+
+// NodeTLS is a node's TLS (the node binary's --zk-tls-*, --zk-acl-x509,
+// --peer-tls-* and --peer-listen). Files are read by the node, which
+// follows their rotation (tlsfiles): replace them in place to rotate.
+type NodeTLS struct {
+	// ZK: the ZooKeeper servers' CA and this member's client certificate
+	// (replica.Config.ZooKeeperTLS); ZKACL the x509 identities granted
+	// ALL on what it creates (replica.Config.ACLIdentities: every member
+	// of the room lists the same ones, its own included).
+	ZK    tlsfiles.Files
+	ZKACL []string
+	// Peer: mutual TLS between members (replica.Config.PeerTLS), the
+	// checkpoint endpoint served over HTTPS on PeerListen (host:port),
+	// reached by peers at Advertise. Empty Peer: plain HTTP on the API
+	// port. A Cluster with a Net picks PeerListen and puts the
+	// "peers-><id>" proxy in front of it.
+	Peer       tlsfiles.Files
+	PeerListen string
+}
+
+func (t *NodeTLS) args() []string {
+	if t == nil {
+		return nil
+	}
+	var a []string
+	if t.ZK != (tlsfiles.Files{}) {
+		a = append(a, "--zk-tls-ca", t.ZK.CA, "--zk-tls-cert", t.ZK.Cert, "--zk-tls-key", t.ZK.Key)
+		for _, id := range t.ZKACL {
+			a = append(a, "--zk-acl-x509", id)
+		}
+	}
+	if t.Peer != (tlsfiles.Files{}) {
+		a = append(a, "--peer-tls-ca", t.Peer.CA, "--peer-tls-cert", t.Peer.Cert, "--peer-tls-key", t.Peer.Key, "--peer-listen", t.PeerListen)
+	}
+	return a
 }
 
 // Validate names every bad field.
@@ -117,6 +158,9 @@ func (o NodeOptions) Validate() error {
 	}
 	if o.Dir == "" {
 		bad("Dir", "is empty")
+	}
+	if o.TLS != nil && o.TLS.Peer != (tlsfiles.Files{}) && o.TLS.PeerListen == "" {
+		bad("TLS.PeerListen", "is empty while TLS.Peer is set")
 	}
 	if o.Sync != "" && o.Sync != "every" && o.Sync != "group" {
 		bad("Sync", fmt.Sprintf("%q is not every or group", o.Sync))
@@ -175,6 +219,7 @@ func (o NodeOptions) args(httpAddr, addrFile string) []string {
 	if o.Observer {
 		a = append(a, "--observer")
 	}
+	a = append(a, o.TLS.args()...)
 	return append(a, o.ExtraArgs...)
 }
 

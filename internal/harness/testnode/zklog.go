@@ -67,8 +67,11 @@ type RoomLog struct {
 
 // dialRoom connects to ZooKeeper and opens room (under the replicas'
 // default base, logroom.DefaultBase). Close the client.
-func dialRoom(ctx context.Context, servers []string, room string) (*logroom.Client, *logroom.Room, error) {
-	cl, err := logroom.Dial(ctx, logroom.DialConfig{Servers: servers, SessionTimeout: 10 * time.Second})
+func dialRoom(ctx context.Context, dc logroom.DialConfig, room string) (*logroom.Client, *logroom.Room, error) {
+	if dc.SessionTimeout == 0 {
+		dc.SessionTimeout = 10 * time.Second
+	}
+	cl, err := logroom.Dial(ctx, dc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("testnode: read log: %w", err)
 	}
@@ -86,7 +89,13 @@ func dialRoom(ctx context.Context, servers []string, room string) (*logroom.Clie
 // channel deleted under the reader (checkpoints go on) makes it start
 // again from the new oldest channel (at most 5 times).
 func ReadLog(ctx context.Context, servers []string, room string, hint uint64) (RoomLog, error) {
-	cl, r, err := dialRoom(ctx, servers, room)
+	return ReadLogWith(ctx, logroom.DialConfig{Servers: servers}, room, hint)
+}
+
+// ReadLogWith is ReadLog through a client dialled with dc (TLS, ACL
+// identities; SessionTimeout default 10 s).
+func ReadLogWith(ctx context.Context, dc logroom.DialConfig, room string, hint uint64) (RoomLog, error) {
+	cl, r, err := dialRoom(ctx, dc, room)
 	if err != nil {
 		return RoomLog{}, err
 	}
@@ -170,7 +179,13 @@ func StartLogRecorder(ctx context.Context, servers []string, room string) (*LogR
 // StartLogRecorderAt is StartLogRecorder from index from on (a room
 // re-seeded at from-1 holds nothing below from).
 func StartLogRecorderAt(ctx context.Context, servers []string, room string, from uint64) (*LogRecorder, error) {
-	cl, r, err := dialRoom(ctx, servers, room)
+	return StartLogRecorderWith(ctx, logroom.DialConfig{Servers: servers}, room, from)
+}
+
+// StartLogRecorderWith is StartLogRecorderAt through a client dialled
+// with dc (TLS, ACL identities; SessionTimeout default 10 s).
+func StartLogRecorderWith(ctx context.Context, dc logroom.DialConfig, room string, from uint64) (*LogRecorder, error) {
+	cl, r, err := dialRoom(ctx, dc, room)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,10 @@
 //
 // Once the HTTP listener is bound it writes its address to --addr-file (a
 // temp file renamed into place), then opens the replica; until Open returns
-// the API answers 503 {"error":"starting"}. SIGTERM or SIGINT closes the
+// the API answers 503 {"error":"starting"}. --zk-tls-ca/-cert/-key (with
+// --zk-acl-x509, repeatable) connect to ZooKeeper's TLS port with x509
+// ACLs; --peer-tls-ca/-cert/-key serve the checkpoint endpoint with
+// mutual TLS on --peer-listen (the API stays plain HTTP for the harness). SIGTERM or SIGINT closes the
 // replica (leaving the room cleanly) and exits 0. Logs go to stderr.
 package main
 
@@ -34,6 +37,7 @@ import (
 	"github.com/roomlog/roomlog/internal/infra/faultfs"
 	"github.com/roomlog/roomlog/replica"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/tlsfiles"
 )
 
 func main() {
@@ -52,7 +56,16 @@ type flags struct {
 	checkpointEveryBytes, retainBytes, maxRoomBytes, maxChannelBytes        int64
 	diskFaults, observer                                                    bool
 	diskStallTimeout                                                        time.Duration
+	zkTLS, peerTLS                                                          tlsfiles.Files
+	zkACL                                                                   stringList
+	peerListen                                                              string
 }
+
+// stringList is a repeatable string flag (x509 subjects hold commas).
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " | ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseFlags() (flags, error) {
 	var f flags
@@ -84,6 +97,14 @@ func parseFlags() (flags, error) {
 	fs.BoolVar(&f.diskFaults, "disk-faults", false, "serve POST /fault/disk?stall=true|false, stalling the store's disk writes")
 	fs.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 0, "store: longest disk operation before the store fails (0: store default)")
 	fs.BoolVar(&f.observer, "observer", false, "join as an observer (replica.Config.Observer): never a candidate, never primary")
+	fs.StringVar(&f.zkTLS.CA, "zk-tls-ca", "", "connect to ZooKeeper's secureClientPort (--zk names those ports), verifying the servers against this CA file (replica.Config.ZooKeeperTLS)")
+	fs.StringVar(&f.zkTLS.Cert, "zk-tls-cert", "", "client certificate presented to ZooKeeper (its x509 identity)")
+	fs.StringVar(&f.zkTLS.Key, "zk-tls-key", "", "key of --zk-tls-cert")
+	fs.Var(&f.zkACL, "zk-acl-x509", "certificate identity granted ALL on every znode this member creates (repeatable; replica.Config.ACLIdentities)")
+	fs.StringVar(&f.peerTLS.CA, "peer-tls-ca", "", "mutual TLS between members (replica.Config.PeerTLS): CA file peers are verified against")
+	fs.StringVar(&f.peerTLS.Cert, "peer-tls-cert", "", "this member's certificate for --peer-tls-ca")
+	fs.StringVar(&f.peerTLS.Key, "peer-tls-key", "", "key of --peer-tls-cert")
+	fs.StringVar(&f.peerListen, "peer-listen", "", "with --peer-tls-*: the HTTPS checkpoint endpoint's listen address (replica.Config.ListenAddr; --advertise names where peers reach it)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return f, err
 	}
@@ -95,6 +116,9 @@ func parseFlags() (flags, error) {
 	}
 	if len(missing) > 0 {
 		return f, fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	if (f.peerTLS != tlsfiles.Files{}) && f.peerListen == "" {
+		return f, errors.New("--peer-tls-* needs --peer-listen")
 	}
 	if f.sync != "every" && f.sync != "group" {
 		return f, fmt.Errorf("--sync must be every or group, not %q", f.sync)
@@ -121,6 +145,9 @@ func run() error {
 	advertise := f.advertise
 	if advertise == "" {
 		advertise = addr
+		if f.peerListen != "" {
+			advertise = f.peerListen
+		}
 	}
 	api := testnode.NewServer(f.room, os.Getpid(), log)
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
@@ -160,6 +187,22 @@ func run() error {
 		TransferTimeout:        f.transferTimeout,
 		MemberUpdateInterval:   f.memberUpdate,
 		Logger:                 log,
+	}
+	if f.zkTLS != (tlsfiles.Files{}) {
+		src, err := tlsfiles.LoadWithOptions(f.zkTLS, tlsfiles.Options{Logger: log.With("tls", "zookeeper")})
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--zk-tls-*: %w", err)
+		}
+		cfg.ZooKeeperTLS, cfg.ACLIdentities = src, f.zkACL
+	}
+	if f.peerTLS != (tlsfiles.Files{}) {
+		src, err := tlsfiles.LoadWithOptions(f.peerTLS, tlsfiles.Options{Logger: log.With("tls", "peers")})
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--peer-tls-*: %w", err)
+		}
+		cfg.PeerTLS, cfg.ListenAddr = src, f.peerListen
 	}
 	if f.diskFaults {
 		ffs := faultfs.New(nil)
