@@ -150,10 +150,14 @@
 // do not read them a second time (at 10 GB, seconds of reading each).
 // A file written since, truncated, replaced or merely written within
 // 50 ms of its check (mtimes come from a coarse clock) misses the memo
-// and is read and checked as before; the memo starts empty in every
-// process. It cannot see a change that keeps size and mtime (bit rot, a
-// writer that restores the mtime): such bytes were checked once, and
-// Pebble's block checksums check them again when they are read.
+// and is read and checked as before. Each Fetch and Restore writes the
+// memo's entries for root's checkpoint files to root/verified-files, and
+// the first Fetch or Restore of root in a process reads it, so a standby
+// restarted for a re-bootstrap links its earlier checkpoint without
+// reading it either. The memo cannot see a change that keeps size and
+// mtime (bit rot, a writer that restores the mtime): such bytes were
+// checked once, and Pebble's block checksums check them again when they
+// are read.
 //  3. Nothing listed is junk: Fetch renames a download into place only
 //     after its files opened as a store at the manifest's index and epoch
 //     (a manifest with a valid checksum that describes no store, e.g. no

@@ -324,6 +324,7 @@ func (ft *fetcher) run(ctx context.Context) (info Info, err error) {
 	// Partial fetches of this index or older are of no use any more.
 	removePartials(ft.root, func(p partialDir) bool { return p.index <= m.Index })
 	ft.remember(filepath.Join(final, DBDir))
+	saveVerified(ft.root)
 	ft.report(StageVerified, ft.got.Load())
 	return newInfo(final, m), nil
 }
@@ -355,6 +356,7 @@ func (ft *fetcher) matchLocal(ctx context.Context) ([]job, error) {
 		return nil, err
 	}
 	known := knownFiles(ft.root, ft.stage, ft.m)
+	loadVerified(ft.root)
 	var mu sync.Mutex
 	var jobs []job
 	err := forEach(ctx, len(ft.m.Files), ft.o.Parallel, func(i int, buf []byte) error {

@@ -405,6 +405,8 @@ func Restore(ctx context.Context, ckptPath, storeDir string, want Origin) (err e
 			os.RemoveAll(tmp)
 		}
 	}()
+	ckptRoot := filepath.Dir(ckptPath)
+	loadVerified(ckptRoot)
 	// Several files at once: each is read (or copied) whole to check it,
 	// and one reader alone leaves the disk idle between requests.
 	if err := forEach(ctx, len(m.Files), DefaultParallel, func(i int, buf []byte) error {
@@ -433,6 +435,7 @@ func Restore(ctx context.Context, ckptPath, storeDir string, want Origin) (err e
 	if err := syncDir(parent); err != nil {
 		return fmt.Errorf("checkpoint: restore: %w", err)
 	}
+	saveVerified(ckptRoot)
 	return nil
 }
 

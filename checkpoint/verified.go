@@ -1,7 +1,11 @@
 package checkpoint
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -108,9 +112,87 @@ func sameID(a, b os.FileInfo) bool {
 	return ok1 && ok2 && x == y
 }
 
-// forgetVerified empties the memo (tests).
+// forgetVerified empties the memo and forgets which roots were loaded,
+// as a new process would start (tests).
 func forgetVerified() {
 	verifiedMemo.mu.Lock()
 	verifiedMemo.m = nil
 	verifiedMemo.mu.Unlock()
+	loadedRoots.Clear()
+}
+
+// The memo outlives the process through root/verified-files (one line per
+// file of root's checkpoints that the memo holds: device, inode, size,
+// mtime, CRC32C), rewritten after each Fetch and Restore that used root
+// and read once per process by the first Fetch or Restore of root, so
+// that a standby restarted for a re-bootstrap does not read again the
+// gigabytes its earlier checkpoint holds. Lines that do not parse are
+// ignored; a file changed since it was listed misses, as above.
+const verifiedFile = "verified-files"
+
+var loadedRoots sync.Map // root -> struct{}
+
+// loadVerified adds root's verified-files to the memo, once per process.
+func loadVerified(root string) {
+	if _, done := loadedRoots.LoadOrStore(filepath.Clean(root), struct{}{}); done {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(root, verifiedFile))
+	if err != nil {
+		return
+	}
+	verifiedMemo.mu.Lock()
+	defer verifiedMemo.mu.Unlock()
+	for _, line := range strings.Split(string(b), "\n") {
+		var id fileID
+		var crc uint32
+		if n, err := fmt.Sscanf(line, "%x %x %d %d %x", &id.dev, &id.ino, &id.size, &id.mtime, &crc); err != nil || n != 5 {
+			continue
+		}
+		if verifiedMemo.m == nil || len(verifiedMemo.m) >= maxVerified {
+			verifiedMemo.m = make(map[fileID]uint32)
+		}
+		verifiedMemo.m[id] = crc
+	}
+}
+
+// saveVerified rewrites root/verified-files with the memo's entries for
+// the db files of root's checkpoints (atomically: a temp file renamed).
+// Failures are ignored: the file only saves reads.
+func saveVerified(root string) {
+	infos, err := List(root)
+	if err != nil || len(infos) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, in := range infos {
+		for _, f := range in.Manifest.Files {
+			fi, err := os.Lstat(filepath.Join(in.Path, DBDir, f.Name))
+			if err != nil {
+				continue
+			}
+			id, ok := idOf(fi)
+			if !ok {
+				return
+			}
+			verifiedMemo.mu.Lock()
+			crc, ok := verifiedMemo.m[id]
+			verifiedMemo.mu.Unlock()
+			if ok && crc == f.CRC32C {
+				fmt.Fprintf(&b, "%x %x %d %d %x\n", id.dev, id.ino, id.size, id.mtime, crc)
+			}
+		}
+	}
+	tmp, err := os.CreateTemp(root, tmpPrefix+"verified-")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.WriteString(b.String())
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(root, verifiedFile)); err != nil {
+		os.Remove(tmp.Name())
+	}
 }

@@ -104,3 +104,47 @@ func TestVerifiedMemo(t *testing.T) {
 	err = Restore(ctx, info2.Path, filepath.Join(t.TempDir(), "store"), origin)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
+
+// TestVerifiedMemoPersists: a new process (the memo emptied) reads
+// root/verified-files, so a Restore of a checkpoint it did not fetch
+// itself reads none of the files listed; a file changed since is read.
+func TestVerifiedMemoPersists(t *testing.T) {
+	forgetVerified()
+	t.Cleanup(forgetVerified)
+	old := racyMargin
+	racyMargin = 0
+	t.Cleanup(func() { racyMargin = old })
+
+	ctx := context.Background()
+	s := newStore(t, 3000, 500)
+	src := t.TempDir()
+	origin := Origin{Room: "r", RoomCzxid: 4}
+	_, err := Create(ctx, s, src, origin)
+	require.NoError(t, err)
+	srv := httptest.NewServer(Handler(src))
+	defer srv.Close()
+	root := t.TempDir()
+	info, err := Fetch(ctx, srv.URL, root, FetchOptions{Origin: origin})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(root, verifiedFile))
+	require.NoError(t, err)
+	require.NotEmpty(t, b)
+
+	forgetVerified() // a new process
+	reads := countReads(t, src)
+	require.NoError(t, Restore(ctx, info.Path, filepath.Join(t.TempDir(), "store"), origin))
+	require.Zero(t, reads(), "Restore in a new process read files verified-files lists")
+
+	// A damaged file, in yet another process: read and refused.
+	forgetVerified()
+	var big File
+	for _, f := range info.Manifest.Files {
+		if strings.HasSuffix(f.Name, ".sst") && f.Size > big.Size {
+			big = f
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	flipByte(t, filepath.Join(info.Path, DBDir, big.Name), big.Size/3)
+	err = Restore(ctx, info.Path, filepath.Join(t.TempDir(), "store"), origin)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
