@@ -199,7 +199,7 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 		var snapChanged <-chan struct{}
 		if refuseCutOff {
 			s := r.snap.Load()
-			if !s.connected {
+			if !s.connected || s.linkCut {
 				if r.applied.Load() >= index {
 					return nil // applied meanwhile: it can be served
 				}
@@ -224,19 +224,22 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64, abort <-chan st
 // member cut off from ZooKeeper.
 func (r *Replica) cutOff(s *statusSnap, index uint64) error {
 	applied := r.applied.Load()
-	since := "the connection was lost"
-	if !s.suspended.IsZero() {
-		since = fmt.Sprintf("%v ago (%s)", time.Since(s.suspended).Round(time.Millisecond), s.suspended.UTC().Format(time.RFC3339Nano))
+	since := "connection lost"
+	switch {
+	case s.connected && s.linkCut:
+		since = fmt.Sprintf("a read on its session unanswered for %v: the link looks cut", r.cfg.LinkProbeBound)
+	case !s.suspended.IsZero():
+		since = fmt.Sprintf("disconnected %v ago, at %s", time.Since(s.suspended).Round(time.Millisecond), s.suspended.UTC().Format(time.RFC3339Nano))
 	}
 	if index == 0 {
-		return fmt.Errorf("%w: member %s disconnected %s; applied %d; the log's committed end cannot be read; try another member",
+		return fmt.Errorf("%w: member %s cut off from ZooKeeper (%s); applied %d; the log's committed end cannot be read; try another member",
 			ErrUnavailable, r.cfg.ID, since, applied)
 	}
 	behind := uint64(0)
 	if index > applied {
 		behind = index - applied
 	}
-	return fmt.Errorf("%w: member %s disconnected %s; applied %d, asked for %d (%d behind); try another member",
+	return fmt.Errorf("%w: member %s cut off from ZooKeeper (%s); applied %d, asked for %d (%d behind); try another member",
 		ErrUnavailable, r.cfg.ID, since, applied, index, behind)
 }
 
@@ -250,7 +253,7 @@ func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 	if err := r.usable(); err != nil {
 		return 0, err
 	}
-	if s := r.snap.Load(); !s.connected {
+	if s := r.snap.Load(); !s.connected || s.linkCut {
 		// The log's committed end cannot be read: refuse at once.
 		return 0, fmt.Errorf("replica: barrier: %w", r.cutOff(s, 0))
 	}

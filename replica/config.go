@@ -33,6 +33,7 @@ const (
 	DefaultMaxPendingProposals    = 4096
 	DefaultTransferTimeout        = 5 * time.Second
 	DefaultMemberUpdateInterval   = time.Second
+	DefaultLinkProbeBound         = 400 * time.Millisecond
 	DefaultBootstrapHoldStall     = 30 * time.Second
 	DefaultBootstrapHoldMax       = 30 * time.Minute
 	DefaultMaxRoomBytes           = logroom.DefaultMaxRoomBytes // Writer.MaxRoomBytes' default
@@ -183,6 +184,16 @@ type Config struct {
 	// this member's applied index is under load (per-member lag, channel
 	// deletion). Default 1s.
 	MemberUpdateInterval time.Duration
+	// LinkProbeBound: while its session is connected, the member reads a
+	// znode on its own session every linkProbeEvery (100 ms); a read
+	// unanswered for LinkProbeBound means the link is silently cut (a
+	// partition that holds bytes, which go-zookeeper notices only when its
+	// read timeout, two thirds of the session, fires): reads that need
+	// ZooKeeper (WaitApplied for an index not applied here, Barrier) are
+	// refused with ErrUnavailable at once until a read answers again. The
+	// session and the role are not touched: a blip that recovers lets reads
+	// through again. Default 400 ms; negative: off.
+	LinkProbeBound time.Duration
 
 	// Auth, when set, authenticates with ZooKeeper digest credentials and
 	// creates every znode with a digest ACL.
@@ -450,6 +461,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemberUpdateInterval == 0 {
 		c.MemberUpdateInterval = DefaultMemberUpdateInterval
+	}
+	if c.LinkProbeBound == 0 {
+		c.LinkProbeBound = DefaultLinkProbeBound
 	}
 	if c.BootstrapHoldStall == 0 {
 		c.BootstrapHoldStall = DefaultBootstrapHoldStall

@@ -68,6 +68,26 @@ type core struct {
 	failed   bool
 	resigned bool // a failed replica deleted its candidate and member nodes
 
+	// The link check (reads): while connected, a read on our own session
+	// every linkEvery (aLinkProbe; answer evLinkProbed); one out for
+	// linkBound means the link is silently cut, and reads that need
+	// ZooKeeper are refused (aReads) until one answers. linkBound 0: off.
+	linkEvery, linkBound time.Duration
+	linkSent             time.Time // the probe out (zero: none)
+	linkGen              uint64    // the connection (watchGen) it went out on
+	linkLast             time.Time // when the last probe was answered
+	linkCut              bool      // reads are refused: a probe went unanswered
+
+	// The cut-off probe (lost.go): while our session stays disconnected, a
+	// new session probes the room (aProbe; answer evProbed) every
+	// probeEvery, to tell a network cut from servers that refuse our
+	// session (an ensemble restored from an older copy) or a lost room.
+	room         string
+	probeEvery   time.Duration
+	probeOut     bool
+	probeLast    time.Time
+	probeOKSince time.Time // probes have reached an intact room since (zero: not so)
+
 	// bugs plants wrong decisions for TestSimulationFindsPlantedBugs,
 	// which requires the simulation to catch each; always zero otherwise.
 	bugs       coreBugs
@@ -82,6 +102,8 @@ type coreBugs struct {
 	ignoreDeposed      bool // keep leading when the term was found deposed
 	ignoreApplierReady bool // take over while no standby tail runs
 	acceptWhileEnding  bool // end a term without first closing its door
+	ignoreLinkCut      bool // keep serving reads while a link probe goes unanswered
+	refuseEarly        bool // call our session refused on the first probe that reaches the room
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -91,8 +113,14 @@ func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
 		retryPause: 200 * time.Millisecond,
 		sessionID:  sessionID, connected: true,
 		role: RoleStandby, electionDirty: true,
+		linkEvery:  linkProbeEvery, // linkBound: 0 (off) until the loop sets Config.LinkProbeBound
+		probeEvery: max(sessionTimeout/probeAfterFraction, 250*time.Millisecond),
 	}
 }
+
+// linkProbeEvery is how often a connected member reads on its own session
+// to check its link (Config.LinkProbeBound).
+const linkProbeEvery = 100 * time.Millisecond
 
 // Events. Each carries what the loop observed; none is a request to do
 // I/O.
@@ -172,6 +200,22 @@ type (
 	}
 	// evResigned: a failed replica's resignation ended (Err nil: done).
 	evResigned struct{ Err error }
+	// evLinkProbed: the link probe (aLinkProbe) was answered at Now (Err:
+	// the read failed: the connection was lost, and a session event
+	// follows).
+	evLinkProbed struct {
+		Now time.Time
+		Gen uint64 // the action's: the connection it went out on
+		Err error
+	}
+	// evProbed: the cut-off probe (aProbe) ended at Now: Reached, a new
+	// session reached the ensemble and found the room intact; Verdict
+	// non-nil, it found the room lost (ErrRoomLost).
+	evProbed struct {
+		Now     time.Time
+		Reached bool
+		Verdict error
+	}
 )
 
 // actKind is what the loop does.
@@ -197,11 +241,14 @@ const (
 	aFail                         // fail the replica with Err: tear down, fail waiters
 	aResign                       // delete our candidate and member nodes (answer: evResigned)
 	aLog                          // log Reason at warn level (Err attached)
+	aLinkProbe                    // read on our session to check the link (answer: evLinkProbed)
+	aReads                        // reads that need ZooKeeper are served (Serve) or refused (the link is cut; Reason)
+	aProbe                        // probe the room with a new session (answer: evProbed)
 )
 
 var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
 	"drop-takeover", "requeue", "start-takeover", "stop-tail", "lead", "start-tail", "clear-transfer",
-	"write-transfer", "reply", "fail", "resign", "log"}
+	"write-transfer", "reply", "fail", "resign", "log", "link-probe", "reads", "probe"}
 
 func (k actKind) String() string {
 	if int(k) < len(actNames) {
@@ -220,6 +267,8 @@ type action struct {
 	To         string
 	Old, New   int64
 	Epoch      uint64
+	Serve      bool   // aReads
+	Gen        uint64 // aLinkProbe: the connection generation, reported back in evLinkProbed
 }
 
 func (a action) String() string {
@@ -237,6 +286,12 @@ func (a action) String() string {
 		fmt.Fprintf(&b, " epoch=%d", a.Epoch)
 	case aWriteTransfer:
 		fmt.Fprintf(&b, " to=%s epoch=%d", a.To, a.Epoch)
+	case aReads:
+		if a.Serve {
+			b.WriteString(" serve")
+		} else {
+			b.WriteString(" refuse")
+		}
 	case aReply:
 		switch {
 		case a.NotPrimary:
@@ -304,6 +359,10 @@ func (c *core) Step(ev any) []action {
 		if ev.Err == nil {
 			c.resigned = true
 		}
+	case evLinkProbed:
+		out = c.onLinkProbed(ev)
+	case evProbed:
+		out = c.onProbed(ev)
 	default:
 		panic(fmt.Sprintf("replica: core: unknown event %T", ev))
 	}
@@ -377,7 +436,16 @@ func (c *core) onSession(ev evSession) []action {
 			c.watchGen++
 			c.electionDirty = true
 			c.discSince = time.Time{}
+			c.probeOKSince = time.Time{}
 			out = append(out, action{Kind: aConnected})
+			// A probe out on the old connection is abandoned (go-zookeeper
+			// fails it; its answer is ignored): the new one gets its own.
+			c.linkSent = time.Time{}
+			if c.linkCut {
+				// A new connection was answered: the link works again.
+				c.linkCut = false
+				out = append(out, action{Kind: aReads, Serve: true, Reason: "reconnected to ZooKeeper"})
+			}
 		} else {
 			c.discSince = ev.Now
 			out = append(out, action{Kind: aDisconnected, Reason: ev.State.String()})
@@ -403,8 +471,93 @@ func (c *core) sessionLost() []action {
 // expired on the servers' side and another member may lead: stop leading
 // now rather than when we reconnect (Curator's LOST after SUSPENDED).
 func (c *core) onTick(ev evTick) []action {
+	var out []action
 	if !c.connected && !c.discSince.IsZero() && ev.Now.Sub(c.discSince) >= c.sessionTimeout && !c.bugs.ignoreLost {
-		return c.leaveLeadership("disconnected past the session timeout")
+		out = c.leaveLeadership("disconnected past the session timeout")
+	}
+	out = append(out, c.linkDue(ev.Now)...)
+	return append(out, c.probeDue(ev.Now)...)
+}
+
+// linkDue: while connected, a link probe goes out every linkEvery; one out
+// for linkBound cuts reads off (go-zookeeper would notice the silent
+// partition only at its read timeout, two thirds of the session).
+func (c *core) linkDue(now time.Time) []action {
+	if c.linkBound <= 0 || c.failed || c.role == RoleClosed || !c.connected {
+		return nil
+	}
+	if !c.linkSent.IsZero() {
+		if !c.linkCut && now.Sub(c.linkSent) >= c.linkBound && !c.bugs.ignoreLinkCut {
+			c.linkCut = true
+			return []action{{Kind: aReads, Serve: false, Reason: fmt.Sprintf(
+				"a read on our ZooKeeper session unanswered for %v: the link looks cut; refusing reads that need ZooKeeper until one answers", now.Sub(c.linkSent))}}
+		}
+		return nil
+	}
+	if now.Sub(c.linkLast) >= c.linkEvery {
+		c.linkSent, c.linkGen = now, c.watchGen
+		return []action{{Kind: aLinkProbe, Gen: c.watchGen}}
+	}
+	return nil
+}
+
+// onLinkProbed: an answer (even a failed read: the connection's loss is
+// told by a session event, which refuses reads on its own) ends the
+// suspicion.
+func (c *core) onLinkProbed(ev evLinkProbed) []action {
+	if ev.Gen != c.linkGen || c.linkSent.IsZero() {
+		return nil // a probe of an earlier connection, abandoned at the reconnect
+	}
+	c.linkSent, c.linkLast = time.Time{}, ev.Now
+	if c.linkCut && ev.Err == nil {
+		c.linkCut = false
+		return []action{{Kind: aReads, Serve: true, Reason: "a read on our ZooKeeper session was answered again"}}
+	}
+	return nil
+}
+
+// probeDue: disconnected for probeEvery, a cut-off probe goes out every
+// probeEvery, one at a time.
+func (c *core) probeDue(now time.Time) []action {
+	if c.failed || c.role == RoleClosed || c.connected || c.discSince.IsZero() {
+		c.probeOKSince = time.Time{}
+		return nil
+	}
+	if c.probeOut || now.Sub(c.discSince) < c.probeEvery || now.Sub(c.probeLast) < c.probeEvery {
+		return nil
+	}
+	c.probeOut, c.probeLast = true, now
+	return []action{{Kind: aProbe}}
+}
+
+// onProbed: a probe that found the room lost fails the replica; new
+// sessions reaching an intact room for a whole session timeout while ours
+// stays refused mean every server refuses our session (it saw a newer
+// zxid than the ensemble holds), and go-zookeeper would retry forever:
+// fail with ErrSessionRefused.
+func (c *core) onProbed(ev evProbed) []action {
+	c.probeOut = false
+	if c.failed || c.role == RoleClosed {
+		return nil
+	}
+	if ev.Verdict != nil {
+		return c.fail(ev.Verdict)
+	}
+	if !ev.Reached || c.connected || c.discSince.IsZero() {
+		c.probeOKSince = time.Time{}
+		return nil
+	}
+	if c.probeOKSince.IsZero() {
+		c.probeOKSince = ev.Now
+		if !c.bugs.refuseEarly {
+			return nil
+		}
+	}
+	if c.bugs.refuseEarly || (ev.Now.Sub(c.probeOKSince) >= c.sessionTimeout && ev.Now.Sub(c.discSince) >= c.sessionTimeout) {
+		return c.fail(fmt.Errorf("%w: disconnected for %v while new sessions reached the ensemble for %v and found room %q intact: "+
+			"every server refuses this member's session (it saw a newer zxid than the ensemble holds: the ensemble was restored from an older copy?); "+
+			"the log still holds everything this member applied; restart the member",
+			ErrSessionRefused, ev.Now.Sub(c.discSince).Round(time.Millisecond), ev.Now.Sub(c.probeOKSince).Round(time.Millisecond), c.room))
 	}
 	return nil
 }

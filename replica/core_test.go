@@ -24,7 +24,7 @@ import (
 // Commands (times are offsets from the scenario's start; errors by name:
 // fenced, corrupt, diverged, canceled, fatal, other):
 //
-//	new id=a [session-timeout=4s] [sid=1]
+//	new id=a [session-timeout=4s] [sid=1] [link-bound=D] [room=NAME]
 //	session state=connected|disconnected|expired|connecting [sid=N] t=D
 //	tick t=D
 //	watch [gen=N | stale]
@@ -40,6 +40,8 @@ import (
 //	fail err=E
 //	held t=D [persistent] [err=E]
 //	resigned [err=E]
+//	link-probed t=D [gen=N] [err=E]   (gen: the current connection's when absent)
+//	probed t=D [reached] [lost]
 //	state
 //	deletions ckpt=N served=N min-applied=N [retain=N] channels=num:first-last:sealed:bytes,...
 func TestCoreScenarios(t *testing.T) {
@@ -58,6 +60,9 @@ func TestCoreScenarios(t *testing.T) {
 				scanDur(t, d, "session-timeout", &st)
 				scanInt(t, d, "sid", &sid)
 				c = newCore(id, st, sid)
+				scanDur(t, d, "link-bound", &c.linkBound)
+				c.room = "r"
+				scanArg(t, d, "room", &c.room)
 				return coreState(c)
 			case "session":
 				var state string
@@ -154,6 +159,16 @@ func TestCoreScenarios(t *testing.T) {
 			case "resigned":
 				acts = c.Step(evResigned{Err: namedErr(t, d)})
 				acts = append(acts, c.resignDue()...)
+			case "link-probed":
+				gen := c.watchGen
+				scanUint(t, d, "gen", &gen)
+				acts = c.Step(evLinkProbed{Now: at(t, d, base), Gen: gen, Err: namedErr(t, d)})
+			case "probed":
+				ev := evProbed{Now: at(t, d, base), Reached: d.HasArg("reached")}
+				if d.HasArg("lost") {
+					ev.Reached, ev.Verdict = true, fmt.Errorf("%w: ZooKeeper has no room", ErrRoomLost)
+				}
+				acts = c.Step(ev)
 			case "state":
 				return coreState(c)
 			case "deletions":
@@ -180,7 +195,8 @@ func coreState(c *core) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{c.connected, "connected"}, {c.electionDirty, "election-due"}, {c.failed, "failed"}, {c.resigned, "resigned"}} {
+	}{{c.connected, "connected"}, {c.electionDirty, "election-due"}, {c.failed, "failed"}, {c.resigned, "resigned"},
+		{c.linkCut, "reads-refused"}, {!c.linkSent.IsZero(), "link-probe-out"}, {c.probeOut, "probe-out"}} {
 		if f.on {
 			flags = append(flags, f.name)
 		}

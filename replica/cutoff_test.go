@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // TestCutOffReadsRefused: a standby cut from every ZooKeeper server (bytes
@@ -93,4 +95,77 @@ func TestCutOffReadsRefused(t *testing.T) {
 	idx, err := s.Barrier(ctx)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, idx, res3.Index)
+}
+
+// TestSilentPartitionReadsRefusedFast: a standby whose link to ZooKeeper
+// silently holds bytes, at a 4 s session, refuses a read for an index it
+// has not applied within 600 ms of the cut (go-zookeeper itself notices
+// only at its read timeout, 2.67 s), while its session and role go on;
+// when the link heals within the session, reads are served again in the
+// same session. With the link check off (LinkProbeBound < 0) the same read
+// waits for the read timeout: what the check buys.
+func TestSilentPartitionReadsRefusedFast(t *testing.T) {
+	ens := sharedEnsemble(t)
+	for _, tc := range []struct {
+		name  string
+		bound time.Duration
+	}{{"link check on", 0}, {"link check off", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxies := map[string]*faultnet.Proxy{}
+			c := newCluster(t, ens, nil)
+			c.mutate = func(cfg *Config) {
+				proxies[cfg.ID] = newProxy(t, ens.Addrs()...)
+				cfg.Servers = []string{proxies[cfg.ID].Addr()}
+				cfg.SessionTimeout = 4 * time.Second
+				cfg.LinkProbeBound = tc.bound
+			}
+			c.open("a")
+			c.open("b")
+			p := c.waitPrimary(20 * time.Second)
+			s := c.other(p)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := p.Propose(ctx, setOp("k", "v1"))
+			require.NoError(t, err)
+			require.NoError(t, s.WaitApplied(ctx, res.Index))
+			session := s.Status().SessionID
+
+			released := make(chan error, 1)
+			go func() { released <- s.WaitApplied(ctx, res.Index+1000) }()
+			time.Sleep(50 * time.Millisecond) // the read waits, connected
+			cut := time.Now()
+			proxies[s.ID()].Blackhole()
+			var err2 error
+			select {
+			case err2 = <-released:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiting read was not released while the standby was cut off")
+			}
+			took := time.Since(cut)
+			require.ErrorIs(t, err2, ErrUnavailable)
+			t.Logf("%s: a read waiting on the silently cut standby released %v after the cut: %v", tc.name, took.Round(time.Millisecond), err2)
+			if tc.bound < 0 {
+				require.Greater(t, took, time.Second, "without the link check the read waits for go-zookeeper's read timeout")
+				proxies[s.ID()].Heal()
+				return
+			}
+			require.Less(t, took, 600*time.Millisecond, "refused within 600 ms of the cut")
+			require.True(t, s.Status().Connected, "the session is not ended by the suspicion")
+			require.Contains(t, err2.Error(), "link looks cut")
+			_, err = s.Barrier(ctx)
+			require.ErrorIs(t, err, ErrUnavailable)
+
+			// Healed within the session: reads are served again, same session.
+			proxies[s.ID()].Heal()
+			res2, err := p.Propose(ctx, setOp("k", "v2"))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				return s.WaitApplied(ctx, res2.Index) == nil
+			}, 10*time.Second, 20*time.Millisecond, "reads served again after the link healed")
+			idx, err := s.Barrier(ctx)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, idx, res2.Index)
+			require.Equal(t, session, s.Status().SessionID, "the same session: the blip did not cost it")
+		})
+	}
 }

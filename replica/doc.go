@@ -384,9 +384,19 @@
 //     what was applied is still served (Get, Store, WaitApplied of an
 //     applied index), and Status().Suspended says for how long. A
 //     disconnection that heals within milliseconds (a server restart, a
-//     reset connection) refuses such reads for that long too. After a
-//     whole SessionTimeout disconnected, the primary ends its term (its session is gone on the servers' side):
-//     role standby at once, then the writer closes. A primary cut off by a
+//     reset connection) refuses such reads for that long too.
+//   - A silent partition (the link holds bytes, no RST) looks connected to
+//     go-zookeeper until its read timeout, two thirds of a session. The
+//     link check sees it sooner: while connected, the member reads the
+//     room znode on its own session every 100 ms, and one read unanswered
+//     for Config.LinkProbeBound (400 ms) refuses the reads above, as a
+//     disconnection does, without touching the session or the role; the
+//     next answer (or a reconnect) serves them again. When to probe and
+//     what an unanswered probe means are the core's decisions (linkDue,
+//     onLinkProbed in core.go, covered by the simulation).
+//   - After a whole SessionTimeout disconnected, the primary ends its term
+//     (its session is gone on the servers' side): role standby at once,
+//     then the writer closes. A primary cut off by a
 //     partition thus notices within go-zookeeper's read timeout (2/3 of a
 //     session) and steps down one session later. The loop stays free to
 //     do so: its ZooKeeper work runs in the worker, queued only while the

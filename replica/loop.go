@@ -25,8 +25,10 @@ type loopState struct {
 	c   *core
 	el  *election
 	mem *membership
-	// probe: the cut-off probe's state (lost.go).
-	probe probeState
+	// probeDone: the cut-off probe's result (lost.go; one at a time);
+	// linkDone: the link probe's (one at a time, see linkProbe).
+	probeDone chan probeResult
+	linkDone  chan evLinkProbed
 
 	// The resources of the core's role (see core's invariants): the term is
 	// published in Replica.term (Propose reads it); the takeover goroutine;
@@ -100,12 +102,16 @@ func newLoopState(r *Replica) (*loopState, error) {
 		return nil, err
 	}
 	el.observer = r.cfg.Observer
+	c := newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID())
+	c.room, c.linkBound = r.cfg.Room, r.cfg.LinkProbeBound
 	return &loopState{
-		c:       newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID()),
-		el:      el,
-		mem:     newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
-		pending: map[string]int{},
-		hash:    newHashCheck(),
+		c:         c,
+		el:        el,
+		mem:       newMembership(r.client, r.room.Path(membersDir), r.cfg.ID, r.log),
+		pending:   map[string]int{},
+		hash:      newHashCheck(),
+		probeDone: make(chan probeResult, 1),
+		linkDone:  make(chan evLinkProbed, 8),
 	}, nil
 }
 
@@ -264,6 +270,11 @@ func (r *Replica) run() {
 			}
 		case err := <-r.failc:
 			r.step(evFail{Err: err})
+		case res := <-lp.probeDone:
+			r.step(evProbed{Now: time.Now(), Reached: res.reached, Verdict: res.verdict})
+		case ev := <-lp.linkDone:
+			ev.Now = time.Now()
+			r.step(ev)
 		case <-r.ckptReady.C():
 		case <-tick.C:
 			r.step(evTick{Now: time.Now()})
@@ -378,6 +389,17 @@ func (r *Replica) do(a action) {
 		}
 	case aLog:
 		r.log.Warn(a.Reason, "err", a.Err)
+	case aLinkProbe:
+		r.linkProbe(a.Gen)
+	case aReads:
+		if a.Serve {
+			r.log.Info(a.Reason)
+		} else {
+			r.log.Warn(a.Reason)
+		}
+		r.publishSnap(func(s *statusSnap) { s.linkCut = !a.Serve })
+	case aProbe:
+		r.startProbe()
 	default:
 		panic(fmt.Sprintf("replica: unknown action %v", a))
 	}
@@ -457,7 +479,6 @@ func (r *Replica) reconcile() {
 		}
 		return
 	}
-	r.probeCutOff()
 	if !r.sessionLive() {
 		return
 	}
@@ -1147,6 +1168,26 @@ func (r *Replica) announceRole(role Role, epoch uint64, reason string) {
 	if lp.c.connected && role != RoleClosed && role != RoleFailed {
 		r.publishMember(false)
 	}
+}
+
+// linkProbe carries out the core's aLinkProbe: one read on our own
+// session (the room znode's Exists), whose answer comes back as
+// evLinkProbed. It is not bounded here on purpose: how long it stays out
+// is what the core measures. The goroutine is not counted in r.wg: on a
+// silently cut link the read returns only when go-zookeeper's read timeout
+// fires or the client is closed (Close closes it after the loop), and
+// Close must not wait for that; its result is dropped once the loop is
+// gone. linkDone is buffered: the core sends one probe per connection at
+// a time, and abandons one at a reconnect (go-zookeeper fails it then).
+func (r *Replica) linkProbe(gen uint64) {
+	conn, path, done := r.conn, r.room.Path(), r.lp.linkDone
+	go func() {
+		_, _, err := conn.Exists(path)
+		select {
+		case done <- evLinkProbed{Gen: gen, Err: err}:
+		default:
+		}
+	}()
 }
 
 // refreshChannels queues a read of the channels for the figures in Status

@@ -164,90 +164,32 @@ func (r *Replica) adoptReseed(ctx context.Context, haveM, nowM dirMarker) (err e
 // by every server because the ensemble lost data (a ZooKeeper restored
 // from an older copy, or wiped, refuses every client that saw a newer
 // zxid; go-zookeeper then sees only connections closed in the handshake
-// and reconnects forever). A probe with a new session tells them apart.
+// and reconnects forever). A probe with a new session tells them apart;
+// when to probe and what a result means are the core's decisions
+// (probeDue, onProbed in core.go).
 const (
 	probeAfterFraction = 4 // first probe after SessionTimeout/4 disconnected
 	probeBound         = 3 * time.Second
 )
-
-// probeState is the loop's view of the cut-off probe (loop goroutine only).
-type probeState struct {
-	running bool
-	last    time.Time
-	// okSince: since when probes reach ZooKeeper and find the room
-	// intact while our session stays disconnected (zero: not so).
-	okSince time.Time
-	done    chan probeResult
-}
 
 type probeResult struct {
 	reached bool  // a new session reached the ensemble
 	verdict error // ErrRoomLost found, or nil
 }
 
-// probeCutOff runs in reconcile while the session is not live.
-func (r *Replica) probeCutOff() {
-	lp := r.lp
-	ps := &lp.probe
-	if ps.running {
-		select {
-		case res := <-ps.done:
-			ps.running = false
-			if !lp.c.failed {
-				r.onProbe(res)
-			}
-		default:
-			return
-		}
-	}
-	disc := lp.c.discSince
-	if lp.c.failed || disc.IsZero() {
-		ps.okSince = time.Time{}
-		return
-	}
-	every := max(r.cfg.SessionTimeout/probeAfterFraction, 250*time.Millisecond)
-	if time.Since(disc) < every || time.Since(ps.last) < every {
-		return
-	}
-	ps.running, ps.last = true, time.Now()
-	if ps.done == nil {
-		ps.done = make(chan probeResult, 1)
-	}
+// startProbe carries out the core's aProbe: a probe with a new session,
+// off the loop, bounded; its result comes back as evProbed (run).
+func (r *Replica) startProbe() {
 	id, applied := r.appliedBatch()
 	bound := min(probeBound, r.cfg.SessionTimeout)
+	done := r.lp.probeDone
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(r.bgCtx, bound)
 		defer cancel()
-		ps.done <- r.probe(ctx, id, applied)
+		done <- r.probe(ctx, id, applied) // buffered: one probe at a time (the core's probeOut)
 	}()
-}
-
-// onProbe acts on a probe's result (loop goroutine).
-func (r *Replica) onProbe(res probeResult) {
-	lp := r.lp
-	ps := &lp.probe
-	if res.verdict != nil {
-		r.step(evFail{Err: res.verdict})
-		return
-	}
-	if !res.reached || lp.c.discSince.IsZero() {
-		ps.okSince = time.Time{}
-		return
-	}
-	if ps.okSince.IsZero() {
-		ps.okSince = time.Now()
-		return
-	}
-	// New sessions have reached an intact room for a whole session
-	// timeout while ours stayed refused: go-zookeeper would retry forever.
-	if time.Since(ps.okSince) >= r.cfg.SessionTimeout && time.Since(lp.c.discSince) >= r.cfg.SessionTimeout {
-		r.step(evFail{Err: fmt.Errorf("%w: disconnected for %v while new sessions reached the ensemble for %v and found room %q intact: "+
-			"every server refuses this member's session (it saw a newer zxid than the ensemble holds: the ensemble was restored from an older copy?); "+
-			"the log still holds everything this member applied; restart the member",
-			ErrSessionRefused, time.Since(lp.c.discSince).Round(time.Millisecond), time.Since(ps.okSince).Round(time.Millisecond), r.cfg.Room)})
-	}
 }
 
 // probe dials a new session (last zxid 0, so a server that lost data

@@ -158,6 +158,7 @@ type Replica struct {
 type statusSnap struct {
 	changed     chan struct{} // closed when a newer snapshot replaces this one
 	connected   bool          // the session is usable: Propose may send and acknowledge
+	linkCut     bool          // a read on the session went unanswered (core's linkDue): reads that need ZooKeeper are refused
 	role        Role
 	epoch       uint64
 	primaryID   string

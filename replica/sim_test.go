@@ -46,6 +46,14 @@ var (
 	simSteps = flag.Int("sim.steps", 1000, "steps per seed")
 )
 
+// simLinkBound is the members' Config.LinkProbeBound; simReadTimeout
+// go-zookeeper's read timeout (two thirds of the 4s session), after which
+// it drops a connection that holds bytes.
+const (
+	simLinkBound   = 400 * time.Millisecond
+	simReadTimeout = 4 * time.Second * 2 / 3
+)
+
 const (
 	simRoom     = "/room"
 	simElection = "/room/election"
@@ -131,6 +139,23 @@ type simMember struct {
 	// evq, stepping: stepCore's queue (the loop's step).
 	evq      []any
 	stepping bool
+	// The link (core's linkDue): silent since silentAt, the connection
+	// holds bytes (reads on the session go unanswered) until it heals or
+	// go-zookeeper's read timeout drops it; linkHung: a link probe sent at
+	// linkSentAt waits for the link; readsRefused: what the loop published
+	// (aReads).
+	silent       bool
+	silentAt     time.Time
+	linkHung     bool
+	linkGen      uint64
+	linkSentAt   time.Time
+	readsRefused bool
+	// refused: every server refuses m's session (an ensemble restored from
+	// an older copy, for this client) since refusedAt; new sessions, the
+	// cut-off probe's, reach the room.
+	refused      bool
+	refusedAt    time.Time
+	refusedUntil time.Time // when the last refusal ended (zero: none ended)
 	// deposedChecks counts the reconciles, while usable and with nothing
 	// pending, that found m holding a term whose candidate is gone or
 	// whose fence moved (reset when it holds none).
@@ -157,9 +182,13 @@ type sim struct {
 	seenEl int  // simZK.changes of the election dir at the last watch fire
 	// epochPath is the room's epoch znode: simEpoch, renamed by each
 	// re-seed (the fence of an incarnation).
-	epochPath string
-	reseeds   int
-	deposals  int // candidates of live primaries deleted (wrong proofs)
+	epochPath     string
+	reseeds       int
+	deposals      int // candidates of live primaries deleted (wrong proofs)
+	silences      int // silent partitions of a connected member
+	linkCuts      int // reads refused by a link probe unanswered for the bound
+	refusals      int // members whose session every server refused
+	refusedFailed int // of them, those that failed with ErrSessionRefused
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -190,6 +219,7 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 		sid := s.zk.open()
 		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true}
 		m.c = newCore(m.id, 4*time.Second, sid)
+		m.c.linkBound, m.c.room = simLinkBound, "room"
 		m.c.bugs = bugs.core
 		s.ms = append(s.ms, m)
 		s.enter(m)
@@ -300,6 +330,43 @@ func (s *sim) do(m *simMember, a action) {
 		s.stepCore(m, evTransferWritten{Epoch: a.Epoch, To: a.To})
 	case aFail:
 		m.term, m.takeover, m.tail, m.ending = nil, nil, false, false
+		if errors.Is(a.Err, ErrSessionRefused) {
+			// The probe's results may arrive after the refusal ended: what
+			// counts is that it lasted a session timeout.
+			end := s.now
+			if !m.refused {
+				end = m.refusedUntil
+			}
+			if m.refusedAt.IsZero() || end.Sub(m.refusedAt) < m.c.sessionTimeout {
+				s.fatalf("refused session: %s failed as refused by every server, refused for %v (since %v, now %v): a member the servers would have taken back stopped for good", m.id, end.Sub(m.refusedAt), m.refusedAt, s.now)
+			}
+			s.refusedFailed++
+		}
+	case aLinkProbe:
+		if m.linkHung && m.silent && m.linkGen == a.Gen {
+			s.fatalf("%s: a second link probe while one waits on the same silent connection", m.id)
+		}
+		m.linkSentAt = s.now
+		if m.silent {
+			m.linkHung, m.linkGen = true, a.Gen
+		} else if s.rnd.IntN(10) == 0 {
+			// A slow answer (a server's GC pause, a busy disk): it may
+			// come after a tick that finds it out past the bound.
+			m.pending = append(m.pending, evLinkProbed{Gen: a.Gen})
+		} else {
+			// Answered within a round trip: long before the next tick.
+			s.stepCore(m, evLinkProbed{Now: s.now, Gen: a.Gen})
+		}
+	case aReads:
+		m.readsRefused = !a.Serve
+		if !a.Serve {
+			s.linkCuts++
+		}
+	case aProbe:
+		// A new session from the member's host: it reaches the ensemble
+		// when the servers refuse only m's own session, not when the
+		// network cut m off.
+		m.pending = append(m.pending, evProbed{Reached: m.refused})
 	case aResign:
 		if m.connected {
 			if m.candidate != "" {
@@ -420,6 +487,10 @@ func (s *sim) run(n int) {
 			s.depose(s.primary(m))
 		case r == 192 && storm:
 			s.reseed()
+		case r < 196 && storm:
+			s.silence(m)
+		case r == 196 && storm:
+			s.refuse(m)
 		default:
 			s.watchFire()
 		}
@@ -469,9 +540,16 @@ func (s *sim) deliver(m *simMember) {
 		}
 		ev = td.ev
 	}
-	if se, ok := ev.(evSession); ok {
-		se.Now = s.now // the loop stamps a session event when it handles it
-		ev = se
+	switch e := ev.(type) { // the loop stamps these when it handles them
+	case evSession:
+		e.Now = s.now
+		ev = e
+	case evLinkProbed:
+		e.Now = s.now
+		ev = e
+	case evProbed:
+		e.Now = s.now
+		ev = e
 	}
 	if d, ok := ev.(evDeposed); ok {
 		m.deposedTold = d.Epoch
@@ -850,9 +928,56 @@ func (s *sim) tick() {
 			s.logf("%s session 0x%x expires on the servers", m.id, m.sid)
 			s.zk.expire(m.sid)
 		}
+		// go-zookeeper's read timeout drops a connection that holds bytes.
+		if m.silent && m.connected && s.now.Sub(m.silentAt) >= simReadTimeout {
+			s.logf("%s read timeout: the silent connection is dropped", m.id)
+			s.heal(m, zk.ErrConnectionClosed)
+			s.disconnect(m)
+		}
 		m.lastTick = s.now
 		s.stepCore(m, evTick{Now: s.now})
+		if m.linkHung && m.c.connected && !m.c.failed && s.now.Sub(m.linkSentAt) >= simLinkBound && !m.readsRefused {
+			s.fatalf("silent partition: %s serves reads with a read on its session unanswered for %v (bound %v)", m.id, s.now.Sub(m.linkSentAt), simLinkBound)
+		}
 	}
+}
+
+// silence: m's connection starts to hold bytes (a partition without RST):
+// nothing it sends is answered, and go-zookeeper notices only at its read
+// timeout.
+func (s *sim) silence(m *simMember) {
+	if !s.usable(m) || len(m.pending) > 0 || m.silent {
+		return
+	}
+	m.silent, m.silentAt = true, s.now
+	s.silences++
+	s.logf("%s link goes silent", m.id)
+}
+
+// heal ends m's silence: a probe that waited is answered (err: with the
+// error of the connection's end).
+func (s *sim) heal(m *simMember, err error) {
+	if !m.silent {
+		return
+	}
+	m.silent = false
+	if m.linkHung {
+		m.linkHung = false
+		m.pending = append(m.pending, evLinkProbed{Gen: m.linkGen, Err: err})
+	}
+}
+
+// refuse: every server starts refusing m's session (m is cut off, but a
+// new session would reach the room). At most one member per seed, and
+// never the last that could lead.
+func (s *sim) refuse(m *simMember) {
+	if s.refusals > 0 || !m.connected || m.c.failed {
+		return
+	}
+	s.refusals++
+	m.refused, m.refusedAt = true, s.now
+	s.logf("%s: every server refuses its session from now on", m.id)
+	s.disconnect(m)
 }
 
 // finishEnding: a term ending off the loop is done; the standby tail
@@ -874,6 +999,9 @@ func (s *sim) finishEnding(m *simMember) {
 // that was fenced, expired or cut off no longer leads, and someone does.
 func (s *sim) settle() {
 	for _, m := range s.ms {
+		if m.refused {
+			m.refused, m.refusedUntil = false, s.now
+		}
 		s.reconnect(m)
 	}
 	s.calm = true
@@ -910,6 +1038,11 @@ func (s *sim) settle() {
 			}
 		}
 		s.fatalf("after a calm stretch: want one primary in the room's epoch %d, have %v", cur, holders)
+	}
+	for _, m := range s.ms {
+		if m.readsRefused && m.connected && !m.c.failed {
+			s.fatalf("after a calm stretch: %s still refuses reads (its link answers again)", m.id)
+		}
 	}
 }
 
@@ -953,7 +1086,8 @@ func (s *sim) disconnect(m *simMember) {
 // reconnect: in the same session when it is still alive; otherwise the
 // client learns the expiry and opens a new session.
 func (s *sim) reconnect(m *simMember) {
-	if m.connected {
+	s.heal(m, nil)
+	if m.connected || m.refused {
 		return
 	}
 	m.connected = true
@@ -974,6 +1108,7 @@ func (s *sim) expire(m *simMember) {
 		return
 	}
 	s.logf("%s session 0x%x expired by the servers", m.id, m.sid)
+	s.heal(m, zk.ErrConnectionClosed) // the client's next connection is a new one
 	s.zk.expire(m.sid)
 	m.sid = s.zk.open()
 	m.candidate = ""
@@ -1081,7 +1216,7 @@ func TestSimulation(t *testing.T) {
 	if os.Getenv("SIM_SEEDS") != "" {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
-	var acked, lost, leads, deleted, deposals, reseeds int
+	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
@@ -1089,6 +1224,10 @@ func TestSimulation(t *testing.T) {
 		lost += s.lost
 		deposals += s.deposals
 		reseeds += s.reseeds
+		silences += s.silences
+		linkCuts += s.linkCuts
+		refusals += s.refusals
+		refusedFailed += s.refusedFailed
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -1097,11 +1236,14 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds",
-		seeds, acked, lost, leads, deleted, deposals, reseeds)
+	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
+		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it)",
+		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
+	require.Positive(t, linkCuts)
+	require.Positive(t, refusedFailed)
 	require.Positive(t, acked)
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
@@ -1130,6 +1272,8 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, ""},
 		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, ""},
 		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, ""},
+		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition"},
+		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
