@@ -438,10 +438,16 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descBootOutruns, prometheus.CounterValue, float64(s.BootstrapOutruns))
 	gauge(descHeldByBoot, float64(s.HeldByBootstrap))
 	ch <- prometheus.MustNewConstMetric(descHoldsLapsed, prometheus.CounterValue, float64(s.BootstrapHoldsLapsed))
-	gauge(descRoomBytes, float64(s.RoomBytes))
-	gauge(descRoomCharged, float64(s.RoomCharged))
+	if s.Role != RoleFailed {
+		// A failed member no longer reads the channels: its last
+		// measurement would stand for good (a room full when it failed
+		// would keep RoomlogRoomNearFull firing after every live member
+		// saw the room freed), so it exports none.
+		gauge(descRoomBytes, float64(s.RoomBytes))
+		gauge(descRoomCharged, float64(s.RoomCharged))
+		gauge(descChannels, float64(s.Channels))
+	}
 	gauge(descRoomMax, float64(s.MaxRoomBytes))
-	gauge(descChannels, float64(s.Channels))
 	ch <- prometheus.MustNewConstMetric(descHashCompared, prometheus.CounterValue, float64(s.HashCompared))
 	ch <- prometheus.MustNewConstMetric(descHashMismatches, prometheus.CounterValue, float64(s.HashMismatches))
 	diverged := 0.0
