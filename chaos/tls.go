@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/internal/harness/testnode"
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/infra/testpki"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/tlsfiles"
@@ -170,6 +171,11 @@ func peerProbe(ctx context.Context, n *testnode.Node, client tls.Certificate, po
 	if o.TLS == nil || o.TLS.PeerListen == "" {
 		return nil, errors.New("no peer TLS port")
 	}
+	return probeTLS(ctx, o.TLS.PeerListen, client, pool)
+}
+
+// probeTLS is peerProbe at addr.
+func probeTLS(ctx context.Context, addr string, client tls.Certificate, pool *x509.CertPool) (*x509.Certificate, error) {
 	d := tls.Dialer{Config: &tls.Config{
 		Certificates: []tls.Certificate{client},
 		RootCAs:      pool,
@@ -178,7 +184,7 @@ func peerProbe(ctx context.Context, n *testnode.Node, client tls.Certificate, po
 	}}
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	c, err := d.DialContext(pctx, "tcp", o.TLS.PeerListen)
+	c, err := d.DialContext(pctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -301,10 +307,12 @@ func (r *runner) rotateCert(ctx context.Context, f Fault, p *testnode.Node) stri
 	}
 	if cut {
 		sleep(ctx, r.cfg.Session/2)
-		_ = r.net.Cut(links...)
 		_ = r.net.Heal(links...)
-	} else if n != p {
-		_ = r.net.Cut(links...) // reconnect now, with the new certificate
+	}
+	if cut || n != p {
+		// Reconnect now, with the new certificate (Reset, not Cut: a cut
+		// link refuses every new connection until healed).
+		_ = r.net.Apply((*faultnet.Proxy).Reset, links...)
 	}
 	client, err := clientCert(probeCA)
 	if err != nil {
