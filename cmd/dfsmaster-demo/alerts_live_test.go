@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,6 +12,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,9 +90,10 @@ func newProxy(t *testing.T, targets ...string) *faultnet.Proxy {
 // loaded (for: shortened to 1s); one of them, an observer, over HTTPS
 // with mutual TLS. Its certificate expires in 7 days
 // (RoomlogCertificateExpiresSoon, resolved by writing new files over the
-// old ones). The test then removes an observer (the room-full and
-// divergence alerts are left to the promtool tests: steps 1 and 2),
-// partitions the standby from
+// old ones). The test then fills the room near its bound
+// (RoomlogRoomNearFull, resolved by a checkpoint that deletes the
+// channel), makes an observer's applier diverge (RoomlogMemberDiverged,
+// resolved when that member is removed), partitions the standby from
 // ZooKeeper (RoomlogMemberDisconnected) and kills the primary's network
 // meanwhile (RoomlogNoPrimary), then heals the standby, which takes over:
 // both resolve. Each alert is seen firing and then gone through
@@ -196,21 +201,122 @@ func TestAlertsLive(t *testing.T) {
 	resolves("RoomlogCertificateExpiresSoon")
 	require.Empty(t, allFiring(), "a healthy room fires no alert")
 
-	// 1. RoomlogRoomNearFull is proven by promtool only here: in clean-clone
-	// runs under load, after filling the room to 86 % of its bound and
-	// checkpointing (five times), a member still measured the room above
-	// half its bound 100 s later, so the alert never resolved (open: the
-	// per-member room measurement or the deletion that should follow the
-	// checkpoint; see the closing note). TestRoomBytesMatchZooKeeper
-	// checks the measurement itself.
+	// 1. Fill the room near its bound: RoomlogRoomNearFull. A checkpoint
+	// (the channel rotated, then deleted) resolves it. The paths are long
+	// and random (little to compress), so a few hundred mkdirs fill it.
+	// Members measure the room once a second, and the fill would overrun
+	// the bound between two measurements: each round writes about half of
+	// what is left to 90 % (by the bytes a mkdir cost so far), then
+	// measures the room in ZooKeeper.
+	c1, err := client.New(m1.Addr(), nil)
+	require.NoError(t, err)
+	var n atomic.Int64
+	perMkdir := 4000.0 // charged bytes one mkdir adds: a guess on the high side until measured
+	measure := func() int64 {
+		u, err := m1.rep.Room().Usage(ctx)
+		require.NoError(t, err)
+		return u.Charged()
+	}
+	charged := measure()
+	for round := 1; float64(charged) < 0.82*float64(bound); round++ {
+		require.Less(t, round, 12, "the fill does not reach the bound")
+		count := max(int((0.9*float64(bound)-float64(charged))/2/perMkdir), 1)
+		jobs := make(chan int64, count)
+		for range count {
+			jobs <- n.Add(1)
+		}
+		close(jobs)
+		var wg sync.WaitGroup
+		var fillErr atomic.Pointer[error]
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					if _, err := c1.Mkdir(ctx, fillPath(i), true); err != nil {
+						fillErr.Store(&err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if p := fillErr.Load(); p != nil {
+			require.NoError(t, *p)
+		}
+		before := charged
+		charged = measure()
+		perMkdir = max(float64(charged-before)/float64(count), 100)
+	}
+	st := m1.rep.Status()
+	t.Logf("filled with %d mkdirs: %d of %d bytes charged in ZooKeeper", n.Load(), charged, st.MaxRoomBytes)
+	fires("RoomlogRoomNearFull", "")
+	// Every member applies the fill before the checkpoint, so the old
+	// channel goes because everyone is past it, not because the room is
+	// over its retention bound: a member behind a deleted channel must
+	// bootstrap, and m4 (PeerTLS) cannot fetch from its plain-HTTP peers.
+	for _, m := range []*liveMaster{m2, m3, m4} {
+		require.NoError(t, m.rep.WaitApplied(ctx, st.Applied), "%s applies the fill", m.rep.ID())
+	}
+	require.NoError(t, m1.rep.Checkpoint(ctx))
+	// Every member measures the room itself (once a second): wait until
+	// each sees it freed; then each must match what ZooKeeper holds, and
+	// none may have failed.
+	freed := func() bool {
+		for _, m := range []*liveMaster{m1, m2, m3, m4} {
+			st := m.rep.Status()
+			if float64(st.RoomCharged) >= 0.5*float64(st.MaxRoomBytes) {
+				return false
+			}
+		}
+		return true
+	}
+	for try := 1; !freed(); try++ {
+		require.Less(t, try, 3, "the checkpoints did not free the room on every member (%s)", roomFigures(m1, m2, m3, m4))
+		if !waitTrue(15*time.Second, freed) {
+			require.NoError(t, m1.rep.Checkpoint(ctx))
+		}
+	}
+	for _, m := range []*liveMaster{m1, m2, m3, m4} {
+		require.NotEqual(t, replica.RoleFailed, m.rep.Status().Role, "%s: %v", m.rep.ID(), m.rep.Status().Err)
+	}
+	u, err := m1.rep.Room().Usage(ctx)
+	require.NoError(t, err)
+	require.True(t, waitTrue(10*time.Second, func() bool {
+		for _, m := range []*liveMaster{m1, m2, m3, m4} {
+			if st := m.rep.Status(); st.RoomBytes != u.Bytes || st.RoomCharged != u.Charged() {
+				return false
+			}
+		}
+		return true
+	}), "every member measures what ZooKeeper holds (%d bytes, %d charged): %s", u.Bytes, u.Charged(), roomFigures(m1, m2, m3, m4))
+	resolves("RoomlogRoomNearFull")
 
-	// 2. RoomlogMemberDiverged is proven by promtool only here: on a loaded
-	// two-core machine, a divergent applier planted on the observer m3
-	// was not reported diverged within 60 s in one clean-clone run of
-	// three (the state-hash vote of a four-member room; open, see
-	// docs/runbooks). m3 leaves the room before the next step.
+	// 2. A divergent applier on the observer m3: RoomlogMemberDiverged.
+	// Removing the member resolves it.
+	_, err = c1.Mkdir(ctx, divergePath, false)
+	require.NoError(t, err)
+	// The room goes on writing meanwhile, as rooms do (a trickle of
+	// mkdirs until the alert fires).
+	trickle, stopTrickle := context.WithCancel(ctx)
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for i := 0; trickle.Err() == nil; i++ {
+			_, _ = c1.Mkdir(trickle, fmt.Sprintf("/after-diverge-%d", i), false)
+			select {
+			case <-trickle.Done():
+			case <-time.After(200 * time.Millisecond): // a write rate, not a wait for a condition
+			}
+		}
+	}()
+	fires("RoomlogMemberDiverged", "m3")
+	stopTrickle()
+	<-trickled
+	require.ErrorIs(t, m3.rep.Status().Err, replica.ErrDiverged)
 	require.NoError(t, m3.Close())
 	m3.http.Cut()
+	resolves("RoomlogMemberDiverged")
 
 	// 3. Partition the standby m2 from ZooKeeper:
 	// RoomlogMemberDisconnected. Then kill the primary m1 (its ZooKeeper
@@ -287,4 +393,41 @@ func dashboardQueries(t *testing.T) []panelQuery {
 	}
 	require.NotEmpty(t, out)
 	return out
+}
+
+// fillPath is the i-th path of the fill: 12 components of 250 random hex
+// characters under /fill (about 3 kB, half of it left by compression).
+func fillPath(i int64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "/fill-%06d", i)
+	buf := make([]byte, 125)
+	for range 12 {
+		_, _ = rand.Read(buf)
+		b.WriteString("/")
+		b.WriteString(hex.EncodeToString(buf))
+	}
+	return b.String()
+}
+
+// roomFigures is each member's measurement of the room, for a failure
+// message.
+func roomFigures(ms ...*liveMaster) string {
+	var out []string
+	for _, m := range ms {
+		st := m.rep.Status()
+		out = append(out, fmt.Sprintf("%s: %d of %d charged, %d channels, %s %v", m.rep.ID(), st.RoomCharged, st.MaxRoomBytes, st.Channels, st.Role, st.Err))
+	}
+	return strings.Join(out, "; ")
+}
+
+// waitTrue polls cond every 50 ms until it holds (true) or d passes (false).
+func waitTrue(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond) // polling members' status: no event to wait on
+	}
+	return true
 }
