@@ -88,6 +88,14 @@ type core struct {
 	probeLast    time.Time
 	probeOKSince time.Time // probes have reached an intact room since (zero: not so)
 
+	// Room versions (roomversion.go): this member's advertised range, and
+	// what the core decided last. versionMoving: a move (aMoveRoomVersion)
+	// is out until evRoomVersionMoved; blocked: why the room is not
+	// where it is going, as last published.
+	rv             rvIdentity
+	versionMoving bool
+	blocked       string
+
 	// bugs plants wrong decisions for TestSimulationFindsPlantedBugs,
 	// which requires the simulation to catch each; always zero otherwise.
 	bugs       coreBugs
@@ -103,6 +111,8 @@ type coreBugs struct {
 	ignoreApplierReady bool // take over while no standby tail runs
 	acceptWhileEnding  bool // end a term without first closing its door
 	ignoreLinkCut      bool // keep serving reads while a link probe goes unanswered
+	moveWhileMoving    bool // start a room-version move while one is out
+	ignoreChannelRV    bool // keep running on a room whose channels are beyond our room versions
 	refuseEarly        bool // call our session refused on the first probe that reaches the room
 }
 
@@ -208,6 +218,25 @@ type (
 		Gen uint64 // the action's: the connection it went out on
 		Err error
 	}
+	// evRoomVersion: the loop read the room's version (the room meta's:
+	// Meta, or MetaErr when it does not read as one this binary knows),
+	// the operator's target (TargetErr: the znode is malformed), the
+	// highest room version among the channels, and what the live members
+	// advertise (Members, by id, this member's own included).
+	evRoomVersion struct {
+		Meta       logroom.RoomVersion
+		MetaErr    error
+		Target     int
+		TargetErr  error
+		MaxChannel int
+		Members    map[string]memberVersions
+	}
+	// evRoomVersionMoved: the move (aMoveRoomVersion) ended (Err: not
+	// made; a later read decides again).
+	evRoomVersionMoved struct {
+		To  int
+		Err error
+	}
 	// evProbed: the cut-off probe (aProbe) ended at Now: Reached, a new
 	// session reached the ensemble and found the room intact; Verdict
 	// non-nil, it found the room lost (ErrRoomLost).
@@ -244,11 +273,14 @@ const (
 	aLinkProbe                    // read on our session to check the link (answer: evLinkProbed)
 	aReads                        // reads that need ZooKeeper are served (Serve) or refused (the link is cut; Reason)
 	aProbe                        // probe the room with a new session (answer: evProbed)
+	aRoomVersion                  // publish the room's version (RV) and record RV.Record in the data dir's marker
+	aVersionBlocked               // publish why the room is not where it is going (Reason; logged at warn when Warn)
+	aMoveRoomVersion              // move the room to room version RV.To: a checkpoint whose fenced rotation records it (answer: evRoomVersionMoved)
 )
 
 var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
 	"drop-takeover", "requeue", "start-takeover", "stop-tail", "lead", "start-tail", "clear-transfer",
-	"write-transfer", "reply", "fail", "resign", "log", "link-probe", "reads", "probe"}
+	"write-transfer", "reply", "fail", "resign", "log", "link-probe", "reads", "probe", "room-version", "version-blocked", "move-room-version"}
 
 func (k actKind) String() string {
 	if int(k) < len(actNames) {
@@ -269,6 +301,25 @@ type action struct {
 	Epoch      uint64
 	Serve      bool   // aReads
 	Gen        uint64 // aLinkProbe: the connection generation, reported back in evLinkProbed
+	Warn       bool   // aVersionBlocked
+	RV         rvNote // aRoomVersion, aMoveRoomVersion
+}
+
+// rvNote is the room version an action publishes, records or moves to.
+type rvNote struct {
+	Version, Target int    // the room meta's version, the operator's target
+	Since           uint64 // first index written under Version
+	Record          int    // the version the room's formats are at (the marker's)
+	To              int    // aMoveRoomVersion: the version to move to
+}
+
+// rvIdentity is what the core needs to know of this member's binary to
+// decide on room versions and to say why it cannot run on a room.
+type rvIdentity struct {
+	Lo, Hi   int    // the room versions this member advertises
+	Release  string // the binary's release
+	CapNote  string // ", capped by Config.MaxRoomVersion N" when capped, else ""
+	RoomPath string // the room znode
 }
 
 func (a action) String() string {
@@ -291,6 +342,14 @@ func (a action) String() string {
 			b.WriteString(" serve")
 		} else {
 			b.WriteString(" refuse")
+		}
+	case aRoomVersion:
+		fmt.Fprintf(&b, " %d since=%d target=%d record=%d", a.RV.Version, a.RV.Since, a.RV.Target, a.RV.Record)
+	case aMoveRoomVersion:
+		fmt.Fprintf(&b, " to=%d", a.RV.To)
+	case aVersionBlocked:
+		if a.Warn {
+			b.WriteString(" warn")
 		}
 	case aReply:
 		switch {
@@ -363,6 +422,13 @@ func (c *core) Step(ev any) []action {
 		out = c.onLinkProbed(ev)
 	case evProbed:
 		out = c.onProbed(ev)
+	case evRoomVersion:
+		out = c.onRoomVersion(ev)
+	case evRoomVersionMoved:
+		c.versionMoving = false
+		if ev.Err != nil {
+			out = []action{{Kind: aLog, Reason: fmt.Sprintf("room version move to %d not made; will retry", ev.To), Err: ev.Err}}
+		}
 	default:
 		panic(fmt.Sprintf("replica: core: unknown event %T", ev))
 	}
@@ -760,6 +826,71 @@ func (c *core) onHeld(ev evHeld) []action {
 		out = append(out, c.fail(fmt.Errorf("%w: %q (%v)", ErrDuplicateID, c.id, ev.Err))...)
 	}
 	return out
+}
+
+// unsupportedRoom is the error of a member whose range excludes the
+// room's version v.
+func (c *core) unsupportedRoom(v int) error {
+	return fmt.Errorf("replica: %w: room %q (%s) is at room version %d; this member (%s) supports room versions %d..%d%s",
+		ErrUnsupportedVersion, c.room, c.rv.RoomPath, v, c.rv.Release, c.rv.Lo, c.rv.Hi, c.rv.CapNote)
+}
+
+// onRoomVersion decides on a read of the room's version: channels beyond
+// this member's range fail it (a room meta alone beyond it, which no
+// rotation wrote, is reported as forged, and so is one that does not
+// read); otherwise the version is published and recorded, and as primary
+// a target every live member supports, or the end of a downgrade, starts
+// a move (decideRoomVersion), one at a time.
+func (c *core) onRoomVersion(ev evRoomVersion) []action {
+	if c.failed || c.role == RoleClosed {
+		return nil
+	}
+	lo, hi := c.rv.Lo, c.rv.Hi
+	var report string
+	switch {
+	case ev.MaxChannel > hi && !c.bugs.ignoreChannelRV:
+		return c.fail(c.unsupportedRoom(ev.MaxChannel))
+	case errors.Is(ev.MetaErr, ErrUnsupportedVersion):
+		report = fmt.Sprintf("the room meta %s is beyond this member (%v), but no channel is: written by another client?", c.rv.RoomPath, ev.MetaErr)
+	case ev.MetaErr != nil:
+		report = fmt.Sprintf("the room meta %s does not read: %v", c.rv.RoomPath, ev.MetaErr)
+	case ev.Meta.Version > hi || ev.Meta.Version < lo:
+		if ev.MaxChannel > 0 && ev.MaxChannel <= hi && ev.MaxChannel >= lo {
+			report = fmt.Sprintf("the room meta %s says room version %d, outside this member's %d..%d, but no channel is: written by another client?",
+				c.rv.RoomPath, ev.Meta.Version, lo, hi)
+		} else if !c.bugs.ignoreChannelRV {
+			return c.fail(c.unsupportedRoom(ev.Meta.Version))
+		}
+	}
+	if report != "" {
+		return c.versionBlocked(report, true)
+	}
+	out := []action{{Kind: aRoomVersion, RV: rvNote{Version: ev.Meta.Version, Since: ev.Meta.Since, Target: ev.Target,
+		Record: max(ev.Meta.Version, ev.MaxChannel)}}}
+	primary := c.role == RolePrimary
+	f := versionFacts{Primary: primary, Current: ev.Meta.Version, Lowering: ev.Meta.Lowering, Since: ev.Meta.Since,
+		Target: ev.Target, Members: ev.Members, MaxChannel: ev.MaxChannel, Moving: c.versionMoving && !c.bugs.moveWhileMoving}
+	move, blocked := decideRoomVersion(f)
+	if ev.TargetErr != nil {
+		move, blocked = 0, fmt.Sprintf("the room version target does not read, ignored: %v", ev.TargetErr)
+	}
+	// A primary warns of what blocks the move (not of a move under way).
+	out = append(out, c.versionBlocked(blocked, (primary && !f.Moving) || ev.TargetErr != nil)...)
+	if move != 0 {
+		c.versionMoving = true
+		out = append(out, action{Kind: aMoveRoomVersion, Epoch: c.epoch, RV: rvNote{Version: ev.Meta.Version, To: move}})
+	}
+	return out
+}
+
+// versionBlocked publishes why the room is not where it is going, once
+// per change (logged at warn when warn says so).
+func (c *core) versionBlocked(blocked string, warn bool) []action {
+	if blocked == c.blocked {
+		return nil
+	}
+	c.blocked = blocked
+	return []action{{Kind: aVersionBlocked, Reason: blocked, Warn: warn && blocked != ""}}
 }
 
 // appendOutcome is what a Writer.Append result means for the proposal and

@@ -24,7 +24,7 @@ import (
 // Commands (times are offsets from the scenario's start; errors by name:
 // fenced, corrupt, diverged, canceled, fatal, other):
 //
-//	new id=a [session-timeout=4s] [sid=1] [link-bound=D] [room=NAME]
+//	new id=a [session-timeout=4s] [sid=1] [link-bound=D] [room=NAME] [rv=LO-HI]
 //	session state=connected|disconnected|expired|connecting [sid=N] t=D
 //	tick t=D
 //	watch [gen=N | stale]
@@ -42,6 +42,9 @@ import (
 //	resigned [err=E]
 //	link-probed t=D [gen=N] [err=E]   (gen: the current connection's when absent)
 //	probed t=D [reached] [lost]
+//	room-version meta=N [lowering] [since=N] [target=N] [max-channel=N]
+//	             [members=id:lo-hi:applied,...] [meta-err=unsupported|corrupt] [target-err]
+//	moved to=N [err=E]
 //	state
 //	deletions ckpt=N served=N min-applied=N [retain=N] channels=num:first-last:sealed:bytes,...
 func TestCoreScenarios(t *testing.T) {
@@ -63,6 +66,12 @@ func TestCoreScenarios(t *testing.T) {
 				scanDur(t, d, "link-bound", &c.linkBound)
 				c.room = "r"
 				scanArg(t, d, "room", &c.room)
+				c.rv = rvIdentity{Lo: 1, Hi: 2, Release: "v9.9.9", RoomPath: "/roomlog/r"}
+				if d.HasArg("rv") {
+					var rv string
+					d.ScanArgs(t, "rv", &rv)
+					c.rv.Lo, c.rv.Hi = parseRange(t, d, rv)
+				}
 				return coreState(c)
 			case "session":
 				var state string
@@ -169,6 +178,46 @@ func TestCoreScenarios(t *testing.T) {
 					ev.Reached, ev.Verdict = true, fmt.Errorf("%w: ZooKeeper has no room", ErrRoomLost)
 				}
 				acts = c.Step(ev)
+			case "room-version":
+				ev := evRoomVersion{Members: map[string]memberVersions{}}
+				var v, target, maxCh uint64
+				scanUint(t, d, "meta", &v)
+				scanUint(t, d, "target", &target)
+				scanUint(t, d, "max-channel", &maxCh)
+				scanUint(t, d, "since", &ev.Meta.Since)
+				ev.Meta.Version, ev.Target, ev.MaxChannel = int(v), int(target), int(maxCh)
+				ev.Meta.Lowering = d.HasArg("lowering")
+				if d.HasArg("meta-err") {
+					var name string
+					d.ScanArgs(t, "meta-err", &name)
+					if name == "unsupported" {
+						ev.MetaErr = fmt.Errorf("logroom: %w: room meta record 9", ErrUnsupportedVersion)
+					} else {
+						ev.MetaErr = fmt.Errorf("logroom: %w: room meta does not decode", logroom.ErrCorrupt)
+					}
+				}
+				if d.HasArg("target-err") {
+					ev.TargetErr = errors.New("replica: room version target /roomlog/r/version: format 7, target 0: malformed")
+				}
+				if d.HasArg("members") {
+					var ms string
+					d.ScanArgs(t, "members", &ms)
+					for _, m := range strings.Split(ms, ",") {
+						f := strings.Split(m, ":")
+						if len(f) != 3 {
+							d.Fatalf(t, "member %q: want id:lo-hi:applied", m)
+						}
+						lo, hi := parseRange(t, d, f[1])
+						ev.Members[f[0]] = memberVersions{Lo: lo, Hi: hi, Applied: parseUint(t, d, f[2])}
+					}
+				}
+				acts = c.Step(ev)
+			case "moved":
+				ev := evRoomVersionMoved{Err: namedErr(t, d)}
+				var to uint64
+				scanUint(t, d, "to", &to)
+				ev.To = int(to)
+				acts = c.Step(ev)
 			case "state":
 				return coreState(c)
 			case "deletions":
@@ -196,7 +245,7 @@ func coreState(c *core) string {
 		on   bool
 		name string
 	}{{c.connected, "connected"}, {c.electionDirty, "election-due"}, {c.failed, "failed"}, {c.resigned, "resigned"},
-		{c.linkCut, "reads-refused"}, {!c.linkSent.IsZero(), "link-probe-out"}, {c.probeOut, "probe-out"}} {
+		{c.linkCut, "reads-refused"}, {!c.linkSent.IsZero(), "link-probe-out"}, {c.probeOut, "probe-out"}, {c.versionMoving, "moving-room-version"}} {
 		if f.on {
 			flags = append(flags, f.name)
 		}
@@ -311,6 +360,15 @@ func scanInt(t *testing.T, d *datadriven.TestData, key string, dst *int64) {
 
 func scanUint(t *testing.T, d *datadriven.TestData, key string, dst *uint64) {
 	scanParsed(t, d, key, dst, func(s string) (uint64, error) { return strconv.ParseUint(s, 0, 64) })
+}
+
+// parseRange parses "LO-HI".
+func parseRange(t *testing.T, d *datadriven.TestData, s string) (lo, hi int) {
+	f := strings.Split(s, "-")
+	if len(f) != 2 {
+		d.Fatalf(t, "range %q: want LO-HI", s)
+	}
+	return int(parseUint(t, d, f[0])), int(parseUint(t, d, f[1]))
 }
 
 func parseUint(t *testing.T, d *datadriven.TestData, s string) uint64 {

@@ -29,6 +29,8 @@ type loopState struct {
 	// linkDone: the link probe's (one at a time, see linkProbe).
 	probeDone chan probeResult
 	linkDone  chan evLinkProbed
+	// movedDone: the room-version move's result (one at a time).
+	movedDone chan evRoomVersionMoved
 
 	// The resources of the core's role (see core's invariants): the term is
 	// published in Replica.term (Propose reads it); the takeover goroutine;
@@ -88,12 +90,9 @@ type loopState struct {
 	hash        *hashCheck
 	hashStore   *store.Store             // the store hash's comparisons were made against
 	hashAgree   map[string]hashAgreement // peers whose latest hash equals ours (published)
-	// versionBlocked: why the room is not at the target room version, as
-	// last decided (logged when it changes).
-	versionBlocked string
-	view           electionView
-	primaryID      string
-	primaryAddr    string
+	view        electionView
+	primaryID   string
+	primaryAddr string
 }
 
 func newLoopState(r *Replica) (*loopState, error) {
@@ -103,7 +102,7 @@ func newLoopState(r *Replica) (*loopState, error) {
 	}
 	el.observer = r.cfg.Observer
 	c := newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID())
-	c.room, c.linkBound = r.cfg.Room, r.cfg.LinkProbeBound
+	c.room, c.linkBound, c.rv = r.cfg.Room, r.cfg.LinkProbeBound, r.rvIdentity()
 	return &loopState{
 		c:         c,
 		el:        el,
@@ -112,6 +111,7 @@ func newLoopState(r *Replica) (*loopState, error) {
 		hash:      newHashCheck(),
 		probeDone: make(chan probeResult, 1),
 		linkDone:  make(chan evLinkProbed, 8),
+		movedDone: make(chan evRoomVersionMoved, 1),
 	}, nil
 }
 
@@ -272,6 +272,8 @@ func (r *Replica) run() {
 			r.step(evFail{Err: err})
 		case res := <-lp.probeDone:
 			r.step(evProbed{Now: time.Now(), Reached: res.reached, Verdict: res.verdict})
+		case ev := <-lp.movedDone:
+			r.step(ev)
 		case ev := <-lp.linkDone:
 			ev.Now = time.Now()
 			r.step(ev)
@@ -400,6 +402,18 @@ func (r *Replica) do(a action) {
 		r.publishSnap(func(s *statusSnap) { s.linkCut = !a.Serve })
 	case aProbe:
 		r.startProbe()
+	case aRoomVersion:
+		r.recordRoomVersion(a.RV.Record)
+		r.publishSnap(func(s *statusSnap) {
+			s.roomVersion, s.roomVersionSince, s.roomVersionTarget = a.RV.Version, a.RV.Since, a.RV.Target
+		})
+	case aVersionBlocked:
+		if a.Warn {
+			r.log.Warn("room version", "why", a.Reason)
+		}
+		r.publishSnap(func(s *statusSnap) { s.roomVersionBlocked = a.Reason })
+	case aMoveRoomVersion:
+		r.moveRoomVersion(a.RV.Version, a.RV.To)
 	default:
 		panic(fmt.Sprintf("replica: unknown action %v", a))
 	}
@@ -1237,7 +1251,7 @@ func (r *Replica) refreshChannels() {
 			}
 			r.channelFigures(chans, usage, measured)
 			if decide {
-				r.onRoomVersion(rd)
+				r.step(r.roomVersionEvent(rd.rv, rd.err, rd.target, rd.targetErr, rd.maxChannel))
 			}
 			if offerCheckpoint(r.currentTerm() != nil, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load()) && lp.offeredFor != lp.oldestFirst {
 				lp.offeredFor = lp.oldestFirst

@@ -61,10 +61,6 @@ type Replica struct {
 	// live is crash detection faster than the session (liveness.go).
 	live *liveness
 
-	// versionMoving: a move of the room version (a checkpoint whose
-	// rotation records it) is under way.
-	versionMoving atomic.Bool
-
 	// Apply progress. applied is the local applied index (== the store's
 	// after every Apply); it only grows. propMu is the one lock of the
 	// proposal bookkeeping: it guards waiters, resps and inflight, each

@@ -69,15 +69,10 @@ func advertisedRange(capVersion int) (lo, hi int) {
 }
 
 // unsupportedRoom is the error of a member whose range excludes the
-// room's version v.
+// room's version v (the core's message).
 func (r *Replica) unsupportedRoom(v int) error {
-	lo, hi := r.roomVersions()
-	capped := ""
-	if r.cfg.MaxRoomVersion > 0 && r.cfg.MaxRoomVersion < version.RoomMax {
-		capped = fmt.Sprintf(", capped by Config.MaxRoomVersion %d", r.cfg.MaxRoomVersion)
-	}
-	return fmt.Errorf("replica: %w: room %q (%s) is at room version %d; this member (%s) supports room versions %d..%d%s",
-		ErrUnsupportedVersion, r.cfg.Room, r.room.Path(), v, version.Release, lo, hi, capped)
+	c := core{room: r.cfg.Room, rv: r.rvIdentity()}
+	return c.unsupportedRoom(v)
 }
 
 // memberVersions is what decideRoomVersion needs of a live member.
@@ -308,74 +303,46 @@ type roomVersionRead struct {
 	maxChannel int
 }
 
-// onRoomVersion is the loop's handling of a read of the room's version
-// and target: a version outside this member's range fails it (only when
-// the channels say so too: a room meta alone beyond it, which no rotation
-// wrote, is reported as forged); as primary, a target every live member
-// supports, or the end of a downgrade, starts the move.
-func (r *Replica) onRoomVersion(rd roomVersionRead) {
-	lp := r.lp
+// roomVersionEvent is the core's evRoomVersion from the loop's
+// once-a-second read: the room meta's version (metaErr when it did not
+// read as one this binary knows), the operator's target (targetErr when
+// the znode is malformed), the highest room version among the channels,
+// and the live members' advertised ranges (the membership view, this
+// member's own range included).
+func (r *Replica) roomVersionEvent(rv logroom.RoomVersion, metaErr error, target int, targetErr error, maxChannel int) evRoomVersion {
+	f := r.versionFacts(rv, target, r.lp.mem.known, maxChannel)
+	return evRoomVersion{Meta: rv, MetaErr: metaErr, Target: target, TargetErr: targetErr, MaxChannel: maxChannel, Members: f.Members}
+}
+
+// rvIdentity is what the core needs of this member's binary and room for
+// its room-version decisions and messages.
+func (r *Replica) rvIdentity() rvIdentity {
 	lo, hi := r.roomVersions()
-	var report string
-	switch {
-	case rd.maxChannel > hi:
-		r.step(evFail{Err: r.unsupportedRoom(rd.maxChannel)})
-		return
-	case errors.Is(rd.err, ErrUnsupportedVersion):
-		report = fmt.Sprintf("the room meta %s is beyond this member (%v), but no channel is: written by another client?", r.room.Path(), rd.err)
-	case rd.err != nil:
-		report = fmt.Sprintf("the room meta %s does not read: %v", r.room.Path(), rd.err)
-	case rd.rv.Version > hi || rd.rv.Version < lo:
-		if rd.maxChannel > 0 && rd.maxChannel <= hi && rd.maxChannel >= lo {
-			report = fmt.Sprintf("the room meta %s says room version %d, outside this member's %d..%d, but no channel is: written by another client?",
-				r.room.Path(), rd.rv.Version, lo, hi)
-		} else {
-			r.step(evFail{Err: r.unsupportedRoom(rd.rv.Version)})
-			return
-		}
+	capped := ""
+	if r.cfg.MaxRoomVersion > 0 && r.cfg.MaxRoomVersion < version.RoomMax {
+		capped = fmt.Sprintf(", capped by Config.MaxRoomVersion %d", r.cfg.MaxRoomVersion)
 	}
-	if report != "" {
-		r.setVersionBlocked(report, true)
-		return
-	}
-	r.recordRoomVersion(max(rd.rv.Version, rd.maxChannel))
-	t := r.currentTerm()
-	f := r.versionFacts(rd.rv, rd.target, lp.mem.known, rd.maxChannel)
-	f.Primary = lp.c.role == RolePrimary && t != nil
-	move, blocked := decideRoomVersion(f)
-	if rd.targetErr != nil {
-		blocked = fmt.Sprintf("the room version target does not read, ignored: %v", rd.targetErr)
-	}
-	r.publishSnap(func(s *statusSnap) {
-		s.roomVersion, s.roomVersionSince, s.roomVersionTarget = rd.rv.Version, rd.rv.Since, rd.target
-	})
-	r.setVersionBlocked(blocked, f.Primary || rd.targetErr != nil)
-	if move == 0 {
-		return
-	}
-	r.versionMoving.Store(true)
-	r.log.Info("moving the room version", "from", rd.rv.Version, "to", move, "lowering", rd.rv.Lowering, "members", len(f.Members))
+	return rvIdentity{Lo: lo, Hi: hi, Release: version.Release, CapNote: capped, RoomPath: r.room.Path()}
+}
+
+// moveRoomVersion carries out the core's aMoveRoomVersion off the loop: a
+// checkpoint whose rotation records the version (checkpointAt, which
+// decides again on fresh reads: recheckMove), bounded; the result comes
+// back as evRoomVersionMoved.
+func (r *Replica) moveRoomVersion(from, to int) {
+	r.log.Info("moving the room version", "from", from, "to", to)
+	done := r.lp.movedDone
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer r.versionMoving.Store(false)
 		ctx, cancel := context.WithTimeout(r.bgCtx, time.Minute)
 		defer cancel()
-		if err := r.checkpointAt(ctx, move); err != nil && ctx.Err() == nil {
-			r.log.Warn("room version move not made; will retry", "to", move, "err", err)
+		err := r.checkpointAt(ctx, to)
+		if ctx.Err() != nil && err != nil {
+			err = nil // closing: nothing to report
 		}
+		done <- evRoomVersionMoved{To: to, Err: err} // buffered: one move at a time (the core's versionMoving)
 	}()
-}
-
-// setVersionBlocked publishes why the room is not where it is going, and
-// logs it (Warn) when it changes and warn says so.
-func (r *Replica) setVersionBlocked(blocked string, warn bool) {
-	lp := r.lp
-	if blocked != lp.versionBlocked && blocked != "" && warn {
-		r.log.Warn("room version", "why", blocked)
-	}
-	lp.versionBlocked = blocked
-	r.publishSnap(func(s *statusSnap) { s.roomVersionBlocked = blocked })
 }
 
 // versionFacts gathers decideRoomVersion's facts from a read of the room
@@ -383,7 +350,7 @@ func (r *Replica) setVersionBlocked(blocked string, warn bool) {
 // the caller's to set).
 func (r *Replica) versionFacts(rv logroom.RoomVersion, target int, members map[string]memberData, maxChannel int) versionFacts {
 	f := versionFacts{Current: rv.Version, Lowering: rv.Lowering, Since: rv.Since, Target: target,
-		Members: map[string]memberVersions{}, MaxChannel: maxChannel, Moving: r.versionMoving.Load()}
+		Members: map[string]memberVersions{}, MaxChannel: maxChannel}
 	for id, d := range members {
 		lo, hi := d.roomVersions()
 		f.Members[id] = memberVersions{Lo: lo, Hi: hi, Applied: d.Applied}
@@ -419,7 +386,7 @@ func (r *Replica) recheckMove(ctx context.Context, v int) error {
 		return err
 	}
 	f := r.versionFacts(rv, target, members, maxChannelVersion(chans))
-	f.Primary, f.Moving = true, false
+	f.Primary = true
 	if move, blocked := decideRoomVersion(f); move != v {
 		return fmt.Errorf("replica: move to room version %d no longer decided (now: %d): %s", v, move, blocked)
 	}
