@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
@@ -70,6 +71,18 @@ type ReseedConfig struct {
 	// creating or recording anything in ZooKeeper or rewriting a marker.
 	DryRun bool
 	Logger *slog.Logger
+	// Progress, if set, is told each step as Reseed enters it (opening the
+	// survivors, comparing them, waiting for the old room's live nodes to
+	// go, deleting it, creating the room, rewriting markers), so a tool
+	// can say what a long re-seed waits for. It must not block.
+	Progress func(step string)
+}
+
+// step tells cfg.Progress, if set, what Reseed does now.
+func (cfg ReseedConfig) step(format string, a ...any) {
+	if cfg.Progress != nil {
+		cfg.Progress(fmt.Sprintf(format, a...))
+	}
 }
 
 // Survivor is what Reseed found in one data dir.
@@ -154,6 +167,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	if len(cfg.DataDirs) == 0 {
 		return ReseedResult{}, fmt.Errorf("%w: no survivor data dir given", ErrReseedRefused)
 	}
+	cfg.step("opening %d survivor data dir(s)", len(cfg.DataDirs))
 	survivors, err := openSurvivors(cfg)
 	defer func() {
 		for _, s := range survivors {
@@ -165,6 +179,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	if err != nil {
 		return ReseedResult{}, err
 	}
+	cfg.step("comparing the survivors' histories")
 	seed, err := chooseSeed(cfg, survivors)
 	if err != nil {
 		return ReseedResult{}, err
@@ -174,6 +189,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		return res, fmt.Errorf("%w: no survivor applied anything (%s is empty)", ErrReseedRefused, seed.Dir)
 	}
 
+	cfg.step("connecting to ZooKeeper %v", cfg.Servers)
 	c, err := logroom.Dial(ctx, Config{Servers: cfg.Servers, SessionTimeout: cfg.SessionTimeout, Auth: cfg.Auth,
 		ZooKeeperTLS: cfg.ZooKeeperTLS, ZooKeeperTLSServerName: cfg.ZooKeeperTLSServerName,
 		ACLIdentities: cfg.ACLIdentities}.zkDialConfig(cfg.Logger, false))
@@ -202,6 +218,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		return res, fmt.Errorf("%w: %s recorded room version %d; a re-seed at room version %d would lower it without the downgrade protocol (lower it in a running room first, or re-seed at %d)",
 			ErrReseedRefused, by, recorded, rv, recorded)
 	}
+	cfg.step("reading what ZooKeeper holds under room %q", cfg.Room)
 	info, err := logroom.ReadRoomInfo(ctx, c, cfg.Base, cfg.Room)
 	const unchecked = "ZooKeeper holds no room under the name, so live members of the lost incarnation could not be looked for: " +
 		"one may still run (paused or cut off); none of its writes can land in the re-seeded room (its epoch znode has a new name), " +
@@ -252,6 +269,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		if cfg.DryRun {
 			break
 		}
+		cfg.step("deleting the old room")
 		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
 			return res, fmt.Errorf("replica: reseed: delete the old room: %w", err)
 		}
@@ -271,6 +289,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	if cfg.DryRun {
 		return dryRunResult(survivors, res, start), nil
 	}
+	cfg.step("creating the room at index %d, epoch %d", seed.Position.Index, res.Epoch)
 	res.Czxid, err = logroom.SeedRoom(ctx, c, cfg.Base, cfg.Room, logroom.Seed{Index: seed.Position.Index, Epoch: res.Epoch, RoomVersion: rv, Owner: "reseed"})
 	if err != nil {
 		return res, fmt.Errorf("replica: reseed: %w", err)
@@ -311,6 +330,7 @@ func dryRunResult(survivors []*survivorStore, res ReseedResult, start time.Time)
 
 // finishReseed rewrites the markers of the survivors that rejoin.
 func finishReseed(cfg ReseedConfig, survivors []*survivorStore, seed *survivorStore, res ReseedResult, start time.Time) (ReseedResult, error) {
+	cfg.step("rewriting the survivors' markers")
 	var errs []error
 	for _, s := range survivors {
 		s.st.Close()
@@ -479,7 +499,7 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 		f.done = &rec
 		return f, nil
 	}
-	if err := waitNoLiveNodes(ctx, c, root, cfg.MembersGone, log); err != nil {
+	if err := waitNoLiveNodes(ctx, c, root, cfg, log); err != nil {
 		return f, err
 	}
 	if ep, err := logroom.ReadEpoch(ctx, c, cfg.Base, cfg.Room); err == nil {
@@ -563,7 +583,8 @@ func seedHolds(ctx context.Context, room *logroom.Room, seed *survivorStore, end
 // the room's members/ and election/ (sessions of members that died with
 // ZooKeeper's data expire after their timeout), and refuses naming those
 // that stay.
-func waitNoLiveNodes(ctx context.Context, c *logroom.Client, root string, d time.Duration, log *slog.Logger) error {
+func waitNoLiveNodes(ctx context.Context, c *logroom.Client, root string, cfg ReseedConfig, log *slog.Logger) error {
+	d := cfg.MembersGone
 	deadline := time.Now().Add(d)
 	for {
 		var live []string
@@ -590,6 +611,8 @@ func waitNoLiveNodes(ctx context.Context, c *logroom.Client, root string, d time
 			return fmt.Errorf("%w: the room still has live nodes after %v: %v: stop every member of the room first", ErrReseedRefused, d, live)
 		}
 		log.Info("waiting for the old room's sessions to expire", "live", live)
+		cfg.step("waiting up to %v for %d live node(s) of the old room to go (sessions of members that died expire): %s",
+			d, len(live), strings.Join(live, ", "))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

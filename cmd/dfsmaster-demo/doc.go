@@ -480,6 +480,14 @@
 // exit 0; so does every command's -h (and help COMMAND), and every ctl
 // command's (ctl mkdir -h). No command at all is a usage error on stderr.
 //
+// # Progress
+//
+// A master bootstrapping from a peer's checkpoint shows the fetch
+// (replica.Config.CheckpointFetch.Progress, bootprogress.go): on a terminal a
+// bar the log lines do not break; otherwise, from 2 s on, a log line every 3 s
+// with the MiB received, the total and the rate, and one when the checkpoint
+// is verified. restore shows entries applied of the target the same way.
+//
 // # JSON
 //
 // Every command that prints a result takes --json, as roomlog's do: ctl

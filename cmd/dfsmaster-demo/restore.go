@@ -11,6 +11,7 @@ import (
 
 	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
+	"github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/store"
 )
 
@@ -75,7 +76,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err == nil {
 		opts.Archive = a
 		var res archive.RestoreResult
-		if res, err = archive.Restore(ctx, opts); err == nil {
+		prog := cli.StartProgress(stderr, "dfsmaster-demo restore", cli.IsTerminal(stderr))
+		prog.Step("applying the archive of room %s", *room)
+		opts.Progress = func(applied, target uint64) { prog.Count(int64(applied), int64(target), "entries") }
+		res, err = archive.Restore(ctx, opts)
+		prog.Stop()
+		if err == nil {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			err = enc.Encode(map[string]any{"room": res.Origin.Room, "room_czxid": res.Origin.RoomCzxid, "epoch_znode": res.Origin.Fence, "chosen": res.Chosen,

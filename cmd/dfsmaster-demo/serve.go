@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/roomlog/roomlog/archive"
+	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/api"
 	"github.com/roomlog/roomlog/cmd/dfsmaster-demo/namespace"
 	"github.com/roomlog/roomlog/logroom"
@@ -165,6 +166,10 @@ type serveConfig struct {
 	// MaxRoomBytes bounds the room in ZooKeeper (the writer's
 	// MaxRoomBytes; 0: the default). Tests fill a room with a small one.
 	MaxRoomBytes int64
+
+	// BootstrapProgress is told how a bootstrap's checkpoint fetch goes
+	// (bootprogress.go); nil: not at all.
+	BootstrapProgress func(checkpoint.Progress)
 }
 
 // serveOptions is serveConfig plus what only the serve command uses.
@@ -276,6 +281,7 @@ func openMaster(ctx context.Context, cfg serveConfig) (*master, error) {
 		Logger:                 log.With("component", "replica"),
 		MaxRoomVersion:         cfg.MaxRoomVersion,
 		Writer:                 logroom.WriterConfig{Compression: cfg.Compression, MaxRoomBytes: cfg.MaxRoomBytes},
+		CheckpointFetch:        checkpoint.FetchOptions{Progress: cfg.BootstrapProgress},
 	})
 	if err != nil {
 		ln.Close()
@@ -605,7 +611,8 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		bad = append(bad, fmt.Sprintf("--log-level %q: %v", *logLevel, err))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("id", *id)
+	logOut, prog := serveLogOutput(stderr)
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})).With("id", *id)
 	peerTLS, err := tlsFlags.load(log.With("component", "tls"))
 	if err != nil {
 		bad = append(bad, err.Error())
@@ -639,7 +646,7 @@ func parseServeFlags(args []string, stderr io.Writer) (opts serveOptions, code i
 			Servers: servers, Room: *room, ID: *id, Data: *data, HTTPAddr: *httpAddr,
 			AdvertiseAddr: *advertise, SessionTimeout: *sessionTimeout, CheckpointEvery: *ckptEvery,
 			RequestTTL: *requestTTL, RequestWindow: *requestWindow, DiskStallTimeout: *diskStall, Logger: log,
-			Auth: auth, CheckpointToken: token,
+			Auth: auth, CheckpointToken: token, BootstrapProgress: bootstrapProgress(log.With("component", "bootstrap"), prog),
 			MaxRoomVersion: *maxRoomVersion, Compression: comp, HandoffTimeout: *handoff,
 			Observer: *observer, ArchiveDir: *archiveDir, ChunkServers: *chunk, ChunkGrace: *chunkGrace,
 			TLS: peerTLS, ZK: zkTLS, ZKWorkers: *workerACL, ZKWorker: workerIdents, PeerIdentities: *peerIDs,

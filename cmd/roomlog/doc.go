@@ -118,6 +118,11 @@
 // 10s) bounds the wait for a ZooKeeper session; a wait longer than 2 s
 // says every few seconds what it waits for, and the session timeout
 // ZooKeeper granted is reported when it differs from the one asked for.
+// reseed and restore show their progress on stderr (internal/cli.Progress):
+// on a terminal one line redrawn with a bar when the total is known
+// (restore: entries applied of the target), otherwise from 2 s on a line
+// every 3 s naming the step (reseed: opening, comparing, waiting for the
+// old room's live nodes to go, deleting, creating, rewriting markers).
 // Tables are aligned text; --json prints one JSON document (dump always
 // prints JSON lines).
 //

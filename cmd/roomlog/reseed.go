@@ -178,7 +178,10 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if dc.TLS != nil {
 		rc.ZooKeeperTLS = dc.TLS.(*tlsfiles.Source)
 	}
+	prog := conv.StartProgress(stderr, "roomlog reseed", conv.IsTerminal(stderr))
+	rc.Progress = func(step string) { prog.Step("%s", step) }
 	res, err := replica.Reseed(ctx, rc)
+	prog.Stop()
 	if err != nil {
 		fmt.Fprintf(stderr, "roomlog reseed: %v\n", err)
 		return conv.Class(err)

@@ -79,10 +79,26 @@ func TestReseedCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, last+1, res.Index)
 
-	// Run again on a healthy room: refused, nothing changed.
+	// Run again on a healthy room: refused, nothing changed. The wait
+	// for the member's nodes to go (two session timeouts) says what it
+	// waits for, every few seconds, from 2 s on.
 	code, _, errs = cl.run("reseed", room, "--from", dir)
 	require.Equal(t, exitFail, code)
 	require.Contains(t, errs, "member", "refused because the member runs: %s", errs)
+	// From a stopped standby's data dir while the primary runs: the
+	// re-seed waits for the live member's nodes to go (two session
+	// timeouts), saying what it waits for every few seconds from 2 s on,
+	// then refuses naming them.
+	cfg1 := cfg
+	cfg1.ID, cfg1.DataDir = "m1", filepath.Join(t.TempDir(), "m1")
+	r1, err := replica.Open(ctx, cfg1)
+	require.NoError(t, err)
+	require.NoError(t, r1.WaitApplied(ctx, last+1))
+	require.NoError(t, r1.Close())
+	code, _, errs = cl.run("reseed", room, "--from", cfg1.DataDir, "--session-timeout", "2s")
+	require.Equal(t, exitFail, code, errs)
+	require.Contains(t, errs, "still has live nodes", errs)
+	require.Regexp(t, `roomlog reseed: \d+s: waiting up to 4s for \d live node\(s\) of the old room to go .*members/m0`, errs)
 }
 
 // TestReseedDryRun: reseed --dry-run prints the seed and each survivor's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/roomlog/roomlog/archive"
+	conv "github.com/roomlog/roomlog/internal/cli"
 	"github.com/roomlog/roomlog/store"
 )
 
@@ -127,7 +128,11 @@ func cmdRestoreArgs(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitFail
 	}
 	opts.Archive = a
+	prog := conv.StartProgress(stderr, "roomlog restore", conv.IsTerminal(stderr))
+	prog.Step("applying the archive of room %s", *room)
+	opts.Progress = func(applied, target uint64) { prog.Count(int64(applied), int64(target), "entries") }
 	res, err := archive.Restore(ctx, opts)
+	prog.Stop()
 	if err != nil {
 		fmt.Fprintf(stderr, "roomlog restore: %v\n", err)
 		if errors.Is(err, store.ErrApply) {
