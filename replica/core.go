@@ -92,7 +92,7 @@ type core struct {
 	// what the core decided last. versionMoving: a move (aMoveRoomVersion)
 	// is out until evRoomVersionMoved; blocked: why the room is not
 	// where it is going, as last published.
-	rv             rvIdentity
+	rv            rvIdentity
 	versionMoving bool
 	blocked       string
 
@@ -251,31 +251,31 @@ type (
 type actKind int
 
 const (
-	aRole          actKind = iota // announce Role (Status, RoleChanges, member data), with Reason and Epoch (the term's; 0: the applied one)
-	aSessionNew                   // the session was replaced (expired): metrics and log (Old, New)
-	aConnected                    // log: connected (Watch generation bumped; everything is re-read)
-	aDisconnected                 // log: connection lost; suspended
-	aStopAccepting                // the term takes no new proposals (visible at once)
-	aEndTerm                      // leave the primary role (Reason): off the loop, the writer closes and the committed entries drain; then the standby tail restarts
-	aAbortTakeover                // cancel the takeover in progress and wait for it (Reason)
-	aDropTakeover                 // the finished takeover is not used: close the writer it opened
-	aRequeue                      // move our candidate to the back of the line (Reason, logged)
-	aStartTakeover                // start a takeover
-	aStopTail                     // stop the standby tail (answer: evTailStopped)
-	aLead                         // become primary with the finished takeover's writer
-	aStartTail                    // start the standby tail
-	aClearTransfer                // delete a transfer record that names us (best effort)
-	aWriteTransfer                // write the transfer record naming To under Epoch (answer: evTransferWritten)
-	aReply                        // answer the pending request (Err; NotPrimary: the NotPrimaryError)
-	aFail                         // fail the replica with Err: tear down, fail waiters
-	aResign                       // delete our candidate and member nodes (answer: evResigned)
-	aLog                          // log Reason at warn level (Err attached)
-	aLinkProbe                    // read on our session to check the link (answer: evLinkProbed)
-	aReads                        // reads that need ZooKeeper are served (Serve) or refused (the link is cut; Reason)
-	aProbe                        // probe the room with a new session (answer: evProbed)
-	aRoomVersion                  // publish the room's version (RV) and record RV.Record in the data dir's marker
-	aVersionBlocked               // publish why the room is not where it is going (Reason; logged at warn when Warn)
-	aMoveRoomVersion              // move the room to room version RV.To: a checkpoint whose fenced rotation records it (answer: evRoomVersionMoved)
+	aRole            actKind = iota // announce Role (Status, RoleChanges, member data), with Reason and Epoch (the term's; 0: the applied one)
+	aSessionNew                     // the session was replaced (expired): metrics and log (Old, New)
+	aConnected                      // log: connected (Watch generation bumped; everything is re-read)
+	aDisconnected                   // log: connection lost; suspended
+	aStopAccepting                  // the term takes no new proposals (visible at once)
+	aEndTerm                        // leave the primary role (Reason): off the loop, the writer closes and the committed entries drain; then the standby tail restarts
+	aAbortTakeover                  // cancel the takeover in progress and wait for it (Reason)
+	aDropTakeover                   // the finished takeover is not used: close the writer it opened
+	aRequeue                        // move our candidate to the back of the line (Reason, logged)
+	aStartTakeover                  // start a takeover
+	aStopTail                       // stop the standby tail (answer: evTailStopped)
+	aLead                           // become primary with the finished takeover's writer
+	aStartTail                      // start the standby tail
+	aClearTransfer                  // delete a transfer record that names us (best effort)
+	aWriteTransfer                  // write the transfer record naming To under Epoch (answer: evTransferWritten)
+	aReply                          // answer the pending request (Err; NotPrimary: the NotPrimaryError)
+	aFail                           // fail the replica with Err: tear down, fail waiters
+	aResign                         // delete our candidate and member nodes (answer: evResigned)
+	aLog                            // log Reason at warn level (Err attached)
+	aLinkProbe                      // read on our session to check the link (answer: evLinkProbed)
+	aReads                          // reads that need ZooKeeper are served (Serve) or refused (the link is cut; Reason)
+	aProbe                          // probe the room with a new session (answer: evProbed)
+	aRoomVersion                    // publish the room's version (RV) and record RV.Record in the data dir's marker
+	aVersionBlocked                 // publish why the room is not where it is going (Reason; logged at warn when Warn)
+	aMoveRoomVersion                // move the room to room version RV.To: a checkpoint whose fenced rotation records it (answer: evRoomVersionMoved)
 )
 
 var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
@@ -865,6 +865,8 @@ func (c *core) onRoomVersion(ev evRoomVersion) []action {
 	if report != "" {
 		return c.versionBlocked(report, true)
 	}
+	// Every read: the loop's marker write retries a failed one (and
+	// skips an unchanged one).
 	out := []action{{Kind: aRoomVersion, RV: rvNote{Version: ev.Meta.Version, Since: ev.Meta.Since, Target: ev.Target,
 		Record: max(ev.Meta.Version, ev.MaxChannel)}}}
 	primary := c.role == RolePrimary

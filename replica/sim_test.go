@@ -74,7 +74,11 @@ type simBugs struct {
 	// noTermWatch: the loop never checks or watches its term's candidate
 	// and fence (a primary deposed without writing goes on leading).
 	noTermWatch bool
-	core        coreBugs
+	// noMoveRecheck: the room-version move lands on the loop's decision,
+	// which may be a checkpoint's wait old, without deciding again on
+	// fresh reads (recheckMove).
+	noMoveRecheck bool
+	core          coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -82,6 +86,7 @@ type simEntry struct{ epoch, index uint64 }
 type simChannel struct {
 	first, last uint64 // last: 0 while open
 	deleted     bool
+	version     int // the room version it was opened under
 }
 
 type simTerm struct {
@@ -156,10 +161,23 @@ type simMember struct {
 	refused      bool
 	refusedAt    time.Time
 	refusedUntil time.Time // when the last refusal ended (zero: none ended)
+	// Room versions: hi is the highest room version m's binary supports
+	// (1: a binary from before room versions; the lowest is always 1);
+	// view the membership view the loop decides on (refreshed now and
+	// then: stale in between); moving the move it carries out (nil: none).
+	hi     int
+	view   map[string]memberVersions
+	moving *simMove
 	// deposedChecks counts the reconciles, while usable and with nothing
 	// pending, that found m holding a term whose candidate is gone or
 	// whose fence moved (reset when it holds none).
 	deposedChecks int
+}
+
+// simMove is a room-version move out (the checkpointer's rotation).
+type simMove struct {
+	from, to int
+	epoch    uint64
 }
 
 type sim struct {
@@ -170,7 +188,7 @@ type sim struct {
 	zk     *simZK
 	now    time.Time
 	ms     []*simMember
-	trace  []string
+	trace  []simLine
 	seed   uint64
 	step   int
 	hist   []simEntry        // committed history: hist[i] is index i+1
@@ -189,17 +207,52 @@ type sim struct {
 	linkCuts      int // reads refused by a link probe unanswered for the bound
 	refusals      int // members whose session every server refused
 	refusedFailed int // of them, those that failed with ErrSessionRefused
+	// Room versions: the room meta's (rv, since, lowering) and the
+	// operator's target.
+	rv         int
+	rvSince    uint64
+	rvLowering bool
+	rvTarget   int
+	rvMoves    int // moves that landed
+	rvRefused  int // members failed on channels beyond them
+	mistakes   int // old binaries started on a room beyond them (at most one a seed)
 }
+
+// simLine is one line of the trace, formatted only when printed (a seed
+// that passes never formats its trace: most of the simulation's time went
+// there). Its arguments are values, or strings and maps made for the line.
+type simLine struct {
+	step   int
+	format string
+	args   []any
+}
+
+func (l simLine) String() string { return fmt.Sprintf("%4d ", l.step) + fmt.Sprintf(l.format, l.args...) }
 
 func (s *sim) logf(format string, args ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%4d ", s.step)+fmt.Sprintf(format, args...))
+	s.trace = append(s.trace, simLine{s.step, format, args})
 }
 
-func (s *sim) fatalf(format string, args ...any) {
+// lines formats the trace's last n lines (n < 0: all).
+func (s *sim) lines(n int) []string {
 	tail := s.trace
-	if len(tail) > 200 {
-		tail = tail[len(tail)-200:]
+	if n >= 0 && len(tail) > n {
+		tail = tail[len(tail)-n:]
 	}
+	out := make([]string, len(tail))
+	for i, l := range tail {
+		out[i] = l.String()
+	}
+	return out
+}
+
+// evLine formats an event when the trace is printed.
+type evLine struct{ ev any }
+
+func (e evLine) String() string { return evString(e.ev) }
+
+func (s *sim) fatalf(format string, args ...any) {
+	tail := s.lines(200)
 	s.fail(fmt.Sprintf("seed %d step %d: %s\n(replay: go test ./replica -run 'TestSimulation$' -sim.seed=%d -v)\ntrace (last %d lines):\n%s",
 		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, len(tail), strings.Join(tail, "\n")))
 }
@@ -213,13 +266,18 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 		_, _ = s.zk.do(admin, simOp{kind: "create", path: p})
 	}
 	_, _ = s.zk.do(admin, simOp{kind: "create", path: simEpoch, data: []byte("0")})
-	s.chans = []simChannel{{first: 1}}
+	s.chans = []simChannel{{first: 1, version: 1}}
+	s.rv = 1
+	if s.rnd.IntN(2) == 0 {
+		s.rvTarget = 2 // an upgrade asked for before the run
+	}
 	n := 3 + s.rnd.IntN(3)
 	for i := 0; i < n; i++ {
 		sid := s.zk.open()
-		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true}
+		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true, hi: 1 + s.rnd.IntN(2)}
 		m.c = newCore(m.id, 4*time.Second, sid)
 		m.c.linkBound, m.c.room = simLinkBound, "room"
+		m.c.rv = rvIdentity{Lo: 1, Hi: m.hi, Release: "sim", RoomPath: simRoom}
 		m.c.bugs = bugs.core
 		s.ms = append(s.ms, m)
 		s.enter(m)
@@ -262,7 +320,7 @@ func (s *sim) stepCore(m *simMember, ev any) {
 		ev := m.evq[0]
 		m.evq = m.evq[1:]
 		acts := m.c.Step(ev)
-		s.logf("%s <- %s", m.id, evString(ev))
+		s.logf("%s <- %s", m.id, evLine{ev})
 		for _, a := range acts {
 			s.logf("%s    %s", m.id, a)
 			s.do(m, a)
@@ -362,6 +420,11 @@ func (s *sim) do(m *simMember, a action) {
 		if !a.Serve {
 			s.linkCuts++
 		}
+	case aMoveRoomVersion:
+		if m.moving != nil {
+			s.fatalf("%s: a second room-version move (to %d) while one (to %d) is out", m.id, a.RV.To, m.moving.to)
+		}
+		m.moving = &simMove{from: a.RV.Version, to: a.RV.To, epoch: a.Epoch}
 	case aProbe:
 		// A new session from the member's host: it reaches the ensemble
 		// when the servers refuse only m's own session, not when the
@@ -491,6 +554,12 @@ func (s *sim) run(n int) {
 			s.silence(m)
 		case r == 196 && storm:
 			s.refuse(m)
+		case r == 197:
+			s.setTarget()
+		case r == 198:
+			s.swapBinary(m)
+		case r == 199:
+			s.moveStep(s.primary(m))
 		default:
 			s.watchFire()
 		}
@@ -593,6 +662,12 @@ func (s *sim) reconcile(m *simMember) {
 		return
 	}
 	s.checkDeposedTerm(m)
+	if s.rnd.IntN(4) == 0 { // once a second, with the channels: not every reconcile
+		s.readRoomVersion(m)
+		if m.c.failed {
+			return
+		}
+	}
 	if !s.bugs.noTermWatch {
 		// What the check finds is queued: it reaches the core after other
 		// events, in any order, and a write may go out meanwhile.
@@ -625,6 +700,153 @@ func (s *sim) reconcile(m *simMember) {
 		}
 	}
 	s.stepCore(m, evElection{Facts: f})
+}
+
+// liveVersions is what the live members advertise now (a fresh read of
+// the member nodes).
+func (s *sim) liveVersions() map[string]memberVersions {
+	out := map[string]memberVersions{}
+	for _, o := range s.ms {
+		if s.live(o) {
+			out[o.id] = memberVersions{Lo: 1, Hi: o.hi, Applied: uint64(len(o.applied))}
+		}
+	}
+	return out
+}
+
+// maxChannelVersion is the highest room version among the channels left.
+func (s *sim) maxChannelVersion() int {
+	v := 0
+	for _, c := range s.chans {
+		if !c.deleted {
+			v = max(v, c.version)
+		}
+	}
+	return v
+}
+
+// readRoomVersion is the loop's once-a-second read of the room version
+// (with the membership view it holds, refreshed now and then: it may miss
+// a member that joined or changed its binary since).
+func (s *sim) readRoomVersion(m *simMember) {
+	if m.view == nil || s.rnd.IntN(3) == 0 {
+		m.view = s.liveVersions()
+	}
+	members := map[string]memberVersions{}
+	for id, v := range m.view {
+		members[id] = v
+	}
+	members[m.id] = memberVersions{Lo: 1, Hi: m.hi, Applied: uint64(len(m.applied))}
+	maxCh := s.maxChannelVersion()
+	s.stepCore(m, evRoomVersion{Meta: logroom.RoomVersion{Version: s.rv, Since: s.rvSince, Lowering: s.rvLowering},
+		Target: s.rvTarget, MaxChannel: maxCh, Members: members})
+	if maxCh > m.hi && !m.c.failed {
+		s.fatalf("room version: %s runs on a room whose channels are at room version %d, beyond its %d", m.id, maxCh, m.hi)
+	}
+	if maxCh > m.hi {
+		s.rvRefused++
+	}
+}
+
+// moveStep carries out m's room-version move (the checkpointer's
+// rotation): decided again on fresh reads (recheckMove), then one fenced
+// write seals the open channel, opens the next under the new version and
+// rewrites the room meta. Every live member must support the version
+// then: the room is never moved past one.
+func (s *sim) moveStep(m *simMember) {
+	mv := m.moving
+	if mv == nil {
+		return
+	}
+	m.moving = nil
+	var err error
+	switch {
+	case m.term == nil || m.term.epoch != mv.epoch || !s.usable(m):
+		err = errors.New("not the primary of the term that decided")
+	case s.fenceMoved(m.term):
+		err = errors.New("fenced")
+	}
+	if err == nil && !s.bugs.noMoveRecheck {
+		f := versionFacts{Primary: true, Current: s.rv, Lowering: s.rvLowering, Since: s.rvSince, Target: s.rvTarget,
+			Members: s.liveVersions(), MaxChannel: s.maxChannelVersion()}
+		if move, blocked := decideRoomVersion(f); move != mv.to {
+			err = fmt.Errorf("no longer decided (now %d): %s", move, blocked)
+		}
+	}
+	if err == nil {
+		for id, v := range s.liveVersions() {
+			if mv.to > v.Hi {
+				s.fatalf("room version: moved the room to room version %d past live member %s (supports 1..%d)", mv.to, id, v.Hi)
+			}
+		}
+		open := &s.chans[len(s.chans)-1]
+		end := s.logEnd()
+		if end >= open.first {
+			open.last = end
+			s.chans = append(s.chans, simChannel{first: end + 1, version: mv.to})
+		} else {
+			open.version = mv.to // nothing written under it yet
+		}
+		switch {
+		case mv.to < s.rv:
+			s.rvLowering = true
+		case mv.to == s.rv:
+			s.rvLowering = false // the downgrade ends
+		}
+		if mv.to != s.rv {
+			s.rvSince = end + 1
+		}
+		s.rv = mv.to
+		s.rvMoves++
+		s.logf("%s moved the room to room version %d (since %d, lowering %v)", m.id, s.rv, s.rvSince, s.rvLowering)
+	}
+	m.pending = append(m.pending, evRoomVersionMoved{To: mv.to, Err: err})
+}
+
+// failedCount is how many members have failed.
+func (s *sim) failedCount() int {
+	n := 0
+	for _, m := range s.ms {
+		if m.c.failed {
+			n++
+		}
+	}
+	return n
+}
+
+// fenceMoved: the epoch znode is no longer the one t's writer fenced
+// with, at its version.
+func (s *sim) fenceMoved(t *simTerm) bool {
+	_, v, err := s.zk.get(s.admin, t.epochPath)
+	return err != nil || t.epochPath != s.epochPath || v != t.epochVersion
+}
+
+// setTarget: the operator sets the room version target.
+func (s *sim) setTarget() {
+	s.rvTarget = 1 + s.rnd.IntN(2)
+	s.logf("operator: room version target %d", s.rvTarget)
+}
+
+// swapBinary: the operator restarts m on another binary (in place): a
+// newer one any time; an older one (room version 1 only) only as the
+// procedure says, once the room is back at 1 with the downgrade complete
+// — which a move decided earlier, on a stale view, may still race.
+func (s *sim) swapBinary(m *simMember) {
+	switch {
+	case m.hi == 1:
+		m.hi = 2
+	case s.rvTarget <= 1 && s.rv == 1 && !s.rvLowering && s.maxChannelVersion() <= 1:
+		m.hi = 1 // the downgrade is complete (ReadRoomVersion's Complete)
+	case s.rnd.IntN(4) == 0 && s.mistakes == 0:
+		// An operator's mistake: an old binary on a room with channels
+		// beyond it. It must refuse to run (fail), never break the room.
+		m.hi = 1
+		s.mistakes++
+	default:
+		return
+	}
+	m.c.rv.Hi = m.hi
+	s.logf("%s now runs a binary of room versions 1..%d", m.id, m.hi)
 }
 
 // watchTerm is the loop's term watch (loop.go watchTerm): a primary whose
@@ -1018,6 +1240,7 @@ func (s *sim) settle() {
 				s.tailStep(m)
 			}
 			s.takeoverStep(m)
+			s.moveStep(m)
 			if m.term != nil {
 				s.propose(m)
 			}
@@ -1208,7 +1431,7 @@ func TestSimulation(t *testing.T) {
 		s := newSim(fail, *simSeed, simBugs{})
 		s.run(*simSteps)
 		if testing.Verbose() {
-			t.Log(strings.Join(s.trace, "\n"))
+			t.Log(strings.Join(s.lines(-1), "\n"))
 		}
 		return
 	}
@@ -1216,7 +1439,7 @@ func TestSimulation(t *testing.T) {
 	if os.Getenv("SIM_SEEDS") != "" {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
-	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed int
+	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
@@ -1228,6 +1451,8 @@ func TestSimulation(t *testing.T) {
 		linkCuts += s.linkCuts
 		refusals += s.refusals
 		refusedFailed += s.refusedFailed
+		rvMoves += s.rvMoves
+		rvRefused += s.rvRefused
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -1237,13 +1462,14 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
-		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it)",
-		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed)
+		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them",
+		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
 	require.Positive(t, linkCuts)
 	require.Positive(t, refusedFailed)
+	require.Positive(t, rvMoves)
 	require.Positive(t, acked)
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
@@ -1274,6 +1500,9 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, ""},
 		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition"},
 		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session"},
+		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member"},
+		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move"},
+		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
