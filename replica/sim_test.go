@@ -227,7 +227,9 @@ type simLine struct {
 	args   []any
 }
 
-func (l simLine) String() string { return fmt.Sprintf("%4d ", l.step) + fmt.Sprintf(l.format, l.args...) }
+func (l simLine) String() string {
+	return fmt.Sprintf("%4d ", l.step) + fmt.Sprintf(l.format, l.args...)
+}
 
 func (s *sim) logf(format string, args ...any) {
 	s.trace = append(s.trace, simLine{s.step, format, args})
