@@ -50,6 +50,7 @@ type config struct {
 	storeSync      store.SyncPolicy // replicas' store.Options.Sync
 	ckptFlushBytes int64            // replicas' store.Options.CheckpointFlushBytes (0: the store's default)
 	largeBytes     int64            // large-state: the state's size on disk (-large-bytes)
+	zkWarmup       time.Duration    // pipelined creates before the first row (-zk-warmup)
 	args           []string
 }
 
@@ -138,6 +139,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to `FILE`")
 	fs.IntVar(&cfg.heapMB, "zk-heap-mb", 1024, "heap of each ZooKeeper server, MiB (>= 1024)")
 	fs.DurationVar(&cfg.sessionTimeout, "session-timeout", 4*time.Second, "ZooKeeper session timeout of roomlog clients and replicas")
+	warmSet := false
+	fs.Func("zk-warmup", "pipelined creates on the fresh ensemble before the first row, so the rows meet JIT-compiled servers (default 30s; 5s with -quick; 0 = none)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		cfg.zkWarmup, warmSet = d, true
+		return err
+	})
 	fs.StringVar(&sizes, "sizes", "", "append rows: entry sizes in bytes, comma-separated (default 64,256,1024,4096; 256 with -quick)")
 	fs.StringVar(&proposers, "proposers", "1,16,256", "append rows: proposer counts, comma-separated")
 	fs.IntVar(&cfg.maxInFlight, "writer-inflight", 0, "logroom WriterConfig.MaxInFlight for every writer (0: logroom's default)")
@@ -178,6 +185,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
 	if cfg.quick && !durationSet {
 		cfg.duration = 2 * time.Second
+	}
+	if !warmSet {
+		cfg.zkWarmup = 30 * time.Second
+		if cfg.quick {
+			cfg.zkWarmup = 5 * time.Second
+		}
 	}
 	var errs []error
 	if cfg.servers != 1 && cfg.servers != 3 {
@@ -351,6 +364,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer b.zk.Close()
 	b.prog.Logf("ZooKeeper up at %s", ens.ConnString())
+	if err := b.warmZooKeeper(ctx); err != nil {
+		fmt.Fprintf(stderr, "bench: warm up ZooKeeper: %v\n", err)
+		return 1
+	}
 
 	for _, s := range allScenarios() {
 		if !cfg.scenarios[s.name] || ctx.Err() != nil {

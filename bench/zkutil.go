@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
@@ -135,4 +136,57 @@ func deleteTree(conn *zk.Conn, p string) error {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}
 	return nil
+}
+
+// warmZooKeeper runs cfg.zkWarmup of 256 B creates, 64 in flight, on a
+// session with the leader, then deletes them, off the record. A freshly
+// started JVM interprets ZooKeeper's request path until the JIT compiled
+// it: on this 2-core machine the first minute ran sequential creates at
+// half the rate of a warm server (bench/README, issue 44), and the raw
+// rows, which run first, took the whole penalty.
+func (b *bench) warmZooKeeper(ctx context.Context) error {
+	if b.cfg.zkWarmup <= 0 {
+		return nil
+	}
+	b.prog.Logf("warming ZooKeeper up: %v of 256 B creates, 64 in flight", b.cfg.zkWarmup)
+	addrs := b.ens.Addrs()
+	if leader, err := b.ens.Leader(ctx); err == nil {
+		addrs = addrs[leader : leader+1]
+	}
+	conn, err := dialRaw(ctx, addrs, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	const base = "/bench-warmup"
+	acl := zk.WorldACL(zk.PermAll)
+	if _, err := conn.Create(base, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return err
+	}
+	data := make([]byte, 256)
+	end := time.Now().Add(b.cfg.zkWarmup)
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 64 {
+		// A parent per worker: a getChildren reply of one parent stays
+		// far below the 1 MiB buffer when deleteTree lists it.
+		parent := fmt.Sprintf("%s/p%d", base, w)
+		if _, err := conn.Create(parent, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// (At most 200k znodes, ~3k per parent: ZooKeeper's heap
+			// stays small.)
+			for time.Now().Before(end) && ctx.Err() == nil && n.Load() < 200_000 {
+				if _, err := conn.Create(parent+"/w-", data, zk.FlagSequence, acl); err == nil {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.prog.Logf("  %d creates", n.Load())
+	return deleteTree(conn, base)
 }
