@@ -43,6 +43,9 @@ func runTLS(ctx context.Context, b *bench) ([]Result, error) {
 		return nil, fmt.Errorf("tls: start ZooKeeper: %w", err)
 	}
 	defer ens.Close()
+	if err := b.warmEnsemble(ctx, ens); err != nil {
+		return nil, fmt.Errorf("tls: warm up ZooKeeper: %w", err)
+	}
 	files, err := ens.TLSCA().Issue(filepath.Join(b.tmp, "tls"), "bench", testpki.Options{Client: true})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/roomlog/roomlog/internal/infra/zkensemble"
 	"github.com/roomlog/roomlog/third_party/zk"
 )
 
@@ -144,13 +145,17 @@ func deleteTree(conn *zk.Conn, p string) error {
 // it: on this 2-core machine the first minute ran sequential creates at
 // half the rate of a warm server (bench/README, issue 44), and the raw
 // rows, which run first, took the whole penalty.
-func (b *bench) warmZooKeeper(ctx context.Context) error {
+func (b *bench) warmZooKeeper(ctx context.Context) error { return b.warmEnsemble(ctx, b.ens) }
+
+// warmEnsemble is warmZooKeeper for ens (the tls scenario's own
+// ensemble too; its plaintext port serves the warm-up).
+func (b *bench) warmEnsemble(ctx context.Context, ens *zkensemble.Ensemble) error {
 	if b.cfg.zkWarmup <= 0 {
 		return nil
 	}
 	b.prog.Logf("warming ZooKeeper up: %v of 256 B creates, 64 in flight", b.cfg.zkWarmup)
-	addrs := b.ens.Addrs()
-	if leader, err := b.ens.Leader(ctx); err == nil {
+	addrs := ens.Addrs()
+	if leader, err := ens.Leader(ctx); err == nil {
 		addrs = addrs[leader : leader+1]
 	}
 	conn, err := dialRaw(ctx, addrs, 10*time.Second)
