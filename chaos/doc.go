@@ -321,9 +321,17 @@
 //	                        watch start again in the new incarnation (the
 //	                        recorder at the seed's index + 1; entries it
 //	                        read past the seed in the lost one are
-//	                        dropped: no member applied them); a failed
-//	                        re-seed is counted (reseed_failures) and ends
-//	                        the schedule; a replica on the previous release
+//	                        dropped: no member applied them). When a
+//	                        replica ran the previous release since the
+//	                        room was created or last re-seeded (it writes
+//	                        no history records) and the re-seed refuses
+//	                        survivors that "cannot be compared", the
+//	                        harness does what the guide says: re-seeds
+//	                        trusting the survivor of the highest epoch and
+//	                        index, and wipes the data dirs of those left
+//	                        out (they bootstrap; reseeds_trusted counts
+//	                        it). A failed re-seed is counted
+//	                        (reseed_failures) and ends the schedule; a replica on the previous release
 //	                        is not asked to refuse by name (it predates
 //	                        ErrRoomLost) and is started on this tree after
 //	                        the re-seed (the previous release cannot open a
@@ -355,14 +363,17 @@
 // epochs along the merged log never go back; the final state is one.
 // The summary line adds max_lifecycle_gap (the longest stretch without an
 // acknowledged proposal during any replace-member, observer,
-// room-version, upgrade or downgrade step: from its start to the first acknowledgement after
-// its end; a step that killed a member with kill -9 instead of stopping
-// it, or during which the ZooKeeper leader was killed, counts apart, in
-// max_faulted_step_gap: a killed primary costs a failover by design), lifecycle_gaps (the same per kind), and apart from them
+// room-version, upgrade, downgrade, rotate-cert or rotate-ca step: from
+// its start to the first acknowledgement after its end; a step that
+// killed a member with kill -9 instead of stopping it, cut it from
+// ZooKeeper (rotate-cert) or during which the ZooKeeper leader was
+// killed, counts apart, in max_faulted_step_gap: a killed primary costs
+// a failover by design), lifecycle_gaps (the same per kind), and apart
+// from them
 // max_reseed_gap (from the start of a ZooKeeper loss to the first
 // acknowledgement after its re-seed), acked_while_lost, not_refused,
-// reseed_failures, room_version_refused, room_version_violations and
-// downgrades_refused. Any of acked_while_lost, not_refused,
+// reseed_failures, room_version_refused, room_version_violations,
+// downgrades_refused and reseeds_trusted. Any of acked_while_lost, not_refused,
 // reseed_failures and room_version_violations fails the run. A lifecycle run prints
 // each step's gap before the summary; rerun one with
 // `go run ./chaos -lifecycle -seed N -duration D` (the first line prints

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/roomlog/roomlog/internal/harness/testnode"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/replica"
+	"github.com/roomlog/roomlog/store"
 )
 
 // The lifecycle operations (-lifecycle; doc.go, "Lifecycle"): what an
@@ -428,12 +430,24 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	for i, n := range nodes {
 		dirs[i] = n.DataDir()
 	}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	res, err := replica.Reseed(rctx, replica.ReseedConfig{
+	rcfg := replica.ReseedConfig{
 		Servers: r.zkAddrs(), SessionTimeout: r.cfg.Session, Room: r.c.Room(), DataDirs: dirs, Logger: r.log,
 		ZooKeeperTLS: r.tlsOp(), ACLIdentities: r.tlsACL(),
-	})
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	res, err := replica.Reseed(rctx, rcfg)
 	cancel()
+	if trust := r.trustAfterOld(err, nodes); trust != nil {
+		// What docs/disaster-recovery.md tells an operator: name the
+		// survivor to trust (the one Reseed would pick, the highest
+		// epoch and index); those that cannot be compared with it are
+		// left out, and wiped below.
+		r.res.ReseedsTrusted++
+		rcfg.Trust = trust.DataDir()
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		res, err = replica.Reseed(rctx, rcfg)
+		cancel()
+	}
 	if err != nil {
 		r.res.ReseedFailures++
 		msg := fmt.Sprintf("%s: reseed failed: %v", f.Kind, err)
@@ -453,6 +467,20 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	}
 	var behind []string
 	for _, s := range res.Survivors {
+		if s.Role == "left out" {
+			// Refused by name if started on this data dir: an operator
+			// wipes it, and it bootstraps from the seed's checkpoint.
+			for _, n := range nodes {
+				if n.DataDir() == s.Dir {
+					if err := n.WipeData(); err != nil {
+						r.out.f("    wipe %s: %v", n.ID(), err)
+					}
+					r.bootstrapped[n.ID()] = true
+					r.out.f("    %s left out (%s): its data dir wiped", n.ID(), clip(s.Reason, 200))
+				}
+			}
+			continue
+		}
 		if s.Position.Index < res.Seed.Index {
 			for _, n := range nodes {
 				if n.DataDir() == s.Dir {
@@ -471,6 +499,7 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	// The re-seeded room needs this release (CHANGELOG: the previous one
 	// cannot open it).
 	r.reseeded = true
+	clear(r.ranOld)
 	for _, n := range nodes {
 		if r.onOld(n) {
 			n.SetBinary(r.newBin)
@@ -698,4 +727,41 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// trustAfterOld decides whether a refused re-seed is the one
+// docs/disaster-recovery.md answers with --trust: survivors that cannot
+// be compared because a member ran the previous release since the room
+// was created or last re-seeded (it writes no history records, so no
+// store can vouch for the others' positions in the stretch it applied).
+// It returns the survivor to trust, the highest (epoch, index) as
+// Reseed picks it, or nil (no error, another refusal, or no previous
+// release involved: a finding, not an operator's call).
+func (r *runner) trustAfterOld(err error, nodes []*testnode.Node) *testnode.Node {
+	if err == nil || !errors.Is(err, replica.ErrReseedRefused) || !strings.Contains(err.Error(), "cannot be compared") || len(r.ranOld) == 0 {
+		return nil
+	}
+	var best *testnode.Node
+	var bestAt store.Point
+	var pos []string
+	for _, n := range nodes {
+		st, oerr := store.Open(filepath.Join(n.DataDir(), "store"), &store.Options{ReadOnly: true})
+		if oerr != nil {
+			pos = append(pos, fmt.Sprintf("%s: %v", n.ID(), firstLine(oerr)))
+			continue
+		}
+		at := st.Position()
+		_ = st.Close()
+		pos = append(pos, fmt.Sprintf("%s@%d/e%d", n.ID(), at.Index, at.Epoch))
+		if best == nil || at.Epoch > bestAt.Epoch || at.Epoch == bestAt.Epoch && at.Index > bestAt.Index {
+			best, bestAt = n, at
+		}
+	}
+	old := slices.Sorted(maps.Keys(r.ranOld))
+	r.out.f("    reseed refused: %s", clip(firstLine(err), 300))
+	if best != nil {
+		r.out.f("    %s ran %s since the last re-seed (no history records): re-seed trusting %s, the highest of %s",
+			strings.Join(old, ","), r.oldRelease, best.ID(), strings.Join(pos, " "))
+	}
+	return best
 }

@@ -202,6 +202,11 @@ type Result struct {
 	// RoomVersionViolations: rooms that moved to a version a live member
 	// does not support (a failure).
 	DowngradesRefused, RoomVersionViolations int
+	// ReseedsTrusted: re-seeds refused because survivors could not be
+	// compared (a member had run the previous release, which writes no
+	// history records) and done again trusting the highest survivor,
+	// as docs/disaster-recovery.md says (not a failure).
+	ReseedsTrusted int
 	// TLS: the run used -tls. TLSViolations: rotations that did not take
 	// (a member not presenting its new certificate, refusing the new CA
 	// or accepting the old one after it was removed); a failure.
@@ -261,10 +266,10 @@ func (r Result) lifecycleLine() string {
 	if len(gaps) == 0 {
 		gaps = append(gaps, "none")
 	}
-	return fmt.Sprintf(" max_lifecycle_gap=%v max_faulted_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d lifecycle_gaps=%s",
+	return fmt.Sprintf(" max_lifecycle_gap=%v max_faulted_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d reseeds_trusted=%d lifecycle_gaps=%s",
 		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxFaultedStepGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
 		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, r.RoomVersionViolations, r.DowngradesRefused,
-		strings.Join(gaps, ","))
+		r.ReseedsTrusted, strings.Join(gaps, ","))
 }
 
 // kindCounts is "kill-primary:3,partition-link:1,…" over the kinds that ran.
@@ -359,6 +364,10 @@ type runner struct {
 	reseeded                           bool
 	// tls: the run's certificates (-tls; nil without).
 	tls *tlsWorld
+	// ranOld: replicas started on the previous release since the room
+	// was created or last re-seeded (their stores hold a stretch without
+	// history records).
+	ranOld map[string]bool
 }
 
 type restoreCount struct{ launch, count int }
@@ -517,7 +526,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		cfg: cfg, out: out, log: logger, ens: ens, c: c, h: &testnode.History{}, res: &res, net: fnet,
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
 		observers: observers, work: work, nextObserver: cfg.Observers,
-		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy, tls: tw,
+		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy, tls: tw, ranOld: map[string]bool{},
 	}
 	res.Lifecycle, res.TLS = cfg.Lifecycle, cfg.TLS
 	defer func() { r.zkCopy.Remove() }()

@@ -163,6 +163,9 @@ func (r *runner) rollStep(ctx context.Context, f *Fault, p *testnode.Node) strin
 		r.res.Anomalies = append(r.res.Anomalies, fmt.Sprintf("%s: %s opened a re-seeded room (CHANGELOG says it cannot)", f, r.oldRelease))
 		r.res.Crashes++
 	}
+	if down {
+		r.ranOld[n.ID()] = true
+	}
 	what := fmt.Sprintf("%s %s on %s", role, n.ID(), to)
 	if err := r.caughtUp(ctx, n, 60*time.Second); err != nil {
 		what += " (" + firstLine(err) + ")"
