@@ -154,7 +154,8 @@
 //     answers 200 (the replica is open). Logs of every launch are appended
 //     to Dir/node.log; errors carry the launch's log tail.
 //  2. Break it: Kill (SIGKILL, waits for the reap), Stop (SIGTERM: the
-//     node closes its replica and leaves the room), Pause/Resume (wait until
+//     node leaves the room, a primary handing its role to a standby first,
+//     replica.Shutdown), Pause/Resume (wait until
 //     every thread is stopped/running according to /proc).
 //  3. Restart(ctx): Stop if running, launch again with the same data and the
 //     same API address if it is still free. WipeData (not running) empties

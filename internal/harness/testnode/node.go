@@ -549,7 +549,8 @@ func (n *Node) kill() error {
 }
 
 // Stop sends SIGTERM (and SIGCONT, so a paused node gets it) and waits
-// until the node exited (it closes its replica, leaving the room), falling
+// until the node exited (it leaves the room, a primary handing its role
+// to a standby first: replica.Shutdown), falling
 // back to SIGKILL after 30 s.
 func (n *Node) Stop() error {
 	n.ops.Lock()

@@ -14,8 +14,11 @@
 // the API answers 503 {"error":"starting"}. --zk-tls-ca/-cert/-key (with
 // --zk-acl-x509, repeatable) connect to ZooKeeper's TLS port with x509
 // ACLs; --peer-tls-ca/-cert/-key serve the checkpoint endpoint with
-// mutual TLS on --peer-listen (the API stays plain HTTP for the harness). SIGTERM or SIGINT closes the
-// replica (leaving the room cleanly) and exits 0. Logs go to stderr.
+// mutual TLS on --peer-listen (the API stays plain HTTP for the harness).
+// SIGTERM or SIGINT leaves the room cleanly and exits 0: a primary first
+// hands its role to the most caught-up standby (replica.Shutdown, at most
+// --handoff-timeout, default 2 s, as the demo's serve does), then the
+// replica closes. Logs go to stderr.
 package main
 
 import (
@@ -55,7 +58,7 @@ type flags struct {
 	maxChannelBatches                                                       int
 	checkpointEveryBytes, retainBytes, maxRoomBytes, maxChannelBytes        int64
 	diskFaults, observer                                                    bool
-	diskStallTimeout                                                        time.Duration
+	diskStallTimeout, handoffTimeout                                        time.Duration
 	zkTLS, peerTLS                                                          tlsfiles.Files
 	zkACL                                                                   stringList
 	peerListen                                                              string
@@ -96,6 +99,7 @@ func parseFlags() (flags, error) {
 	fs.Int64Var(&f.maxChannelBytes, "max-channel-bytes", 0, "auto-rotate after N bytes (0: default)")
 	fs.BoolVar(&f.diskFaults, "disk-faults", false, "serve POST /fault/disk?stall=true|false, stalling the store's disk writes")
 	fs.DurationVar(&f.diskStallTimeout, "disk-stall-timeout", 0, "store: longest disk operation before the store fails (0: store default)")
+	fs.DurationVar(&f.handoffTimeout, "handoff-timeout", 2*time.Second, "on SIGTERM/SIGINT a primary first hands its role to the most caught-up standby (replica.Shutdown) for at most this long; 0: it just closes")
 	fs.BoolVar(&f.observer, "observer", false, "join as an observer (replica.Config.Observer): never a candidate, never primary")
 	fs.StringVar(&f.zkTLS.CA, "zk-tls-ca", "", "connect to ZooKeeper's secureClientPort (--zk names those ports), verifying the servers against this CA file (replica.Config.ZooKeeperTLS)")
 	fs.StringVar(&f.zkTLS.Cert, "zk-tls-cert", "", "client certificate presented to ZooKeeper (its x509 identity)")
@@ -236,9 +240,24 @@ func run() error {
 	case err := <-serveErr:
 		log.Error("http server stopped", "err", err)
 	}
-	// Close the replica first: proposals in flight get their outcome and
-	// their handlers answer; then stop the HTTP server.
-	cerr := r.Close()
+	// Leave the room first: proposals in flight get their outcome and
+	// their handlers answer; then stop the HTTP server. A primary hands
+	// its role to the most caught-up standby before it closes
+	// (replica.Shutdown, as the demo's serve does), so a graceful stop
+	// costs a transfer, not an election; a hand-off that fails is logged
+	// and the replica is closed all the same.
+	var cerr error
+	if f.handoffTimeout > 0 {
+		hctx, hcancel := context.WithTimeout(context.Background(), f.handoffTimeout)
+		cerr = r.Shutdown(hctx)
+		hcancel()
+		if errors.Is(cerr, replica.ErrTransfer) {
+			log.Warn("hand-off failed; closed all the same", "err", cerr)
+			cerr = nil
+		}
+	} else {
+		cerr = r.Close()
+	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
