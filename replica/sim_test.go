@@ -23,8 +23,13 @@ import (
 // servers' side first, noticed later), connections that drop and come
 // back, appends whose reply is lost after they landed, watch events
 // delivered late and out of order, members that checkpoint, primaries that
-// delete channels, members that bootstrap from a served checkpoint. After
-// every step it checks the invariants of ../shared/DESIGN.md:
+// delete channels (decideDeletions, with the holds decideHold counts),
+// members that bootstrap from a served checkpoint (fetches that stall or
+// fail), wrong liveness depositions, re-seeds, silent links and sessions
+// refused by every server (the core's link check and cut-off probe), and
+// room versions (operator targets, binaries swapped, moves decided on a
+// stale view and rechecked when they land). After every step it checks the
+// invariants of ../shared/DESIGN.md:
 //
 //  1. one writer per epoch: no two members hold a term of the same epoch,
 //     and every entry of an epoch was written by one member;
@@ -35,7 +40,14 @@ import (
 //  4. safe deletion: when entries are deleted, a live member serves a
 //     checkpoint that covers them;
 //  5. the core's own invariants (role primary <=> a term of the core's
-//     epoch; taking over <=> a takeover in progress; failed => role failed).
+//     epoch; taking over <=> a takeover in progress; failed => role failed);
+//  6. never outrun: no channel a bootstrap hold needs is deleted while the
+//     hold progresses (within the stall bound, under the maximum);
+//  7. reads: no member serves reads with a link probe out past its bound,
+//     and after a calm stretch every connected member serves them; no
+//     member fails as refused unless refused for a session timeout;
+//  8. room versions: a move never lands past a live member; a member on a
+//     room whose channels are beyond it fails; one move at a time.
 //
 // A failing seed prints its trace; rerun one seed with
 //
@@ -74,6 +86,9 @@ type simBugs struct {
 	// noTermWatch: the loop never checks or watches its term's candidate
 	// and fence (a primary deposed without writing goes on leading).
 	noTermWatch bool
+	// holdStallShort: the primary calls a bootstrap hold stalled after a
+	// tenth of the stall bound.
+	holdStallShort bool
 	// noMoveRecheck: the room-version move lands on the loop's decision,
 	// which may be a checkpoint's wait old, without deciding again on
 	// fresh reads (recheckMove).
@@ -127,15 +142,24 @@ type simMember struct {
 	tail      bool // the standby tail runs
 	// A bootstrap in two steps (fetch, install) with its hold: boot is the
 	// fetch in progress (nil: none); hold the first index it (then its
-	// catch-up up to holdTarget) needs; holdLive: the hold made progress
-	// lately (a stalled one lapses and no longer holds the log).
-	boot       *simBoot
-	hold       uint64
-	holdTarget uint64
-	holdLive   bool
-	ending     bool // a term is ending off the loop (no apply goroutine runs)
-	lastTick   time.Time
-	pending    []any
+	// catch-up up to holdTarget) needs. What the member publishes with it
+	// (decideHold's facts): holdProgress, a counter that grows while the
+	// bootstrap makes progress (restarting with each attempt), last grown
+	// at holdChanged; holdSince, when this hold was first published.
+	// bootStalled: the fetch makes no progress (it may still fail).
+	boot         *simBoot
+	hold         uint64
+	holdTarget   uint64
+	holdProgress uint64
+	holdChanged  time.Time
+	holdSince    time.Time
+	bootStalled  bool
+	// holdsSeen: what this member, as primary, saw of the others' holds
+	// (decideHold's memory).
+	holdsSeen map[string]bootHold
+	ending    bool // a term is ending off the loop (no apply goroutine runs)
+	lastTick  time.Time
+	pending   []any
 	// deposedQueued / deposedTold: the epoch of the term whose deposition
 	// the term watch found and queued / the core was told of.
 	deposedQueued, deposedTold uint64
@@ -216,6 +240,7 @@ type sim struct {
 	rvMoves    int // moves that landed
 	rvRefused  int // members failed on channels beyond them
 	mistakes   int // old binaries started on a room beyond them (at most one a seed)
+	holdLapses int // holds decideHold found lapsed (stalled, held too long, outrun)
 }
 
 // simLine is one line of the trace, formatted only when printed (a seed
@@ -1028,21 +1053,24 @@ func (s *sim) tailStep(m *simMember) {
 	}
 	if m.boot != nil {
 		switch {
-		case s.rnd.IntN(3) == 0: // the fetch is done: install, then catch up
+		case !m.bootStalled && s.rnd.IntN(3) == 0: // the fetch is done: install, then catch up
 			b := m.boot
 			m.boot = nil
 			m.applied, m.ckpt = b.state, b.ckpt
-			m.hold, m.holdTarget, m.holdLive = b.ckpt+1, s.logEnd(), true
+			m.hold, m.holdTarget = b.ckpt+1, s.logEnd()
+			s.holdProgressed(m)
 			if m.holdTarget <= b.ckpt {
 				m.hold, m.holdTarget = 0, 0
 			}
 			s.logf("%s bootstrapped from %s at %d (catch-up hold until %d)", m.id, b.from, b.ckpt, m.holdTarget)
-		case s.rnd.IntN(25) == 0: // the fetch stalls: its hold lapses
-			m.holdLive = false
-			s.logf("%s bootstrap stalls: hold %d lapses", m.id, m.hold)
-		case s.rnd.IntN(10) == 0: // the fetch fails: the hold stays, the tail bootstraps again
-			m.boot = nil
+		case !m.bootStalled && s.rnd.IntN(25) == 0: // the fetch stalls: its hold lapses after the stall bound
+			m.bootStalled = true
+			s.logf("%s bootstrap stalls (hold %d)", m.id, m.hold)
+		case s.rnd.IntN(10) == 0 && (!m.bootStalled || s.rnd.IntN(4) == 0): // the fetch fails: the hold stays, the tail bootstraps again
+			m.boot, m.bootStalled = nil, false
 			s.logf("%s bootstrap fetch fails (hold %d kept)", m.id, m.hold)
+		case !m.bootStalled: // bytes arrive
+			s.holdProgressed(m)
 		}
 		return
 	}
@@ -1053,14 +1081,15 @@ func (s *sim) tailStep(m *simMember) {
 		}
 		if _, _, err := s.zk.get(s.admin, entryPath(next)); err != nil {
 			if m.hold != 0 && m.hold <= next {
-				s.logf("%s outrun at %d (hold %d, live %v)", m.id, next, m.hold, m.holdLive)
+				s.logf("%s outrun at %d (hold %d, last progress %v)", m.id, next, m.hold, m.holdChanged)
 			}
 			s.bootstrap(m, next)
 			return
 		}
 		m.applied = append(m.applied, s.hist[next-1])
 		if m.hold != 0 {
-			m.hold, m.holdLive = next+1, true
+			m.hold = next + 1
+			s.holdProgressed(m)
 			if next >= m.holdTarget {
 				m.hold, m.holdTarget = 0, 0
 			}
@@ -1082,12 +1111,32 @@ func (s *sim) bootstrap(m *simMember, need uint64) {
 	// The fetch starts; the hold is published first (outrun.go), the
 	// lower of this source's and an earlier attempt's.
 	m.boot = &simBoot{from: best.id, ckpt: best.ckpt, state: append([]simEntry(nil), best.applied[:best.ckpt]...)}
+	if m.hold == 0 {
+		// A new hold: its progress counter and clock start (the counter
+		// only grows while a hold lasts, across failed attempts: outrun.go
+		// setHold).
+		m.holdProgress, m.holdSince = 0, s.now
+	}
 	if m.hold == 0 || m.holdTarget != 0 || best.ckpt+1 < m.hold {
 		m.hold = best.ckpt + 1
 	}
-	m.holdTarget, m.holdLive = 0, true
+	m.holdTarget, m.bootStalled = 0, false
+	s.holdProgressed(m)
 	s.logf("%s bootstrap from %s at %d begins (hold %d)", m.id, best.id, best.ckpt, m.hold)
 }
+
+// holdProgressed: m's bootstrap made progress now (published at once).
+func (s *sim) holdProgressed(m *simMember) {
+	m.holdProgress++
+	m.holdChanged = s.now
+}
+
+// The bootstrap hold's bounds in the simulation (Config's
+// BootstrapHoldStall and BootstrapHoldMax).
+const (
+	simHoldStall = 3 * time.Second
+	simHoldMax   = 40 * time.Second
+)
 
 // takeoverStep advances m's takeover: first NewWriter (raise the epoch
 // with a version check: a concurrent writer fences it; the log end then is
@@ -1388,17 +1437,30 @@ func (s *sim) deleteChannels(m *simMember) {
 	if s.rnd.IntN(3) == 0 {
 		retain = 1 // over the byte bound: deletion may be forced
 	}
-	// The holds decideHold counts: live, progressing, not outrun already.
+	// The holds: decideHold on the live members' data, with what m saw
+	// before. A hold that progressed within the stall bound (by the
+	// simulation's truth), is not outrun already and has not held for the
+	// maximum must hold the log.
 	oldest := s.oldestFirst()
 	holds := func(o *simMember) bool {
-		return o != m && s.live(o) && o.hold != 0 && o.holdLive && (oldest == 0 || o.hold >= oldest)
+		return o != m && s.live(o) && o.hold != 0 && (oldest == 0 || o.hold >= oldest) &&
+			s.now.Sub(o.holdChanged) < simHoldStall && s.now.Sub(o.holdSince) < simHoldMax
 	}
-	var hold uint64
+	members := map[string]memberData{}
 	for _, o := range s.ms {
-		if holds(o) && (hold == 0 || o.hold < hold) {
-			hold = o.hold
+		if o != m && s.live(o) {
+			members[o.id] = memberData{ID: o.id, Hold: o.hold, HoldProgress: o.holdProgress, Applied: uint64(len(o.applied))}
 		}
 	}
+	if m.holdsSeen == nil {
+		m.holdsSeen = map[string]bootHold{}
+	}
+	stall := simHoldStall
+	if s.bugs.holdStallShort {
+		stall /= 10
+	}
+	hold, lapsed := decideHold(members, m.holdsSeen, s.now, stall, simHoldMax, oldest)
+	s.holdLapses += len(lapsed)
 	if s.bugs.ignoreHold {
 		hold = 0
 	}
@@ -1441,7 +1503,7 @@ func TestSimulation(t *testing.T) {
 	if os.Getenv("SIM_SEEDS") != "" {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
-	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused int
+	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
@@ -1455,6 +1517,7 @@ func TestSimulation(t *testing.T) {
 		refusedFailed += s.refusedFailed
 		rvMoves += s.rvMoves
 		rvRefused += s.rvRefused
+		holdLapses += s.holdLapses
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -1464,14 +1527,15 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
-		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them",
-		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused)
+		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them, %d bootstrap holds lapsed",
+		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
 	require.Positive(t, linkCuts)
 	require.Positive(t, refusedFailed)
 	require.Positive(t, rvMoves)
+	require.Positive(t, holdLapses)
 	require.Positive(t, acked)
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
@@ -1490,6 +1554,7 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence"},
 		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion"},
 		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun"},
+		{"call a progressing hold stalled", simBugs{holdStallShort: true}, "never outrun"},
 		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, ""},
 		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, ""},
 		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, ""},
