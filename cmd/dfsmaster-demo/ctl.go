@@ -54,7 +54,11 @@ is primary; one sent to a standby follows its redirect to the primary. Every
 mutation carries one Idempotency-Key (random, or --idempotency-key's) to
 every master and is re-sent with it while its outcome is unknown (503
 outcome_unknown, 504, a lost connection), until --timeout: it is applied at
-most once. If ctl still gives up, it prints the key: re-running the command
+most once. A mutation no master could take at all (every one unreachable or
+without a primary, or a standby redirecting to a primary that does not answer,
+as for a session timeout after the primary was killed) is sent again, round
+after round with the same key, for up to --wait-primary (default 20s), saying
+from 2 s on what it waits for. If ctl still gives up, it prints the key: re-running the command
 with --idempotency-key KEY is safe, and prints the original answer with
 "replayed": true if it had been applied. The answer is printed as JSON; on
 failure the error goes to stderr and the exit status is 1. --json (before or
@@ -90,6 +94,10 @@ func ctlCommandHelp(synopsis, what string, mutation bool) string {
 	return h + "The answer is printed as JSON. ctl flags: 'dfsmaster-demo ctl -h'.\n"
 }
 
+// defaultWaitPrimary: how long ctl re-sends a mutation no master took (a
+// takeover after a kill -9 takes about a session timeout).
+const defaultWaitPrimary = 20 * time.Second
+
 // ctlMutations are the commands that change the namespace.
 var ctlMutations = map[string]bool{"mkdir": true, "create": true, "addblock": true, "rename": true, "delete": true}
 
@@ -101,6 +109,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	addr := fs.String("addr", envOr("DFSMASTER_ADDR", defaultAddr), "master address, host:port or URL, or several separated by commas (env DFSMASTER_ADDR)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	waitPrimary := fs.Duration("wait-primary", defaultWaitPrimary, "a mutation no master can take (no primary, or a standby naming a primary that does not answer, as after a kill -9) is sent again for up to this long, with its one key (0: once; --timeout bounds it too)")
 	key := fs.String("idempotency-key", "", "a mutation's Idempotency-Key (default: a random one); re-running a mutation with the same key applies it at most once")
 	tlsFlags := addTLSFlags(fs, "masters served with serve --tls-*: HTTPS with this client certificate")
 	fs.Bool("json", false, "print the answer as JSON (it always is: accepted for the convention both binaries share)")
@@ -157,6 +166,18 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pool, err := client.NewPool(addrs, hc)
 	if err != nil {
 		return ctlUsageError(stderr, err.Error())
+	}
+	if *waitPrimary < 0 {
+		return ctlUsageError(stderr, "--wait-primary must be >= 0")
+	}
+	pool.PrimaryWait = *waitPrimary
+	var said time.Duration
+	pool.OnRetry = func(waited time.Duration, err error) {
+		// No silent waits: from 2 s on, every 3 s, what it waits for.
+		if waited >= cli.ProgressAfter && (said == 0 || waited-said >= cli.ProgressEvery) {
+			said = waited
+			fmt.Fprintf(stderr, "dfsmaster-demo ctl %s: waiting %v (--wait-primary %v) for a master to take it: %v\n", name, waited.Round(time.Second), *waitPrimary, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

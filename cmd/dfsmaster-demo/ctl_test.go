@@ -237,9 +237,10 @@ func TestCtlFollowsRedirect(t *testing.T) {
 	require.Equal(t, uint64(2), primary.st.AppliedIndex())
 	require.Equal(t, json.Number("2"), ctlOK(t, "--addr", paddr, "stat", "/via/standby/f")["replication"])
 
-	// With no primary known, the standby answers 503 no_primary.
+	// With no primary known, the standby answers 503 no_primary (once
+	// --wait-primary is over).
 	_, lone := startMaster(t, false, "")
-	code, _, stderr := ctl(t, "--addr", lone, "mkdir", "/x")
+	code, _, stderr := ctl(t, "--addr", lone, "--wait-primary", "200ms", "mkdir", "/x")
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, "no_primary")
 }
@@ -330,9 +331,56 @@ func TestCtlDeadFirstAddr(t *testing.T) {
 	require.Equal(t, true, replayed["replayed"])
 	require.Equal(t, again["index"], replayed["index"])
 
-	// Every master dead or without a primary: the mutation fails, naming each.
-	code, _, stderr := ctl(t, "--addr", deadAddr+","+lone, "mkdir", "/x")
+	// Every master dead or without a primary: the mutation fails, naming
+	// each, once --wait-primary is over.
+	start := time.Now()
+	code, _, stderr := ctl(t, "--addr", deadAddr+","+lone, "--wait-primary", "600ms", "mkdir", "/x")
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, deadAddr)
 	require.Contains(t, stderr, "no_primary")
+	require.Contains(t, stderr, "no master took it within")
+	require.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
+	require.Less(t, time.Since(start), 5*time.Second, "bounded by --wait-primary")
+}
+
+// TestCtlWaitsForNewPrimary: right after the primary was killed, its
+// standby still redirects to it (until its session expires) and no
+// master takes a mutation; ctl sends it again, with its one key, until
+// the standby has taken over — within --wait-primary — and it is applied
+// once. It says what it waits for once that passes 2 s.
+func TestCtlWaitsForNewPrimary(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadAddr := strings.TrimPrefix(dead.URL, "http://")
+	dead.Close() // the killed primary
+	standby, saddr := startMaster(t, false, deadAddr)
+	go func() {
+		time.Sleep(800 * time.Millisecond) // the standby takes over
+		standby.mu.Lock()
+		standby.primary, standby.primaryAddr = true, ""
+		standby.mu.Unlock()
+	}()
+	start := time.Now()
+	r := ctlOK(t, "--addr", deadAddr+","+saddr, "mkdir", "/afterkill")
+	require.GreaterOrEqual(t, time.Since(start), 700*time.Millisecond, "it waited for the takeover")
+	require.Equal(t, json.Number("1"), r["index"])
+	require.Equal(t, uint64(1), standby.st.AppliedIndex(), "applied once")
+
+	// A takeover slower than 2 s is waited for out loud.
+	standby2, saddr2 := startMaster(t, false, deadAddr)
+	go func() {
+		time.Sleep(3200 * time.Millisecond)
+		standby2.mu.Lock()
+		standby2.primary, standby2.primaryAddr = true, ""
+		standby2.mu.Unlock()
+	}()
+	code, stdout, stderr := ctl(t, "--addr", saddr2, "create", "/f")
+	require.Equal(t, exitOK, code, stderr)
+	require.Contains(t, stdout, `"index": 1`)
+	require.Regexp(t, `dfsmaster-demo ctl create: waiting [23]s \(--wait-primary 20s\) for a master to take it: .*`+deadAddr, stderr)
+
+	// With --wait-primary 0 it is tried once, as before.
+	_, saddr3 := startMaster(t, false, deadAddr)
+	code, _, stderr = ctl(t, "--addr", saddr3, "--wait-primary", "0", "mkdir", "/x")
+	require.Equal(t, exitError, code)
+	require.NotContains(t, stderr, "waiting")
 }

@@ -448,7 +448,13 @@
 // overloaded, unavailable, disconnected or failed, 500, or the outcome
 // unknown there): a dead master listed first does not fail a mutation
 // while another is primary, and the key keeps it applied at most once. A
-// 4xx is an answer and ends the command.
+// 4xx is an answer and ends the command. When no master took it in a
+// round (every one unreachable or without a primary, or a standby
+// redirecting to a primary that does not answer: right after a kill -9,
+// until the standby takes over), ctl sends it again, round after round
+// with the same key and a backoff up to 1 s, for at most --wait-primary
+// (default 20s, within --timeout; 0: one round), saying from 2 s on every
+// 3 s what it waits for (client.Pool.PrimaryWait, OnRetry).
 //
 // A mutation is sent with an Idempotency-Key: --idempotency-key's (only
 // with a mutation), else a random one. The client re-sends it with that key

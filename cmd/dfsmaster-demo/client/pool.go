@@ -36,6 +36,16 @@ type Pool struct {
 	// master's own ReadWait bounds a read on it (DefaultMaxWait; 0: only
 	// the caller's context).
 	MaxWait time.Duration
+	// PrimaryWait bounds how long a mutation that no master could take
+	// (every one unreachable, without a primary, or redirecting to a
+	// primary that does not answer: a primary just killed, its standby
+	// still naming it until its session expires) is sent again, round
+	// after round, under its one Idempotency-Key, waiting for a new
+	// primary (0: one round). The caller's context bounds it too.
+	PrimaryWait time.Duration
+	// OnRetry, if set, is called before each further round with the time
+	// since the mutation started and the last round's error.
+	OnRetry func(waited time.Duration, err error)
 	next    atomic.Uint32
 }
 
@@ -198,6 +208,41 @@ func (p *Pool) mutate(ctx context.Context, path string, body any, opts []Mutatio
 	if !o.set {
 		o.key = NewIdempotencyKey()
 	}
+	// Rounds (PrimaryWait): the same key every round, so the mutation is
+	// applied at most once however many rounds it takes.
+	start := time.Now()
+	deadline := start.Add(p.PrimaryWait)
+	pause := 100 * time.Millisecond
+	var unknownBefore bool
+	for round := 0; ; round++ {
+		r, err, again := p.mutateRound(ctx, path, body, o.key)
+		var ue *UnknownOutcomeError
+		unknownBefore = unknownBefore || errors.As(err, &ue)
+		if !again || !time.Now().Before(deadline) || ctx.Err() != nil {
+			if again && round > 0 {
+				err = fmt.Errorf("%w (no master took it within %v, %d rounds)", err, time.Since(start).Round(time.Millisecond), round+1)
+				if unknownBefore && !errors.As(err, &ue) {
+					err = &UnknownOutcomeError{Key: o.key, Err: err}
+				}
+			}
+			return r, err
+		}
+		if p.OnRetry != nil {
+			p.OnRetry(time.Since(start), err)
+		}
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(min(pause, time.Until(deadline))):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// mutateRound sends the mutation to each master once (mutate's doc);
+// again reports that every master failed in a way another round may cure.
+func (p *Pool) mutateRound(ctx context.Context, path string, body any, key string) (MutationResult, error, bool) {
+	o := mutationOpts{key: key, set: true}
 	var (
 		errs     []error
 		last     error
@@ -208,7 +253,7 @@ func (p *Pool) mutate(ctx context.Context, path string, body any, opts []Mutatio
 		r, err := c.mutate(ctx, path, body, []MutationOption{IdempotencyKey(o.key)})
 		if err == nil || answered(err) {
 			r.Attempts += attempts
-			return r, err
+			return r, err, false
 		}
 		var ue *UnknownOutcomeError
 		if errors.As(err, &ue) {
@@ -220,17 +265,21 @@ func (p *Pool) mutate(ctx context.Context, path string, body any, opts []Mutatio
 		last = err
 		errs = append(errs, fmt.Errorf("%s: %w", c.Base(), err))
 		if !mutateAnother(err) || ctx.Err() != nil {
-			break
+			return MutationResult{}, p.roundErr(errs, last, unknown, o.key, attempts), false
 		}
 	}
+	return MutationResult{}, p.roundErr(errs, last, unknown, o.key, attempts), true
+}
+
+func (p *Pool) roundErr(errs []error, last error, unknown bool, key string, attempts int) error {
 	if len(errs) == 1 {
-		return MutationResult{}, last
+		return last
 	}
 	err := fmt.Errorf("client: no master took the mutation: %w", errors.Join(errs...))
 	if unknown {
-		return MutationResult{}, &UnknownOutcomeError{Key: o.key, Attempts: attempts, Err: err}
+		return &UnknownOutcomeError{Key: key, Attempts: attempts, Err: err}
 	}
-	return MutationResult{}, err
+	return err
 }
 
 // mutateAnother reports whether a mutation that failed on one master with
