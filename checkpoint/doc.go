@@ -189,10 +189,11 @@
 //     holds for the store's pinned Pebble format and because the store
 //     ingests nothing).
 //  7. Nothing is received twice: a per-file Fetch writes every byte it
-//     reads at once, so a fetch that stops (ctx, a source stalled, cut or
-//     gone, the process killed) leaves every received byte in its partial
-//     directory (a machine crash may lose what was not yet fsynced: that
-//     is fetched again), and the next Fetch of that checkpoint, from any
+//     reads at once (gathering reads into writes of up to 256 KiB), so a
+//     fetch that stops (ctx, a source stalled, cut or gone) leaves every
+//     received byte in its partial directory (a killed process may lose
+//     the last 256 KiB of each file in progress, a machine crash what was
+//     not yet fsynced: that is fetched again), and the next Fetch of that checkpoint, from any
 //     source, asks only for the rest (unless the checks described under
 //     "Partial fetches" find it damaged).
 //     Files that are already local (same name, size and CRC32C) are

@@ -644,11 +644,15 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 	size, crc := j.off, j.crc
 	kicked := size // bytes handed to startWriteback
 	for size < f.Size {
-		// Every read is written at once: what arrived is on disk (in the
-		// page cache) when the source or this process stops, so a resume
-		// never asks for it again.
+		// What arrived is written at once, in writes of up to minWrite
+		// gathered reads (a TLS connection returns one 16 KiB record per
+		// Read: a write per record costs more than its decryption), and
+		// before any error is handled: it is on disk (in the page cache)
+		// when the source or ctx stops, so a resume never asks for it
+		// again. Only a killed process loses the at most minWrite bytes
+		// it gathered.
 		chunk := buf[:min(int64(len(buf)), f.Size-size)]
-		n, rerr := body.Read(chunk)
+		n, rerr := gather(body, chunk, minWrite)
 		if n > 0 {
 			crc = crc32.Update(crc, castagnoli, chunk[:n])
 			if _, err := out.Write(chunk[:n]); err != nil {
@@ -684,6 +688,28 @@ func (ft *fetcher) fetchOnce(ctx context.Context, j *job, buf []byte) error {
 	f2 := out
 	out = nil
 	return ft.sy.put(ctx, syncItem{f: f2, part: part, dst: dst, crc: crc})
+}
+
+// minWrite: fetchOnce gathers reads up to this many bytes per write.
+const minWrite = 256 << 10
+
+// gather reads into p until it holds at least min(want, len(p)) bytes or
+// a read fails or returns nothing; it returns what it read and the error
+// that stopped it (nil when it reached want).
+func gather(r io.Reader, p []byte, want int) (int, error) {
+	want = min(want, len(p))
+	n := 0
+	for n < want {
+		m, err := r.Read(p[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			break
+		}
+	}
+	return n, nil
 }
 
 // fileSyncer fsyncs received (verified) files and renames them to their
