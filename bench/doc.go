@@ -11,7 +11,10 @@
 // It starts its own ZooKeeper ensemble through internal/infra/zkensemble (so it
 // needs ZooKeeper and Java: scripts/install-zookeeper.sh) and otherwise uses
 // only roomlog's public API (logroom, replica, store, checkpoint) and a
-// plain go-zookeeper client for the raw ceiling.
+// plain go-zookeeper client for the raw ceiling. Before the first row it
+// warms the fresh ensemble up (-zk-warmup, 30 s of pipelined creates): a
+// JVM still compiling ZooKeeper's request path ran sequential creates at
+// half a warm server's rate (bench/README.md, issue 44).
 //
 // Every client connects where logroom's clients do by default: to the
 // ensemble's leader (logroom's "Connecting: the leader first"), the raw
