@@ -117,17 +117,19 @@ const lifecycleSeed = 20261214
 // downgrade that must lower the room version first, a raise while a
 // replica runs the previous release, a primary killed between a
 // downgrade and the upgrade, a re-seed with observers coming and going,
-// a downgrade the re-seeded room must refuse, and a rollback to a copy
-// of ZooKeeper's data that the wipe before it kept, so that it restores
-// the room's earlier incarnation); each step's parameters come from
-// lifecycleSeed.
+// ZooKeeper lost while a replica runs the previous release (its store
+// keeps no history records: the re-seed may have to trust the highest
+// survivor), a downgrade the re-seeded room must refuse, and a rollback
+// to a copy of ZooKeeper's data that the wipe before it kept, so that it
+// restores the room's earlier incarnation); each step's parameters come
+// from lifecycleSeed.
 var lifecycleForce = []Kind{
 	ReplaceMember, ObserverJoin, RoomVersionRaise, Downgrade, RoomVersionRaise, KillPrimary,
-	Upgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, Downgrade, ZKRollbackReseed,
+	Upgrade, Downgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, Downgrade, ZKRollbackReseed,
 }
 
 // TestChaosLifecycle is the bounded run of `go run ./chaos -lifecycle`
-// (rerun it with `go run ./chaos -lifecycle -seed 20261214 -faults 12
+// (rerun it with `go run ./chaos -lifecycle -seed 20261214 -faults 13
 // -force <the kinds of lifecycleForce>`): one schedule of the lifecycle
 // kinds against 3 replica processes and an observer on a 3-server
 // ensemble of its own (the re-seeds wipe and restore it). The previous
