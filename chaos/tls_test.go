@@ -64,7 +64,10 @@ func TestChaosTLS(t *testing.T) {
 	require.True(t, res.TLS)
 	require.Zero(t, res.TLSViolations)
 	require.Positive(t, res.Report.Acked)
-	require.Less(t, res.MaxLifecycleGap, time.Second, "%s", res.Line())
+	// As in TestChaosLifecycle: graceful steps cost less than a session
+	// (the 1 s of issue 41 is the long run's bound; make test shares
+	// the two cores with every other package).
+	require.Less(t, res.MaxLifecycleGap, sessionForTest, "%s", res.Line())
 }
 
 // TestProbeTLS: the probe rotate-cert and rotate-ca judge by sees what a
