@@ -432,5 +432,8 @@
 // whenever an outcome was unknown) and rule 10 (one observer, sampled,
 // never led, same final state), and proves that the checker detects
 // each kind of violation in synthetic histories (checker_test.go,
-// TestCheckerRequests for rule 9).
+// TestCheckerRequests for rule 9). tls_test.go: TestChaosTLS, a bounded
+// -lifecycle -tls run (both rotations and a replaced member, on a TLS
+// ensemble of its own); TestProbeTLS, the rotation checks against a
+// tlsfiles server without ZooKeeper; TestScheduleTLS.
 package main
