@@ -1407,11 +1407,8 @@ func (r *Replica) publishStatus() {
 	}
 	members := lp.mem.snapshot()
 	pid, paddr := lp.primaryID, lp.primaryAddr
-	var best uint64
-	for _, m := range members {
-		if m.Role == RolePrimary && m.Epoch >= best {
-			best, pid, paddr = m.Epoch, m.ID, m.Addr
-		}
+	if p, ok := primaryOf(lp.mem.known); ok { // the one rule (decide.go)
+		pid, paddr = p.ID, p.Addr
 	}
 	if lp.c.role == RolePrimary {
 		pid, paddr = r.cfg.ID, r.cfg.AdvertiseAddr
