@@ -2,8 +2,8 @@
 // in the spirit of HDFS's offline edits viewer and haadmin/dfsadmin,
 // etcdctl/etcdutl and DistributedLog's tool. It is read-only except for
 // room-version --set (a room version target), acl --add/--remove (a live
-// room's ACL), transfer and checkpoint (requests to the primary) and
-// reseed (re-creates a room ZooKeeper lost); see "Writes". restore writes
+// room's ACL), transfer and checkpoint (requests to the primary),
+// delete-room and reseed (re-creates a room ZooKeeper lost); see "Writes". restore writes
 // only a local directory; inspect and version need no ZooKeeper.
 //
 //	roomlog [--zk host:port,...] [--base /roomlog] [--zk-digest-file FILE]
@@ -30,6 +30,13 @@
 //	checkpoint ROOM [--wait D]
 //	                       WRITES: the primary checkpoints now; prints the
 //	                       checkpoint's index
+//	delete-room ROOM [--yes] [--force] [--wait D]
+//	                       WRITES: deletes ROOM and everything under it;
+//	                       refused (exit 1) while members are live (ephemeral
+//	                       znodes under members/ or election/) unless
+//	                       --force; asks for the room's name on stdin unless
+//	                       --yes; the deletion bounded by --wait (default
+//	                       1m); exit 4 for a missing room
 //	inspect DATADIR        a stopped member's data dir, opened read-only:
 //	                       room and incarnation, applied index and epoch,
 //	                       running hash, last batch, local checkpoints,
@@ -188,6 +195,18 @@
 // primary of the named epoch claims it, carries it out
 // (replica.TransferLeadership, Replica.Checkpoint) and records the answer,
 // which the tool waits for (--wait).
+//
+// delete-room reads the room znode (a missing room is exit 4; a tombstone
+// or an unreadable room znode is deleted all the same, and said so),
+// lists the ephemeral znodes under members/ and election/ (a persistent
+// one there is foreign, not a member), refuses while any is left unless
+// --force (a running member then finds its room gone, ErrRoomLost, and
+// stops), asks for the room's name on stdin unless --yes (a wrong answer
+// or none deletes nothing), then deletes the subtree children first
+// (logroom.DeleteRoom) within --wait, saying every few seconds from 2 s
+// on what it waits for. An interrupted deletion leaves part of the room,
+// which no member accepts; running it again finishes it. The members'
+// data dirs are not touched: reseed can re-create the room from them.
 //
 // reseed ROOM --from DATADIR,... is for disaster
 // recovery only (replica package doc, "Disaster recovery"): with every

@@ -62,7 +62,8 @@ const usageText = `usage: roomlog [flags] COMMAND [ARGS]
        roomlog --version
 
 Inspection and operation of roomlog rooms in ZooKeeper. Read-only, except
-'room-version --set', 'acl --add/--remove', 'transfer', 'checkpoint' and 'reseed'.
+'room-version --set', 'acl --add/--remove', 'transfer', 'checkpoint', 'delete-room'
+and 'reseed'.
 
 commands:
   rooms                       the rooms under --base
@@ -75,6 +76,9 @@ commands:
   transfer ROOM [--to ID]     WRITES: asks the primary to hand over to member ID (default: the
                               standby that applied the most); waits until the new primary leads
   checkpoint ROOM             WRITES: asks the primary to checkpoint now; prints the index
+  delete-room ROOM [--yes] [--force]
+                              WRITES: deletes the room from ZooKeeper; refused while members are
+                              live unless --force; asks for the room's name unless --yes
   inspect DATADIR             a stopped member's data dir: room, applied index, running hash,
                               checkpoints, history (needs no ZooKeeper, opens it read-only)
   dump ROOM [--from N] [--to N]
@@ -135,6 +139,7 @@ type options struct {
 	add        aclFlag
 	remove     aclFlag
 	force      bool
+	yes        bool
 	noOps      bool
 	setVersion int
 	wait       time.Duration
@@ -208,7 +213,8 @@ func registerCommon(fs *flag.FlagSet, o *options, stderr io.Writer) *string {
 	fs.StringVar(&to, "to", "", "dump: last `INDEX` (default: the end of the log); transfer: the member ID to hand over to")
 	fs.Var(&o.add, "add", "acl: an `IDENTITY` to grant (x509:SUBJECT, digest:USER:HASH, digest-file:PATH); repeatable")
 	fs.Var(&o.remove, "remove", "acl: an `IDENTITY` to take out of the room's ACL; repeatable")
-	fs.BoolVar(&o.force, "force", false, "acl: change the ACL although a live member or this tool would lose access")
+	fs.BoolVar(&o.force, "force", false, "acl: change the ACL although a live member or this tool would lose access; delete-room: delete although members are live")
+	fs.BoolVar(&o.yes, "yes", false, "delete-room: delete without asking for the room's name on stdin")
 	fs.BoolVar(&o.noOps, "no-ops", false, "dump: do not decode entries as store ops")
 	fs.IntVar(&o.setVersion, "set", 0, fmt.Sprintf("room-version: record this room version (%d..%d) as the room's target", version.RoomMin, version.RoomMax))
 	fs.DurationVar(&o.wait, "wait", 0, "room-version --set: wait this long for the room to reach the target, complete (0: do not wait); transfer, checkpoint: how long to wait for the primary's answer (default 1m)")
@@ -239,6 +245,7 @@ var commands = map[string]command{
 	"acl":          {args: 1, run: cmdACL, help: aclHelp},
 	"transfer":     {args: 1, run: cmdTransfer, help: transferHelp},
 	"checkpoint":   {args: 1, run: cmdCheckpoint, help: checkpointHelp},
+	"delete-room":  {args: 1, run: cmdDeleteRoom, help: deleteRoomHelp},
 	// Local: no ZooKeeper.
 	"inspect": {args: 1, run: cmdInspect, local: true, help: inspectHelp},
 	"version": {args: 0, run: cmdVersion, local: true, help: versionHelp},
@@ -312,8 +319,14 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if name != "dump" && (o.set["from"] || (o.set["to"] && name != "transfer") || o.set["no-ops"]) {
 		return usageErr("--from, --to and --no-ops apply to dump only (and --to to transfer)")
 	}
-	if name != "acl" && (o.set["add"] || o.set["remove"] || o.set["force"]) {
-		return usageErr("--add, --remove and --force apply to acl only")
+	if name != "acl" && (o.set["add"] || o.set["remove"]) {
+		return usageErr("--add and --remove apply to acl only")
+	}
+	if name != "acl" && name != "delete-room" && o.set["force"] {
+		return usageErr("--force applies to acl and delete-room only")
+	}
+	if name != "delete-room" && o.set["yes"] {
+		return usageErr("--yes applies to delete-room only")
 	}
 	if err := checkIdentities(o); err != nil {
 		return usageErr("%v", err)
@@ -327,9 +340,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if name == "dump" && o.set["to"] && o.to == 0 {
 		return usageErr("--to must be >= 1")
 	}
-	waits := name == "room-version" || name == "transfer" || name == "checkpoint"
+	waits := name == "room-version" || name == "transfer" || name == "checkpoint" || name == "delete-room"
 	if (name != "room-version" && o.set["set"]) || (!waits && o.set["wait"]) {
-		return usageErr("--set applies to room-version only, --wait to room-version --set, transfer and checkpoint")
+		return usageErr("--set applies to room-version only, --wait to room-version --set, transfer, checkpoint and delete-room")
 	}
 	if name == "room-version" && o.set["wait"] && !o.set["set"] {
 		return usageErr("--wait applies to room-version --set only")
