@@ -444,18 +444,34 @@
 //  1. A tool writes operator {id, kind, to, epoch = the room's epoch}
 //     (SubmitRequest) with the room znode's ACL.
 //  2. The primary's request goroutine (one per non-observer member,
-//     active while it leads) reads it with a watch, re-read every 2 s. A
-//     request for a later epoch is not ours (we may be deposed without
-//     knowing): left alone. For an earlier epoch: answered failed
-//     ("stale"). Malformed: answered failed, naming why.
-//  3. It claims the request (Set state "running", by, checked against
-//     the version read: one claimer), carries it out through its own
-//     calls (TransferLeadership to "to", or to the live standby that
-//     applied the most; Checkpoint, bounded by 10 minutes) and records
-//     the outcome (Set, checked against its claim's version).
+//     active while it leads) reads it with a watch, re-read every 2 s.
+//     Every write of the record below is a Multi behind the term's fence
+//     (logroom.Writer.FenceOps) checked against the version read: a
+//     deposed primary writes nothing, of two claimers one wins. A request
+//     for a later epoch is answered failed ("above the room's epoch") —
+//     that answer lands only if we still lead, else the newer primary
+//     takes it. For an earlier epoch: failed ("stale"). Created more than
+//     a minute in the future, or more than 10 minutes ago: failed, not
+//     carried out. Malformed but pending: failed, naming why. Bytes that
+//     do not decode, or a state no writer uses, are left alone (logged
+//     once per version) and are an error naming the znode for every
+//     reader (ReadRequest, SubmitRequest: "delete it").
+//  3. It claims the request (state "running", by, claim_epoch = its
+//     epoch), carries it out through its own calls (TransferLeadership
+//     to "to", or to the live standby that applied the most; Checkpoint,
+//     bounded by 10 minutes) and records the outcome (behind the fence
+//     while the term lasts; after a transfer ended it, checked against
+//     its claim's version only). The term remembers
+//     what it carried out, so a request is carried out at most once per
+//     term and a lost answer is written again. A request found "running"
+//     by this primary in this term but not carried out (the claim's reply
+//     was lost) is carried out then; one "running" by a claimer that is
+//     no live member (its term ended before it answered, or a forgery)
+//     is answered failed, "outcome unknown", instead of stalling.
 //  4. The tool reads the answer (ReadRequest) and deletes the znode
 //     (ClearRequest). A request neither answered nor cleared 10 minutes
-//     after it was written may be replaced.
+//     after it was written (or dated more than a minute in the future)
+//     may be replaced.
 //
 // Checkpoints and deletion (checkpointer goroutine):
 //

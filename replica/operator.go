@@ -27,12 +27,27 @@ import (
 // public calls (TransferLeadership, Checkpoint) and records the outcome in
 // the same znode; the tool reads the outcome and deletes the znode.
 //
-// Only the primary of the named epoch acts: a deposed primary that does
-// not know it yet reads an epoch above its own and leaves the request
-// alone, and a request for an older epoch (a failover since it was
-// written) is answered "stale" by the primary in office. A member never
-// trusts the record beyond that: a malformed one is answered as failed
-// (so the tool does not wait out its timeout) and nothing else is done.
+// Only the primary of the named epoch acts, and its claim is fenced: the
+// claim (and every later write of the record) is a Multi that begins with
+// its writer's fence (logroom.Writer.FenceOps) and checks the record's
+// version, so a deposed primary that does not know it yet claims nothing,
+// and of two members only one claim lands. A request for an older epoch
+// (a failover since it was written) is answered "stale" by the primary in
+// office. The claim records the claimer's epoch (ClaimEpoch): a request
+// left "running" by a claimer that is no live member (its term ended
+// before it answered, or a forgery) is answered failed, outcome unknown,
+// instead of stalling (a live one answers itself: a transfer ends its
+// term before it records the outcome, checked against its claim's
+// version); one this primary claimed in this term but did not carry
+// out (the claim's reply was lost) is carried out then. Each term
+// remembers what it carried out (term.opsDone): at most once per term,
+// and a lost answer is written again. A member never trusts the record
+// beyond that: one that decodes as a pending request but is malformed,
+// was created in the future (more than requestClockSkew ahead) or
+// abandoned (older than requestStaleAfter) is answered failed and not
+// carried out; a record in no known state, or bytes that do not decode,
+// is an error naming the znode for every reader (ReadRequest,
+// SubmitRequest) and is left alone by members (logged once).
 
 // Operator request kinds (OperatorRequest.Kind).
 const (
@@ -60,6 +75,10 @@ const operatorZ = "operator"
 // request may replace it.
 const requestStaleAfter = 10 * time.Minute
 
+// requestClockSkew: a request created more than this far ahead of the
+// primary's clock is refused (it would never count as abandoned).
+const requestClockSkew = time.Minute
+
 // checkpointRequestBound bounds a checkpoint made on request.
 const checkpointRequestBound = 10 * time.Minute
 
@@ -78,6 +97,7 @@ type operatorRecord struct {
 	// Written by the primary that claims it:
 	State      string `msgpack:"state,omitempty"`
 	By         string `msgpack:"by,omitempty"`
+	ClaimEpoch uint64 `msgpack:"claim_epoch,omitempty"` // the claimer's epoch (the term it claimed in)
 	Error      string `msgpack:"err,omitempty"`
 	Index      uint64 `msgpack:"index,omitempty"`
 	NewPrimary string `msgpack:"new_primary,omitempty"`
@@ -113,8 +133,11 @@ func (o operatorRecord) request(version int32) OperatorRequest {
 
 // Finished reports whether the request got its answer, or was abandoned
 // (still unanswered 10 minutes after it was submitted).
+// A request created more than a minute in the future counts as finished
+// (garbled or forged: it would never be abandoned otherwise).
 func (q OperatorRequest) Finished(now time.Time) bool {
-	return q.State == RequestDone || q.State == RequestFailed || now.Sub(q.Created) > requestStaleAfter
+	return q.State == RequestDone || q.State == RequestFailed || now.Sub(q.Created) > requestStaleAfter ||
+		q.Created.Sub(now) > requestClockSkew
 }
 
 // SubmitRequest writes req for the room's primary (Kind and To from req;
@@ -210,7 +233,7 @@ func ReadRequest(ctx context.Context, c *logroom.Client, base, room string) (Ope
 	}
 	o, err := decodeOperator(data)
 	if err != nil {
-		return OperatorRequest{}, false, fmt.Errorf("replica: operator request %s: %w", p, err)
+		return OperatorRequest{}, false, fmt.Errorf("replica: operator request %s: %w (no roomlog tool or member wrote it: delete it)", p, err)
 	}
 	return o.request(st.Version), true, nil
 }
@@ -243,6 +266,11 @@ func decodeOperator(data []byte) (operatorRecord, error) {
 	}
 	if o.ID == "" || (o.Kind != RequestTransfer && o.Kind != RequestCheckpoint) {
 		return o, fmt.Errorf("id %q, kind %q: %w", o.ID, o.Kind, errBadZnodeData)
+	}
+	switch o.State {
+	case RequestPending, RequestRunning, RequestDone, RequestFailed:
+	default:
+		return o, fmt.Errorf("id %q: state %q: %w", o.ID, o.State, errBadZnodeData)
 	}
 	return o, nil
 }
@@ -282,7 +310,7 @@ func (r *Replica) runOperatorRequests(ctx context.Context) {
 	)
 	for {
 		if t := r.currentTerm(); t != nil && (watch == nil || readFor != t.epoch) {
-			if w := r.operatorStep(ctx, p, t.epoch); w != nil {
+			if w := r.operatorStep(ctx, p, t); w != nil {
 				watch, readFor = w, t.epoch // else: retried at the next tick
 			}
 		}
@@ -301,7 +329,8 @@ func (r *Replica) runOperatorRequests(ctx context.Context) {
 // operatorStep reads the request znode (arming a watch) and, when it holds
 // a pending request for epoch, claims it, carries it out and records the
 // outcome. It returns the watch (nil: none armed).
-func (r *Replica) operatorStep(ctx context.Context, p string, epoch uint64) <-chan zk.Event {
+func (r *Replica) operatorStep(ctx context.Context, p string, t *term) <-chan zk.Event {
+	epoch := t.epoch
 	var (
 		data  []byte
 		st    *zk.Stat
@@ -319,27 +348,74 @@ func (r *Replica) operatorStep(ctx context.Context, p string, epoch uint64) <-ch
 	if err != nil || st == nil {
 		return watch
 	}
+	version := st.Version
 	o, derr := decodeOperator(data)
-	switch {
-	case derr == nil && (o.State != RequestPending || o.Epoch > epoch):
-		return watch // answered, claimed, or for a later primary than us
-	case derr != nil:
+	if derr != nil {
 		var raw operatorRecord
-		if decode(data, &raw) != nil || raw.State != RequestPending {
-			return watch // not a request to answer (foreign data): leave it
+		if decode(data, &raw) != nil || raw.State != RequestPending || raw.ID == "" {
+			// Not a request to answer: every reader reports it by name.
+			if t.opWarned.Swap(int64(version)+1) != int64(version)+1 {
+				r.log.Warn("operator request znode is not a request; left alone (roomlog reports it; delete it)", "path", p, "err", derr)
+			}
+			return watch
 		}
 		o = raw
-	}
-	o.State, o.By = RequestRunning, r.cfg.ID
-	switch {
-	case derr != nil:
-		o.State, o.Error = RequestFailed, "malformed request: "+derr.Error()
-	case o.Epoch < epoch:
-		o.State, o.Error = RequestFailed, fmt.Sprintf("stale: the request is for the primary of epoch %d; %s is primary at epoch %d now (a failover happened): submit it again", o.Epoch, r.cfg.ID, epoch)
-	}
-	version := st.Version
-	if !r.setOperator(ctx, p, o, &version) || o.State == RequestFailed {
+		o.State, o.By, o.ClaimEpoch, o.Error = RequestFailed, r.cfg.ID, epoch, "malformed request: "+derr.Error()
+		r.setOperator(ctx, p, t, o, &version)
 		return watch
+	}
+	if o.State == RequestDone || o.State == RequestFailed {
+		return watch // answered
+	}
+	if o.Epoch > epoch {
+		// For a later primary than us, if we were deposed: then our fenced
+		// write does not land and that primary answers it. If it lands,
+		// our epoch is the room's and no primary will ever reach o.Epoch.
+		o.State, o.By, o.ClaimEpoch, o.Error = RequestFailed, r.cfg.ID, epoch,
+			fmt.Sprintf("names epoch %d, above the room's epoch %d: no primary will answer it (not written by a roomlog tool?)", o.Epoch, epoch)
+		r.setOperator(ctx, p, t, o, &version)
+		return watch
+	}
+	now := time.Now()
+	if o.State == RequestRunning {
+		if o.By != r.cfg.ID || o.ClaimEpoch != epoch {
+			if o.By != r.cfg.ID && r.memberLive(o.By) {
+				// A primary of an earlier epoch that is still a member (a
+				// transfer it carried out ended its term) records its own
+				// answer: leave it that.
+				return watch
+			}
+			o.State, o.Error = RequestFailed, fmt.Sprintf("outcome unknown: claimed by %q at epoch %d, which is not the primary of epoch %d (%s): its term ended before it answered, or the claim was not a member's; submit it again if it is still wanted",
+				o.By, o.ClaimEpoch, epoch, r.cfg.ID)
+			o.By, o.ClaimEpoch = r.cfg.ID, epoch
+			r.setOperator(ctx, p, t, o, &version)
+			return watch
+		}
+		if v, ok := t.opsDone.Load(o.ID); ok {
+			if fin := v.(operatorRecord); fin.State != RequestRunning && !r.recordOutcome(ctx, p, t, fin, &version) {
+				return nil // the answer is still not recorded: read again at the next tick
+			}
+			return watch // carried out (or being carried out) in this term
+		}
+		// Claimed by us in this term, never carried out: our claim's
+		// reply was lost. Carry it out now.
+	} else {
+		o.State, o.By, o.ClaimEpoch = RequestRunning, r.cfg.ID, epoch
+		switch {
+		case o.Created > now.Add(requestClockSkew).UnixMilli():
+			o.State, o.Error = RequestFailed, fmt.Sprintf("created in the future (%s, %v ahead of %s's clock): a clock no member shares, or not written by a roomlog tool; not carried out",
+				time.UnixMilli(o.Created).UTC().Format(time.RFC3339), time.UnixMilli(o.Created).Sub(now).Round(time.Second), r.cfg.ID)
+		case now.Sub(time.UnixMilli(o.Created)) > requestStaleAfter:
+			o.State, o.Error = RequestFailed, fmt.Sprintf("expired: submitted %s, more than %v ago; not carried out now", time.UnixMilli(o.Created).UTC().Format(time.RFC3339), requestStaleAfter)
+		case o.Epoch < epoch:
+			o.State, o.Error = RequestFailed, fmt.Sprintf("stale: the request is for the primary of epoch %d; %s is primary at epoch %d now (a failover happened): submit it again", o.Epoch, r.cfg.ID, epoch)
+		}
+		if !r.setOperator(ctx, p, t, o, &version) || o.State == RequestFailed {
+			return watch
+		}
+	}
+	if _, loaded := t.opsDone.LoadOrStore(o.ID, o); loaded {
+		return watch // carried out by a concurrent step of this term
 	}
 	r.log.Info("operator request", "kind", o.Kind, "id", o.ID, "to", o.To)
 	start := time.Now()
@@ -358,9 +434,7 @@ func (r *Replica) operatorStep(ctx context.Context, p string, epoch uint64) <-ch
 			err = fmt.Errorf("%w: no live standby to hand over to", ErrTransfer)
 			break
 		}
-		if t := r.currentTerm(); t != nil {
-			o.Index = t.w.LastCommitted()
-		}
+		o.Index = t.w.LastCommitted()
 		tctx, cancel := context.WithTimeout(ctx, 2*r.cfg.TransferTimeout+2*r.cfg.SessionTimeout)
 		err = r.TransferLeadership(tctx, to)
 		cancel()
@@ -372,13 +446,22 @@ func (r *Replica) operatorStep(ctx context.Context, p string, epoch uint64) <-ch
 		o.State, o.Error = RequestFailed, err.Error()
 		r.log.Warn("operator request failed", "kind", o.Kind, "id", o.ID, "err", err)
 	}
-	r.setOperator(ctx, p, o, &version)
+	t.opsDone.Store(o.ID, o)
+	if !r.recordOutcome(ctx, p, t, o, &version) {
+		return nil // read again at the next tick: the answer is written again
+	}
 	return watch
 }
 
-// setOperator writes o to p if p is still at *version (a request replaced
-// or deleted meanwhile is left alone) and advances *version.
-func (r *Replica) setOperator(ctx context.Context, p string, o operatorRecord, version *int32) bool {
+// recordOutcome writes the outcome o of a request this term claimed (its
+// claim was fenced) to p if p is still at *version: behind t's fence
+// while the term lasts, else without it (a transfer ends our epoch before
+// its outcome is written; the version check still keeps anything written
+// since our claim).
+func (r *Replica) recordOutcome(ctx context.Context, p string, t *term, o operatorRecord, version *int32) bool {
+	if r.setOperator(ctx, p, t, o, version) {
+		return true
+	}
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.SessionTimeout)
 	defer cancel()
 	var st *zk.Stat
@@ -389,11 +472,53 @@ func (r *Replica) setOperator(ctx context.Context, p string, o operatorRecord, v
 	})
 	if err != nil {
 		if !errors.Is(err, zk.ErrBadVersion) && !errors.Is(err, zk.ErrNoNode) {
-			r.log.Warn("operator request: cannot record its state", "path", p, "state", o.State, "err", err)
+			r.log.Warn("operator request: cannot record its outcome", "path", p, "state", o.State, "err", err)
 		}
 		return false
 	}
 	*version = st.Version
+	return true
+}
+
+// memberLive reports whether id is a live member in this replica's view.
+func (r *Replica) memberLive(id string) bool {
+	for _, m := range r.snap.Load().members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// setOperator writes o to p behind t's fence (a deposed primary writes
+// nothing) if p is still at *version (a request replaced or deleted
+// meanwhile is left alone) and advances *version.
+func (r *Replica) setOperator(ctx context.Context, p string, t *term, o operatorRecord, version *int32) bool {
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.SessionTimeout)
+	defer cancel()
+	fence := t.w.FenceOps()
+	var res []zk.MultiResponse
+	err := r.bounded(wctx, func() error {
+		var err error
+		res, err = r.conn.Multi(append(fence, &zk.SetDataRequest{Path: p, Data: encode(o), Version: *version})...)
+		return err
+	})
+	if err != nil {
+		switch {
+		case logroom.FenceRefused(res, err):
+			r.log.Warn("operator request: fenced (a newer epoch took the room); left to the primary in office", "path", p, "id", o.ID, "state", o.State)
+		case len(res) == len(fence)+1 && (errors.Is(res[len(fence)].Error, zk.ErrBadVersion) || errors.Is(res[len(fence)].Error, zk.ErrNoNode)):
+			// Replaced or deleted meanwhile: not ours to write.
+		default:
+			r.log.Warn("operator request: cannot record its state", "path", p, "state", o.State, "err", err)
+		}
+		return false
+	}
+	if n := len(res); n > 0 && res[n-1].Stat != nil {
+		*version = res[n-1].Stat.Version
+	} else {
+		*version++
+	}
 	return true
 }
 

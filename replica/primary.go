@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/roomlog/roomlog/logroom"
@@ -32,6 +33,15 @@ type term struct {
 	inflight  int           // proposals inside Writer.Append
 	idle      chan struct{} // closed when inflight drops to 0 (nil when nobody waits)
 	handoff   string        // the member a transfer in progress hands over to
+
+	// opsDone: the operator requests this term claimed and carried out
+	// (or is carrying out), id → their record (operator.go): a request
+	// is carried out at most once per term, and a lost answer is written
+	// again.
+	opsDone sync.Map
+	// opWarned: 1 + the version of the operator znode last reported as
+	// not a request (it is logged once per version and term).
+	opWarned atomic.Int64
 }
 
 func (t *term) enter() bool {
