@@ -41,7 +41,10 @@
 //	                       room and incarnation, applied index and epoch,
 //	                       running hash, last batch, local checkpoints,
 //	                       re-seed history; a data dir a member still holds
-//	                       is refused ("is a member still running on it?")
+//	                       is refused ("is a member still running on it?").
+//	                       --export FILE also writes a summary of it (host,
+//	                       dir, room, incarnation, applied position) for
+//	                       reseed --from-summaries
 //	channels ROOM          per channel: num, first, last, sealed, epoch,
 //	                       batches, bytes, entries (the open channel's last
 //	                       index, batches and bytes are read from its chain)
@@ -101,6 +104,13 @@
 //	                       nothing (ReseedConfig.DryRun). Its own flags
 //	                       ('roomlog reseed -h'); exit 1 with the reason when
 //	                       refused (nothing changed)
+//	reseed ROOM --from-summaries FILE[,FILE...]
+//	                       data dirs on several hosts: plans the re-seed
+//	                       from each host's 'inspect --export' summary (no
+//	                       ZooKeeper, writes nothing): the seed's host and
+//	                       dir, each other data dir's role (adopted,
+//	                       bootstrap: move it away, or disagrees: exit 1),
+//	                       and the command to run on the seed's host
 //	restore --archive DIR --room ROOM (--to-index N | --to-time T) --out DATADIR
 //	                       point-in-time restore from an archive into a new
 //	                       local data dir (archive.Restore); no ZooKeeper.
@@ -222,6 +232,22 @@
 // seed's position, or holds entries no survivor applied (--force). With
 // --dry-run it stops after the checks and the wait, before deleting,
 // creating or rewriting anything, and prints what it would have done.
+//
+// A re-seed reads every survivor's store, so --from needs the data dirs on
+// the host running it. When they are on several hosts, 'inspect DATADIR
+// --export FILE' on each (members stopped) writes a summary of a few
+// hundred bytes; gathered on one host, 'reseed ROOM --from-summaries
+// FILE,...' chooses the seed as a re-seed would (highest epoch, then
+// index) and classifies every other data dir from what the summaries can
+// tell: at the seed's position (same batch and running hash: it adopts
+// the re-seeded room when started), behind it (its data dir must be moved
+// away; the member bootstraps from a peer's checkpoint), or another
+// history at the seed's index (refused, exit 1: --trust on the host of the
+// one to keep). It prints the command to run on the seed's host, from the
+// seed's data dir alone; that run checks the seed's store again.
+// (Summaries compare positions only: a survivor behind the seed is not
+// checked against the seed's history, which is why it is moved away and
+// bootstraps rather than adopted.)
 //
 // # What verify checks
 //

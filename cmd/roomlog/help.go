@@ -76,13 +76,15 @@ the log, checkpoint the state, record it, delete the channels it covers), like
 transfer. Waits at most --wait (default 1m) and prints the checkpoint's index.
 `
 
-const inspectHelp = `usage: roomlog inspect DATADIR [--json]
+const inspectHelp = `usage: roomlog inspect DATADIR [--json] [--export FILE]
 
 A stopped member's data dir, opened read-only (needs no ZooKeeper): the room and
 incarnation its marker names, the applied index and epoch, the running hash, the
 identity of the last batch applied, the local checkpoints, and the re-seed history.
 A data dir still locked by a running member is refused with "is a member still
-running on it?".
+running on it?". --export FILE also writes a summary of it (host, dir, room,
+incarnation, applied position): gather the summaries of every host's data dir and
+'roomlog reseed ROOM --from-summaries FILE,...' says which one to re-seed from.
 `
 
 const versionHelp = `usage: roomlog version [--json]

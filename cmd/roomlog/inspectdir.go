@@ -119,6 +119,11 @@ func cmdInspect(_ context.Context, _ *inspector, o options, args []string, stdou
 		out.Ckpts = append(out.Ckpts, inspectCheckpoint{Index: m.Index, Epoch: m.Epoch, Room: m.Room, Czxid: fmt.Sprintf("0x%x", m.RoomCzxid),
 			Created: m.Created.UTC().Format("2006-01-02T15:04:05Z"), Bytes: c.Bytes, Files: len(m.Files), Path: c.Path})
 	}
+	if o.export != "" {
+		if err := exportSummary(o.export, out); err != nil {
+			return err
+		}
+	}
 	if o.json {
 		return writeJSON(stdout, out)
 	}
@@ -129,6 +134,9 @@ func cmdInspect(_ context.Context, _ *inspector, o options, args []string, stdou
 	}
 	if out.Diverged != "" {
 		fmt.Fprintf(stdout, "DIVERGED (the member refuses to start on it): %s\n", out.Diverged)
+	}
+	if o.export != "" {
+		fmt.Fprintf(stdout, "summary written to %s (for 'roomlog reseed ROOM --from-summaries' on the host that gathers them)\n", o.export)
 	}
 	fmt.Fprintf(stdout, "applied index %d, epoch %d, last batch %s\n", out.Applied, out.Epoch, out.Batch)
 	fmt.Fprintf(stdout, "running hash %s (chain from index %d), state hash %s\n", out.RunHash, out.HashBase, out.StateHash)

@@ -79,8 +79,10 @@ commands:
   delete-room ROOM [--yes] [--force]
                               WRITES: deletes the room from ZooKeeper; refused while members are
                               live unless --force; asks for the room's name unless --yes
-  inspect DATADIR             a stopped member's data dir: room, applied index, running hash,
-                              checkpoints, history (needs no ZooKeeper, opens it read-only)
+  inspect DATADIR [--export FILE]
+                              a stopped member's data dir: room, applied index, running hash,
+                              checkpoints, history (needs no ZooKeeper, opens it read-only);
+                              --export writes a summary for 'reseed --from-summaries'
   dump ROOM [--from N] [--to N]
                               decoded entries, one JSON object per line
   verify ROOM                 check every channel and batch znode; exit 1 on any fault
@@ -100,6 +102,10 @@ commands:
                               WRITES: re-creates a room ZooKeeper lost from its stopped members'
                               data dirs, the log continuing past their applied index; --dry-run
                               says what it would do and writes nothing ('roomlog reseed -h')
+  reseed ROOM --from-summaries FILE[,FILE...]
+                              data dirs on several hosts: from each one's 'inspect --export'
+                              summary, chooses the seed and says which host's data dir to
+                              re-seed from (needs no ZooKeeper, writes nothing)
   restore --archive DIR --room ROOM --to-index N|--to-time T --out DATADIR
                               point-in-time restore from an archive into a new local data dir
                               (needs no ZooKeeper, writes only DATADIR; 'roomlog restore -h')
@@ -140,6 +146,7 @@ type options struct {
 	remove     aclFlag
 	force      bool
 	yes        bool
+	export     string
 	noOps      bool
 	setVersion int
 	wait       time.Duration
@@ -214,6 +221,7 @@ func registerCommon(fs *flag.FlagSet, o *options, stderr io.Writer) *string {
 	fs.Var(&o.add, "add", "acl: an `IDENTITY` to grant (x509:SUBJECT, digest:USER:HASH, digest-file:PATH); repeatable")
 	fs.Var(&o.remove, "remove", "acl: an `IDENTITY` to take out of the room's ACL; repeatable")
 	fs.BoolVar(&o.force, "force", false, "acl: change the ACL although a live member or this tool would lose access; delete-room: delete although members are live")
+	fs.StringVar(&o.export, "export", "", "inspect: also write a summary of the data dir to `FILE`, for 'reseed --from-summaries' on another host")
 	fs.BoolVar(&o.yes, "yes", false, "delete-room: delete without asking for the room's name on stdin")
 	fs.BoolVar(&o.noOps, "no-ops", false, "dump: do not decode entries as store ops")
 	fs.IntVar(&o.setVersion, "set", 0, fmt.Sprintf("room-version: record this room version (%d..%d) as the room's target", version.RoomMin, version.RoomMax))
@@ -325,6 +333,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if name != "acl" && name != "delete-room" && o.set["force"] {
 		return usageErr("--force applies to acl and delete-room only")
 	}
+	if name != "inspect" && o.set["export"] {
+		return usageErr("--export applies to inspect only")
+	}
 	if name != "delete-room" && o.set["yes"] {
 		return usageErr("--yes applies to delete-room only")
 	}
@@ -434,7 +445,8 @@ func commandAt(args []string) int {
 	valued := map[string]bool{"zk": true, "base": true, "digest": true, "zk-digest-file": true, "timeout": true,
 		"from": true, "to": true, "set": true, "wait": true, "add": true, "remove": true,
 		"trust": true, "room-version": true, "session-timeout": true, "archive": true, "room": true,
-		"to-index": true, "to-time": true, "out": true, "applier": true, "incarnation": true}
+		"to-index": true, "to-time": true, "out": true, "applier": true, "incarnation": true,
+		"export": true, "from-summaries": true}
 	for _, n := range zkTLSValued {
 		valued[n] = true
 	}

@@ -83,6 +83,17 @@ func TestOperatorCommands(t *testing.T) {
 	require.NotEmpty(t, in.RunHash)
 	require.NotEmpty(t, in.Ckpts)
 	require.Equal(t, ck.Index, in.Ckpts[len(in.Ckpts)-1].Index)
+	// --export: a summary that 'reseed --from-summaries' plans from.
+	sum := filepath.Join(t.TempDir(), "a.json")
+	nozk := &cli{t: t, zk: "127.0.0.1:1", base: base}
+	require.Contains(t, nozk.ok("inspect", dirs["a"], "--export", sum), "summary written to "+sum)
+	var plan summaryPlan
+	nozk.json(&plan, "reseed", room, "--from-summaries", sum)
+	abs, err := filepath.Abs(dirs["a"])
+	require.NoError(t, err)
+	require.Equal(t, abs, plan.SeedDir)
+	require.Equal(t, in.Applied, plan.Index)
+	require.Equal(t, "roomlog reseed r --from "+abs+" --base /ops", plan.Command)
 	code, _, errs = cl.run("inspect", filepath.Join(t.TempDir(), "none"))
 	require.Equal(t, exitUsage, code, errs)
 }

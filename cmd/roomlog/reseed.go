@@ -23,6 +23,7 @@ import (
 // and only their marker files are rewritten.
 
 const reseedUsage = `usage: roomlog reseed ROOM --from DATADIR[,DATADIR...] [flags]
+       roomlog reseed ROOM --from-summaries FILE[,FILE...] [--json]
 
 WRITES: re-creates room ROOM, which ZooKeeper lost (wiped, restored from an older
 copy, deleted), from the data dirs of its stopped members: the one with the highest
@@ -36,6 +37,14 @@ checkpoint). Start the seed's member first.
 room version the room would be created at, what ZooKeeper holds under the name —
 after the checks a re-seed makes (the survivors agree, no member of the old room is
 live), and writes nothing: neither ZooKeeper nor the survivors' markers.
+
+Data dirs on several hosts: run 'roomlog inspect DATADIR --export FILE' on each
+host (stopped members), gather the files, and --from-summaries plans the re-seed
+without ZooKeeper, writing nothing: it chooses the seed as above (highest epoch,
+then index), says of every other data dir whether it is at the seed's position
+(adopts the re-seeded room when started), behind it (move its data dir away: it
+bootstraps) or another history (refused, exit 1: --trust on the host of the one to
+keep), and prints the command to run on the seed's host, from its data dir.
 
 Digest credentials for a room with an ACL come from --zk-digest-file or the
 environment (ROOMLOG_ZK_DIGEST_FILE, ROOMLOG_ZK_DIGEST=user:password), never
@@ -84,7 +93,8 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	})
 	digestFile := fs.String("zk-digest-file", "", "`FILE` holding digest credentials user:password for a room with an ACL (env "+envDigestFile+")")
 	dryRun := fs.Bool("dry-run", false, "check and print what the re-seed would do, and write nothing")
-	from := fs.String("from", "", "the survivors' data dirs, comma-separated (required)")
+	from := fs.String("from", "", "the survivors' data dirs, comma-separated (required, unless --from-summaries)")
+	fromSummaries := fs.String("from-summaries", "", "`FILES`, comma-separated: the summaries 'roomlog inspect DATADIR --export FILE' wrote on each host; plans the re-seed (which host's data dir to re-seed from, what to do with the others) without ZooKeeper and writes nothing")
 	trust := fs.String("trust", "", "seed from this data dir although the survivors disagree (the others that disagree are left out)")
 	force := fs.Bool("force", false, "re-seed although ZooKeeper's room still holds the seed's position, or holds entries of another incarnation (lost)")
 	roomVersion := fs.Int("room-version", 0, "room version to create the room at (0: the old room's if ZooKeeper still has it, else 1)")
@@ -131,6 +141,40 @@ func cmdReseedArgs(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if err := logroom.ValidateBase(*base); err != nil {
 		return usageErr("--base: %v", err)
+	}
+	if *fromSummaries != "" {
+		if *from != "" || *trust != "" || *dryRun {
+			return usageErr("--from-summaries plans only: not with --from, --trust or --dry-run")
+		}
+		var files []string
+		for _, f := range strings.Split(*fromSummaries, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				files = append(files, f)
+			}
+		}
+		var extra []string
+		if *force {
+			extra = append(extra, "--force")
+		}
+		if *roomVersion != 0 {
+			extra = append(extra, fmt.Sprintf("--room-version %d", *roomVersion))
+		}
+		plan, err := planFromSummaries(*base, pos[0], files, extra)
+		if err != nil {
+			fmt.Fprintf(stderr, "roomlog reseed: %v\n", err)
+			if len(plan.Survivors) > 0 {
+				printPlan(stderr, plan)
+			}
+			return conv.Class(err)
+		}
+		if *jsonOut {
+			if err := writeJSON(stdout, plan); err != nil {
+				return exitFail
+			}
+			return exitOK
+		}
+		printPlan(stdout, plan)
+		return exitOK
 	}
 	var dirs []string
 	for _, d := range strings.Split(*from, ",") {
