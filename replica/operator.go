@@ -337,13 +337,24 @@ func (r *Replica) operatorStep(ctx context.Context, p string, t *term) <-chan zk
 		watch <-chan zk.Event
 	)
 	err := r.bounded(ctx, func() error {
-		var err error
-		data, st, watch, err = r.conn.GetW(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			_, _, watch, err = r.conn.ExistsW(p)
+		for range 3 {
+			var err error
+			data, st, watch, err = r.conn.GetW(p)
+			if !errors.Is(err, zk.ErrNoNode) {
+				return err
+			}
+			// None: watch for its creation. Created since the read
+			// (ExistsW finds it): read it, or it would wait for a change
+			// that may never come.
+			var ok bool
+			ok, _, watch, err = r.conn.ExistsW(p)
 			data, st = nil, nil
+			if err != nil || !ok {
+				return err
+			}
 		}
-		return err
+		watch = nil // created and deleted again and again: the next tick reads it
+		return nil
 	})
 	if err != nil || st == nil {
 		return watch

@@ -56,11 +56,15 @@ func TestOperatorRequestTrust(t *testing.T) {
 	waitAnswer := func(id string) operatorRecord {
 		t.Helper()
 		var o operatorRecord
-		require.Eventually(t, func() bool {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
 			o = read()
-			return o.ID == id && (o.State == RequestDone || o.State == RequestFailed)
-		}, 20*time.Second, 20*time.Millisecond, "request %s was never answered: %+v", id, o)
-		return o
+			if o.ID == id && (o.State == RequestDone || o.State == RequestFailed) {
+				return o
+			}
+			require.True(t, time.Now().Before(deadline), "request %s was never answered: %+v", id, o)
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	now := time.Now()
 	rec := func(id string) operatorRecord {
