@@ -257,9 +257,23 @@ func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 		// The log's committed end cannot be read: refuse at once.
 		return 0, fmt.Errorf("replica: barrier: %w", r.cutOff(s, 0))
 	}
-	idx, err := r.room.CommittedIndex(ctx, r.applied.Load())
+	hint := r.applied.Load()
+	idx, err := r.room.CommittedIndex(ctx, hint)
 	if err != nil {
 		return 0, fmt.Errorf("replica: barrier: %w", err)
+	}
+	if idx < hint {
+		// The log ends below what this member applied (only committed
+		// entries are applied, and the log loses none at its end): ZooKeeper
+		// was restored from an older copy, and what was acknowledged after
+		// it is gone. Serving a read now would be stale; the member fails.
+		lost := logLost("a barrier found", fmt.Errorf("%w: room %q: the log's committed end is %d, below index %d this member applied",
+			logroom.ErrDiverged, r.cfg.Room, idx, hint))
+		select {
+		case r.failc <- lost:
+		default: // an earlier unrecoverable error is queued: it fails the replica
+		}
+		return 0, fmt.Errorf("replica: barrier: %w", lost)
 	}
 	r.noteCommitted(idx)
 	if err := r.WaitApplied(ctx, idx); err != nil {
