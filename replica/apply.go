@@ -258,7 +258,7 @@ func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("replica: barrier: %w", r.cutOff(s, 0))
 	}
 	hint := r.applied.Load()
-	idx, err := r.room.CommittedIndex(ctx, hint)
+	idx, err := r.committedIndexUnlessCut(ctx, hint)
 	if err != nil {
 		return 0, fmt.Errorf("replica: barrier: %w", err)
 	}
@@ -280,6 +280,40 @@ func (r *Replica) Barrier(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("replica: barrier at %d: %w", idx, err)
 	}
 	return idx, nil
+}
+
+// committedIndexUnlessCut reads the log's committed end (CommittedIndex
+// from hint), and gives up with the cut-off error the moment the member
+// publishes that it is disconnected or that its link looks cut: on a
+// silently cut link the read itself would wait for go-zookeeper's read
+// timeout (its calls take no context). The read left behind ends then.
+func (r *Replica) committedIndexUnlessCut(ctx context.Context, hint uint64) (uint64, error) {
+	type result struct {
+		idx uint64
+		err error
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		idx, err := r.room.CommittedIndex(rctx, hint)
+		done <- result{idx, err}
+	}()
+	for {
+		s := r.snap.Load()
+		if !s.connected || s.linkCut {
+			return 0, r.cutOff(s, 0)
+		}
+		select {
+		case res := <-done:
+			return res.idx, res.err
+		case <-s.changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-r.stopc:
+			return 0, ErrClosed
+		}
+	}
 }
 
 // applierRun is one apply goroutine: a standby tail or a primary's commit

@@ -135,6 +135,17 @@ func TestSilentPartitionReadsRefusedFast(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the read waits, connected
 			cut := time.Now()
 			proxies[s.ID()].Blackhole()
+			// A Barrier that starts right after the cut: its read of the
+			// log's end waits on the silent link; the link check releases it.
+			type barrierResult struct {
+				err  error
+				took time.Duration
+			}
+			barrier := make(chan barrierResult, 1)
+			go func() {
+				_, err := s.Barrier(ctx)
+				barrier <- barrierResult{err, time.Since(cut)}
+			}()
 			var err2 error
 			select {
 			case err2 = <-released:
@@ -144,12 +155,16 @@ func TestSilentPartitionReadsRefusedFast(t *testing.T) {
 			took := time.Since(cut)
 			require.ErrorIs(t, err2, ErrUnavailable)
 			t.Logf("%s: a read waiting on the silently cut standby released %v after the cut: %v", tc.name, took.Round(time.Millisecond), err2)
+			b := <-barrier
+			require.ErrorIs(t, b.err, ErrUnavailable)
+			t.Logf("%s: a barrier started at the cut refused %v after it", tc.name, b.took.Round(time.Millisecond))
 			if tc.bound < 0 {
 				require.Greater(t, took, time.Second, "without the link check the read waits for go-zookeeper's read timeout")
 				proxies[s.ID()].Heal()
 				return
 			}
 			require.Less(t, took, 600*time.Millisecond, "refused within 600 ms of the cut")
+			require.Less(t, b.took, 600*time.Millisecond, "a barrier in flight at the cut released within 600 ms")
 			require.True(t, s.Status().Connected, "the session is not ended by the suspicion")
 			require.Contains(t, err2.Error(), "link looks cut")
 			_, err = s.Barrier(ctx)

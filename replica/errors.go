@@ -111,8 +111,9 @@ var (
 // last saw it (from membership data, else the lowest election candidate);
 // both are empty when it knows none. PrimaryAddr is the primary's
 // Config.AdvertiseAddr. Self is true when this replica is the one named:
-// it won the election and is still taking over (or is handing over), so a
-// caller retries here, after a short wait, rather than redirect to itself.
+// it won the election and is still taking over (or its term is ending, or
+// its own member data still names it), so a caller retries, after a short
+// wait, rather than redirect to itself.
 type NotPrimaryError struct {
 	PrimaryID   string
 	PrimaryAddr string
@@ -124,7 +125,7 @@ func (e *NotPrimaryError) Error() string {
 		return "replica: not the primary (primary unknown)"
 	}
 	if e.Self {
-		return fmt.Sprintf("replica: not the primary yet (%q is taking over)", e.PrimaryID)
+		return fmt.Sprintf("replica: not the primary now (%q is taking over or handing over)", e.PrimaryID)
 	}
 	return fmt.Sprintf("replica: not the primary (primary is %q at %q)", e.PrimaryID, e.PrimaryAddr)
 }

@@ -279,6 +279,14 @@ func (r *Replica) run() {
 			r.step(ev)
 		case <-r.ckptReady.C():
 		case <-tick.C:
+			// A link probe's answer that waited behind a busy loop is taken
+			// first: the tick must not find it out past its bound.
+			select {
+			case ev := <-lp.linkDone:
+				ev.Now = time.Now()
+				r.step(ev)
+			default:
+			}
 			r.step(evTick{Now: time.Now()})
 		}
 		r.reconcile()

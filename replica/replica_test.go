@@ -118,7 +118,7 @@ func TestNotPrimarySelf(t *testing.T) {
 	require.True(t, errors.As(r.notPrimary(), &np))
 	require.True(t, np.Self)
 	require.Equal(t, "10.0.0.1:7000", np.PrimaryAddr)
-	require.Contains(t, np.Error(), "taking over")
+	require.Contains(t, np.Error(), "taking over or handing over")
 
 	r.snap.Store(&statusSnap{role: RoleStandby, primaryID: "m2", primaryAddr: "10.0.0.2:7000"})
 	require.True(t, errors.As(r.notPrimary(), &np))
