@@ -40,10 +40,15 @@
 // a watch fired, an election read, a takeover's end, the standby tail
 // stopped, a writer fenced or stopped, a step-down or transfer request,
 // the transfer record written, the apply goroutine's exit, a failure, our
-// member id held by another session, a resignation done, a tick — and
-// returns actions (announce a role, stop accepting, end the term, start,
-// abort or drop a takeover, requeue, lead, start or stop the tail, write
-// or clear the transfer record, reply, fail, resign). It has no
+// member id held by another session, a resignation done, the term found
+// deposed, a link probe answered, a cut-off probe's result, a read of the
+// room version, a room-version move ended, a tick — and returns actions
+// (announce a role, stop accepting, end the term, start, abort or drop a
+// takeover, requeue, lead, start or stop the tail, write or clear the
+// transfer record, reply, fail, resign, send a link probe, serve or refuse
+// reads that need ZooKeeper, probe the room with a new session, publish
+// and record the room version, say why it is not where it is going, move
+// it). It has no
 // goroutines, locks, clock reads or I/O; the time is a field of the events
 // that need one. The run loop (loop.go) is its one owner: it selects over
 // session events, watch events, the takeover's and the applier's ends, API
@@ -86,21 +91,36 @@
 // sequential nodes, versions, Multi) with lost replies, expiries,
 // disconnections, events handled in any order (session events among
 // themselves in order), terms that end off the loop, checkpoints,
-// deletions and bootstraps drawn from a seed, checking after every step:
+// deletions (decideDeletions, with the holds the real decideHold counts)
+// and bootstraps whose fetches stall or fail, wrong depositions, re-seeds,
+// silent links and sessions every server refuses, and room versions
+// (targets, binaries swapped, moves decided on a stale view and rechecked
+// when they land) drawn from a seed, checking after every step:
 // one writer per epoch, no acknowledgement after a fence, each member's
 // applied entries a prefix of the committed history, no deletion without a
 // live member serving a covering checkpoint, no member leading in a
 // session that was replaced or after being cut off for a session timeout,
 // no term ended with its door open, no takeover without a standby tail, no
-// lead from a position other than the writer's start, and the core's own
-// invariants; after every calm stretch, exactly one member leads, in the
-// room's epoch. A failing seed prints a trace and the command that replays
-// it. TestSimulationFindsPlantedBugs plants bugs — two in the decisions
-// the simulation applies (acknowledge a fenced append, delete without a
-// served checkpoint) and five in the core (keep leading after expiry,
-// after a session timeout cut off, or when fenced; take over with no tail;
-// end a term with its door open) — and requires the simulation to find
-// each. TestSimZKConformance runs the same random operation sequences on
+// lead from a position other than the writer's start, no deposed or fenced
+// primary acting on, no channel deleted that a progressing bootstrap hold
+// needs, no reads served with a link probe out past its bound, no member
+// failed as refused unless refused for a session timeout, no room-version
+// move past a live member, no member running on channels beyond its room
+// versions, and the core's own invariants; after every calm stretch,
+// exactly one member leads, in the room's epoch, and every connected member
+// serves reads. A failing seed prints a trace and the command that replays
+// it. TestSimulationFindsPlantedBugs plants bugs in the decisions the
+// simulation applies (acknowledge a fenced append, delete without a served
+// checkpoint or under a live hold, call a progressing hold stalled, no term
+// watch, a re-seed reusing the fence, a room-version move landed without
+// deciding again) and in the core (keep leading after expiry, after a
+// session timeout cut off, when fenced or deposed; take over with no tail;
+// end a term with its door open; serve reads with a link probe unanswered;
+// call a session refused early; two room-version moves at once; run on
+// channels beyond our room versions) and requires the simulation to find
+// each. The simulation still models the loop's executor rather than
+// running loop.go (it covers the core and the pure decisions, not the
+// loop's I/O). TestSimZKConformance runs the same random operation sequences on
 // the model and on real ZooKeeper and requires equal results.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
@@ -575,7 +595,10 @@
 //
 // Close: stop the loop (end the term, close the writer, stop the applier,
 // delete our candidate and member nodes), stop every goroutine and wait for
-// it, close the client and the store. Idempotent.
+// it (bounded on a stalled disk), close the client and the store. One
+// kind is not waited for: a link probe's read on a silently cut link ends
+// only when go-zookeeper's read timeout fires or the client is closed, so
+// it ends right after Close closes the client. Idempotent.
 //
 // # Integrity
 //
@@ -746,7 +769,8 @@
 // target: after a rolling upgrade it stays at the old version until the
 // operator raises it (so a rollback needs no downgrade until then).
 //
-// The loop decides on its cached view of the members; right before the
+// The core decides (evRoomVersion, once a second with the channel read) on
+// the loop's cached view of the members; right before the
 // rotation the primary decides again on fresh reads (room meta, target,
 // channels, every member's data after a sync), so only a member that
 // joins within that last round trip can be moved past. Such a member of
