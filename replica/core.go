@@ -111,6 +111,7 @@ type coreBugs struct {
 	ignoreApplierReady bool // take over while no standby tail runs
 	acceptWhileEnding  bool // end a term without first closing its door
 	ignoreLinkCut      bool // keep serving reads while a link probe goes unanswered
+	stickyLinkCut      bool // never serve reads again once a probe went unanswered
 	moveWhileMoving    bool // start a room-version move while one is out
 	ignoreChannelRV    bool // keep running on a room whose channels are beyond our room versions
 	refuseEarly        bool // call our session refused on the first probe that reaches the room
@@ -507,7 +508,7 @@ func (c *core) onSession(ev evSession) []action {
 			// A probe out on the old connection is abandoned (go-zookeeper
 			// fails it; its answer is ignored): the new one gets its own.
 			c.linkSent = time.Time{}
-			if c.linkCut {
+			if c.linkCut && !c.bugs.stickyLinkCut {
 				// A new connection was answered: the link works again.
 				c.linkCut = false
 				out = append(out, action{Kind: aReads, Serve: true, Reason: "reconnected to ZooKeeper"})
@@ -575,7 +576,7 @@ func (c *core) onLinkProbed(ev evLinkProbed) []action {
 		return nil // a probe of an earlier connection, abandoned at the reconnect
 	}
 	c.linkSent, c.linkLast = time.Time{}, ev.Now
-	if c.linkCut && ev.Err == nil {
+	if c.linkCut && ev.Err == nil && !c.bugs.stickyLinkCut {
 		c.linkCut = false
 		return []action{{Kind: aReads, Serve: true, Reason: "a read on our ZooKeeper session was answered again"}}
 	}

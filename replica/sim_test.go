@@ -1570,6 +1570,7 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, ""},
 		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition"},
 		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session"},
+		{"core: never serve reads again after a link probe went unanswered", simBugs{core: coreBugs{stickyLinkCut: true}}, "still refuses reads"},
 		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member"},
 		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move"},
 		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its"},
