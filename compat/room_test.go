@@ -305,6 +305,23 @@ func (r *room) waitSettled(ctx context.Context) (string, error) {
 
 // checkHealth asks every member's /v1/health: each must answer 200.
 func (r *room) checkHealth(ctx context.Context) error {
+	// A member may answer 503 behind for a moment after the room settled
+	// (a standby that had to bootstrap clears its tail error when its tail
+	// reopens): asked again for a few seconds before it counts.
+	deadline := time.Now().Add(healthGrace)
+	for {
+		err := r.checkHealthOnce(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// healthGrace is how long checkHealth asks again.
+const healthGrace = 5 * time.Second
+
+func (r *room) checkHealthOnce(ctx context.Context) error {
 	var errs []error
 	for _, m := range r.members {
 		hctx, cancel := context.WithTimeout(ctx, probeTimeout)

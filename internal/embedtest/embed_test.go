@@ -154,13 +154,25 @@ func main() {
 	}
 	// Watches that stay armed across every reconnect (nothing changes
 	// them), so each new connection resends them (sendSetWatches).
-	if _, _, _, err := conn.ExistsW(base + "/absent"); err != nil {
-		fmt.Fprintln(os.Stderr, "exists watch:", err)
-		os.Exit(2)
-	}
-	if _, _, _, err := conn.GetW(base); err != nil {
-		fmt.Fprintln(os.Stderr, "data watch:", err)
-		os.Exit(2)
+	// Armed once each; a request the resets cut off is tried again.
+	for _, arm := range []struct {
+		what string
+		do   func() error
+	}{
+		{"exists watch", func() error { _, _, _, err := conn.ExistsW(base + "/absent"); return err }},
+		{"data watch", func() error { _, _, _, err := conn.GetW(base); return err }},
+	} {
+		for {
+			err := arm.do()
+			if err == nil {
+				break
+			}
+			if err != zk.ErrConnectionClosed && err != zk.ErrNoServer && err != zk.ErrSessionExpired || ctx.Err() != nil {
+				fmt.Fprintln(os.Stderr, arm.what+":", err)
+				os.Exit(2)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
