@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,4 +110,125 @@ func TestReseedFencesPausedPrimary(t *testing.T) {
 		require.Greater(t, r.Epoch, before.Epoch, "entry %d of epoch %d in the re-seeded room", r.Index, r.Epoch)
 		require.NotEqual(t, hex.EncodeToString(ghostSum[:]), r.SHA256, "the old primary's proposal landed at %d", r.Index)
 	}
+}
+
+// TestReseedFencesPrimaryPausedPastSession: as TestReseedFencesPausedPrimary,
+// but the old primary stays paused past its (short) session: ZooKeeper has
+// expired it by the time it resumes, and its client opens a new session in
+// which the proposal it was handed goes out with the lost incarnation's
+// fence. That write must be refused, not acknowledged; the old primary
+// must stop leading; the new primary goes on; nothing of the old writer
+// lands in the re-seeded room's log; and a member reading the log and the
+// next takeover do not meet a corrupt batch.
+func TestReseedFencesPrimaryPausedPastSession(t *testing.T) {
+	const session = 4 * time.Second
+	e := newEnv(t, 3, 3*time.Minute, func(o *testnode.NodeOptions) { o.SessionTimeout = session })
+	p := e.primary()
+	before := e.roleOf(p)
+	require.Equal(t, uint64(1), before.Epoch, "the old primary is the room's first writer (its fence is epoch znode version 1)")
+	var last uint64
+	for i := 0; i < 20; i++ {
+		res, err := p.Propose(e.ctx, []byte("before-loss"))
+		require.NoError(t, err)
+		last = res.Index
+	}
+	cctx, ccancel := context.WithTimeout(e.ctx, 30*time.Second)
+	_, err := e.c.WaitConverged(cctx)
+	ccancel()
+	require.NoError(t, err)
+
+	require.NoError(t, p.Pause())
+	paused := time.Now()
+	ghost := []byte("ghost-of-the-lost-incarnation-past-its-session")
+	ghostDone := make(chan error, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
+		defer cancel()
+		_, err := p.Propose(pctx, ghost)
+		ghostDone <- err
+	}()
+
+	sbs := e.standbys(p)
+	var dirs []string
+	for _, s := range sbs {
+		require.NoError(t, s.Stop())
+		dirs = append(dirs, s.DataDir())
+	}
+	cl, err := logroom.Dial(e.ctx, logroom.DialConfig{Servers: e.ens.Addrs(), SessionTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, logroom.DeleteRoom(e.ctx, cl, "", e.c.Room()))
+	res, err := replica.Reseed(e.ctx, replica.ReseedConfig{Servers: e.ens.Addrs(), Room: e.c.Room(), DataDirs: dirs, SessionTimeout: session, Logger: e.log})
+	require.NoError(t, err)
+	require.Equal(t, last, res.Seed.Index)
+	for _, s := range sbs {
+		require.NoError(t, s.Restart(e.ctx))
+	}
+	np, _ := e.waitNewPrimary(p, 30*time.Second)
+	first, err := np.Propose(e.ctx, []byte("new-incarnation"))
+	require.NoError(t, err)
+	require.Equal(t, last+1, first.Index)
+
+	// Past the old primary's session: ZooKeeper expires it (the session
+	// timeout, plus a tick's slack).
+	if d := session + time.Second - time.Since(paused); d > 0 {
+		time.Sleep(d) // waiting out the paused process's session: nothing to wait on
+	}
+	require.NoError(t, p.Resume())
+	t.Logf("%s paused %v (session %v); %s leads the re-seeded room (epoch %d)", p.ID(), time.Since(paused), session, np.ID(), e.roleOf(np).Epoch)
+	select {
+	case err := <-ghostDone:
+		require.Error(t, err, "the primary paused past its session had its proposal acknowledged in the re-seeded room")
+		t.Logf("the old primary's proposal: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the old primary's proposal got no answer")
+	}
+	e.waitFor(20*time.Second, p.ID()+" to stop leading", func() bool {
+		return e.roleOf(p).Role != testnode.RolePrimary
+	})
+	more, err := np.Propose(e.ctx, []byte("after-resume"))
+	require.NoError(t, err, "the new primary was fenced by the old incarnation's writer")
+	require.Equal(t, first.Index+1, more.Index)
+
+	// Every member of the new incarnation reads the log to the end, with
+	// no ghost in it.
+	ghostSum := sha256.Sum256(ghost)
+	checkLog := func(n *testnode.Node, to uint64) {
+		t.Helper()
+		e.waitFor(20*time.Second, n.ID()+" to apply "+fmt.Sprint(to), func() bool {
+			s := e.roleOf(n)
+			require.Empty(t, s.Err, "%s failed reading the re-seeded room", n.ID())
+			return s.Applied >= to
+		})
+		d, err := n.Dump(e.ctx, last+1, to)
+		require.NoError(t, err)
+		require.Len(t, d.Records, int(to-last))
+		for _, r := range d.Records {
+			require.Greater(t, r.Epoch, before.Epoch, "%s: entry %d of epoch %d in the re-seeded room", n.ID(), r.Index, r.Epoch)
+			require.NotEqual(t, hex.EncodeToString(ghostSum[:]), r.SHA256, "%s: the old primary's proposal landed at %d", n.ID(), r.Index)
+		}
+	}
+	for _, s := range sbs {
+		checkLog(s, more.Index)
+	}
+
+	// The next takeover: the new primary is killed, the other survivor
+	// takes over and appends after what the log holds.
+	require.NoError(t, np.Kill())
+	var other *testnode.Node
+	for _, s := range sbs {
+		if s != np {
+			other = s
+		}
+	}
+	e.waitFor(30*time.Second, other.ID()+" to take over", func() bool {
+		s := e.roleOf(other)
+		require.Empty(t, s.Err, "%s failed taking over the re-seeded room", other.ID())
+		return s.Role == testnode.RolePrimary
+	})
+	next, err := other.Propose(e.ctx, []byte("after-takeover"))
+	require.NoError(t, err)
+	require.Equal(t, more.Index+1, next.Index)
+	checkLog(other, next.Index)
+	require.NotEqual(t, testnode.RolePrimary, e.roleOf(p).Role, "%s leads again", p.ID())
 }
