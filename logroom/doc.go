@@ -407,6 +407,18 @@
 // channel is gone or marked deleting, ErrCorrupt otherwise. Callers delete
 // only what a durable checkpoint covers.
 //
+// A deletion is fenced (ErrDeleteFenced): it reads the channels znode's
+// data and version first and deletes only the oldest channel (channel N-1
+// must not exist); each of its writes is a Multi whose first op sets the
+// channels znode's data back to the same bytes at the version the previous
+// write left, so the deletion lands step by step only in the room it has
+// seen. A connection loss ends it instead of being retried. Without this a
+// deletion decided before ZooKeeper was restored from an older copy landed
+// in the restored tree, deleted a channel whose predecessor was back, and
+// every reader reported the hole as corruption. The channels znode's data
+// is never changed (its version only counts deletion steps); v0.1.0
+// deleters neither bump nor check it.
+//
 // # Metrics
 //
 // NewMetrics(reg) creates and registers the Prometheus collectors below,

@@ -37,6 +37,11 @@ var (
 	ErrClosed = zkx.ErrClosed
 	// ErrChannelOpen: the open channel cannot be deleted.
 	ErrChannelOpen = errors.New("logroom: channel is open")
+	// ErrDeleteFenced: a channel deletion stopped because the room's
+	// channels changed under it (another deleter, an older channel present,
+	// ZooKeeper restored from an older copy) or its connection was lost.
+	// Nothing out of order was deleted; list the channels and decide again.
+	ErrDeleteFenced = errors.New("logroom: channel deletion fenced")
 	// ErrNoRoom: the room (or the named channel) does not exist.
 	ErrNoRoom = errors.New("logroom: no such room")
 	// ErrUnavailable: ZooKeeper could not be reached (connection lost, no

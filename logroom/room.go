@@ -727,11 +727,40 @@ const deleteChunk = 200
 
 // DeleteChannel deletes a sealed channel: it marks the channel meta
 // "deleting", deletes the batch znodes (in Multis of up to 200 deletes),
-// then the channel znode. The open channel is
-// refused with ErrChannelOpen. Deleting a channel that does not exist is not
-// an error (the call is idempotent). Readers positioned inside the channel
-// get ErrCompacted.
+// then the channel znode. The open channel is refused with ErrChannelOpen.
+// Deleting a channel that does not exist is not an error (the call is
+// idempotent). Readers positioned inside the channel get ErrCompacted.
+//
+// Only the room's oldest channel is deleted, and the deletion is fenced
+// (ErrDeleteFenced): it first reads the channels znode (data and version)
+// and refuses while channel num-1 exists; then every write of the deletion
+// is a Multi whose first op sets the channels znode's data back to what it
+// was at the version the previous write left, so each write lands only on
+// the room this deletion has seen, step by step. Another deleter's writes
+// bump that version too. A connection loss ends the call (ErrDeleteFenced
+// wrapping it) instead of retrying: a deletion decided before ZooKeeper
+// was restored from an older copy could otherwise land in the restored
+// tree and delete a channel whose predecessor is back, leaving a hole
+// every reader reports as corruption.
 func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
+	f, err := r.deletionFence(ctx)
+	if err != nil {
+		return err
+	}
+	if testHookDeleteFence != nil {
+		testHookDeleteFence()
+	}
+	if num > 1 {
+		prev := r.channelPath(num - 1)
+		ok, _, err := zkx.Exists(ctx, r.c, prev)
+		if err != nil {
+			return zkError("logroom: stat channel "+prev, err)
+		}
+		if ok {
+			return fmt.Errorf("%w: room %q channel %d: channel %d (%s) still exists; only the oldest channel is deleted",
+				ErrDeleteFenced, r.name, num, num-1, prev)
+		}
+	}
 	m, version, err := r.readChannel(ctx, num)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
@@ -745,18 +774,14 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 	path := r.channelPath(num)
 	if !m.Deleting {
 		m.Deleting = true
-		data := encodeMeta(m)
-		err := r.c.Retry(ctx, func() error {
-			_, e := r.c.Conn().Set(path, data, version)
-			return e
-		})
+		i, err := r.fencedDelete(f, &zk.SetDataRequest{Path: path, Data: encodeMeta(m), Version: version})
 		switch {
 		case err == nil:
 			version++
-		case errors.Is(err, zk.ErrNoNode):
+		case i == 1 && errors.Is(err, zk.ErrNoNode):
 			return nil
-		case errors.Is(err, zk.ErrBadVersion):
-			// Our Set landed before a lost reply, or another deleter: re-read.
+		case i == 1 && errors.Is(err, zk.ErrBadVersion):
+			// A v0.1.0 deleter marked it meanwhile: take its version.
 			m2, v2, rerr := r.readChannel(ctx, num)
 			if errors.Is(rerr, zk.ErrNoNode) {
 				return nil
@@ -765,11 +790,11 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 				return rerr
 			}
 			if !m2.Deleting {
-				return fmt.Errorf("logroom: delete channel %s: meta changed concurrently", path)
+				return fmt.Errorf("%w: room %q channel %d: its meta changed concurrently", ErrDeleteFenced, r.name, num)
 			}
 			version = v2
 		default:
-			return zkError("logroom: mark channel deleting "+path, err)
+			return r.deleteErr("mark channel deleting "+path, err)
 		}
 	}
 	for attempt := 0; ; attempt++ {
@@ -782,20 +807,34 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 		}
 		for len(names) > 0 {
 			n := min(len(names), deleteChunk)
-			if err := r.deleteAll(ctx, path, names[:n]); err != nil {
-				return err
+			ops := make([]any, n)
+			for i, b := range names[:n] {
+				ops[i] = &zk.DeleteRequest{Path: path + "/" + b, Version: -1}
+			}
+			if i, err := r.fencedDelete(f, ops...); err != nil {
+				if i > 0 && errors.Is(err, zk.ErrNoNode) {
+					break // a v0.1.0 deleter's: list again
+				}
+				return r.deleteErr("delete batches of "+path, err)
 			}
 			names = names[n:]
 		}
-		err = r.c.Retry(ctx, func() error { return r.c.Conn().Delete(path, version) })
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
+		if len(names) > 0 {
+			if attempt > 3 {
+				return fmt.Errorf("%w: room %q channel %d: batches deleted concurrently", ErrDeleteFenced, r.name, num)
+			}
+			continue
+		}
+		i, err := r.fencedDelete(f, &zk.DeleteRequest{Path: path, Version: version})
+		if err == nil || i == 1 && errors.Is(err, zk.ErrNoNode) {
 			r.deletions.Add(1)
 			r.metrics.channelDeleted(m.Bytes, m.Batches)
 			r.log.Info("channel deleted", "channel", num, "first", m.First, "last", m.Last)
 			return nil
 		}
-		if errors.Is(err, zk.ErrBadVersion) {
-			// Another deleter marked it meanwhile; take its version.
+		switch {
+		case i == 1 && errors.Is(err, zk.ErrBadVersion):
+			// A v0.1.0 deleter marked it meanwhile; take its version.
 			_, v2, rerr := r.readChannel(ctx, num)
 			if errors.Is(rerr, zk.ErrNoNode) {
 				return nil
@@ -804,40 +843,68 @@ func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
 				return rerr
 			}
 			version = v2
-		} else if !errors.Is(err, zk.ErrNotEmpty) {
-			return zkError("logroom: delete channel "+path, err)
+		case i == 1 && errors.Is(err, zk.ErrNotEmpty):
+			// A batch appeared (a deposed writer's orphan): list again.
+		default:
+			return r.deleteErr("delete channel "+path, err)
 		}
 		if attempt > 3 {
-			return zkError("logroom: delete channel "+path, err)
+			return r.deleteErr("delete channel "+path, err)
 		}
 	}
 }
 
-// deleteAll deletes the named children of parent in one Multi, falling back
-// to single deletes (ignoring already-deleted ones) if the Multi fails.
-func (r *Room) deleteAll(ctx context.Context, parent string, names []string) error {
-	ops := make([]interface{}, len(names))
-	for i, n := range names {
-		ops[i] = &zk.DeleteRequest{Path: parent + "/" + n, Version: -1}
+// testHookDeleteFence, set by a test, runs right after DeleteChannel read
+// its fence.
+var testHookDeleteFence func()
+
+// deleteFence is the channels znode as a deletion last left it.
+type deleteFence struct {
+	path    string
+	data    []byte
+	version int32
+}
+
+// deletionFence reads the channels znode's data and version.
+func (r *Room) deletionFence(ctx context.Context) (*deleteFence, error) {
+	p := r.Path(channelsNode)
+	data, st, err := zkx.Get(ctx, r.c, p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("%w: %s", ErrNoRoom, r.root)
 	}
-	err := r.c.Retry(ctx, func() error {
-		_, e := multiErr(r.c.Conn().Multi(ops...))
-		return e
-	})
+	if err != nil {
+		return nil, zkError("logroom: read "+p, err)
+	}
+	return &deleteFence{path: p, data: data, version: st.Version}, nil
+}
+
+// fencedDelete runs ops in one Multi behind the fence (once: never across
+// a connection loss) and returns the index of the failed op (0: the fence;
+// ops are numbered from 1) with its error.
+func (r *Room) fencedDelete(f *deleteFence, ops ...any) (int, error) {
+	all := make([]any, 0, len(ops)+1)
+	all = append(all, &zk.SetDataRequest{Path: f.path, Data: f.data, Version: f.version})
+	all = append(all, ops...)
+	i, err := multiErr(r.c.Conn().Multi(all...))
 	if err == nil {
-		return nil
+		f.version++
+		return -1, nil
 	}
-	if !errors.Is(err, zk.ErrNoNode) {
-		return zkError("logroom: delete batches of "+parent, err)
+	return i, err
+}
+
+// deleteErr names a failed fenced deletion write: the fence (the channels
+// znode's version moved), a lost connection, or another error.
+func (r *Room) deleteErr(what string, err error) error {
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		return fmt.Errorf("%w: room %q: %s: the channels znode changed since the deletion began (another deleter, or ZooKeeper restored from an older copy)",
+			ErrDeleteFenced, r.name, what)
+	case zkx.IsConnLoss(err):
+		return fmt.Errorf("%w: room %q: %s: the connection was lost; not retried (decide again on a fresh listing): %w",
+			ErrDeleteFenced, r.name, what, err)
 	}
-	return parallel(len(names), 16, func(i int) error {
-		p := parent + "/" + names[i]
-		e := r.c.Retry(ctx, func() error { return r.c.Conn().Delete(p, -1) })
-		if e != nil && !errors.Is(e, zk.ErrNoNode) {
-			return zkError("logroom: delete "+p, e)
-		}
-		return nil
-	})
+	return zkError("logroom: "+what, err)
 }
 
 // ZnodeHeapBytes is what the room's byte bound charges for each znode it
