@@ -179,6 +179,10 @@
 //
 // DataDir is laid out like a member's data dir (DataDir/store) without the
 // member marker: `roomlog reseed --from DataDir` seeds a new room from it.
+// Restore records what it built in DataDir/roomlog-restore.json
+// (RestoreInfo), the room version the restored index was written under
+// (its archived channel's) included: the re-seed creates the room at that
+// version, not at 1, which would lower it without the downgrade protocol.
 // checkpoint.Restore may hard-link the archived .sst files into the store
 // when both are on one filesystem (Pebble never writes a table in place).
 package archive

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -103,6 +104,13 @@ type RestoreResult struct {
 	// CutReason says what the archive holds and why Index stops there.
 	Cut       bool
 	CutReason string
+	// RoomVersion is the room version the restored index was written
+	// under: the room version of the archived channel holding it (else
+	// of the nearest archived channel before it, else after it; 0: the
+	// archive holds no channel of the incarnation). Restore records it in
+	// DataDir (RestoreInfoName) so a re-seed from DataDir creates the
+	// room at that version.
+	RoomVersion int
 	// StoreDir is where the store is.
 	StoreDir string
 	// Took is how long Restore took; Resolve the part spent choosing the
@@ -167,6 +175,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	defer func() {
 		if err != nil && wrote {
 			_ = os.RemoveAll(storeDir)
+			_ = os.Remove(filepath.Join(opts.DataDir, RestoreInfoName))
 		}
 	}()
 	t0 := time.Now()
@@ -224,6 +233,7 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 		if err != nil {
 			return res, err
 		}
+		res.RoomVersion = ch.RoomVersion // the last one holds the target
 		var batch []store.Entry
 		for _, bt := range ch.Batches {
 			b, err := logroom.DecodeBatch(bt.Data)
@@ -272,6 +282,15 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	if res.StateHash, _, err = st.StateHash(); err != nil {
 		return res, fmt.Errorf("archive: restore: state hash: %w", err)
 	}
+	if len(chans) == 0 {
+		if res.RoomVersion, err = plan.roomVersionAt(ctx, opts.Archive, target); err != nil {
+			return res, err
+		}
+	}
+	if err := writeRestoreInfo(opts.DataDir, RestoreInfo{Room: opts.Room, Origin: plan.origin.ID(),
+		Index: res.Index, Epoch: res.Epoch, RoomVersion: res.RoomVersion}); err != nil {
+		return res, err
+	}
 	if targetTime != 0 {
 		lastCtime = targetTime
 	}
@@ -282,6 +301,95 @@ func Restore(ctx context.Context, opts RestoreOptions) (res RestoreResult, err e
 	res.Apply = time.Since(t1)
 	res.Took = time.Since(start)
 	return res, nil
+}
+
+// RestoreInfoName is the file in RestoreOptions.DataDir in which Restore
+// records what it built (RestoreInfo, JSON): a re-seed from that data dir
+// (package replica, which has no member marker to read there) creates the
+// room at the recorded room version instead of 1.
+const RestoreInfoName = "roomlog-restore.json"
+
+// RestoreInfo is what Restore records in DataDir (RestoreInfoName).
+type RestoreInfo struct {
+	Room   string
+	Origin string // the incarnation restored (Origin.ID)
+	Index  uint64
+	Epoch  uint64
+	// RoomVersion: RestoreResult.RoomVersion (0: unknown).
+	RoomVersion int `json:",omitempty"`
+}
+
+// ReadRestoreInfo reads the record Restore left in dataDir (nil when there
+// is none).
+func ReadRestoreInfo(dataDir string) (*RestoreInfo, error) {
+	path := filepath.Join(dataDir, RestoreInfoName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: read %s: %w", path, err)
+	}
+	var ri RestoreInfo
+	if err := json.Unmarshal(b, &ri); err != nil {
+		return nil, fmt.Errorf("archive: %s is malformed: %v", path, err)
+	}
+	return &ri, nil
+}
+
+// writeRestoreInfo writes ri to dataDir (synced, then renamed in place).
+func writeRestoreInfo(dataDir string, ri RestoreInfo) error {
+	b, err := json.Marshal(ri)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dataDir, RestoreInfoName)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err == nil {
+		_, err = f.Write(b)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("archive: restore: record %s: %w", path, err)
+	}
+	return nil
+}
+
+// roomVersionAt is the room version index was written under, when no
+// channel was applied (the target is a checkpoint's index): the archived
+// channel holding it, else the nearest one before it, else after it (0:
+// none archived).
+func (p plan) roomVersionAt(ctx context.Context, a Archive, index uint64) (int, error) {
+	var pick *Item
+	for i := range p.chans {
+		c := &p.chans[i]
+		if c.First <= index {
+			pick = c // ascending: the last one starting at or before index
+		} else if pick == nil {
+			pick = c
+		}
+		if c.First > index {
+			break
+		}
+	}
+	if pick == nil {
+		return 0, nil
+	}
+	ch, err := a.ReadChannel(ctx, *pick)
+	if err != nil {
+		return 0, fmt.Errorf("archive: restore: read %s for its room version: %w", pick.Path, err)
+	}
+	return ch.RoomVersion, nil
 }
 
 // chosenHint tells, for an error about the incarnation the re-seed chain

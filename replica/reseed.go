@@ -15,6 +15,7 @@ import (
 
 	"github.com/roomlog/roomlog/third_party/zk"
 
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 	"github.com/roomlog/roomlog/tlsfiles"
@@ -54,7 +55,9 @@ type ReseedConfig struct {
 	// RoomVersion to create the room at; 0: the higher of the old
 	// room's (when ZooKeeper still has it) and the one the seed's marker
 	// recorded (a member records the room version it sees, a finished
-	// downgrade included; a survivor's without the seed's), else 1. A
+	// downgrade included; a survivor's without the seed's; for a data dir
+	// archive.Restore built, the version its record names, and a refusal
+	// when the restore could not tell), else 1. A
 	// version below the recorded one is refused: lowering needs the
 	// downgrade protocol, which a re-seed skips.
 	RoomVersion int
@@ -94,8 +97,12 @@ type Survivor struct {
 	// marker records it ("": not recorded, or no marker).
 	MarkerEpochZnode string
 	// MarkerRoomVersion: the highest room version its marker recorded (0:
-	// none recorded, a member of a release before this was recorded).
+	// none recorded, a member of a release before this was recorded); for
+	// a data dir archive.Restore built (no marker), the room version its
+	// record (archive.RestoreInfo) names.
 	MarkerRoomVersion int
+	// Restored: the data dir has no marker but archive.Restore's record.
+	Restored bool
 	// Role: "seed" (the room continues from it), "adopted" (at the seed's
 	// position), "bootstrap" (a prefix of the seed: it bootstraps from a
 	// peer's checkpoint when it starts), "left out" (disagrees with the
@@ -276,7 +283,12 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 	}
 	if rv == 0 {
 		// ZooKeeper lost the room (or its meta): the survivors' markers
-		// keep the version the state was written under.
+		// (or the restore's record) keep the version the state was
+		// written under.
+		if recorded == 0 && seed.Restored {
+			return res, fmt.Errorf("%w: %s was built by a restore that could not tell the room version the state was written under (no archived channel of it): give the room version (--room-version)",
+				ErrReseedRefused, seed.Dir)
+		}
 		rv = max(recorded, 1)
 	} else if cfg.RoomVersion == 0 {
 		rv = max(rv, recorded)
@@ -362,6 +374,15 @@ func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
 		b, err := os.ReadFile(filepath.Join(dir, markerName))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
+			// A data dir a restore built: its record keeps the room
+			// version the restored state was written under.
+			ri, err := archive.ReadRestoreInfo(dir)
+			if err != nil {
+				return out, fmt.Errorf("%w: %s: %w", ErrReseedRefused, dir, err)
+			}
+			if ri != nil {
+				s.Restored, s.MarkerRoomVersion = true, ri.RoomVersion
+			}
 		case err != nil:
 			return out, fmt.Errorf("replica: reseed: %w", err)
 		default:

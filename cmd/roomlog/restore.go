@@ -40,23 +40,26 @@ const restoreUsage = `  restore --archive DIR --room ROOM (--to-index N | --to-t
 
 // restoreJSON is what restore --json prints.
 type restoreJSON struct {
-	Room       string   `json:"room"`
-	RoomCzxid  int64    `json:"room_czxid"`
-	EpochZnode string   `json:"epoch_znode"`
-	Chosen     string   `json:"chosen,omitempty"`
-	Index      uint64   `json:"index"`
-	Epoch      uint64   `json:"epoch"`
-	Checkpoint uint64   `json:"checkpoint"`
-	Entries    uint64   `json:"entries"`
-	Channels   int      `json:"channels"`
-	RunHash    string   `json:"run_hash"`
-	RunHashAll string   `json:"run_hash_full"`
-	RunBase    uint64   `json:"run_hash_base"`
-	StateHash  string   `json:"state_hash"`
-	Time       string   `json:"time,omitempty"`
-	Skipped    []string `json:"skipped_checkpoints,omitempty"`
-	Cut        bool     `json:"cut,omitempty"`
-	CutReason  string   `json:"cut_reason,omitempty"`
+	Room       string `json:"room"`
+	RoomCzxid  int64  `json:"room_czxid"`
+	EpochZnode string `json:"epoch_znode"`
+	Chosen     string `json:"chosen,omitempty"`
+	Index      uint64 `json:"index"`
+	Epoch      uint64 `json:"epoch"`
+	// RoomVersion: the room version the restored index was written
+	// under (0: unknown), recorded for a re-seed from the data dir.
+	RoomVersion int      `json:"room_version"`
+	Checkpoint  uint64   `json:"checkpoint"`
+	Entries     uint64   `json:"entries"`
+	Channels    int      `json:"channels"`
+	RunHash     string   `json:"run_hash"`
+	RunHashAll  string   `json:"run_hash_full"`
+	RunBase     uint64   `json:"run_hash_base"`
+	StateHash   string   `json:"state_hash"`
+	Time        string   `json:"time,omitempty"`
+	Skipped     []string `json:"skipped_checkpoints,omitempty"`
+	Cut         bool     `json:"cut,omitempty"`
+	CutReason   string   `json:"cut_reason,omitempty"`
 	// Rejected entries (--allow-rejected): not ops, rejected as
 	// store.OpsApplier rejects them; FirstRejected is the first's index.
 	Rejected      uint64 `json:"rejected,omitempty"`
@@ -176,7 +179,7 @@ type restoreOut struct {
 
 func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 	res := out.RestoreResult
-	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, EpochZnode: res.Origin.Fence, Chosen: res.Chosen, Index: res.Index, Epoch: res.Epoch,
+	j := restoreJSON{Rejected: out.Rejected, FirstRejected: out.FirstRejected, Room: res.Origin.Room, RoomCzxid: res.Origin.RoomCzxid, EpochZnode: res.Origin.Fence, Chosen: res.Chosen, Index: res.Index, Epoch: res.Epoch, RoomVersion: res.RoomVersion,
 		Checkpoint: res.Checkpoint, Entries: res.Entries, Channels: res.Channels, RunHash: res.RunHash.String(),
 		RunHashAll: fmt.Sprintf("%x", res.RunHash.Sum), RunBase: res.RunHash.Base, StateHash: res.StateHash,
 		StoreDir: res.StoreDir, TookMs: res.Took.Milliseconds(), Cut: res.Cut, CutReason: res.CutReason, Skipped: res.Skipped}
@@ -191,6 +194,13 @@ func printRestore(w io.Writer, out restoreOut, asJSON bool) error {
 		"  running hash %s (base %d)\n  state hash   %s\n",
 		j.Room, res.Origin.ID(), j.Index, j.Epoch, j.StoreDir, j.Checkpoint, j.Entries, j.Channels, res.Took.Round(time.Millisecond),
 		j.RunHash, j.RunBase, j.StateHash)
+	if err == nil {
+		if j.RoomVersion > 0 {
+			_, err = fmt.Fprintf(w, "  written under room version %d (a re-seed from it creates the room at that version)\n", j.RoomVersion)
+		} else {
+			_, err = fmt.Fprintf(w, "  room version unknown (no archived channel): give 'roomlog reseed' --room-version\n")
+		}
+	}
 	if err == nil && j.Chosen != "" {
 		_, err = fmt.Fprintf(w, "  incarnation chosen as %s\n", j.Chosen)
 	}
