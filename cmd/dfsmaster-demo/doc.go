@@ -281,6 +281,14 @@
 //     With --tls the masters run with --tls-* and the demo checks that m1
 //     answers a plain HTTP request with 400 and refuses an HTTPS client
 //     without a certificate; every request of the demo presents its own.
+//     With ZooKeeper over TLS it checks that a client of the same CA with
+//     another identity, a plain client and (with chunk servers) cs1's
+//     certificate each get zk.ErrNoAuth reading the room and on every
+//     write a master makes:
+//     setting the epoch znode (under the name the room meta records) and
+//     creating a writer token under it, a candidate in the election node
+//     and the next batch in the newest channel (each write a Multi that
+//     ends with a check no write passes, so nothing of it lands).
 //  3. Workload: --workers writers, each in its own subtree /w<k>, issue
 //     mkdir, create, addblock, rename, delete and delete -r through the Go
 //     client, each operation with its own Idempotency-Key, and record every

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -212,7 +213,13 @@ func (p *pair) plainZK() string {
 // checkZKTLS checks that ZooKeeper refuses what the room's ACL does not
 // name: a client with a certificate of the pair's CA but another identity
 // is authenticated (TLS) and still gets NoAuth on the room; a client
-// without TLS on the plain port gets NoAuth as well.
+// without TLS on the plain port gets NoAuth as well; so does the first
+// chunk server's certificate (the chunk servers are granted the task
+// znodes, not the room). Each of them is refused reading the room and
+// each step of acting as a master: taking over (setting the room's epoch
+// znode, under the name the room meta records, and creating a writer
+// token under it), standing for election (a candidate under the room's
+// election node) and appending (a batch in the newest channel).
 func (p *pair) checkZKTLS(ctx context.Context) error {
 	dir := filepath.Join(p.tmp, "tls")
 	f, err := p.ca.Issue(dir, "intruder", testpki.Options{Client: true})
@@ -223,7 +230,10 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	room := replica.DefaultBase + "/" + p.cfg.room
+	zn, err := p.roomZnodes(ctx)
+	if err != nil {
+		return fmt.Errorf("ZooKeeper TLS check: %w", err)
+	}
 	type client struct {
 		what string
 		cfg  logroom.DialConfig
@@ -249,14 +259,140 @@ func (p *pair) checkZKTLS(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ZooKeeper TLS check: %s: connect: %w", d.what, err)
 		}
-		_, _, err = c.Conn().Get(room)
-		_, werr := c.Conn().Set(room+"/epoch", []byte("x"), -1)
+		_, _, err = c.Conn().Get(zn.room)
+		if !errors.Is(err, zk.ErrNoAuth) {
+			c.Close()
+			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, want %v", d.what, zn.room, err, zk.ErrNoAuth)
+		}
+		err = zn.tryMasterWrites(c.Conn())
 		c.Close()
-		if !errors.Is(err, zk.ErrNoAuth) || !errors.Is(werr, zk.ErrNoAuth) {
-			return fmt.Errorf("ZooKeeper TLS check: %s reading %s got %v, writing its epoch %v, want %v", d.what, room, err, werr, zk.ErrNoAuth)
+		if err != nil {
+			return fmt.Errorf("ZooKeeper TLS check: %s %w", d.what, err)
 		}
 	}
-	p.step("ZooKeeper TLS check: %s refused reading and writing %s (%v)", who, room, zk.ErrNoAuth)
+	p.step("ZooKeeper TLS check: %s refused reading and writing %s (%v): taking over (%s and a writer token under it), standing for election (a candidate in %s) and appending (%s)",
+		who, zn.room, zk.ErrNoAuth, zn.epoch, zn.election, zn.batch)
+	return nil
+}
+
+// roomZnodes are the znodes of the pair's room that only a master may
+// write, as the operator's client reads them.
+type roomZnodes struct {
+	room     string // the room znode
+	epoch    string // its epoch znode, under the name the room meta records
+	election string // the election node (candidates)
+	batch    string // the batch znode the next append would create in the newest channel
+}
+
+// roomZnodes reads the room's znodes with the operator's certificate:
+// the epoch znode's name from the room meta (a re-seeded room's is
+// epoch-<16 hex>, not epoch), and the name of the next batch in the
+// newest channel.
+func (p *pair) roomZnodes(ctx context.Context) (roomZnodes, error) {
+	var auth *logroom.Digest
+	if p.digestFile != "" {
+		d, err := logroom.LoadDigestFile(p.digestFile)
+		if err != nil {
+			return roomZnodes{}, err
+		}
+		auth = d
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := logroom.Dial(ctx, p.zkDial(logroom.DialConfig{Servers: logroom.SplitServers(p.zkConn), Auth: auth}))
+	if err != nil {
+		return roomZnodes{}, fmt.Errorf("the operator's client: %w", err)
+	}
+	defer c.Close()
+	info, err := logroom.ReadRoomInfo(ctx, c, replica.DefaultBase, p.cfg.room)
+	if err != nil {
+		return roomZnodes{}, err
+	}
+	zn := roomZnodes{room: info.Path, epoch: info.Path + "/" + info.EpochZnode,
+		election: info.Path + "/election"} // replica's election node (replica/doc.go, znode layout)
+	// The newest channel may be sealed and deleted under the reads (a
+	// checkpoint meanwhile): read again.
+	for try := 1; ; try++ {
+		zn.batch, err = nextBatch(ctx, c, p.cfg.room)
+		if err == nil || try == 5 || !(errors.Is(err, logroom.ErrNoRoom) || errors.Is(err, zk.ErrNoNode)) {
+			return zn, err
+		}
+	}
+}
+
+// nextBatch is the path of the batch znode the next append would create
+// in room's newest channel.
+func nextBatch(ctx context.Context, c *logroom.Client, room string) (string, error) {
+	l, err := logroom.ListChannels(ctx, c, replica.DefaultBase, room)
+	if err != nil {
+		return "", err
+	}
+	if len(l.Nums) == 0 {
+		return "", fmt.Errorf("room %s has no channel although a master leads it", room)
+	}
+	num := l.Nums[len(l.Nums)-1]
+	ch, err := logroom.ReadChannel(ctx, c, replica.DefaultBase, room, num)
+	if err != nil {
+		return "", err
+	}
+	chPath := logroom.RoomPath(replica.DefaultBase, room, logroom.ChannelsZnode, logroom.ChannelName(num))
+	kids, err := zkx.Children(ctx, c, chPath)
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", chPath, err)
+	}
+	var last uint64
+	for _, k := range kids {
+		if first, ok := logroom.ParseBatchName(k); ok && first > last {
+			last = first
+		}
+	}
+	next := ch.FirstIndex
+	if last != 0 {
+		bp := chPath + "/" + logroom.BatchName(last)
+		data, _, err := zkx.Get(ctx, c, bp)
+		if err != nil {
+			return "", fmt.Errorf("read %s: %w", bp, err)
+		}
+		b, err := logroom.DecodeBatch(data)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", bp, err)
+		}
+		next = b.Last() + 1
+	}
+	return chPath + "/" + logroom.BatchName(next), nil
+}
+
+// tryMasterWrites tries, on conn, each write a master makes to take over
+// the room, stand for election and append, and returns an error unless
+// ZooKeeper refuses each with NoAuth. Each write is a Multi that ends with
+// a check no write can pass (the room znode at a version it never
+// reaches), so nothing of it lands even where ZooKeeper would allow it.
+func (zn roomZnodes) tryMasterWrites(conn *zk.Conn) error {
+	world := zk.WorldACL(zk.PermAll)
+	never := &zk.CheckVersionRequest{Path: zn.room, Version: math.MaxInt32}
+	for _, w := range []struct {
+		what string
+		op   any
+	}{
+		{"taking over: setting " + zn.epoch, &zk.SetDataRequest{Path: zn.epoch, Data: []byte("x"), Version: -1}},
+		{"taking over: creating a writer token " + zn.epoch + "/w-0000000000000000",
+			&zk.CreateRequest{Path: zn.epoch + "/w-0000000000000000", Acl: world}},
+		{"standing for election: creating a candidate in " + zn.election,
+			&zk.CreateRequest{Path: zn.election + "/c-00000000000000000000000000000000-", Flags: zk.FlagEphemeral | zk.FlagSequence, Acl: world}},
+		{"appending: creating " + zn.batch, &zk.CreateRequest{Path: zn.batch, Data: []byte("x"), Acl: world}},
+	} {
+		res, err := conn.Multi(w.op, never)
+		i := -1
+		for j, r := range res {
+			if r.Error != nil {
+				i, err = j, r.Error
+				break
+			}
+		}
+		if i != 0 || !errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("%s got %v (at op %d of the Multi: the write itself is 0), want %v", w.what, err, i, zk.ErrNoAuth)
+		}
+	}
 	return nil
 }
 
@@ -337,7 +473,11 @@ func (p *pair) checkWorkerACL(ctx context.Context) error {
 	if _, _, err := conn.Children(ownDir); err != nil {
 		return fmt.Errorf("ZooKeeper worker ACL check: %s's certificate listing its own directory %s: %w", own, ownDir, err)
 	}
-	room := replica.DefaultBase + "/" + p.cfg.room
+	zn, err := p.roomZnodes(ctx)
+	if err != nil {
+		return fmt.Errorf("ZooKeeper worker ACL check: %w", err)
+	}
+	room := zn.room
 	acl := zkx.X509ACL(zk.PermAll, p.zkWorkerIdents[own])
 	for _, op := range []struct {
 		what string
@@ -349,8 +489,8 @@ func (p *pair) checkWorkerACL(ctx context.Context) error {
 		{"writing " + otherDir, func() error { _, err := conn.Set(otherDir, []byte("x"), -1); return err }},
 		{"deleting " + otherDir, func() error { return conn.Delete(otherDir, -1) }},
 		{"forging " + dir + "/results/t-forged", func() error { _, err := conn.Create(dir+"/results/t-forged", []byte("x"), 0, acl); return err }},
-		{"writing " + room + "/epoch", func() error { _, err := conn.Set(room+"/epoch", []byte("x"), -1); return err }},
-		{"deleting " + room + "/epoch", func() error { return conn.Delete(room+"/epoch", -1) }},
+		{"writing " + zn.epoch, func() error { _, err := conn.Set(zn.epoch, []byte("x"), -1); return err }},
+		{"deleting " + zn.epoch, func() error { return conn.Delete(zn.epoch, -1) }},
 	} {
 		if err := op.do(); !errors.Is(err, zk.ErrNoAuth) {
 			return fmt.Errorf("ZooKeeper worker ACL check: %s's certificate %s got %v, want %v", own, op.what, err, zk.ErrNoAuth)

@@ -198,8 +198,11 @@ func TestServeTLSFlags(t *testing.T) {
 // serve HTTPS with mutual TLS, the workload and checks go through the Go
 // client with a certificate, ZooKeeper sessions are TLS with an x509 ACL,
 // and the demo's own checks pass (plain HTTP answered 400, a client
-// without a certificate refused; a ZooKeeper client of another identity
-// and a plain one get NoAuth). Its 4 chunk servers each have a
+// without a certificate refused; a ZooKeeper client of another identity,
+// a plain one and cs1's certificate get NoAuth reading the room and on
+// each write of a master: the room's epoch znode, by the name its meta
+// records, a writer token under it, an election candidate and the next
+// batch in the newest channel). Its 4 chunk servers each have a
 // certificate of their own and per-worker ACLs (serve
 // --zk-acl-x509-worker): cs1's certificate is refused (NoAuth) listing,
 // creating and deleting in cs2's task directory, forging a result and
@@ -232,6 +235,7 @@ func TestPairDemoTLS(t *testing.T) {
 	require.Contains(t, out, "TLS check: m1 answers a plain HTTP request with 400")
 	require.True(t, res.ZKTLS, "a local ensemble is TLS too")
 	require.Contains(t, out, "ZooKeeper TLS check: a client with another identity (CN=intruder), a plain client and chunk server cs1's certificate (CN=cs1,O=roomlog-test) are refused reading and writing")
+	require.Regexp(t, `ZooKeeper TLS check: .* \(zk: not authenticated\): taking over \(/\S+/epoch(-[0-9a-f]{16})? and a writer token under it\), standing for election \(a candidate in /\S+/election\) and appending \(/\S+/channels/ch-\d+/b-\d+\)`, out)
 	require.Contains(t, out, "each chunk server is granted its own task directory only (per-worker ACLs): cs1=CN=cs1,O=roomlog-test | cs2=CN=cs2,O=roomlog-test")
 	require.Contains(t, out, "ZooKeeper worker ACL check: cs1's certificate lists its own task directory but is refused (zk: not authenticated) listing, creating and deleting in cs2's")
 	require.True(t, res.ZKWorkerACLs)
