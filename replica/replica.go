@@ -590,6 +590,13 @@ func (r *Replica) RunHash() store.RunHash {
 	return store.RunHash{}
 }
 
+// RunHashAt returns the running hash at index if this member's store
+// still keeps it: its applied index, or one of the last 16384 entries it
+// applied since it opened (store.Store.RunHashAt). A store built at index
+// from the room's archive (archive.Restore) holds the same hash when its
+// chain has the same Base.
+func (r *Replica) RunHashAt(index uint64) (store.RunHash, bool) { return r.runHashAt(index) }
+
 // runHashAt is the running hash at index, if the store still keeps it.
 func (r *Replica) runHashAt(index uint64) (store.RunHash, bool) {
 	if st := r.stRun.Load(); st != nil {

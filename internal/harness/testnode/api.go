@@ -161,6 +161,19 @@ type HashResponse struct {
 	Index uint64 `json:"index"`
 }
 
+// RunHashResponse is the answer of GET /runhash?index=N: the node's
+// running state hash (store.RunHash) at index N, when its store still
+// keeps it (Found; replica.Replica.RunHashAt): Sum is the full SHA-256
+// in hex, Base the index its chain started at (only chains of one Base
+// compare). Applied is the node's applied index when it answered.
+type RunHashResponse struct {
+	Index   uint64 `json:"index"`
+	Found   bool   `json:"found"`
+	Base    uint64 `json:"base"`
+	Sum     string `json:"sum,omitempty"`
+	Applied uint64 `json:"applied"`
+}
+
 // BarrierResponse is the answer of POST /barrier.
 type BarrierResponse struct {
 	Index uint64 `json:"index"`

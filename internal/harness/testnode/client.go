@@ -166,6 +166,14 @@ func (c *Client) Hash(ctx context.Context, minIndex uint64) (HashResponse, error
 	return out, err
 }
 
+// RunHashAt returns the node's running state hash at index (GET
+// /runhash), Found false when its store no longer keeps it.
+func (c *Client) RunHashAt(ctx context.Context, index uint64) (RunHashResponse, error) {
+	var out RunHashResponse
+	err := c.do(ctx, http.MethodGet, "/runhash", url.Values{"index": {strconv.FormatUint(index, 10)}}, nil, &out)
+	return out, err
+}
+
 // Barrier returns the node's linearizable read point (POST /barrier).
 func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 	var out BarrierResponse

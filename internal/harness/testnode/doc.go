@@ -71,6 +71,11 @@
 //	                         response are the original application's)
 //	GET  /status             200 StatusJSON (replica.Status, role as a string, observer, pid)
 //	GET  /hash?min_index=N   waits until applied >= N; 200 {"hash":"…","index":N}
+//	GET  /runhash?index=N    200 {"index":N,"found":F,"base":B,"sum":"<hex>","applied":A}:
+//	                         the running state hash at N if the store still
+//	                         keeps it (replica.Replica.RunHashAt: the last
+//	                         16384 entries applied since the launch), of a
+//	                         chain started at index B
 //	POST /barrier            200 {"index":N} (linearizable read point, applied)
 //	POST /stepdown           200 {}
 //	POST /transfer?to=ID     200 {} once ID is primary

@@ -97,7 +97,12 @@ type NodeOptions struct {
 	// TLS, when set, runs the node over TLS: to ZooKeeper (its
 	// secureClientPort; ZK must name those ports) with x509 ACLs, and
 	// mutual TLS between members on a checkpoint port of its own.
-	TLS       *NodeTLS
+	TLS *NodeTLS
+	// Archive is the room's continuous archive, a directory every member
+	// of the room shares (--archive, replica.Config.Archive with
+	// archive.OpenDir). "": none. SetArchive changes it between launches
+	// (the previous release's binary has no such flag).
+	Archive   string
 	ExtraArgs []string
 
 	// StartTimeout bounds a launch until the API serves /status (the
@@ -218,6 +223,9 @@ func (o NodeOptions) args(httpAddr, addrFile string) []string {
 	}
 	if o.Observer {
 		a = append(a, "--observer")
+	}
+	if o.Archive != "" {
+		a = append(a, "--archive", o.Archive)
 	}
 	a = append(a, o.TLS.args()...)
 	return append(a, o.ExtraArgs...)
@@ -628,6 +636,17 @@ func (n *Node) SetBinary(bin string) {
 	n.mu.Unlock()
 }
 
+// SetArchive makes the node's next launches use the archive directory
+// dir ("": none; NodeOptions.Archive); the running process is left
+// alone.
+func (n *Node) SetArchive(dir string) {
+	n.ops.Lock()
+	defer n.ops.Unlock()
+	n.mu.Lock()
+	n.opts.Archive = dir
+	n.mu.Unlock()
+}
+
 // Binary is the executable the node's next launch runs.
 func (n *Node) Binary() string {
 	n.mu.Lock()
@@ -682,6 +701,11 @@ func (n *Node) Status(ctx context.Context) (StatusJSON, error) { return n.Client
 // Hash is Client().Hash.
 func (n *Node) Hash(ctx context.Context, minIndex uint64) (HashResponse, error) {
 	return n.Client().Hash(ctx, minIndex)
+}
+
+// RunHashAt returns the node's running state hash at index (GET /runhash).
+func (n *Node) RunHashAt(ctx context.Context, index uint64) (RunHashResponse, error) {
+	return n.Client().RunHashAt(ctx, index)
 }
 
 // Dump is Client().Dump.

@@ -2,6 +2,7 @@ package testnode
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,7 @@ func NewServer(room string, pid int, log *slog.Logger) *Server {
 	s.mux.HandleFunc("POST /propose", s.withReplica(s.propose))
 	s.mux.HandleFunc("GET /status", s.withReplica(s.status))
 	s.mux.HandleFunc("GET /hash", s.withReplica(s.hash))
+	s.mux.HandleFunc("GET /runhash", s.withReplica(s.runHash))
 	s.mux.HandleFunc("POST /barrier", s.withReplica(s.barrier))
 	s.mux.HandleFunc("POST /stepdown", s.withReplica(s.stepdown))
 	s.mux.HandleFunc("POST /transfer", s.withReplica(s.transfer))
@@ -217,6 +219,23 @@ func (s *Server) hash(w http.ResponseWriter, req *http.Request, r *replica.Repli
 		return
 	}
 	writeJSON(w, http.StatusOK, HashResponse{Hash: h, Index: idx})
+}
+
+func (s *Server) runHash(w http.ResponseWriter, req *http.Request, r *replica.Replica) {
+	index, err := uintParam(req, "index", 0)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	if index == 0 {
+		badRequest(w, "index must be > 0")
+		return
+	}
+	out := RunHashResponse{Index: index, Applied: r.Status().Applied}
+	if h, ok := r.RunHashAt(index); ok {
+		out.Found, out.Base, out.Sum = true, h.Base, hex.EncodeToString(h.Sum[:])
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) barrier(w http.ResponseWriter, req *http.Request, r *replica.Replica) {

@@ -15,6 +15,8 @@
 // --zk-acl-x509, repeatable) connect to ZooKeeper's TLS port with x509
 // ACLs; --peer-tls-ca/-cert/-key serve the checkpoint endpoint with
 // mutual TLS on --peer-listen (the API stays plain HTTP for the harness).
+// --archive DIR gives the replica the room's continuous archive
+// (replica.Config.Archive, an archive.Dir shared by the room's members).
 // SIGTERM or SIGINT leaves the room cleanly and exits 0: a primary first
 // hands its role to the most caught-up standby (replica.Shutdown, at most
 // --handoff-timeout, default 2 s, as the demo's serve does), then the
@@ -36,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/internal/harness/testnode"
 	"github.com/roomlog/roomlog/internal/infra/faultfs"
 	"github.com/roomlog/roomlog/replica"
@@ -62,6 +65,7 @@ type flags struct {
 	zkTLS, peerTLS                                                          tlsfiles.Files
 	zkACL                                                                   stringList
 	peerListen                                                              string
+	archiveDir                                                              string
 }
 
 // stringList is a repeatable string flag (x509 subjects hold commas).
@@ -108,6 +112,7 @@ func parseFlags() (flags, error) {
 	fs.StringVar(&f.peerTLS.CA, "peer-tls-ca", "", "mutual TLS between members (replica.Config.PeerTLS): CA file peers are verified against")
 	fs.StringVar(&f.peerTLS.Cert, "peer-tls-cert", "", "this member's certificate for --peer-tls-ca")
 	fs.StringVar(&f.peerTLS.Key, "peer-tls-key", "", "key of --peer-tls-cert")
+	fs.StringVar(&f.archiveDir, "archive", "", "the room's continuous archive, a directory every member shares (replica.Config.Archive, archive.OpenDir); none if empty")
 	fs.StringVar(&f.peerListen, "peer-listen", "", "with --peer-tls-*: the HTTPS checkpoint endpoint's listen address (replica.Config.ListenAddr; --advertise names where peers reach it)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return f, err
@@ -207,6 +212,14 @@ func run() error {
 			return fmt.Errorf("--peer-tls-*: %w", err)
 		}
 		cfg.PeerTLS, cfg.ListenAddr = src, f.peerListen
+	}
+	if f.archiveDir != "" {
+		a, err := archive.OpenDir(f.archiveDir)
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("--archive: %w", err)
+		}
+		cfg.Archive = a
 	}
 	if f.diskFaults {
 		ffs := faultfs.New(nil)
