@@ -121,15 +121,17 @@ const lifecycleSeed = 20261214
 // keeps no history records: the re-seed may have to trust the highest
 // survivor), a downgrade the re-seeded room must refuse, and a rollback
 // to a copy of ZooKeeper's data that the wipe before it kept, so that it
-// restores the room's earlier incarnation); each step's parameters come
-// from lifecycleSeed.
+// restores the room's earlier incarnation; restores from the archive in
+// the first incarnation and right after a re-seed, when the archive holds
+// several, the new one named); each step's parameters come from
+// lifecycleSeed.
 var lifecycleForce = []Kind{
-	ReplaceMember, ObserverJoin, RoomVersionRaise, Downgrade, RoomVersionRaise, KillPrimary,
-	Upgrade, Downgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, Downgrade, ZKRollbackReseed,
+	ReplaceMember, ObserverJoin, RoomVersionRaise, RestoreCheck, Downgrade, RoomVersionRaise, KillPrimary,
+	Upgrade, Downgrade, ZKRollbackReseed, ObserverLeave, ZKWipeReseed, RestoreCheck, Downgrade, ZKRollbackReseed,
 }
 
 // TestChaosLifecycle is the bounded run of `go run ./chaos -lifecycle`
-// (rerun it with `go run ./chaos -lifecycle -seed 20261214 -faults 13
+// (rerun it with `go run ./chaos -lifecycle -seed 20261214 -faults 15
 // -force <the kinds of lifecycleForce>`): one schedule of the lifecycle
 // kinds against 3 replica processes and an observer on a 3-server
 // ensemble of its own (the re-seeds wipe and restore it). The previous
@@ -168,6 +170,11 @@ func TestChaosLifecycle(t *testing.T) {
 	require.Zero(t, res.AckedWhileLost, "acknowledged while ZooKeeper had lost the room")
 	require.Zero(t, res.NotRefused, "members that did not refuse the lost room by name")
 	require.Positive(t, res.MaxReseedGap, "the re-seeds were timed")
+	// Restores from the archive equal the members' running hash (OK
+	// covers mismatches and failed restores; this names them).
+	require.Zero(t, res.RestoreMismatch, "%s", res.Line())
+	require.Zero(t, res.RestoreFailures, "%s", res.Line())
+	require.Positive(t, res.RestoreChecks, "some restore was compared with the members")
 	if old != "-" {
 		require.Positive(t, res.Kinds[RoomVersionLower], "the downgrade lowered the room version first")
 		require.Positive(t, res.RoomVersionRefused, "a raise while a replica ran %s was held", rel)

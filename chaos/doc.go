@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-lifecycle] [-tls] [-v] [-keep]
+//	go run ./chaos [-seed N] [-duration 10m] [-faults N] [-replicas 3] [-observers 1] [-workers 4] [-lifecycle] [-tls] [-force kind,…] [-v] [-keep]
 //	make chaos CHAOSFLAGS="-duration 30m -seed 42"
 //
 // The world is a 3-server ZooKeeper ensemble (internal/infra/zkensemble, tickTime
@@ -277,8 +277,14 @@
 // drawn from the same seed (without -lifecycle their weights are zero
 // and a seed draws the sequence it always drew). Each runs to its end
 // before heal, and is printed and counted in kinds= like a fault. One
-// step in four but the ZooKeeper losses has the ZooKeeper leader killed
-// as it begins and restarted as it ends (mid=kill-zk-leader):
+// step in four but the ZooKeeper losses and restore-check has the
+// ZooKeeper leader killed as it begins and restarted as it ends
+// (mid=kill-zk-leader). Every member of a lifecycle run is given the
+// room's continuous archive (replica.Config.Archive; the testnode's
+// --archive), one directory under the work dir (<work>/archive) shared
+// by all of them as an operator configures it; a replica on the
+// previous release runs without it (it has no archive: as primary it
+// deletes channels unarchived, a gap restores report):
 //
 //	replace-member (3)      stop a member (any: the primary, a standby
 //	                        or an observer; one time in four kill -9
@@ -355,6 +361,48 @@
 //	                        for 3 s the room must stay where it is, saying
 //	                        why (room_version_violations otherwise), then
 //	                        the target is set back (room_version_refused)
+//	restore-check (2)       what `roomlog restore` does (archive.Restore,
+//	                        its library, with the members' Applier:
+//	                        testnode.RecordingApplier over
+//	                        store.OpsApplier), into <work>/restores, at
+//	                        acknowledged indexes of the incarnation in
+//	                        service, named explicitly (--incarnation
+//	                        0x<czxid>/<epoch znode>, read from the room:
+//	                        the archive holds every incarnation since the
+//	                        run began, as docs/disaster-recovery.md warns):
+//	                        two at random among those acknowledged after
+//	                        its re-seed that the archive's listing covers,
+//	                        within 12,000 below the newest it covers
+//	                        (members keep their last 16,384 running
+//	                        hashes), and one acknowledged above that, which
+//	                        the restore must refuse (archive.ErrNotCovered);
+//	                        when nothing acknowledged is archived yet (a
+//	                        re-seed just began the incarnation), the
+//	                        primary is asked for a checkpoint first (it
+//	                        seals the open channel) and the archive waited
+//	                        for (10 s at most). The restored store's running
+//	                        hash (store.RunHash) is compared with every
+//	                        live member's at that index (the testnode's GET
+//	                        /runhash: replica.Replica.RunHashAt) whose
+//	                        chain has the same base: equal counts in
+//	                        restores, different in restore_mismatch (a
+//	                        failure, named in an ANOMALY line); an index the
+//	                        archive does not cover yet, or whose hash no
+//	                        member keeps in a chain of the same base (a
+//	                        member restarted since, or one whose chain
+//	                        restarted on the previous release) is skipped
+//	                        (restore_skipped); a restore that fails
+//	                        otherwise (a corrupt or foreign item, an
+//	                        incarnation it cannot pick) counts in
+//	                        restore_failures (a failure). A step that
+//	                        compared none tries the three newest archived
+//	                        acknowledged indexes, and if still none, says
+//	                        so (restore_steps_uncompared, not a failure).
+//	                        No gap is measured: it changes nothing in the
+//	                        room. -perturb-restore-hash (a test hook)
+//	                        flips a bit of every restored hash before it is
+//	                        compared: every comparison must then report a
+//	                        mismatch and the run fail
 //
 // The checker spans incarnations unchanged: every acknowledged entry is
 // at its index on every member that stays (members replaced or behind
@@ -373,8 +421,11 @@
 // max_reseed_gap (from the start of a ZooKeeper loss to the first
 // acknowledgement after its re-seed), acked_while_lost, not_refused,
 // reseed_failures, room_version_refused, room_version_violations,
-// downgrades_refused and reseeds_trusted. Any of acked_while_lost, not_refused,
-// reseed_failures and room_version_violations fails the run. A lifecycle run prints
+// downgrades_refused, reseeds_trusted, and restore-check's restores,
+// restore_mismatch, restore_skipped, restore_failures and
+// restore_steps_uncompared. Any of acked_while_lost, not_refused,
+// reseed_failures, room_version_violations, restore_mismatch and
+// restore_failures fails the run. A lifecycle run prints
 // each step's gap before the summary; rerun one with
 // `go run ./chaos -lifecycle -seed N -duration D` (the first line prints
 // it).
@@ -432,7 +483,9 @@
 // whenever an outcome was unknown) and rule 10 (one observer, sampled,
 // never led, same final state), and proves that the checker detects
 // each kind of violation in synthetic histories (checker_test.go,
-// TestCheckerRequests for rule 9). tls_test.go: TestChaosTLS, a bounded
+// TestCheckerRequests for rule 9). restorecheck_test.go: restore-check's
+// index picking, its comparison (a perturbed hash mismatches every member
+// and fails the run) and its reading of the archive's coverage. tls_test.go: TestChaosTLS, a bounded
 // -lifecycle -tls run (both rotations and a replaced member, on a TLS
 // ensemble of its own); TestProbeTLS, the rotation checks against a
 // tlsfiles server without ZooKeeper; TestScheduleTLS.

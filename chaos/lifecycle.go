@@ -79,6 +79,10 @@ func (r *runner) lifecycle(ctx context.Context, f Fault, p *testnode.Node) {
 	case ZKWipeReseed, ZKRollbackReseed:
 		r.zkLoss(ctx, f)
 		return
+	case RestoreCheck:
+		// It changes nothing in the room: no gap to measure.
+		r.restoreCheck(ctx, f)
+		return
 	}
 	step.t1 = time.Now()
 	if step.what != "" {
@@ -495,6 +499,7 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 		strings.Join(behind, " "), clip(res.Previous, 240))
 	r.roomVersionTarget = 0
 	r.trimRecorded(res.Seed.Index)
+	r.incSeed, r.incStart = res.Seed.Index, time.Now()
 
 	// The re-seeded room needs this release (CHANGELOG: the previous one
 	// cannot open it).
@@ -502,7 +507,7 @@ func (r *runner) zkLoss(ctx context.Context, f Fault) {
 	clear(r.ranOld)
 	for _, n := range nodes {
 		if r.onOld(n) {
-			n.SetBinary(r.newBin)
+			r.setBinary(n, r.newBin)
 			r.out.f("    %s goes back to this tree: %s cannot open a re-seeded room", n.ID(), r.oldRelease)
 		}
 	}

@@ -43,8 +43,9 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "verbose: harness logs and replica status after each fault")
 	latency := fs.Duration("latency", 0, "delay every link by this ± half of it for the whole run (e.g. 3ms: 1.5–4.5 ms)")
 	fetchIdle := fs.Duration("fetch-idle", 2*time.Second, "replicas' checkpoint fetch idle timeout (what a stalled source costs)")
-	lifecycle := fs.Bool("lifecycle", false, "interleave lifecycle operations with the faults (replace-member, observer-join/-leave, room-version-raise/-lower, zk-wipe-reseed, zk-rollback-reseed)")
+	lifecycle := fs.Bool("lifecycle", false, "interleave lifecycle operations with the faults (replace-member, observer-join/-leave, room-version-raise/-lower, zk-wipe-reseed, zk-rollback-reseed, upgrade/downgrade, restore-check); the members run with a continuous archive")
 	useTLS := fs.Bool("tls", false, "ZooKeeper over TLS with x509 ACLs and mutual TLS between members; with -lifecycle, rotate-cert and rotate-ca are drawn (upgrade and downgrade are not: the previous release has no TLS)")
+	perturb := fs.Bool("perturb-restore-hash", false, "test hook: every restore-check flips a bit of the restored running hash before comparing it (each comparison must report restore_mismatch and fail the run)")
 	force := fs.String("force", "", "comma-separated fault kinds to run first (e.g. partition-primary-long,stall-checkpoint)")
 	if err := fs.Parse(args); err != nil {
 		return exitHarness
@@ -82,6 +83,7 @@ func mainCode(args []string, stdout, stderr io.Writer) int {
 		Seed: *seed, Duration: *duration, Faults: *faults, Replicas: *replicas, Observers: obs, Workers: *workers,
 		Session: *session, Dir: *dir, Keep: *keep, Out: stdout, Verbose: *verbose,
 		Latency: *latency, Force: forced, FetchIdle: *fetchIdle, Lifecycle: *lifecycle, TLS: *useTLS,
+		PerturbRestoreHash: *perturb,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "chaos:", err)

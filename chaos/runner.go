@@ -74,6 +74,11 @@ type Config struct {
 	// drawn and upgrade and downgrade are not (the previous release's
 	// testnode has no TLS).
 	TLS bool
+	// PerturbRestoreHash is a test hook (-perturb-restore-hash): every
+	// restore-check flips a bit of the restored running hash before it
+	// compares it, so each comparison must report a mismatch and fail
+	// the run (it proves the check can fail).
+	PerturbRestoreHash bool
 }
 
 func (c *Config) setDefaults() {
@@ -212,13 +217,22 @@ type Result struct {
 	// or accepting the old one after it was removed); a failure.
 	TLS           bool
 	TLSViolations int
+	// Restore-check (restorecheck.go). RestoreSteps: steps that ran;
+	// RestoreChecks: restores whose running hash was compared with a
+	// member's at the index and equal; RestoreMismatch: restores whose
+	// hash differed from a member's of the same chain (a failure);
+	// RestoreSkipped: indexes not compared (not archived yet, or no
+	// member keeps a hash of the same chain at the index any more);
+	// RestoreFailures: restores that failed otherwise (a failure);
+	// RestoreUncompared: steps that compared no restore.
+	RestoreSteps, RestoreChecks, RestoreMismatch, RestoreSkipped, RestoreFailures, RestoreUncompared int
 }
 
 // OK reports whether the run found nothing wrong.
 func (r Result) OK() bool {
 	return r.Report.OK() && r.Stalls == 0 && r.Crashes == 0 && r.Converged &&
 		r.AckedWhileLost == 0 && r.NotRefused == 0 && r.ReseedFailures == 0 && r.RoomVersionViolations == 0 &&
-		r.TLSViolations == 0
+		r.TLSViolations == 0 && r.RestoreMismatch == 0 && r.RestoreFailures == 0
 }
 
 // Line is the one-line summary.
@@ -255,7 +269,7 @@ func (r Result) lifecycleLine() string {
 	}
 	var gaps []string
 	for k := firstLifecycle; k < numKinds; k++ {
-		if r.Kinds[k] > 0 && !k.isZKLoss() {
+		if r.Kinds[k] > 0 && !k.isZKLoss() && k != RestoreCheck {
 			g := r.LifecycleGaps[k].Round(time.Millisecond).String()
 			if r.LifecycleGaps[k] == 0 {
 				g = "-" // every step of the kind was faulted or skipped
@@ -266,10 +280,11 @@ func (r Result) lifecycleLine() string {
 	if len(gaps) == 0 {
 		gaps = append(gaps, "none")
 	}
-	return fmt.Sprintf(" max_lifecycle_gap=%v max_faulted_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d reseeds_trusted=%d lifecycle_gaps=%s",
+	return fmt.Sprintf(" max_lifecycle_gap=%v max_faulted_step_gap=%v max_reseed_gap=%v acked_while_lost=%d not_refused=%d reseed_failures=%d room_version_refused=%d room_version_violations=%d downgrades_refused=%d reseeds_trusted=%d"+
+		" restores=%d restore_mismatch=%d restore_skipped=%d restore_failures=%d restore_steps_uncompared=%d lifecycle_gaps=%s",
 		r.MaxLifecycleGap.Round(time.Millisecond), r.MaxFaultedStepGap.Round(time.Millisecond), r.MaxReseedGap.Round(time.Millisecond),
 		r.AckedWhileLost, r.NotRefused, r.ReseedFailures, r.RoomVersionRefused, r.RoomVersionViolations, r.DowngradesRefused,
-		r.ReseedsTrusted, strings.Join(gaps, ","))
+		r.ReseedsTrusted, r.RestoreChecks, r.RestoreMismatch, r.RestoreSkipped, r.RestoreFailures, r.RestoreUncompared, strings.Join(gaps, ","))
 }
 
 // kindCounts is "kill-primary:3,partition-link:1,…" over the kinds that ran.
@@ -368,6 +383,13 @@ type runner struct {
 	// was created or last re-seeded (their stores hold a stretch without
 	// history records).
 	ranOld map[string]bool
+	// archiveDir: the room's continuous archive every member is given
+	// (lifecycle runs; "": none). incSeed, incStart: the incarnation in
+	// service began after index incSeed, at incStart (zero before any
+	// re-seed).
+	archiveDir string
+	incSeed    uint64
+	incStart   time.Time
 }
 
 type restoreCount struct{ launch, count int }
@@ -474,6 +496,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			strings.Join(zkAddrs, ","), strings.Join(tw.acl, " | "))
 	}
 
+	archiveDir := ""
+	if cfg.Lifecycle {
+		// The room's continuous archive, as an operator configures it:
+		// one directory every member is given (restore-check reads it).
+		archiveDir = filepath.Join(work, "archive")
+	}
+
 	fnet := faultnet.NewNet(cfg.Seed)
 	defer fnet.Close()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
@@ -489,6 +518,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			KeepCheckpoints:   2,
 			MaxChannelBatches: cfg.MaxChannelBatches,
 			FetchIdleTimeout:  cfg.FetchIdle,
+			Archive:           archiveDir,
 			Logger:            logger,
 			ExtraArgs:         []string{"--disk-faults", "--disk-stall-timeout", diskStallTimeout(cfg.Session).String()},
 		},
@@ -527,6 +557,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		zkDown: -1, needRestart: map[string]bool{}, bootstrapped: map[string]bool{}, restores: map[string]restoreCount{},
 		observers: observers, work: work, nextObserver: cfg.Observers,
 		newBin: bin, oldBin: oldBin, oldRelease: oldRelease, oldWhy: oldWhy, tls: tw, ranOld: map[string]bool{},
+		archiveDir: archiveDir,
 	}
 	res.Lifecycle, res.TLS = cfg.Lifecycle, cfg.TLS
 	defer func() { r.zkCopy.Remove() }()

@@ -39,6 +39,9 @@ const (
 	ZKRollbackReseed
 	Upgrade
 	Downgrade
+	// RestoreCheck (restorecheck.go): restore from the archive and
+	// compare with the members' running hash.
+	RestoreCheck
 	// With -tls (tls.go).
 	RotateCert
 	RotateCA
@@ -80,6 +83,7 @@ var kindNames = [numKinds]string{
 	ZKRollbackReseed: "zk-rollback-reseed",
 	Upgrade:          "upgrade",
 	Downgrade:        "downgrade",
+	RestoreCheck:     "restore-check",
 	RotateCert:       "rotate-cert",
 	RotateCA:         "rotate-ca",
 }
@@ -119,6 +123,7 @@ var lifecycleWeights = [numKinds]int{
 	ZKWipeReseed:     2,
 	ZKRollbackReseed: 2,
 	Downgrade:        3,
+	RestoreCheck:     2,
 }
 
 // tlsWeights are added with -lifecycle -tls (Schedule.TLS), which also
@@ -201,7 +206,7 @@ func (f Fault) String() string {
 		}
 	}
 	switch f.Kind {
-	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint, ObserverLeave:
+	case KillStandby, PauseStandby, WipeStandby, KillZKFollower, Transfer, PartitionLink, StallCheckpoint, ObserverLeave, RestoreCheck:
 		fmt.Fprintf(&b, " pick=%d", f.Pick)
 	case ReplaceMember, Upgrade, Downgrade:
 		fmt.Fprintf(&b, " pick=%d kill=%v", f.Pick, f.Primary)
@@ -369,7 +374,9 @@ func (s *Schedule) Next() Fault {
 		// earlier incarnation.
 		f.Primary = s.rng.IntN(2) == 0
 	}
-	if k.IsLifecycle() && !k.isZKLoss() {
+	if k.IsLifecycle() && !k.isZKLoss() && k != RestoreCheck {
+		// (A restore-check changes nothing in the room: it reads the
+		// archive and asks the members.)
 		f.Mid = s.rng.IntN(4) == 0 && s.zkHeld == 0
 	}
 	switch k {

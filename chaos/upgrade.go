@@ -64,6 +64,20 @@ func (r *runner) onOld(n *testnode.Node) bool {
 	return r.oldBin != "" && n.Binary() == r.oldBin
 }
 
+// setBinary makes n's next launches run bin, with the room's archive on
+// this tree's binary and without it on the previous release's (it has
+// no --archive: an operator adds the archive with the release that has
+// it, and a primary of the previous release deletes channels without
+// archiving them, so the archive may have gaps a restore reports).
+func (r *runner) setBinary(n *testnode.Node, bin string) {
+	n.SetBinary(bin)
+	if bin == r.oldBin && bin != r.newBin {
+		n.SetArchive("")
+	} else {
+		n.SetArchive(r.archiveDir)
+	}
+}
+
 // replicasOn returns the replicas (never observers) whose binary is or
 // is not the previous release's, sorted by id.
 func (r *runner) replicasOn(old bool) []*testnode.Node {
@@ -143,14 +157,14 @@ func (r *runner) rollStep(ctx context.Context, f *Fault, p *testnode.Node) strin
 	if err != nil {
 		r.out.f("    %s: %v", how, err)
 	}
-	n.SetBinary(bin)
+	r.setBinary(n, bin)
 	if err := r.restart(ctx, n); err != nil {
 		if down && r.reseeded {
 			// Expected: the previous release cannot open a re-seeded
 			// room; it must say so and exit.
 			r.res.DowngradesRefused++
 			r.out.f("    %s refused the re-seeded room as expected: %s", r.oldRelease, clip(lastLogLine(n), 300))
-			n.SetBinary(r.newBin)
+			r.setBinary(n, r.newBin)
 			if r.restart(ctx, n) == nil {
 				r.out.f("    %s started on this tree again", n.ID())
 			}
