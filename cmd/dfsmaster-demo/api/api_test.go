@@ -526,3 +526,29 @@ func TestHealthBehindWithoutSource(t *testing.T) {
 	p.standby.set(func(f *fakeMaster) { f.status.TailError = "" })
 	ok(t, get(t, base, "/v1/health"))
 }
+
+// TestReadsBehindWithoutSource: reads on a standby that cannot reach its
+// room's state (its tail retries with an error, /v1/health says behind)
+// answer 503 behind with the reason, not what its store holds: before,
+// a standby started empty after a restore answered 404 for paths that
+// exist in the room. Once the tail progresses again, reads are served.
+func TestReadsBehindWithoutSource(t *testing.T) {
+	p := newPair(t, api.Config{})
+	base := p.standbySrv.URL
+	ok(t, post(t, p.primarySrv.URL, "/v1/mkdir", `{"path":"/d"}`))
+
+	const why = "replica: bootstrap: no member serves a checkpoint at or past index 90"
+	p.standby.set(func(f *fakeMaster) { f.status.TailError = why })
+	for _, q := range []string{"/v1/ls?path=/", "/v1/stat?path=/d", "/v1/hash", "/v1/placements", "/v1/stat?path=/d&min_index=1"} {
+		r := get(t, base, q)
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s: body %s", q, r.raw)
+		require.Equal(t, api.CodeBehind, r.code(t), q)
+		require.Contains(t, r.obj(t)["message"], why, q)
+		require.Contains(t, r.obj(t)["message"], "cannot reach its room's state", q)
+		require.Equal(t, "1", r.header.Get("Retry-After"), q)
+	}
+
+	p.standby.set(func(f *fakeMaster) { f.status.TailError = "" })
+	p.standby.catchUp(t, p.primary)
+	ok(t, get(t, base, "/v1/stat?path=/d"))
+}

@@ -168,6 +168,9 @@
 //	503 unavailable      the master is shutting down or was deposed; nothing was committed
 //	503 disconnected     cut off from ZooKeeper: a read whose min_index it has not applied
 //	                     (at once, Retry-After), and /v1/health; use another master
+//	503 behind           a standby whose tail cannot reach its room's state (no checkpoint
+//	                     to fetch, say; status "tail_error" says why): every read, and
+//	                     /v1/health (Retry-After); use another master
 //	503 failed           the master failed (below); the message gives the reason
 //	504 timeout          min_index not applied within Config.ReadWait, or a proposal
 //	                     that did not finish within Config.ProposeTimeout (outcome unknown,

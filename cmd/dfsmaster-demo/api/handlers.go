@@ -407,6 +407,9 @@ func (s *Server) view(r *http.Request, minIndex uint64) (*store.View, *httpError
 	if herr := s.unusable(); herr != nil {
 		return nil, herr
 	}
+	if herr := behind(s.m.Status()); herr != nil {
+		return nil, herr
+	}
 	st := s.m.Store()
 	if minIndex > st.AppliedIndex() {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadWait)
@@ -551,6 +554,21 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.m.Status())
 }
 
+// behind is the 503 of a standby connected to ZooKeeper whose tail cannot
+// reach its room's state (Status.TailError: no checkpoint to fetch, say),
+// nil otherwise: what its store holds may be far older than the room
+// (index 0 for a member started empty), so it serves no reads, as
+// /v1/health says behind. A master cut off from ZooKeeper answers by the
+// disconnected rules instead.
+func behind(st Status) *httpError {
+	if st.TailError == "" || !st.Connected {
+		return nil
+	}
+	return &httpError{status: http.StatusServiceUnavailable, code: CodeBehind,
+		msg:    fmt.Sprintf("master %s cannot reach its room's state (applied %d): %s; it retries by itself; send reads elsewhere meanwhile", st.ID, st.AppliedIndex, st.TailError),
+		header: map[string]string{"Retry-After": "1"}}
+}
+
 // disconnected is the 503 of a master cut off from ZooKeeper.
 func disconnected(msg string) *httpError {
 	return &httpError{status: http.StatusServiceUnavailable, code: CodeDisconnected, msg: msg,
@@ -579,10 +597,8 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 			st.ID, st.DisconnectedMS, st.AppliedIndex)))
 		return
 	}
-	if st.TailError != "" {
-		s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, code: CodeBehind,
-			msg:    fmt.Sprintf("master %s cannot reach its room's state (applied %d): %s; it retries by itself; send reads elsewhere meanwhile", st.ID, st.AppliedIndex, st.TailError),
-			header: map[string]string{"Retry-After": "1"}})
+	if herr := behind(st); herr != nil {
+		s.fail(w, r, herr)
 		return
 	}
 	writeJSON(w, http.StatusOK, HealthResponse{Status: "ok", ID: st.ID, Role: st.Role, AppliedIndex: st.AppliedIndex})

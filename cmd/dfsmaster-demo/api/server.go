@@ -177,7 +177,7 @@ const (
 	CodeUnavailable    = "unavailable"
 	CodeDisconnected   = "disconnected" // 503: cut off from ZooKeeper; a read it cannot serve, or /v1/health; try another master (Retry-After)
 	CodeFailed         = "failed"       // the master failed for good; the message says why
-	CodeBehind         = "behind"       // 503 on /v1/health: a standby that cannot reach its room's state (its tail retries; tail_error says why)
+	CodeBehind         = "behind"       // 503 on /v1/health and reads: a standby that cannot reach its room's state (its tail retries; tail_error says why)
 	CodeTimeout        = "timeout"
 	CodeInternal       = "internal"
 )
