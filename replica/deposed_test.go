@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,24 @@ func TestWronglyDeposedPrimaryStepsDown(t *testing.T) {
 	require.NoError(t, err)
 	deposed := time.Now()
 
+	// A Barrier asked of the old primary as it is deposed answers
+	// promptly: a read point once it follows the new primary, or that it
+	// is not the primary — never a wait until the caller gives up (before,
+	// its Barrier timed out).
+	type barrierResult struct {
+		idx  uint64
+		err  error
+		took time.Duration
+	}
+	early := make(chan barrierResult, 1)
+	go func() {
+		bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer bcancel()
+		start := time.Now()
+		idx, err := p.Barrier(bctx)
+		early <- barrierResult{idx, err, time.Since(start)}
+	}()
+
 	// The standby takes over (the line moved on)...
 	require.Eventually(t, func() bool {
 		st := s.Status()
@@ -71,9 +90,45 @@ func TestWronglyDeposedPrimaryStepsDown(t *testing.T) {
 	}, 2500*time.Millisecond, 10*time.Millisecond, "the deposed primary still says primary %v after its candidate was deleted and a newer epoch took over", time.Since(deposed))
 	t.Logf("the old primary stopped saying primary %v after its candidate was deleted", took)
 
+	// Its published member data stops saying primary too (what other
+	// members, tools and the election read).
+	mdir := logroom.RoomPath(logroom.DefaultBase, c.room, membersDir)
+	var pub memberData
+	require.Eventually(t, func() bool {
+		ms, err := readMembers(cl.Conn(), mdir)
+		if err != nil {
+			return false
+		}
+		d, ok := ms[p.cfg.ID]
+		pub = d
+		return ok && d.Role != roleStrPrimary
+	}, 2*time.Second, 10*time.Millisecond, "the deposed primary's member data still says %q (epoch %d) %v after its candidate was deleted", pub.Role, pub.Epoch, time.Since(deposed))
+	t.Logf("its member data says %q %v after its candidate was deleted", pub.Role, time.Since(deposed))
+	select {
+	case b := <-early:
+		t.Logf("the Barrier asked as it was deposed: index %d, err %v, in %v", b.idx, b.err, b.took)
+		require.False(t, errors.Is(b.err, context.DeadlineExceeded), "the deposed primary's Barrier waited %v for nothing: %v", b.took, b.err)
+		require.Less(t, b.took, 5*time.Second, "the deposed primary's Barrier took %v", b.took)
+		if b.err != nil {
+			require.ErrorIs(t, b.err, ErrNotPrimary, "the deposed primary's Barrier failed for another reason")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deposed primary's Barrier did not return")
+	}
+
 	// It follows the new primary: a write through the new primary reaches it.
 	res, err := s.Propose(ctx, setOp("k2", "v2"))
 	require.NoError(t, err)
 	require.NoError(t, p.WaitApplied(ctx, res.Index))
 	require.NotEqual(t, RoleFailed, p.Status().Role)
+
+	// A Barrier on it now is a read point past the new primary's write,
+	// at once.
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+	start := time.Now()
+	idx, err := p.Barrier(bctx)
+	bcancel()
+	require.NoError(t, err, "Barrier on the deposed primary after %v", time.Since(start))
+	require.GreaterOrEqual(t, idx, res.Index)
+	require.Less(t, time.Since(start), 2*time.Second, "Barrier on the deposed primary")
 }
