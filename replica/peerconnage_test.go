@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
 )
 
 // TestPeerServerMaxConnAge: the replica's own checkpoint server
@@ -47,4 +49,56 @@ func TestPeerServerMaxConnAge(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the peer's pace
 	}
 	require.GreaterOrEqual(t, conns.Load(), int64(3), "a busy connection is replaced every PeerConnMaxAge")
+}
+
+// TestShortPeerConnMaxAgeKeepsPrimary: with a short Config.PeerConnMaxAge
+// the peer server cuts every connection, the standby's liveness stream to
+// the primary included, every few hundred milliseconds. A cut stream is
+// no proof that the primary's process is gone: an idle room of two must
+// keep its primary (same epoch, no deposition, no takeover) for seconds
+// of such cuts.
+func TestShortPeerConnMaxAgeKeepsPrimary(t *testing.T) {
+	// Each member advertises a proxy to its peer server, which counts the
+	// connections its peers open (the liveness stream's among them).
+	listen, proxies := map[string]string{}, map[string]*faultnet.Proxy{}
+	for _, id := range []string{"m0", "m1"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		listen[id] = ln.Addr().String()
+		require.NoError(t, ln.Close())
+		proxies[id] = newProxy(t, listen[id])
+	}
+	c := newCluster(t, sharedEnsemble(t), func(cfg *Config) {
+		cfg.PeerConnMaxAge = 300 * time.Millisecond
+		cfg.ListenAddr, cfg.AdvertiseAddr = listen[cfg.ID], proxies[cfg.ID].Addr()
+	})
+	c.openN(2)
+	p := c.waitPrimary(30 * time.Second)
+	s := c.other(p)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := p.Propose(ctx, setOp("k", "v"))
+	require.NoError(t, err)
+	require.NoError(t, s.WaitApplied(ctx, res.Index))
+	epoch := p.Status().Epoch
+
+	dialed := proxies[p.ID()].Stats().Accepted
+	for start := time.Now(); time.Since(start) < 5*time.Second; {
+		ps, ss := p.Status(), s.Status()
+		require.Equal(t, RolePrimary, ps.Role, "the primary lost its role %v into the idle stretch (standby: %s, epoch %d; its last deposition: %q)",
+			time.Since(start).Round(time.Millisecond), ss.Role, ss.Epoch, ss.LastDeposition)
+		require.Equal(t, epoch, ps.Epoch)
+		require.NotEqual(t, RolePrimary, ss.Role)
+		require.NotEqual(t, RoleTakingOver, ss.Role, "the standby began a takeover %v into the idle stretch", time.Since(start).Round(time.Millisecond))
+		require.Zero(t, ss.Depositions, "the standby deposed the primary: %s", ss.LastDeposition)
+		time.Sleep(20 * time.Millisecond) // sampling both members' status through the idle stretch
+	}
+	dialed = proxies[p.ID()].Stats().Accepted - dialed
+	t.Logf("the standby opened %d connections to the primary's peer server in 5 s", dialed)
+	require.GreaterOrEqual(t, dialed, int64(3), "the liveness stream was not cut: the test proves nothing")
+	// Still one room: a write goes through the same primary.
+	res, err = p.Propose(ctx, setOp("k", "after"))
+	require.NoError(t, err)
+	require.Equal(t, epoch, p.Status().Epoch)
+	require.NoError(t, s.WaitApplied(ctx, res.Index))
 }
