@@ -95,9 +95,38 @@ func runLag(ctx context.Context, b *bench) ([]Result, error) {
 	if err != nil {
 		return out, err
 	}
-	p, s, room, err := b.pair(ctx, "lag", noCheckpoints)
+	// Each member registers its metrics in a registry of its own: the row
+	// reports how the standby's reader got its batches (listings, reads
+	// ahead) against how many the primary wrote.
+	var regs []*prometheus.Registry
+	p, s, room, err := b.pair(ctx, "lag", func(c *replica.Config) {
+		noCheckpoints(c)
+		reg := prometheus.NewRegistry()
+		regs = append(regs, reg)
+		c.Registerer = reg
+	})
 	if err != nil {
 		return out, err
+	}
+	counters := func() map[string]float64 {
+		got := map[string]float64{}
+		for i, reg := range regs {
+			who := [2]string{"primary", "standby"}[min(i, 1)]
+			mfs, err := reg.Gather()
+			if err != nil {
+				continue
+			}
+			for _, mf := range mfs {
+				switch mf.GetName() {
+				case "roomlog_writer_batches_total", "roomlog_reader_batches_total",
+					"roomlog_reader_listings_total", "roomlog_reader_catchup_reads_total":
+					for _, m := range mf.GetMetric() {
+						got[who+"_"+mf.GetName()] += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return got
 	}
 	defer b.dropRoom(room)
 	defer s.Close()
@@ -137,8 +166,10 @@ func runLag(ctx context.Context, b *bench) ([]Result, error) {
 		return fmt.Sprintf("standby applied %d, lag %d entries", st.Applied, st.Lag)
 	})
 	appliedBefore := s.r.Status().Applied
+	before := counters()
 	st, el := b.timedLoad(ctx, p.r, em, 256, rate, b.cfg.duration, onAck)
 	appliedDuring := s.r.Status().Applied - appliedBefore
+	after := counters()
 	stopLive()
 	// Let the last samples land (bounded), then stop the rest.
 	done := make(chan struct{})
@@ -163,6 +194,14 @@ func runLag(ctx context.Context, b *bench) ([]Result, error) {
 	row.setExtra("sample_every", every)
 	row.setExtra("standby_lag_entries_at_end", s.r.Status().Lag)
 	row.setExtra("standby_applied_per_s", round3(float64(appliedDuring)/el.Seconds()))
+	for _, k := range []struct{ name, metric string }{
+		{"primary_batches", "primary_roomlog_writer_batches_total"},
+		{"standby_batches_read", "standby_roomlog_reader_batches_total"},
+		{"standby_listings", "standby_roomlog_reader_listings_total"},
+		{"standby_reads_ahead", "standby_roomlog_reader_catchup_reads_total"},
+	} {
+		row.setExtra(k.name, after[k.metric]-before[k.metric])
+	}
 	row.Note = "p50/p99/p999 = standby applied time - primary ack time; entries/s = achieved paced rate"
 	if c := censored.Load(); c > 0 {
 		row.setExtra("censored_samples", c)

@@ -378,10 +378,13 @@
 //     seal and open are one Multi. Not sealed →
 //     ExistsW(b-<position>) (re-checking its result) and wait on the
 //     watches and ctx. Caught up, the reader arms the next name's watch
-//     first (two round trips per batch). Behind (two batches in a row found
-//     without waiting), it lists the channel once and reads the listed
-//     names 16 at a time concurrently; batch znodes are immutable, so this
-//     changes nothing but speed: each batch is still validated in order.
+//     and reads that name in the same round trip (ExistsW and Get sent
+//     together): a batch already written is delivered at once, an absent
+//     one is waited for by watch. Then, while batches are there, one Get
+//     per batch. Behind (16 batches in a row found without waiting), it
+//     lists the channel once and reads the listed names 16 at a time
+//     concurrently; batch znodes are immutable, so this changes nothing but
+//     speed: each batch is still validated in order.
 //  3. Connection loss and session expiry are retried with backoff from
 //     the same position; watches lost with the session are re-armed.
 //  4. A channel deleted under the reader → ErrCompacted if a later channel

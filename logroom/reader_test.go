@@ -433,3 +433,57 @@ func TestReaderMissingBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestReaderPipelinesWatchAndRead: a reader woken by a watch that finds the
+// next batch already written reads it in the round trip that would have
+// armed its watch (Get beside ExistsW), not in a second one after it.
+func TestReaderPipelinesWatchAndRead(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "pipelined")
+	ctx := testCtx(t, 30*time.Second)
+	w := newWriter(t, r, WriterConfig{})
+	_, err := w.Append(ctx, payload(1))
+	require.NoError(t, err)
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	defer rd.Close()
+	readN(t, ctx, rd, 1)
+
+	// Caught up: the next read waits on the watch for batch 2.
+	got := make(chan []Entry, 1)
+	go func() {
+		es, err := rd.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- es
+	}()
+	time.Sleep(100 * time.Millisecond) // let it arm the watch and wait
+	_, err = w.Append(ctx, payload(2))
+	require.NoError(t, err)
+	select {
+	case es := <-got:
+		require.Equal(t, payload(2), es[0].Data)
+	case <-ctx.Done():
+		t.Fatal("the watch on batch 2 never woke the reader")
+	}
+	require.Zero(t, rd.pipelined, "batch 2 came through its watch")
+
+	// Batch 3 exists before the reader asks for it: one round trip.
+	_, err = w.Append(ctx, payload(3))
+	require.NoError(t, err)
+	es := readN(t, ctx, rd, 1)
+	require.Equal(t, payload(3), es[0].Data)
+	require.Equal(t, 1, rd.pipelined, "batch 3 was read beside the ExistsW that found it")
+
+	// And a batch that is not there yet is still waited for by watch.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		if _, err := w.Append(ctx, payload(4)); err != nil {
+			t.Error(err)
+		}
+	}()
+	es = readN(t, ctx, rd, 1)
+	require.Equal(t, payload(4), es[0].Data)
+}
