@@ -131,6 +131,23 @@ func TestRestoreReseedKeepsRoomVersion(t *testing.T) {
 	dry, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: []string{midDir}, DryRun: true, Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.Equal(t, 2, dry.RoomVersion, "a re-seed from the restore to %d (an archived channel of room version 2)", mid)
+	// A restore that could not tell the room version (its record says
+	// none) is refused without an explicit one, and taken with it.
+	ri, err := archive.ReadRestoreInfo(midDir)
+	require.NoError(t, err)
+	require.NotNil(t, ri)
+	require.Equal(t, 2, ri.RoomVersion)
+	unknown := *ri
+	unknown.RoomVersion = 0
+	b, err := json.Marshal(unknown)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(midDir, archive.RestoreInfoName), b, 0o644))
+	_, err = Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: []string{midDir}, DryRun: true, Logger: testLogger(t)})
+	require.ErrorIs(t, err, ErrReseedRefused)
+	require.Contains(t, err.Error(), "--room-version")
+	dry, err = Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: []string{midDir}, DryRun: true, RoomVersion: 2, Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.Equal(t, 2, dry.RoomVersion)
 	_, err = Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: []string{ckDir}, RoomVersion: 1, Logger: testLogger(t)})
 	require.ErrorIs(t, err, ErrReseedRefused, "a re-seed at 1 from a room version 2 restore lowers it")
 	res, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room, DataDirs: []string{ckDir}, Force: true, Logger: testLogger(t)})
