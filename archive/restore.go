@@ -16,6 +16,7 @@ import (
 	"github.com/roomlog/roomlog/checkpoint"
 	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
+	"github.com/roomlog/roomlog/version"
 )
 
 // StoreDirName is the store's directory under RestoreOptions.DataDir, as
@@ -333,6 +334,10 @@ func ReadRestoreInfo(dataDir string) (*RestoreInfo, error) {
 	var ri RestoreInfo
 	if err := json.Unmarshal(b, &ri); err != nil {
 		return nil, fmt.Errorf("archive: %s is malformed: %v", path, err)
+	}
+	if ri.RoomVersion < 0 || ri.RoomVersion > version.RoomMax {
+		return nil, fmt.Errorf("archive: %s records room version %d: this binary knows room versions 1..%d (0: unknown)",
+			path, ri.RoomVersion, version.RoomMax)
 	}
 	return &ri, nil
 }

@@ -87,6 +87,7 @@ func TestStoppedWriterNothingSent(t *testing.T) {
 	nw := newWriter(t, ro, WriterConfig{})
 	_, err = nw.Rotate(ctx)
 	require.NoError(t, err)
+	require.NoError(t, ro.DeleteChannel(ctx, 1)) // only the oldest is deleted
 	require.NoError(t, ro.DeleteChannel(ctx, 2))
 	p.Cut()
 	p.Heal()

@@ -462,6 +462,12 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			return rd.deliver(path, data, st.Ctime)
 		}
 		if !errors.Is(gerr, zk.ErrNoNode) {
+			if ok {
+				// The batch is there but its read failed (a connection
+				// loss): read it again next, do not wait on a watch that
+				// fires only when the immutable batch is deleted.
+				rd.arm = false
+			}
 			return nil, gerr
 		}
 		if ok {

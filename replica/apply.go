@@ -362,6 +362,11 @@ func (e errFatal) Unwrap() error { return e.err }
 
 func fatal(err error) error { return errFatal{err} }
 
+// errNotCompacted: a bootstrap found the member's applied index already
+// reaching the log's oldest channel (the ErrCompacted that sent it there
+// was a channel it had applied in full).
+var errNotCompacted = errors.New("replica: not compacted")
+
 func isFatal(err error) bool {
 	var f errFatal
 	return errors.As(err, &f)
@@ -419,6 +424,20 @@ func (r *Replica) runStandby(ctx context.Context) error {
 			}
 			r.log.Info("standby: log position compacted; bootstrapping from a checkpoint", "applied", r.applied.Load())
 			err = r.bootstrap(ctx)
+			if errors.Is(err, errNotCompacted) {
+				// The reader's channel was deleted after we had applied
+				// all of it (a seal we had not read yet): nothing is
+				// missing, the tail is not in trouble. Tail again.
+				r.log.Debug("standby: the compacted channel was applied already; tailing on", "err", err)
+				r.tailErr.Store(nil)
+				backoff.Reset()
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
 			r.setTailErr(err)
 			if err == nil {
 				r.tailErr.Store(nil)

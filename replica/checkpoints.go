@@ -182,7 +182,18 @@ func (r *Replica) checkpointNow(ctx context.Context, roomVersion int) (int64, er
 	if err := r.recordCheckpoint(ctx, rec); err != nil {
 		return info.Bytes, fmt.Errorf("replica: record checkpoint: %w", err)
 	}
-	return info.Bytes, r.deleteChannels(ctx, info.Manifest.Index, false)
+	if err := r.deleteChannels(ctx, info.Manifest.Index, false); err != nil && ctx.Err() == nil {
+		// The checkpoint is made and recorded: a deletion that did not
+		// happen is not a failed checkpoint. The next sweep decides again
+		// on a fresh listing (a fenced deletion must).
+		lvl := slog.LevelWarn
+		if errors.Is(err, logroom.ErrDeleteFenced) {
+			lvl = slog.LevelInfo
+		}
+		r.log.Log(ctx, lvl, "checkpoint made; deleting the channels it covers failed, the next sweep decides again",
+			"index", info.Manifest.Index, "err", err)
+	}
+	return info.Bytes, nil
 }
 
 // makeRoomForCheckpoint prunes the local checkpoints before a new one at
@@ -469,7 +480,7 @@ func (r *Replica) bootstrap(ctx context.Context) error {
 	need := chans[0].FirstIndex - 1
 	applied := r.applied.Load()
 	if applied >= need {
-		return fmt.Errorf("bootstrap: applied %d already reaches the oldest channel (first %d); not compacted", applied, chans[0].FirstIndex)
+		return fmt.Errorf("%w: bootstrap: applied %d already reaches the oldest channel (first %d)", errNotCompacted, applied, chans[0].FirstIndex)
 	}
 	members, err := readMembers(r.conn, r.room.Path(membersDir))
 	if err != nil {
@@ -668,6 +679,11 @@ func (r *Replica) installCheckpoint(ctx context.Context, info checkpoint.Info) e
 	// Counted before the applied index moves: whoever sees the restored
 	// index in Status also sees the bootstrap.
 	r.bootstraps.Add(1)
+	// The state is here: the tail error that sent us to bootstrap no
+	// longer says this member cannot reach its room's state (the demo
+	// refuses reads while one is set). Cleared before the applied index
+	// moves, so whoever sees the restored index sees no stale error.
+	r.tailErr.Store(nil)
 	r.jumpApplied(idx)
 	r.ckptReady.Notify()
 	return nil

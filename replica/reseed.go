@@ -140,6 +140,8 @@ type ReseedResult struct {
 type survivorStore struct {
 	Survivor
 	st *store.Store
+	// restoredIndex: the index a restored dir's record says it holds.
+	restoredIndex uint64
 }
 
 // Reseed re-creates a room that ZooKeeper lost from the survivors' data
@@ -381,7 +383,9 @@ func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
 				return out, fmt.Errorf("%w: %s: %w", ErrReseedRefused, dir, err)
 			}
 			if ri != nil {
-				s.Restored, s.MarkerRoomVersion = true, ri.RoomVersion
+				// The record's room may differ: a restore may seed a new
+				// room (a point-in-time copy beside the one in service).
+				s.Restored, s.MarkerRoomVersion, s.restoredIndex = true, ri.RoomVersion, ri.Index
 			}
 		case err != nil:
 			return out, fmt.Errorf("replica: reseed: %w", err)
@@ -402,6 +406,10 @@ func openSurvivors(cfg ReseedConfig) ([]*survivorStore, error) {
 		s.st = st
 		s.Position = st.Position()
 		out = append(out, s)
+		if s.Restored && s.Position.Index != s.restoredIndex {
+			return out, fmt.Errorf("%w: %s: its restore record (%s) says index %d, its store holds %d (a stale or copied record)",
+				ErrReseedRefused, dir, archive.RestoreInfoName, s.restoredIndex, s.Position.Index)
+		}
 	}
 	return out, nil
 }

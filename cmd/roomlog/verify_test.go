@@ -190,7 +190,15 @@ func TestVerifyFaults(t *testing.T) {
 			return 4, chanPath(r, 4)
 		}, "1 batch znode(s) were deleted from this channel, which is not being deleted", logroom.ErrCorrupt},
 		{"channel missing in the middle", func(t *testing.T, r *logroom.Room) (uint64, string) {
-			require.NoError(t, r.DeleteChannel(testCtx(t, 10*time.Second), 2))
+			// Deleted out of order by hand: DeleteChannel deletes only the
+			// oldest channel.
+			p := chanPath(r, 2)
+			kids, _, err := conn.Children(p)
+			require.NoError(t, err)
+			for _, k := range kids {
+				require.NoError(t, conn.Delete(p+"/"+k, -1))
+			}
+			require.NoError(t, conn.Delete(p, -1))
 			return 3, chanPath(r, 3)
 		}, "channel numbers jump from 1 to 3", logroom.ErrCorrupt},
 	}
