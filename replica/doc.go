@@ -56,11 +56,14 @@
 // and a tick, feeds each to the core, and carries out the actions (an
 // action whose outcome the core needs is answered by a later event). The
 // running loop does not wait for ZooKeeper (only failing and closing, both
-// final, wait for what is in flight, bounded): its ZooKeeper work (member data,
-// election reads, re-queue, resignation, transfer record, channel
-// figures) runs in one worker goroutine, one job at a time in the order
-// queued, each bounded by its own context (300 ms; 1 s for the election;
-// 2 s per step of a resignation), and its result is applied on the loop;
+// final, wait for what is in flight, bounded): its ZooKeeper work runs in
+// two worker lanes, one job at a time per lane in the order queued, each
+// bounded by its own context (300 ms; 1 s for the election; 2 s per step
+// of a resignation), and its result is applied on the loop. Lane 0 keeps
+// the order of member data, election reads, re-queue, resignation, term
+// watch and transfer record; lane 1 runs the long reads that need no
+// order with them (the channel figures and the log audit), so an election
+// read or a hand-off's catch-up publish does not wait behind them;
 // an election read that started before a reconnect, a new session, a
 // re-queue or a resignation is dropped. A term ends off the loop too (the
 // writer's close waits for its in-flight Multis, then the primary applier

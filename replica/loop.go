@@ -15,9 +15,9 @@ import (
 )
 
 // loopState is the run loop's private state. Only the loop goroutine (and
-// Open, before the loop starts) touches its fields; the ZooKeeper worker's
-// jobs use el and mem (their I/O), one job at a time, and hand their
-// results back to the loop. The role decisions and the
+// Open, before the loop starts) touches its fields; the ZooKeeper
+// workers' jobs use el and mem (their I/O; only lane 0's jobs, one at a
+// time), and hand their results back to the loop. The role decisions and the
 // state they need are the core's (core.go); loopState holds the resources
 // the core's actions act on and the bookkeeping of the loop's own
 // ZooKeeper work.
@@ -45,13 +45,18 @@ type loopState struct {
 	// reply is where the answer of the request being handled goes.
 	reply chan error
 
-	// The loop's ZooKeeper work runs in a worker goroutine, one job at a
-	// time, each bounded by its own context; the loop applies each job's
-	// result when it arrives (jobDone) and never waits for ZooKeeper
-	// itself. jobs is the queue, running says a job is out, pending counts
-	// the queued and running jobs by name.
-	jobs    []zkJob
-	running bool
+	// The loop's ZooKeeper work runs in worker goroutines, one job at a
+	// time per lane, each bounded by its own context; the loop applies
+	// each job's result when it arrives (jobDone) and never waits for
+	// ZooKeeper itself. jobs are the lanes' queues, running says a lane's
+	// job is out, pending counts the queued and running jobs by name.
+	// Lane 0 keeps the order of everything the election, the term, the
+	// transfer and our member data write and read; lane 1 runs the long
+	// reads that need no order with them (laneOf), so an election read or
+	// a hand-off's catch-up publish never queues behind a listing of the
+	// channels or an audit of the log.
+	jobs    [2][]zkJob
+	running [2]bool
 	pending map[string]int
 	// elGen counts the re-queues and resignations asked for: an election
 	// read that started before one is stale.
@@ -447,48 +452,60 @@ type zkJob struct {
 
 type jobResult struct {
 	name  string
+	lane  int
 	apply func()
 }
 
-// enqueue queues j behind the jobs already queued (their order is the
-// order of their effects in ZooKeeper) and starts it when the worker is
-// free.
-func (r *Replica) enqueue(j zkJob) {
-	lp := r.lp
-	lp.jobs = append(lp.jobs, j)
-	lp.pending[j.name]++
-	r.startJob()
+// laneOf is the lane a job runs in: 1 for the long reads whose order
+// with the other jobs does not matter (the channel listing for Status,
+// the log audit), 0 for the rest.
+func laneOf(name string) int {
+	if name == "channels" || name == "audit" {
+		return 1
+	}
+	return 0
 }
 
-// startJob hands the next queued job to a worker goroutine. One job runs
-// at a time, so its send on jobDone (capacity 1) never blocks, even after
-// the loop has returned.
-func (r *Replica) startJob() {
+// enqueue queues j behind the jobs already queued in its lane (their
+// order is the order of their effects in ZooKeeper) and starts it when
+// the lane's worker is free.
+func (r *Replica) enqueue(j zkJob) {
 	lp := r.lp
-	if lp.running || len(lp.jobs) == 0 {
+	l := laneOf(j.name)
+	lp.jobs[l] = append(lp.jobs[l], j)
+	lp.pending[j.name]++
+	r.startJob(l)
+}
+
+// startJob hands lane l's next queued job to a worker goroutine. One job
+// per lane runs at a time, so its send on jobDone (capacity 2, one per
+// lane) never blocks, even after the loop has returned.
+func (r *Replica) startJob(l int) {
+	lp := r.lp
+	if lp.running[l] || len(lp.jobs[l]) == 0 {
 		return
 	}
-	j := lp.jobs[0]
-	lp.jobs = lp.jobs[1:]
-	lp.running = true
+	j := lp.jobs[l][0]
+	lp.jobs[l] = lp.jobs[l][1:]
+	lp.running[l] = true
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(r.bgCtx, j.bound)
 		apply := j.run(ctx)
 		cancel()
-		r.jobDone <- jobResult{name: j.name, apply: apply}
+		r.jobDone <- jobResult{name: j.name, lane: l, apply: apply}
 	}()
 }
 
 func (r *Replica) onJobDone(res jobResult) {
 	lp := r.lp
-	lp.running = false
+	lp.running[res.lane] = false
 	lp.pending[res.name]--
 	if res.apply != nil {
 		res.apply()
 	}
-	r.startJob()
+	r.startJob(res.lane)
 }
 
 // reconcile queues the ZooKeeper work that is due (at most one job of
@@ -1137,10 +1154,10 @@ func (r *Replica) shutdown() {
 	}
 	// The worker's job in progress ends within its bound; the queued ones
 	// are dropped.
-	lp.jobs = nil
-	if lp.running {
-		<-r.jobDone
-		lp.running = false
+	lp.jobs = [2][]zkJob{}
+	for lp.running[0] || lp.running[1] {
+		res := <-r.jobDone
+		lp.running[res.lane] = false
 	}
 	// Our nodes are deleted if the session lets us within the bound (they
 	// go with the session otherwise); the membership registration's keeper

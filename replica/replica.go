@@ -113,7 +113,7 @@ type Replica struct {
 	sem             chan struct{}      // proposal slots (MaxPendingProposals)
 	roleCh          chan RoleChange    // buffered; the loop drops the oldest when full
 	reqc            chan loopRequest   // API -> loop
-	jobDone         chan jobResult     // the loop's ZooKeeper worker -> loop (one job at a time: never blocks)
+	jobDone         chan jobResult     // the loop's ZooKeeper workers -> loop (one job per lane at a time: never blocks)
 	watchc          chan watchEvent    // watch forwarders -> loop
 	writerFailc     chan writerFailure // Propose/checkpointer -> loop: this term's writer is fenced or dead
 	failc           chan error         // any goroutine -> loop: unrecoverable error
@@ -221,7 +221,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 		sem:         make(chan struct{}, cfg.MaxPendingProposals),
 		roleCh:      make(chan RoleChange, 16),
 		reqc:        make(chan loopRequest),
-		jobDone:     make(chan jobResult, 1),
+		jobDone:     make(chan jobResult, 2),
 		watchc:      make(chan watchEvent, 64),
 		writerFailc: make(chan writerFailure, 1),
 		failc:       make(chan error, 1),
