@@ -83,3 +83,38 @@ func TestDeleteChannelFenced(t *testing.T) {
 	_, err = r.CheckChain(ctx)
 	require.NoError(t, err)
 }
+
+// TestWriterDeleteChannelFenced: a deletion through a writer is behind its
+// epoch fence: once a newer writer took over, the old one deletes nothing
+// (a deposed primary's checkpointer, or one whose room was re-seeded under
+// it), while the new one deletes.
+func TestWriterDeleteChannelFenced(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "delete-writer-fenced")
+	ctx := testCtx(t, 30*time.Second)
+	old := newWriter(t, r, WriterConfig{})
+	for i := 0; i < 3; i++ {
+		_, err := old.Append(ctx, payload(i))
+		require.NoError(t, err)
+	}
+	_, err := old.Rotate(ctx)
+	require.NoError(t, err)
+	require.NoError(t, old.DeleteChannel(ctx, 1), "the writer in office deletes")
+
+	_, err = old.Append(ctx, payload(3))
+	require.NoError(t, err)
+	_, err = old.Rotate(ctx)
+	require.NoError(t, err)
+	c2 := dial(t, e.Addrs())
+	r2 := openRoom(t, c2, "delete-writer-fenced")
+	nw := newWriter(t, r2, WriterConfig{})
+	err = old.DeleteChannel(ctx, 2)
+	require.ErrorIs(t, err, ErrDeleteFenced)
+	require.ErrorIs(t, err, ErrFenced)
+	infos, err := r.Channels(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), infos[0].Num)
+	require.False(t, infos[0].Deleting, "the fenced writer wrote nothing")
+	require.NoError(t, nw.DeleteChannel(ctx, 2))
+}

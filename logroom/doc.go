@@ -420,7 +420,11 @@
 // in the restored tree, deleted a channel whose predecessor was back, and
 // every reader reported the hole as corruption. The channels znode's data
 // is never changed (its version only counts deletion steps); v0.1.0
-// deleters neither bump nor check it.
+// deleters neither bump nor check it. Writer.DeleteChannel also puts the
+// writer's fence (FenceOps: its epoch znode version and its token) first
+// in every one of those Multis, so a deposed writer, or one whose room was
+// deleted and re-seeded under it, deletes nothing (ErrDeleteFenced
+// wrapping ErrFenced); package replica deletes only that way.
 //
 // # Metrics
 //

@@ -743,10 +743,24 @@ const deleteChunk = 200
 // tree and delete a channel whose predecessor is back, leaving a hole
 // every reader reports as corruption.
 func (r *Room) DeleteChannel(ctx context.Context, num uint64) error {
+	return r.deleteChannel(ctx, num, nil)
+}
+
+// DeleteChannel is Room.DeleteChannel behind the writer's fence as well:
+// every write of the deletion begins with the writer's epoch and token
+// checks (FenceOps), so a deposed primary, or one whose room was deleted
+// and re-seeded under it, deletes nothing (ErrDeleteFenced wrapping
+// ErrFenced).
+func (w *Writer) DeleteChannel(ctx context.Context, num uint64) error {
+	return w.room.deleteChannel(ctx, num, w.fenceOps())
+}
+
+func (r *Room) deleteChannel(ctx context.Context, num uint64, epochFence []any) error {
 	f, err := r.deletionFence(ctx)
 	if err != nil {
 		return err
 	}
+	f.epoch = epochFence
 	if testHookDeleteFence != nil {
 		testHookDeleteFence()
 	}
@@ -863,6 +877,9 @@ type deleteFence struct {
 	path    string
 	data    []byte
 	version int32
+	// epoch: a writer's fence ops, checked first by every write (nil:
+	// none).
+	epoch []any
 }
 
 // deletionFence reads the channels znode's data and version.
@@ -882,7 +899,8 @@ func (r *Room) deletionFence(ctx context.Context) (*deleteFence, error) {
 // a connection loss) and returns the index of the failed op (0: the fence;
 // ops are numbered from 1) with its error.
 func (r *Room) fencedDelete(f *deleteFence, ops ...any) (int, error) {
-	all := make([]any, 0, len(ops)+1)
+	all := make([]any, 0, len(f.epoch)+len(ops)+1)
+	all = append(all, f.epoch...)
 	all = append(all, &zk.SetDataRequest{Path: f.path, Data: f.data, Version: f.version})
 	all = append(all, ops...)
 	i, err := multiErr(r.c.Conn().Multi(all...))
@@ -890,13 +908,18 @@ func (r *Room) fencedDelete(f *deleteFence, ops ...any) (int, error) {
 		f.version++
 		return -1, nil
 	}
-	return i, err
+	if i >= 0 && i < len(f.epoch) && (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) {
+		return -1, fmt.Errorf("%w: %w: room %q: the deleting writer's epoch no longer holds", ErrDeleteFenced, ErrFenced, r.name)
+	}
+	return i - len(f.epoch), err
 }
 
 // deleteErr names a failed fenced deletion write: the fence (the channels
 // znode's version moved), a lost connection, or another error.
 func (r *Room) deleteErr(what string, err error) error {
 	switch {
+	case errors.Is(err, ErrDeleteFenced):
+		return err
 	case errors.Is(err, zk.ErrBadVersion):
 		return fmt.Errorf("%w: room %q: %s: the channels znode changed since the deletion began (another deleter, or ZooKeeper restored from an older copy)",
 			ErrDeleteFenced, r.name, what)

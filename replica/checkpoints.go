@@ -87,7 +87,7 @@ func (r *Replica) runCheckpointer(ctx context.Context) {
 			// Members may have caught up since the last checkpoint: retry
 			// deletion (primary only).
 			if t := r.currentTerm(); t != nil {
-				if err := r.deleteChannels(ctx, r.localCkpt.Load(), true); err != nil && ctx.Err() == nil {
+				if err := r.deleteChannels(ctx, t, r.localCkpt.Load(), true); err != nil && ctx.Err() == nil {
 					r.log.Debug("channel deletion sweep failed", "err", err)
 				}
 			} else {
@@ -182,7 +182,7 @@ func (r *Replica) checkpointNow(ctx context.Context, roomVersion int) (int64, er
 	if err := r.recordCheckpoint(ctx, rec); err != nil {
 		return info.Bytes, fmt.Errorf("replica: record checkpoint: %w", err)
 	}
-	if err := r.deleteChannels(ctx, info.Manifest.Index, false); err != nil && ctx.Err() == nil {
+	if err := r.deleteChannels(ctx, t, info.Manifest.Index, false); err != nil && ctx.Err() == nil {
 		// The checkpoint is made and recorded: a deletion that did not
 		// happen is not a failed checkpoint. The next sweep decides again
 		// on a fresh listing (a fenced deletion must).
@@ -320,8 +320,10 @@ func newerCheckpointRecord(rec, old checkpointRecord) bool {
 // the served one). When no live member serves a covering checkpoint
 // nothing is deleted: the room grows until the writer answers ErrRoomFull
 // (logged at Warn unless sweep). Never a channel in the middle: the log
-// stays contiguous from the oldest.
-func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) error {
+// stays contiguous from the oldest. Deletions go through t's writer, behind
+// its epoch fence (logroom: Writer.DeleteChannel), so a term that ended
+// deletes nothing.
+func (r *Replica) deleteChannels(ctx context.Context, t *term, ckpt uint64, sweep bool) error {
 	if ckpt == 0 && r.archiver == nil { // archive: sweeps run before the first checkpoint too
 		return nil
 	}
@@ -378,7 +380,7 @@ func (r *Replica) deleteChannels(ctx context.Context, ckpt uint64, sweep bool) e
 		if !channelArchived(chans, d.Num, archived) { // archive: deletion waits for it
 			break
 		}
-		if err := r.room.DeleteChannel(ctx, d.Num); err != nil {
+		if err := t.w.DeleteChannel(ctx, d.Num); err != nil {
 			return fmt.Errorf("delete channel %d: %w", d.Num, err)
 		}
 		if d.Forced {
