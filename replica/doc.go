@@ -642,7 +642,10 @@
 // stuck behind the divergence (a member that cannot bootstrap stays
 // undecided for good: before this rule the divergent one waited for it
 // forever). A tie's verdict is not recorded in the data dir (a member
-// that is only away, or still undecided, may change the count). Anything
+// that is only away, or still undecided, may change the count), unless
+// most live members disagree with this one (the others' agreement among
+// themselves not yet published, or a third history): that is an outvote,
+// and recorded. Anything
 // else — a peer in the minority, members still undecided, no primary, the
 // primary on the smaller side, or no majority at all (three members,
 // three histories) — is reported (Status().HashReport, a Warn log,

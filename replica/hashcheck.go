@@ -53,7 +53,10 @@ type hashVerdict struct {
 	// of a room of two that disagree; in a larger room, the primary's side
 	// at least as large as ours could become), not from being outvoted:
 	// it says nothing about this member's state if another member is only
-	// away, so it is not recorded in the data dir.
+	// away, so it is not recorded in the data dir. A tie verdict while
+	// most live members disagree with this one (all of them, when the
+	// others' agreement among themselves has not arrived yet) is an
+	// outvote and is recorded.
 	TwoVerdict bool
 }
 
@@ -258,7 +261,10 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 		// A tie at best: the primary's side is at least as large as ours
 		// would be with every undecided peer on it. The log cannot say
 		// which state is right; the primary's is what clients read.
-		v.TwoVerdict = true
+		// When most live members disagree with us (the primary's side
+		// and peers whose agreement with it has not arrived yet, or a
+		// third history), we are outvoted all the same: recorded.
+		v.TwoVerdict = len(disagreeing) <= ours+len(undecided)
 		return fail(fmt.Sprintf("%d members on the primary's side (the primary included) agree with each other against %d on this one's side "+
 			"(itself included), %d undecided: at best a tie, and the primary's side wins a tie", primSide, ours, len(undecided)))
 	case largest < ours:

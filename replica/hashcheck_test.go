@@ -140,6 +140,20 @@ func TestHashCheckVotes(t *testing.T) {
 		require.NoError(t, v.Fail)
 		require.Contains(t, v.Report, "waiting")
 	})
+	t.Run("outvoted before the others' agreement arrives", func(t *testing.T) {
+		// Three members: the primary a and b both disagree with us, but b
+		// has not yet published that it agrees with a (or it holds a third
+		// history). Most live members disagree with us and the primary is
+		// among them: we stop, and the verdict is recorded, as it would be
+		// one publication later when b's agreement joins them.
+		prim := bad(8)
+		prim.Primary = true
+		for name, b := range map[string]hashObs{"same history": bad(7), "third history": obs("y", 7, nil)} {
+			v := eval(newHashCheck(), false, map[string]hashObs{"a": prim, "b": b})
+			require.ErrorIs(t, v.Fail, ErrDiverged, name)
+			require.False(t, v.TwoVerdict, "%s: outvoted, recorded in the data dir", name)
+		}
+	})
 	t.Run("a repaired peer that agrees again counts as agreeing", func(t *testing.T) {
 		hc := newHashCheck()
 		v := eval(hc, true, map[string]hashObs{"x": bad(6)})
