@@ -30,6 +30,11 @@
 //	                                deleting (omitted unless set), room (the room
 //	                                version it was opened under; omitted for 1)}
 //	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
+//	<base>/R/lost                   the room is marked lost (MarkLost): text
+//	                                after "#roomlog-room-lost v1\n" saying who
+//	                                found what; OpenRoom (unless Inspect),
+//	                                ReadRoomInfo and a takeover refuse the room
+//	                                with ErrRoomLost
 //	<base>/R/members, /election, /checkpoints   reserved for package replica
 //
 // base defaults to DefaultBase ("/roomlog"); room names must pass
@@ -287,6 +292,11 @@
 //     log ends below WriterConfig.Applied (the caller's applied index), fail
 //     with ErrDiverged. A writer never appends at an index its caller
 //     already applied.
+//  7. After the epoch CAS, a room marked lost (<room>/lost) is refused
+//     with ErrRoomLost. MarkLost creates the marker in one Multi with a
+//     Set of the epoch znode (data unchanged, version checked), so a
+//     takeover either sees the marker or is fenced by it: no writer
+//     writes into a room marked lost after the mark.
 //
 // Close does not seal: the next writer does it at takeover. The takeover
 // reads the whole open channel once (at most MaxChannelBytes).

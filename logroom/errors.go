@@ -78,8 +78,11 @@ var (
 	ErrForeignACL = errors.New("logroom: room has a foreign ACL")
 	// ErrRoomLost: the room znode is a tombstone (WriteTombstone): a
 	// member found that ZooKeeper lost the room and recorded it, so that
-	// no member creates the room anew over the lost one. The text says
-	// what was found and how to recover (re-seed).
+	// no member creates the room anew over the lost one; or the room is
+	// marked lost (MarkLost): a member found that its log no longer holds
+	// what the member applied (ZooKeeper restored from an older copy), so
+	// that no member takes over and writes the lost indexes again. The
+	// text says what was found and how to recover (re-seed).
 	ErrRoomLost = errors.New("logroom: ZooKeeper lost the room")
 	// ErrEntriesRemoved: batches were deleted from a channel that is not
 	// being deleted (acknowledged entries lost from ZooKeeper). It comes

@@ -36,6 +36,8 @@ const (
 
 	epochNode    = "epoch"
 	channelsNode = "channels"
+	// lostNode: a room's child that marks it lost (MarkLost).
+	lostNode = "lost"
 )
 
 // reservedNames may not be used as room names: "zookeeper" is reserved by
@@ -350,6 +352,10 @@ type RoomOptions struct {
 	// ErrNoRoom) and writes nothing. A member holding state uses it: a
 	// room that vanished must be reported, not created anew under it.
 	NoCreate bool
+	// Inspect: OpenRoom opens a room marked lost (MarkLost) instead of
+	// refusing it with ErrRoomLost, to read what it holds (re-seed,
+	// verify). Its writers are refused all the same.
+	Inspect bool
 }
 
 // Room is one replicated log: a znode subtree under base. It is safe for
@@ -434,10 +440,54 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 		return nil, fmt.Errorf("%w: room %q: znode %s is not a room", err, name, r.root)
 	}
 	r.fence = m.fenceName()
+	if !opts.Inspect {
+		if err := r.checkLost(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.checkACL(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// checkLost refuses, with ErrRoomLost and the marker's text, a room
+// marked lost (MarkLost).
+func (r *Room) checkLost(ctx context.Context) error {
+	text, lost, err := readLost(ctx, r.c, r.root)
+	if err != nil {
+		return err
+	}
+	if lost {
+		return fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, r.name, r.Path(lostNode), text)
+	}
+	return nil
+}
+
+// readLost reads the lost marker under room znode root.
+func readLost(ctx context.Context, c *Client, root string) (string, bool, error) {
+	data, _, err := zkx.Get(ctx, c, root+"/"+lostNode)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return "", false, nil
+	case err != nil:
+		return "", false, zkError("logroom: read "+root+"/"+lostNode, err)
+	}
+	if len(data) > MaxTombstoneBytes+len(tombstoneMagic) {
+		data = data[:MaxTombstoneBytes+len(tombstoneMagic)]
+	}
+	if text, ok := tombstoneText(data); ok {
+		return text, true, nil
+	}
+	return fmt.Sprintf("(the marker's data is not a roomlog marker: %q)", clip(string(data), 200)), true, nil
+}
+
+// clip returns s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // checkCap refuses a channel opened at a room version above

@@ -125,6 +125,9 @@ type RoomInfo struct {
 	Czxid int64
 	// RoomVersion is the room version its meta records.
 	RoomVersion RoomVersion
+	// Lost is the text of the room's lost marker (MarkLost), when it has
+	// one; ReadRoomInfo then also returns ErrRoomLost.
+	Lost string
 	// EpochZnode is the name of the room's epoch znode: EpochZnode
 	// ("epoch"), or "epoch-" and 16 hex digits in a re-seeded room (a name
 	// no earlier incarnation used; see SeedRoom).
@@ -135,7 +138,9 @@ type RoomInfo struct {
 // everything committed before the call) and reads room name under base
 // (DefaultBase when empty) without creating anything. A missing room wraps
 // ErrNoRoom; a znode that is not a room (its data is not a room meta) is a
-// *CorruptZnodeError; a bad name or base wraps ErrBadName.
+// *CorruptZnodeError; a bad name or base wraps ErrBadName. A tombstone
+// wraps ErrRoomLost (with Name, Path and Czxid); so does a room marked
+// lost (MarkLost), with the whole RoomInfo and Lost set.
 func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, error) {
 	base, err := checkView(base, name)
 	if err != nil {
@@ -159,8 +164,17 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 	if err != nil {
 		return RoomInfo{}, corruptZnode(name, 0, root, err)
 	}
-	return RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
-		RoomVersion: m.info(), EpochZnode: m.fenceName()}, nil
+	info := RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
+		RoomVersion: m.info(), EpochZnode: m.fenceName()}
+	text, lost, err := readLost(ctx, c, root)
+	if err != nil {
+		return RoomInfo{}, err
+	}
+	if lost {
+		info.Lost = text
+		return info, fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, name, root+"/"+lostNode, text)
+	}
+	return info, nil
 }
 
 // EpochInfo is the room's epoch znode.
@@ -181,7 +195,7 @@ type EpochInfo struct {
 // is a *CorruptZnodeError.
 func ReadEpoch(ctx context.Context, c *Client, base, name string) (EpochInfo, error) {
 	info, err := ReadRoomInfo(ctx, c, base, name)
-	if err != nil {
+	if err != nil && info.Lost == "" {
 		return EpochInfo{}, err
 	}
 	p := info.Path + "/" + info.EpochZnode

@@ -413,6 +413,12 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if err := w.takeEpoch(ctx); err != nil {
 		return nil, err
 	}
+	// A room marked lost is refused after the epoch CAS: MarkLost sets
+	// the epoch znode in the Multi that creates the marker, so either our
+	// CAS failed, or the marker is there now, or it fences us later.
+	if err := r.checkLost(ctx); err != nil {
+		return nil, err
+	}
 	w.log = discardLogger(cfg.Logger).With("room", r.name, "epoch", w.epoch)
 	// The room version is read under our fence: from here on only this
 	// writer changes it (a rotation's fenced Multi).

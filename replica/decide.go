@@ -165,7 +165,8 @@ func decideTakeover(err error, corrupt int) (takeoverAction, int) {
 	switch {
 	case err == nil:
 		return toLead, 0
-	case isFatal(err) || errors.Is(err, logroom.ErrDiverged) || errors.Is(err, logroom.ErrUnsupportedVersion):
+	case isFatal(err) || errors.Is(err, logroom.ErrDiverged) || errors.Is(err, logroom.ErrUnsupportedVersion) ||
+		errors.Is(err, logroom.ErrRoomLost):
 		return toFail, corrupt
 	case errors.Is(err, logroom.ErrCorrupt):
 		if corrupt+1 >= confirmCorruptTakeovers {

@@ -828,6 +828,7 @@
 //     it with ErrSessionRefused ("restart the member"): never suspended
 //     forever with nothing said. A probe that cannot reach ZooKeeper is
 //     no verdict (a partition: the member stays disconnected, and says so).
+//
 //   - The room deleted (or re-created) under live sessions: the log audit
 //     (every 3 s, and at once when a channel read shows a lost batch)
 //     checks the room znode's czxid after its sync, and batches deleted
@@ -835,6 +836,7 @@
 //     ErrEntriesRemoved): ErrRoomLost, 1.8 s after the deletion in the
 //     test. The membership keeper and the election line never re-create
 //     the room's directories (KeepDir), so a deleted room stays deleted.
+//
 //   - A member that knows an index was committed (its own applies, and
 //     the primary's published applied index) refuses a log that ends
 //     below it, in the probe, the audit and before a takeover: a standby
@@ -844,11 +846,13 @@
 //     3-server ensembles elect a leader in a new ZooKeeper epoch, whose
 //     zxids pass every old one, so there the members reconnect instead of
 //     being refused; they audit at once on every reconnect.)
+//
 //   - Restarted on its data dir: a member holding state never creates the
 //     room (logroom.RoomOptions.NoCreate). Open refuses with ErrRoomLost
 //     when the room is missing, is another incarnation (not a re-seed of
 //     ours at our position), or its log no longer holds the last batch the
 //     member applied, before it joins or writes anything.
+//
 //   - Tombstone: a member that finds the room missing writes a persistent
 //     znode in its place (logroom.WriteTombstone: text saying who found
 //     what, when, and how to recover). logroom.OpenRoom refuses it with
@@ -856,14 +860,27 @@
 //     cannot begin a new history at index 1 in the lost room's place.
 //     Reseed replaces it; deleting it by hand discards the room.
 //
+//   - Marked lost: a member whose verdict is that the log lost what it
+//     applied (logLost: the audit, a barrier, the probe, Open) marks the
+//     room lost (logroom.MarkLost, before it resigns; the probe through
+//     its own session): <room>/lost with what it found, created in one
+//     Multi with a write of the epoch znode, so the sitting writer is
+//     fenced, every takeover after it is refused (decideTakeover: fail),
+//     OpenRoom refuses (an empty member, or one restarted on a data dir
+//     the older log still holds), and running members fail at their next
+//     audit (checkRoomIdentity). Without it a member that had just
+//     bootstrapped from a peer's checkpoint below the copy's end took
+//     over in the rolled-back room (chaos seed 696214916). Reseed reads
+//     and replaces a marked room like any room of ours.
+//
 // A failed member acknowledges nothing more (a disconnected or failed
 // primary stops accepting), so every acknowledged entry is on some
-// member's disk. Limits: a member that was stopped during the loss and
-// whose state is within what an ensemble restored from an older copy still
-// holds cannot tell, nor can a standby whose last news of the primary's
-// applied index is older than the copy (the primary publishes it about
-// every MemberUpdateInterval); a wipe under a room whose members were all
-// down leaves no tombstone. Keep every member of the room stopped from the
+// member's disk. Limits: when no member that applied past what an
+// ensemble restored from an older copy holds runs to find it (and mark
+// the room), a member whose state is within the copy cannot tell, nor can
+// a standby whose last news of the primary's applied index is older than
+// the copy (the primary publishes it about every MemberUpdateInterval);
+// a wipe under a room whose members were all down leaves no tombstone. Keep every member of the room stopped from the
 // first ErrRoomLost until the re-seed.
 //
 // Re-seed (Reseed; `roomlog reseed ROOM --from DIR,DIR…`): with every

@@ -1124,7 +1124,18 @@ func (r *Replica) resignFailed() {
 	lp := r.lp
 	lp.elGen++
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
-	r.enqueue(zkJob{name: "resign", bound: 2 * wait, run: func(ctx context.Context) func() {
+	var found error
+	if p := r.fatalErr.Load(); p != nil && marksRoomLost(*p) {
+		found = *p
+	}
+	r.enqueue(zkJob{name: "resign", bound: 3 * wait, run: func(ctx context.Context) func() {
+		if found != nil {
+			// First: the room is marked lost before our candidate goes,
+			// so that no member the rolled-back log satisfies takes over.
+			mctx, cancel := context.WithTimeout(ctx, wait)
+			r.markLost(mctx, r.client, found)
+			cancel()
+		}
 		ectx, cancel := context.WithTimeout(ctx, wait)
 		errE := lp.el.resign(ectx)
 		cancel()

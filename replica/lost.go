@@ -111,11 +111,52 @@ func (r *Replica) roomReplaced(what string, czxid int64) error {
 }
 
 // logLost is ErrRoomLost for a log that no longer holds what we applied
-// (err wraps ErrDiverged and names the batch and indexes).
+// (err wraps ErrDiverged and names the batch and indexes). It is a
+// *logLostError: the member that finds it marks the room lost in
+// ZooKeeper (markLost), since a member whose own state is within what an
+// older copy holds cannot tell.
 func logLost(what string, err error) error {
-	return fmt.Errorf("%w: %s: ZooKeeper's log no longer holds what this member applied (restored from an older copy or rolled back?): %w; "+
+	return &logLostError{fmt.Errorf("%w: %s: ZooKeeper's log no longer holds what this member applied (restored from an older copy or rolled back?): %w; "+
 		"nothing more is acknowledged; recover with `roomlog reseed` from the members' data dirs (replica package doc, \"Disaster recovery\")",
-		ErrRoomLost, what, err)
+		ErrRoomLost, what, err)}
+}
+
+// logLostError is logLost's error.
+type logLostError struct{ err error }
+
+func (e *logLostError) Error() string { return e.err.Error() }
+func (e *logLostError) Unwrap() error { return e.err }
+
+// marksRoomLost reports whether err is a verdict that the room's log lost
+// what this member applied, which the member records in ZooKeeper
+// (markLost) before it resigns.
+func marksRoomLost(err error) bool {
+	var ll *logLostError
+	return errors.As(err, &ll)
+}
+
+// markLost records found (the log lost what this member applied) in
+// ZooKeeper through c (logroom.MarkLost): the room's writer is fenced and
+// no member takes over or opens the room until a re-seed, not even one
+// whose own state the rolled-back log still holds. Bounded by ctx; a
+// failure is logged (the verdict stands either way, and every member that
+// finds the loss tries).
+func (r *Replica) markLost(ctx context.Context, c *logroom.Client, found error) {
+	text := fmt.Sprintf("member %s, holding %d applied entries of this room, found at %s: %v. "+
+		"To recover: stop every member of the room and run `roomlog reseed %s --from <their data dirs>` (it replaces the room). "+
+		"To discard the room instead: stop its members and delete the room.",
+		r.cfg.ID, r.applied.Load(), time.Now().UTC().Format(time.RFC3339), found, r.cfg.Room)
+	if err := logroom.MarkLost(ctx, c, r.baseOrDefault(), r.cfg.Room, r.roomCzxid, text); err != nil {
+		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+		return
+	}
+	r.log.Warn("marked the room lost in ZooKeeper (its log lost what this member applied)", "room", r.cfg.Room)
+}
+
+// markedLost is markLost returning found.
+func (r *Replica) markedLost(ctx context.Context, c *logroom.Client, found error) error {
+	r.markLost(ctx, c, found)
+	return found
 }
 
 func (r *Replica) baseOrDefault() string {
@@ -223,7 +264,9 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 		return probeResult{}
 	}
 	if err := room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
-		return probeResult{reached: true, verdict: logLost(what+" found", err)}
+		verdict := logLost(what+" found", err)
+		r.markLost(ctx, c, verdict)
+		return probeResult{reached: true, verdict: verdict}
 	} else if err != nil {
 		return probeResult{}
 	}
@@ -234,33 +277,35 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 			return probeResult{}
 		}
 		if end < hi {
-			return probeResult{reached: true, verdict: logLost(what+" found", fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
-				logroom.ErrDiverged, r.cfg.Room, hi, end, applied))}
+			return probeResult{reached: true, verdict: r.markedLost(ctx, c, logLost(what+" found", fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
+				logroom.ErrDiverged, r.cfg.Room, hi, end, applied)))}
 		}
 	}
 	return probeResult{reached: true}
 }
 
 // checkRoomIdentity is the running member's check that the room znode is
-// still the incarnation it joined (after the audit's sync): nil when it
-// is, or when ZooKeeper did not answer.
+// still the incarnation it joined (after the audit's sync) and is not
+// marked lost by another member (logroom.MarkLost): nil when it is, or
+// when ZooKeeper did not answer.
 func (r *Replica) checkRoomIdentity(ctx context.Context) error {
-	var st *zk.Stat
-	var ok bool
-	err := r.client.Retry(ctx, func() error {
-		var e error
-		ok, st, e = r.conn.Exists(r.room.Path())
-		return e
-	})
+	info, err := logroom.ReadRoomInfo(ctx, r.client, r.baseOrDefault(), r.cfg.Room)
 	switch {
-	case err != nil:
-		return nil
-	case !ok:
+	case errors.Is(err, logroom.ErrNoRoom):
 		lost := r.roomGone("the log audit found")
 		r.tombstone(ctx, r.client, lost)
 		return lost
-	case st.Czxid != r.roomCzxid:
-		return r.roomReplaced("the log audit found", st.Czxid)
+	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid == r.roomCzxid:
+		// Marked lost by a member that found the log short, or a
+		// tombstone in a room of ours (a room re-created as a tombstone
+		// has another czxid: replaced, below).
+		return fmt.Errorf("replica: the log audit found: %w", err)
+	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid != 0:
+		return r.roomReplaced("the log audit found", info.Czxid)
+	case err != nil:
+		return nil
+	case info.Czxid != r.roomCzxid:
+		return r.roomReplaced("the log audit found", info.Czxid)
 	}
 	return nil
 }

@@ -414,3 +414,94 @@ func TestBarrierRefusesRolledBackLog(t *testing.T) {
 	t.Logf("barrier refused: %v", err)
 	require.Eventually(t, func() bool { return s.Status().Role == RoleFailed }, 20*time.Second, 10*time.Millisecond, "the standby fails")
 }
+
+// TestRolledBackRoomMarkedLost: ZooKeeper restored from a copy that holds
+// everything one member applied but not what the others acknowledged
+// later. The members that applied more find the loss; a member whose own
+// state the older log still holds cannot (the lifecycle chaos run's seed
+// 696214916: a member re-bootstrapped from a peer's checkpoint just
+// before the loss took over in the rolled-back room and acknowledged 6664
+// proposals at the lost indexes). The finders mark the room lost in
+// ZooKeeper, so that neither that member restarted on its data dir nor an
+// empty one opens the room; the re-seed from the finders clears it.
+func TestRolledBackRoomMarkedLost(t *testing.T) {
+	ens := zkensemble.ForTest(t, zkensemble.Options{})
+	cl := newCluster(t, ens, nil)
+	p := cl.open("m0")
+	cl.waitPrimary(30 * time.Second)
+	s := cl.open("m1")
+	behind := cl.open("m2")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var last uint64
+	propose := func(from, to int) {
+		for i := from; i < to; i++ {
+			res, err := p.Propose(ctx, setOp(fmt.Sprintf("k%03d", i), "v"))
+			require.NoError(t, err)
+			last = res.Index
+		}
+	}
+	propose(0, 20)
+	cl.waitConverged(last, 20*time.Second)
+	behindAt := behind.Status().Applied
+	cl.close("m2")
+	propose(20, 40)
+	cp, err := ens.CopyData(t.TempDir())
+	require.NoError(t, err)
+	propose(40, 80)
+	acked := last
+	cl.waitConverged(acked, 20*time.Second)
+	require.NoError(t, ens.RestoreData(ctx, cp))
+	for _, r := range []*Replica{p, s} {
+		err := waitFailed(t, r, 30*time.Second, ErrRoomLost)
+		t.Logf("%s: %v", r.ID(), err)
+	}
+
+	c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: ens.Addrs(), SessionTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	defer c.Close()
+	var info logroom.RoomInfo
+	marked := func() bool {
+		info, err = logroom.ReadRoomInfo(ctx, c, "", cl.room)
+		return errors.Is(err, logroom.ErrRoomLost) && info.Lost != ""
+	}
+	for deadline := time.Now().Add(20 * time.Second); !marked() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("marker: %q (%v)", info.Lost, err)
+
+	// The member whose state the older log still holds, restarted, and
+	// an empty one: refused by name before they join or write.
+	for _, id := range []string{"m2", "m3"} {
+		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+		r, err := Open(octx, cl.config(id))
+		ocancel()
+		if err == nil {
+			// Before the marker: it opened, and would take over and write
+			// the lost indexes again.
+			res, perr := r.Propose(ctx, setOp("ghost", id))
+			_ = r.Close()
+			t.Fatalf("%s (applied %d of %d acknowledged) opened the rolled-back room; a proposal: %+v, %v", id, behindAt, acked, res, perr)
+		}
+		require.ErrorIs(t, err, ErrRoomLost, id)
+		require.Contains(t, err.Error(), "marked lost", id)
+		t.Logf("%s: %v", id, err)
+	}
+	require.True(t, marked(), "a member that found the loss marked the room lost")
+
+	// The re-seed from the members that found it replaces the room; the
+	// restarted members go on from the acknowledged end.
+	for _, id := range []string{"m0", "m1"} {
+		cl.close(id)
+	}
+	res, err := Reseed(ctx, ReseedConfig{Servers: ens.Addrs(), Room: cl.room,
+		DataDirs: []string{filepath.Join(cl.root, "m0"), filepath.Join(cl.root, "m1")}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.Equal(t, acked, res.Seed.Index)
+	t.Logf("re-seeded: %+v", res)
+	cl.openN(2)
+	p = cl.waitPrimary(30 * time.Second)
+	next, err := cl.proposeRetry(ctx, setOp("after", "reseed"))
+	require.NoError(t, err)
+	require.Equal(t, acked+1, next.Index)
+}

@@ -331,7 +331,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	// Before joining: the log must still hold what we applied.
 	if id, applied := r.appliedBatch(); applied > 0 {
 		if err := r.room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
-			return nil, logLost("Open found", err)
+			return nil, r.markedLost(ctx, r.client, logLost("Open found", err))
 		} else if err != nil {
 			return nil, fmt.Errorf("replica: check the log against the applied state: %w", err)
 		}

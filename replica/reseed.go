@@ -237,7 +237,7 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		res.Previous = "missing"
 		res.Unchecked = unchecked
 		log.Warn("reseed: " + unchecked)
-	case errors.Is(err, logroom.ErrRoomLost):
+	case errors.Is(err, logroom.ErrRoomLost) && info.Lost == "":
 		// A member's tombstone (it found the room missing): replaced.
 		res.Previous = "a tombstone: " + err.Error()
 		res.Unchecked = unchecked
@@ -248,9 +248,15 @@ func Reseed(ctx context.Context, cfg ReseedConfig) (ReseedResult, error) {
 		if err := logroom.DeleteRoom(ctx, c, cfg.Base, cfg.Room); err != nil {
 			return res, fmt.Errorf("replica: reseed: delete the tombstone: %w", err)
 		}
-	case err != nil && !errors.Is(err, logroom.ErrCorrupt):
+	case err != nil && !errors.Is(err, logroom.ErrCorrupt) && info.Lost == "":
 		return res, fmt.Errorf("replica: reseed: %w", err)
 	default:
+		if info.Lost != "" {
+			// Marked lost by a member that found its log short (an older
+			// copy): read and replaced like any room of ours.
+			log.Warn("reseed: the room is marked lost", "marker", info.Lost)
+			err = nil
+		}
 		if err != nil {
 			res.Previous = "a corrupt room znode: " + err.Error()
 		} else {
@@ -542,7 +548,7 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 			}
 		}
 	}
-	room, err := logroom.OpenRoom(ctx, c, cfg.Room, logroom.RoomOptions{Base: cfg.Base, NoCreate: true})
+	room, err := logroom.OpenRoom(ctx, c, cfg.Room, logroom.RoomOptions{Base: cfg.Base, NoCreate: true, Inspect: true})
 	if err != nil {
 		f.what = fmt.Sprintf(" (unreadable: %v)", err)
 		return f, nil
@@ -552,6 +558,11 @@ func oldRoom(ctx context.Context, c *logroom.Client, cfg ReseedConfig, info logr
 		id := logroom.BatchID{Epoch: seed.Position.Epoch, First: seed.Position.Batch.First, Count: int(seed.Position.Batch.Count), CRC: seed.Position.Batch.CRC}
 		merr := room.MatchLog(ctx, id, seed.Position.Index)
 		// The log reaches the seed contiguously and holds its batch.
+		if merr == nil && cerr == nil && end >= seed.Position.Index && !cfg.Force && info.Lost != "" {
+			return f, fmt.Errorf("%w: room %q still holds the seed's position (index %d, batch %v), but a member marked it lost: %s; "+
+				"add the data dir of the member that found the loss (it applied more than the log holds), or pass Force to re-seed from these survivors",
+				ErrReseedRefused, cfg.Room, seed.Position.Index, id, info.Lost)
+		}
 		if merr == nil && cerr == nil && end >= seed.Position.Index && !cfg.Force {
 			return f, fmt.Errorf("%w: room %q (the survivors' incarnation, zxid 0x%x) still holds the seed's position (index %d, batch %v): ZooKeeper lost nothing the seed applied; start the members (or pass Force)",
 				ErrReseedRefused, cfg.Room, info.Czxid, seed.Position.Index, id)
