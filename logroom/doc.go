@@ -30,7 +30,8 @@
 //	                                deleting (omitted unless set), room (the room
 //	                                version it was opened under; omitted for 1)}
 //	<base>/R/channels/ch-N/b-%020d  batch znode named by its FIRST index
-//	<base>/R/lost                   the room is marked lost (MarkLost): text
+//	<base>/R/epoch/lost             the room is marked lost (MarkLost), under
+//	                                its epoch znode (whatever its name): text
 //	                                after "#roomlog-room-lost v1\n" saying who
 //	                                found what; OpenRoom (unless Inspect),
 //	                                ReadRoomInfo and a takeover refuse the room
@@ -292,7 +293,8 @@
 //     log ends below WriterConfig.Applied (the caller's applied index), fail
 //     with ErrDiverged. A writer never appends at an index its caller
 //     already applied.
-//  7. After the epoch CAS, a room marked lost (<room>/lost) is refused
+//  7. After the epoch CAS, a room marked lost (<epoch znode>/lost, read
+//     after a sync) is refused
 //     with ErrRoomLost. MarkLost creates the marker in one Multi with a
 //     Set of the epoch znode (data unchanged, version checked), so a
 //     takeover either sees the marker or is fenced by it: no writer

@@ -27,14 +27,26 @@ func TestMarkLost(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, info.Lost)
 
-	// Another incarnation's czxid: nothing happens.
-	require.NoError(t, MarkLost(ctx, c2, base, "marked", info.Czxid+1, "wrong incarnation"))
+	// Another incarnation (czxid, or the epoch znode's name of a room
+	// re-seeded under the same czxid): nothing happens.
+	marked, err := MarkLost(ctx, c2, base, "marked", info.Czxid+1, info.EpochZnode, "wrong incarnation")
+	require.NoError(t, err)
+	require.False(t, marked)
+	marked, err = MarkLost(ctx, c2, base, "marked", info.Czxid, "epoch-0123456789abcdef", "wrong fence")
+	require.NoError(t, err)
+	require.False(t, marked)
+	_, err = MarkLost(ctx, c2, base, "marked", info.Czxid, "../x", "bad name")
+	require.ErrorIs(t, err, ErrBadName)
 	_, err = w.Append(ctx, payload(3))
 	require.NoError(t, err, "a marker for another incarnation fenced the writer")
 	last++
 
-	require.NoError(t, MarkLost(ctx, c2, base, "marked", info.Czxid, "member m1 found the log ends at 2, below 9 it applied"))
-	require.NoError(t, MarkLost(ctx, c2, base, "marked", info.Czxid, "again"), "marking twice is no error")
+	marked, err = MarkLost(ctx, c2, base, "marked", info.Czxid, info.EpochZnode, "member m1 found the log ends at 2, below 9 it applied")
+	require.NoError(t, err)
+	require.True(t, marked)
+	marked, err = MarkLost(ctx, c2, base, "marked", info.Czxid, info.EpochZnode, "again")
+	require.NoError(t, err, "marking twice is no error")
+	require.True(t, marked)
 
 	// The sitting writer is fenced at its next write.
 	_, err = w.Append(ctx, []byte("after the mark"))
@@ -65,7 +77,14 @@ func TestMarkLost(t *testing.T) {
 	require.NoError(t, err, "the epoch of a marked room can be read (re-seed)")
 	require.Positive(t, ep.Epoch)
 
-	// A re-seed deletes the old room, marker included.
+	// Deleting the marker by hand undoes the mark; a re-seed deletes the
+	// old room, marker included.
+	require.NoError(t, c2.Conn().Delete(RoomPath(base, "marked")+"/"+info.EpochZnode+"/"+lostNode, -1))
+	_, err = ReadRoomInfo(ctx, c2, base, "marked")
+	require.NoError(t, err)
+	marked, err = MarkLost(ctx, c2, base, "marked", info.Czxid, info.EpochZnode, "marked again")
+	require.NoError(t, err)
+	require.True(t, marked)
 	require.NoError(t, DeleteRoom(ctx, c2, base, "marked"))
 	_, err = SeedRoom(ctx, c2, base, "marked", Seed{Index: last, Epoch: ep.Epoch + 1, Owner: "reseed"})
 	require.NoError(t, err)

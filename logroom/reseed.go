@@ -177,76 +177,86 @@ const MaxTombstoneBytes = 4096
 // MarkLost records in room name (under base) that ZooKeeper lost part of
 // its log: a member found that the log no longer holds what it applied
 // (ZooKeeper restored from an older copy, or batches deleted). In one
-// Multi it creates the persistent znode <room>/lost holding text and sets
-// the epoch znode (same data, next version): the sitting writer is fenced
-// at its next write, a takeover after it is refused (Room.NewWriter
-// checks the marker after its epoch CAS), and OpenRoom and ReadRoomInfo
-// refuse the room with ErrRoomLost, so that a member whose own state is
-// within what the older copy holds (one that lagged, or bootstrapped from
-// a checkpoint) cannot take over and write the lost indexes again with
-// other entries. czxid is the incarnation the caller found lacking: a
-// room under the name that is another incarnation (re-seeded meanwhile)
-// is left alone, as is one marked already (nil). Reseed deletes the
-// marker with the rest of the old room.
-func MarkLost(ctx context.Context, c *Client, base, name string, czxid int64, text string) error {
-	base, err := checkView(base, name)
+// Multi it creates <room>/<epoch znode>/lost holding text and sets the
+// epoch znode (same data, next version): the sitting writer is fenced at
+// its next write, a takeover after it is refused (Room.NewWriter checks
+// the marker after its epoch CAS), and OpenRoom and ReadRoomInfo refuse
+// the room with ErrRoomLost, so that a member whose own state is within
+// what the older copy holds (one that lagged, or bootstrapped from a
+// checkpoint) cannot take over and write the lost indexes again with
+// other entries. czxid and epochZnode name the incarnation the caller
+// found lacking (RoomInfo.Czxid, Room.EpochZnode): a room under the name
+// that is another incarnation (re-seeded meanwhile, even at the same
+// czxid in a wiped ensemble: its epoch znode has another name) is left
+// alone, as is a tombstone; marked reports whether the incarnation is
+// marked now (by this call or an earlier one). Reseed deletes the marker
+// with the rest of the old room; deleting the marker znode by hand undoes
+// a mark.
+func MarkLost(ctx context.Context, c *Client, base, name string, czxid int64, epochZnode, text string) (marked bool, err error) {
+	base, err = checkView(base, name)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if !ValidEpochZnode(epochZnode) {
+		return false, fmt.Errorf("%w: epoch znode name %q", ErrBadName, epochZnode)
 	}
 	if len(text) > MaxTombstoneBytes {
 		text = text[:MaxTombstoneBytes]
 	}
 	root := RoomPath(base, name)
+	epochPath := root + "/" + epochZnode
 	marker := append(append([]byte(nil), tombstoneMagic...), text...)
 	for attempt := 0; ; attempt++ {
 		if err := zkx.Sync(ctx, c, root); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return zkError("logroom: sync "+root, err)
+			return false, zkError("logroom: sync "+root, err)
 		}
 		data, st, err := zkx.Get(ctx, c, root)
 		if errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("%w: room %q not found under %s", ErrNoRoom, name, base)
+			return false, fmt.Errorf("%w: room %q not found under %s", ErrNoRoom, name, base)
 		}
 		if err != nil {
-			return zkError("logroom: mark lost: read "+root, err)
+			return false, zkError("logroom: mark lost: read "+root, err)
 		}
 		if st.Czxid != czxid {
-			return nil // another incarnation: not ours to mark
+			return false, nil // another incarnation: not ours to mark
 		}
 		m, err := decodeRoomMeta(data)
 		if errors.Is(err, ErrRoomLost) {
-			return nil // a tombstone
+			return false, nil // a tombstone
 		}
 		if err != nil {
-			return corruptZnode(name, 0, root, err)
+			return false, corruptZnode(name, 0, root, err)
 		}
-		if _, lost, err := readLost(ctx, c, root); err != nil {
-			return err
+		if m.fenceName() != epochZnode {
+			return false, nil // re-seeded under the same czxid: another incarnation
+		}
+		if _, lost, err := readLost(ctx, c, epochPath); err != nil {
+			return false, err
 		} else if lost {
-			return nil
+			return true, nil
 		}
-		epochPath := root + "/" + m.fenceName()
 		edata, est, err := zkx.Get(ctx, c, epochPath)
 		if err != nil {
-			return zkError("logroom: mark lost: read "+epochPath, err)
+			return false, zkError("logroom: mark lost: read "+epochPath, err)
 		}
 		_, err = multiErr(c.Conn().Multi(
 			&zk.CheckVersionRequest{Path: root, Version: st.Version},
-			&zk.CreateRequest{Path: root + "/" + lostNode, Data: marker, Acl: c.ACL()},
+			&zk.CreateRequest{Path: epochPath + "/" + lostNode, Data: marker, Acl: c.ACL()},
 			&zk.SetDataRequest{Path: epochPath, Data: edata, Version: est.Version}))
 		switch {
 		case err == nil, errors.Is(err, zk.ErrNodeExists):
-			return nil
+			return true, nil
 		case attempt >= 5:
-			return zkError("logroom: mark lost "+root, err)
+			return false, zkError("logroom: mark lost "+root, err)
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), IsConnLoss(err):
 			// A takeover or a rotation meanwhile, or an unknown outcome:
 			// read again (a marker that landed is found).
 			if err := c.WaitSession(ctx); err != nil {
-				return fmt.Errorf("logroom: mark lost: %w", err)
+				return false, fmt.Errorf("logroom: mark lost: %w", err)
 			}
 			continue
 		default:
-			return zkError("logroom: mark lost "+root, err)
+			return false, zkError("logroom: mark lost "+root, err)
 		}
 	}
 }

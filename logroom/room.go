@@ -36,7 +36,10 @@ const (
 
 	epochNode    = "epoch"
 	channelsNode = "channels"
-	// lostNode: a room's child that marks it lost (MarkLost).
+	// lostNode: the child of a room's epoch znode that marks the room
+	// lost (MarkLost). Under the epoch znode, whose name is reserved and
+	// whose other children are writer tokens (w-…), it cannot be a room
+	// of a nested base, and it goes with the incarnation.
 	lostNode = "lost"
 )
 
@@ -452,26 +455,32 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 }
 
 // checkLost refuses, with ErrRoomLost and the marker's text, a room
-// marked lost (MarkLost).
+// marked lost (MarkLost). It syncs first: a session that expired resets
+// go-zookeeper's last zxid, and a follower behind the mark must not make
+// it look absent.
 func (r *Room) checkLost(ctx context.Context) error {
-	text, lost, err := readLost(ctx, r.c, r.root)
+	if err := zkx.Sync(ctx, r.c, r.epochPath()); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return zkError("logroom: sync "+r.epochPath(), err)
+	}
+	text, lost, err := readLost(ctx, r.c, r.epochPath())
 	if err != nil {
 		return err
 	}
 	if lost {
-		return fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, r.name, r.Path(lostNode), text)
+		return fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, r.name, r.epochPath()+"/"+lostNode, text)
 	}
 	return nil
 }
 
-// readLost reads the lost marker under room znode root.
-func readLost(ctx context.Context, c *Client, root string) (string, bool, error) {
-	data, _, err := zkx.Get(ctx, c, root+"/"+lostNode)
+// readLost reads the lost marker under the epoch znode epochPath.
+func readLost(ctx context.Context, c *Client, epochPath string) (string, bool, error) {
+	p := epochPath + "/" + lostNode
+	data, _, err := zkx.Get(ctx, c, p)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return "", false, nil
 	case err != nil:
-		return "", false, zkError("logroom: read "+root+"/"+lostNode, err)
+		return "", false, zkError("logroom: read "+p, err)
 	}
 	if len(data) > MaxTombstoneBytes+len(tombstoneMagic) {
 		data = data[:MaxTombstoneBytes+len(tombstoneMagic)]

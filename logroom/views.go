@@ -166,13 +166,14 @@ func ReadRoomInfo(ctx context.Context, c *Client, base, name string) (RoomInfo, 
 	}
 	info := RoomInfo{Name: name, Path: root, Created: m.Created, Czxid: st.Czxid,
 		RoomVersion: m.info(), EpochZnode: m.fenceName()}
-	text, lost, err := readLost(ctx, c, root)
+	epochPath := root + "/" + info.EpochZnode
+	text, lost, err := readLost(ctx, c, epochPath)
 	if err != nil {
 		return RoomInfo{}, err
 	}
 	if lost {
 		info.Lost = text
-		return info, fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, name, root+"/"+lostNode, text)
+		return info, fmt.Errorf("%w: room %q (znode %s) is marked lost: %s", ErrRoomLost, name, epochPath+"/"+lostNode, text)
 	}
 	return info, nil
 }
@@ -190,7 +191,8 @@ type EpochInfo struct {
 }
 
 // ReadEpoch reads the epoch znode of room name under base (DefaultBase
-// when empty), under the name the room meta records (ReadRoomInfo first).
+// when empty), under the name the room meta records (ReadRoomInfo first;
+// a room marked lost is read too: its epoch is what a re-seed needs).
 // A missing room or epoch znode wraps ErrNoRoom; one that does not decode
 // is a *CorruptZnodeError.
 func ReadEpoch(ctx context.Context, c *Client, base, name string) (EpochInfo, error) {

@@ -110,6 +110,15 @@ func (r *Replica) roomReplaced(what string, czxid int64) error {
 		ErrRoomLost, what, r.cfg.Room, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room), czxid, r.roomCzxid)
 }
 
+// fenceReplaced is ErrRoomLost for a room of our czxid whose epoch znode
+// has another name: re-seeded in a wiped ensemble that gave the new room
+// our room's czxid.
+func (r *Replica) fenceReplaced(what, epochZnode string) error {
+	return fmt.Errorf("%w: %s: room %q (znode %s) is another incarnation (its epoch znode is %q, this member's state is of the one whose epoch znode is %q): "+
+		"it was re-seeded; nothing more is acknowledged; recover with `roomlog reseed` from the members' data dirs (replica package doc, \"Disaster recovery\")",
+		ErrRoomLost, what, r.cfg.Room, logroom.RoomPath(r.baseOrDefault(), r.cfg.Room), epochZnode, r.room.EpochZnode())
+}
+
 // logLost is ErrRoomLost for a log that no longer holds what we applied
 // (err wraps ErrDiverged and names the batch and indexes). It is a
 // *logLostError: the member that finds it marks the room lost in
@@ -136,22 +145,41 @@ func marksRoomLost(err error) bool {
 }
 
 // markLost records found (the log lost what this member applied) in
-// ZooKeeper through c (logroom.MarkLost): the room's writer is fenced and
-// no member takes over or opens the room until a re-seed, not even one
-// whose own state the rolled-back log still holds. Bounded by ctx; a
-// failure is logged (the verdict stands either way, and every member that
-// finds the loss tries).
-func (r *Replica) markLost(ctx context.Context, c *logroom.Client, found error) {
-	text := fmt.Sprintf("member %s, holding %d applied entries of this room, found at %s: %v. "+
-		"To recover: stop every member of the room and run `roomlog reseed %s --from <their data dirs>` (it replaces the room). "+
-		"To discard the room instead: stop its members and delete the room.",
-		r.cfg.ID, r.applied.Load(), time.Now().UTC().Format(time.RFC3339), found, r.cfg.Room)
-	if err := logroom.MarkLost(ctx, c, r.baseOrDefault(), r.cfg.Room, r.roomCzxid, text); err != nil {
-		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+// ZooKeeper through c (logroom.MarkLost), for the incarnation this member
+// joined (its czxid and epoch znode name: a room re-seeded meanwhile is
+// left alone): the room's writer is fenced and no member takes over or
+// opens the room until a re-seed, not even one whose own state the
+// rolled-back log still holds. It has its own bound (markLostWait, within
+// the replica's life): the verdict's own context may be nearly spent (the
+// probe's), and a member whose session ZooKeeper refuses never resigns.
+// Not when our own state is inconsistent (the batch it records does not
+// hold the applied index): that is not ZooKeeper's loss. A failure is
+// logged (the verdict stands either way, and every member that finds the
+// loss tries).
+func (r *Replica) markLost(_ context.Context, c *logroom.Client, found error) {
+	if id, applied := r.appliedBatch(); !id.IsZero() && (id.Count <= 0 || id.First == 0 || applied < id.First || applied > id.Last()) {
+		r.log.Warn("not marking the room lost: this member's own state is inconsistent", "applied", applied, "batch", id)
 		return
 	}
-	r.log.Warn("marked the room lost in ZooKeeper (its log lost what this member applied)", "room", r.cfg.Room)
+	ctx, cancel := context.WithTimeout(r.bgCtx, markLostWait)
+	defer cancel()
+	text := fmt.Sprintf("member %s, holding %d applied entries of this room, found at %s: %v. "+
+		"To recover: stop every member of the room and run `roomlog reseed %s --from <their data dirs>` (it replaces the room). "+
+		"If no ZooKeeper data was lost (a false finding), delete this znode to undo the mark.",
+		r.cfg.ID, r.applied.Load(), time.Now().UTC().Format(time.RFC3339), found, r.cfg.Room)
+	marked, err := logroom.MarkLost(ctx, c, r.baseOrDefault(), r.cfg.Room, r.roomCzxid, r.room.EpochZnode(), text)
+	switch {
+	case err != nil:
+		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+	case marked:
+		r.log.Warn("the room is marked lost in ZooKeeper (its log lost what this member applied)", "room", r.cfg.Room)
+	default:
+		r.log.Info("not marking the room lost: ZooKeeper holds another incarnation (or a tombstone) under its name", "room", r.cfg.Room)
+	}
 }
+
+// markLostWait bounds markLost.
+const markLostWait = 3 * time.Second
 
 // markedLost is markLost returning found.
 func (r *Replica) markedLost(ctx context.Context, c *logroom.Client, found error) error {
@@ -255,6 +283,8 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 		return probeResult{}
 	case info.Czxid != r.roomCzxid:
 		return probeResult{reached: true, verdict: r.roomReplaced(what+" found", info.Czxid)}
+	case info.EpochZnode != r.room.EpochZnode():
+		return probeResult{reached: true, verdict: r.fenceReplaced(what+" found", info.EpochZnode)}
 	}
 	room, err := logroom.OpenRoom(ctx, c, r.cfg.Room, logroom.RoomOptions{Base: r.cfg.Base, NoCreate: true})
 	if errors.Is(err, logroom.ErrNoRoom) {
@@ -302,10 +332,19 @@ func (r *Replica) checkRoomIdentity(ctx context.Context) error {
 		return fmt.Errorf("replica: the log audit found: %w", err)
 	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid != 0:
 		return r.roomReplaced("the log audit found", info.Czxid)
+	case errors.Is(err, logroom.ErrCorrupt):
+		// Not a room meta: a znode created in its place is another
+		// incarnation (czxid); our own corrupted meta is named elsewhere.
+		if ok, st, e := r.conn.Exists(r.room.Path()); e == nil && ok && st.Czxid != r.roomCzxid {
+			return r.roomReplaced("the log audit found", st.Czxid)
+		}
+		return nil
 	case err != nil:
 		return nil
 	case info.Czxid != r.roomCzxid:
 		return r.roomReplaced("the log audit found", info.Czxid)
+	case info.EpochZnode != r.room.EpochZnode():
+		return r.fenceReplaced("the log audit found", info.EpochZnode)
 	}
 	return nil
 }

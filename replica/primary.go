@@ -562,6 +562,11 @@ func (r *Replica) startTakeover() *takeoverRun {
 		}
 		wcfg.Applied = r.applied.Load()
 		w, err := r.room.NewWriter(ctx, wcfg)
+		if errors.Is(err, logroom.ErrDiverged) {
+			// The log ends below what we applied: lost (marked as the
+			// audit's finding is).
+			err = fatal(logLost("the takeover found", err))
+		}
 		if err != nil {
 			tr.err = err
 			return

@@ -331,7 +331,14 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 	// Before joining: the log must still hold what we applied.
 	if id, applied := r.appliedBatch(); applied > 0 {
 		if err := r.room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
-			return nil, r.markedLost(ctx, r.client, logLost("Open found", err))
+			lost := logLost("Open found", err)
+			if m, _ := readMarker(r.cfg.DataDir); m != nil && m.EpochZnode == r.room.EpochZnode() {
+				// Only when the data dir names this incarnation's epoch
+				// znode: a marker from before they were recorded accepts a
+				// room re-seeded under the same czxid.
+				r.markLost(ctx, r.client, lost)
+			}
+			return nil, lost
 		} else if err != nil {
 			return nil, fmt.Errorf("replica: check the log against the applied state: %w", err)
 		}

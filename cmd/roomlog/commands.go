@@ -89,9 +89,11 @@ func roomSummary(ctx context.Context, in *inspector, name string) (roomRow, bool
 		return row, true, nil
 	case errors.Is(err, logroom.ErrNoRoom): // deleted since the listing
 		return row, false, nil
-	case errors.Is(err, logroom.ErrRoomLost): // a tombstone: listed, marked
+	case errors.Is(err, logroom.ErrRoomLost) && info.Lost == "": // a tombstone: listed, marked
 		row.Lost, row.Error = true, err.Error()
 		return row, true, nil
+	case errors.Is(err, logroom.ErrRoomLost): // marked lost: listed with its figures
+		row.Lost, row.Error = true, err.Error()
 	case errors.Is(err, logroom.ErrCorrupt), errors.Is(err, logroom.ErrBadName): // not a room
 		return row, false, nil
 	case err != nil:

@@ -56,6 +56,8 @@ func cmdDeleteRoom(ctx context.Context, in *inspector, o options, args []string,
 	switch {
 	case errors.Is(err, logroom.ErrNoRoom):
 		return fmt.Errorf("room %q: %w", room, err)
+	case errors.Is(err, logroom.ErrRoomLost) && info.Lost != "":
+		out.Was = fmt.Sprintf("room created at zxid 0x%x, marked lost: %s", info.Czxid, info.Lost)
 	case errors.Is(err, logroom.ErrRoomLost):
 		out.Was = "a tombstone (the room was lost): " + err.Error()
 	case err != nil:

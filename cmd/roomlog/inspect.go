@@ -104,6 +104,11 @@ func (in *inspector) room(ctx context.Context, name string) (*roomView, logroom.
 	if errors.Is(err, logroom.ErrNoRoom) {
 		return nil, info, err
 	}
+	if errors.Is(err, logroom.ErrRoomLost) && info.Lost != "" {
+		// Marked lost (logroom.MarkLost): still a room to look at; the
+		// commands that show the room print the marker (info.Lost).
+		err = nil
+	}
 	if m, ok := malformed(err); ok {
 		return nil, info, fmt.Errorf("%s is not a roomlog room: %w", rv.root, m)
 	}
