@@ -18,8 +18,9 @@ import (
 // loss and expiry, SUSPENDED becoming LOST after a session timeout, the
 // election's outcome, a takeover's outcome and a takeover overtaken, a
 // fenced or stopped writer, step-down and transfer requests, a duplicate
-// member id, failure and resignation — and the state those decisions need,
-// with one owner: the goroutine that calls Step (the run loop; the
+// member id, failure (and marking the room lost when the log lost what
+// this member applied) and resignation — and the state those decisions
+// need, with one owner: the goroutine that calls Step (the run loop; the
 // simulation in sim_test.go). It has no goroutines, no locks, no clock
 // reads and no I/O: the time is a field of every event that needs one, and
 // the result of every ZooKeeper operation comes back as an event. The
@@ -67,6 +68,11 @@ type core struct {
 
 	failed   bool
 	resigned bool // a failed replica deleted its candidate and member nodes
+	// lostFound: the failure is a verdict that ZooKeeper's log lost what
+	// this member applied (marksRoomLost): the room is marked lost
+	// (aMarkLost) before each resignation, so that no member whose own
+	// state the older log still holds takes over. Set only with failed.
+	lostFound error
 
 	// The link check (reads): while connected, a read on our own session
 	// every linkEvery (aLinkProbe; answer evLinkProbed); one out for
@@ -115,6 +121,7 @@ type coreBugs struct {
 	moveWhileMoving    bool // start a room-version move while one is out
 	ignoreChannelRV    bool // keep running on a room whose channels are beyond our room versions
 	refuseEarly        bool // call our session refused on the first probe that reaches the room
+	noMark             bool // fail on a verdict that the log lost what we applied without marking the room lost
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -277,11 +284,12 @@ const (
 	aRoomVersion                    // publish the room's version (RV) and record RV.Record in the data dir's marker
 	aVersionBlocked                 // publish why the room is not where it is going (Reason; logged at warn when Warn)
 	aMoveRoomVersion                // move the room to room version RV.To: a checkpoint whose fenced rotation records it (answer: evRoomVersionMoved)
+	aMarkLost                       // mark the room lost in ZooKeeper with the finding Err (logroom.MarkLost; best effort, before aResign, in its order)
 )
 
 var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
 	"drop-takeover", "requeue", "start-takeover", "stop-tail", "lead", "start-tail", "clear-transfer",
-	"write-transfer", "reply", "fail", "resign", "log", "link-probe", "reads", "probe", "room-version", "version-blocked", "move-room-version"}
+	"write-transfer", "reply", "fail", "resign", "log", "link-probe", "reads", "probe", "room-version", "version-blocked", "move-room-version", "mark-lost"}
 
 func (k actKind) String() string {
 	if int(k) < len(actNames) {
@@ -784,12 +792,17 @@ func (c *core) onTransferWritten(ev evTransferWritten) []action {
 
 // fail stops the replica's participation after an unrecoverable error:
 // leave any primary role, stop applying, resign election and membership.
-// Only the first error counts.
+// Only the first error counts. A verdict that the log lost what this
+// member applied (marksRoomLost) also marks the room lost, before every
+// resignation attempt (package doc, "Disaster recovery": marked lost).
 func (c *core) fail(err error) []action {
 	if err == nil || c.failed {
 		return nil
 	}
 	c.failed = true
+	if marksRoomLost(err) && !c.bugs.noMark {
+		c.lostFound = err
+	}
 	c.epoch = 0
 	c.stoppingTail = false
 	c.electionDirty = false
@@ -801,11 +814,18 @@ func (c *core) fail(err error) []action {
 // resignDue: a failed replica deletes its candidate and member nodes so
 // that failover proceeds without it, retried while it has not succeeded
 // (a lowest candidate that never takes over would block every other one).
+// A member that found the log lost what it applied marks the room lost
+// first, on each attempt (a marker already there is left alone): its
+// candidate must not go before the marker is in place, or a member whose
+// own state the older log still holds could take over in its stead.
 func (c *core) resignDue() []action {
-	if c.failed && !c.resigned && c.connected {
-		return []action{{Kind: aResign}}
+	if !c.failed || c.resigned || !c.connected {
+		return nil
 	}
-	return nil
+	if c.lostFound != nil {
+		return []action{{Kind: aMarkLost, Err: c.lostFound}, {Kind: aResign}}
+	}
+	return []action{{Kind: aResign}}
 }
 
 // onHeld: the registration re-creates our member node after an expiry;

@@ -36,35 +36,35 @@
 // and apply it.
 //
 // The role decisions live in one pure state machine, core (core.go, in the
-// shape of etcd-io/raft's RawNode): it consumes events — session state,
-// a watch fired, an election read, a takeover's end, the standby tail
-// stopped, a writer fenced or stopped, a step-down or transfer request,
-// the transfer record written, the apply goroutine's exit, a failure, our
+// shape of etcd-io/raft's RawNode): it consumes events — session state, a
+// watch fired, an election read, a takeover's end, the standby tail
+// stopped, a writer fenced or stopped, a step-down or transfer request, the
+// transfer record written, the apply goroutine's exit, a failure, our
 // member id held by another session, a resignation done, the term found
 // deposed, a link probe answered, a cut-off probe's result, a read of the
 // room version, a room-version move ended, a tick — and returns actions
 // (announce a role, stop accepting, end the term, start, abort or drop a
 // takeover, requeue, lead, start or stop the tail, write or clear the
-// transfer record, reply, fail, resign, send a link probe, serve or refuse
-// reads that need ZooKeeper, probe the room with a new session, publish
-// and record the room version, say why it is not where it is going, move
-// it). It has no
-// goroutines, locks, clock reads or I/O; the time is a field of the events
-// that need one. The run loop (loop.go) is its one owner: it selects over
-// session events, watch events, the takeover's and the applier's ends, API
-// requests, writer failures, the ZooKeeper worker's results, a term's end
-// and a tick, feeds each to the core, and carries out the actions (an
-// action whose outcome the core needs is answered by a later event). The
-// running loop does not wait for ZooKeeper (only failing and closing, both
-// final, wait for what is in flight, bounded): its ZooKeeper work runs in
-// two worker lanes, one job at a time per lane in the order queued, each
-// bounded by its own context (300 ms; 1 s for the election; 2 s per step
-// of a resignation), and its result is applied on the loop. Lane 0 keeps
-// the order of member data, election reads, re-queue, resignation, term
-// watch and transfer record; lane 1 runs the long reads that need no
-// order with them (the channel figures and the log audit), so an election
-// read or a hand-off's catch-up publish does not wait behind them;
-// an election read that started before a reconnect, a new session, a
+// transfer record, reply, fail, mark the room lost, resign, send a link
+// probe, serve or refuse reads that need ZooKeeper, probe the room with a
+// new session, publish and record the room version, say why it is not where
+// it is going, move it). It has no goroutines, locks, clock reads or I/O;
+// the time is a field of the events that need one. The run loop (loop.go)
+// is its one owner: it selects over session events, watch events, the
+// takeover's and the applier's ends, API requests, writer failures, the
+// ZooKeeper worker's results, a term's end and a tick, feeds each to the
+// core, and carries out the actions (an action whose outcome the core needs
+// is answered by a later event). The running loop does not wait for
+// ZooKeeper (only failing and closing, both final, wait for what is in
+// flight, bounded): its ZooKeeper work runs in two worker lanes, one job at
+// a time per lane in the order queued, each bounded by its own context
+// (300 ms; 1 s for the election; 2 s per step of a resignation; 3 s to mark
+// the room lost), and its result is applied on the loop. Lane 0 keeps the
+// order of member data, election reads, re-queue, the room's lost mark,
+// resignation, term watch and transfer record; lane 1 runs the long reads
+// that need no order with them (the channel figures and the log audit), so
+// an election read or a hand-off's catch-up publish does not wait behind
+// them; an election read that started before a reconnect, a new session, a
 // re-queue or a resignation is dropped. A term ends off the loop too (the
 // writer's close waits for its in-flight Multis, then the primary applier
 // drains). The loop publishes one immutable status snapshot (role, epoch,
@@ -96,23 +96,32 @@
 // themselves in order), terms that end off the loop, checkpoints,
 // deletions (decideDeletions, with the holds the real decideHold counts)
 // and bootstraps whose fetches stall or fail, wrong depositions, re-seeds,
-// silent links and sessions every server refuses, and room versions
+// silent links and sessions every server refuses, room versions
 // (targets, binaries swapped, moves decided on a stale view and rechecked
-// when they land) drawn from a seed, checking after every step:
-// one writer per epoch, no acknowledgement after a fence, each member's
-// applied entries a prefix of the committed history, no deletion without a
-// live member serving a covering checkpoint, no member leading in a
-// session that was replaced or after being cut off for a session timeout,
-// no term ended with its door open, no takeover without a standby tail, no
-// lead from a position other than the writer's start, no deposed or fenced
-// primary acting on, no channel deleted that a progressing bootstrap hold
-// needs, no reads served with a link probe out past its bound, no member
-// failed as refused unless refused for a session timeout, no room-version
-// move past a live member, no member running on channels beyond its room
-// versions, and the core's own invariants; after every calm stretch,
-// exactly one member leads, in the room's epoch, and every connected member
-// serves reads. A failing seed prints a trace and the command that replays
-// it. TestSimulationFindsPlantedBugs plants bugs in the decisions the
+// when they land), and, in every third seed, ZooKeeper restored from an
+// older copy (the model's tree and log as copied at the end of a calm
+// stretch, restored as a 3-server ensemble would be: every session
+// expires, every member reconnects and audits at once; the members that
+// applied past the copy fail and mark the room lost, and the room is
+// re-seeded from the survivors before the next calm stretch) drawn from a
+// seed, checking after every step: one writer per epoch, no
+// acknowledgement after a fence, each member's applied entries a prefix
+// of the committed history, no deletion without a live member serving a
+// covering checkpoint, no member leading in a session that was replaced
+// or after being cut off for a session timeout, no term ended with its
+// door open, no takeover without a standby tail, no lead from a position
+// other than the writer's start, no deposed or fenced primary acting on,
+// no channel deleted that a progressing bootstrap hold needs, no reads
+// served with a link probe out past its bound, no member failed as
+// refused unless refused for a session timeout, no room-version move
+// past a live member, no member running on channels beyond its room
+// versions, nothing acknowledged from a rollback that lost what a running
+// member applied until the re-seed (no lost index written again), no
+// acknowledged entry missing from the re-seeded log, and the core's own
+// invariants; after every calm stretch, exactly one member leads, in the
+// room's epoch, and every connected member serves reads. A failing seed
+// prints a trace and the command that replays it.
+// TestSimulationFindsPlantedBugs plants bugs in the decisions the
 // simulation applies (acknowledge a fenced append, delete without a served
 // checkpoint or under a live hold, call a progressing hold stalled, no term
 // watch, a re-seed reusing the fence, a room-version move landed without
@@ -120,11 +129,14 @@
 // session timeout cut off, when fenced or deposed; take over with no tail;
 // end a term with its door open; serve reads with a link probe unanswered;
 // call a session refused early; two room-version moves at once; run on
-// channels beyond our room versions) and requires the simulation to find
-// each. The simulation still models the loop's executor rather than
-// running loop.go (it covers the core and the pure decisions, not the
-// loop's I/O). TestSimZKConformance runs the same random operation sequences on
-// the model and on real ZooKeeper and requires equal results.
+// channels beyond our room versions; fail on a lost log without marking
+// the room lost, after which a member whose state the older copy holds
+// takes over and acknowledges at the lost indexes) and requires the
+// simulation to find each. The simulation still models the loop's
+// executor rather than running loop.go (it covers the core and the pure
+// decisions, not the loop's I/O). TestSimZKConformance runs the same
+// random operation sequences on the model and on real ZooKeeper and
+// requires equal results.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │
@@ -861,17 +873,25 @@
 //     Reseed replaces it; deleting it by hand discards the room.
 //
 //   - Marked lost: a member whose verdict is that the log lost what it
-//     applied (logLost: the audit, a barrier, the probe, Open) marks the
-//     room lost (logroom.MarkLost, before it resigns; the probe through
-//     its own session): <room>/lost with what it found, created in one
-//     Multi with a write of the epoch znode, so the sitting writer is
-//     fenced, every takeover after it is refused (decideTakeover: fail),
-//     OpenRoom refuses (an empty member, or one restarted on a data dir
-//     the older log still holds), and running members fail at their next
-//     audit (checkRoomIdentity). Without it a member that had just
-//     bootstrapped from a peer's checkpoint below the copy's end took
-//     over in the rolled-back room (chaos seed 696214916). Reseed reads
-//     and replaces a marked room like any room of ours.
+//     applied (logLost: the audit, a barrier, a takeover, the probe, Open)
+//     marks the room lost (logroom.MarkLost): <room>/<epoch znode>/lost
+//     with what it found, created in one Multi with a write of the epoch
+//     znode, so the sitting writer is fenced, every takeover after it is
+//     refused (decideTakeover: fail), OpenRoom refuses (an empty member,
+//     or one restarted on a data dir the older log still holds), and
+//     running members fail at their next audit (checkRoomIdentity).
+//     Without it a member that had just bootstrapped from a peer's
+//     checkpoint below the copy's end took over in the rolled-back room
+//     (chaos seed 696214916). Reseed reads and replaces a marked room like
+//     any room of ours. The decision is
+//     the core's: a failure that is such a verdict emits aMarkLost before
+//     each aResign, and the loop marks through its session in the same
+//     ZooKeeper lane, ahead of the resignation, so the marker is in place
+//     before the member's candidate goes (the probe marks at once through
+//     its own session, since ours is refused; Open at once). The
+//     simulation's rollbacks exercise it; without the mark (a planted
+//     bug) a member whose state the older copy holds takes over and
+//     acknowledges at the lost indexes.
 //
 // A failed member acknowledges nothing more (a disconnected or failed
 // primary stops accepting), so every acknowledged entry is on some

@@ -398,6 +398,13 @@ func (r *Replica) do(a action) {
 		}
 	case aFail:
 		r.fail(a.Err)
+	case aMarkLost:
+		// Paired with the resignation that follows it (the core emits
+		// both on each attempt): queued when that is, ahead of it in lane
+		// 0, so the marker is in place before our candidate goes.
+		if lp.pending["resign"] == 0 && lp.pending["mark-lost"] == 0 {
+			r.markLostJob(a.Err)
+		}
 	case aResign:
 		if lp.pending["resign"] == 0 {
 			r.resignFailed()
@@ -1117,6 +1124,17 @@ func (r *Replica) fail(err error) {
 	r.signalApplied()
 }
 
+// markLostJob queues the core's aMarkLost: the room is marked lost in
+// ZooKeeper with found (markLost, through our session, within its own
+// bound, markLostWait). A failure is logged (markLost); the core asks
+// again with the next resignation attempt.
+func (r *Replica) markLostJob(found error) {
+	r.enqueue(zkJob{name: "mark-lost", bound: markLostWait, run: func(ctx context.Context) func() {
+		r.markLost(ctx, r.client, found)
+		return nil
+	}})
+}
+
 // resignFailed queues the deletion of a failed replica's candidate and
 // member nodes so that failover proceeds without it; the core asks again
 // while it has not succeeded.
@@ -1124,18 +1142,7 @@ func (r *Replica) resignFailed() {
 	lp := r.lp
 	lp.elGen++
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
-	var found error
-	if p := r.fatalErr.Load(); p != nil && marksRoomLost(*p) {
-		found = *p
-	}
-	r.enqueue(zkJob{name: "resign", bound: 3 * wait, run: func(ctx context.Context) func() {
-		if found != nil {
-			// First: the room is marked lost before our candidate goes,
-			// so that no member the rolled-back log satisfies takes over.
-			mctx, cancel := context.WithTimeout(ctx, wait)
-			r.markLost(mctx, r.client, found)
-			cancel()
-		}
+	r.enqueue(zkJob{name: "resign", bound: 2 * wait, run: func(ctx context.Context) func() {
 		ectx, cancel := context.WithTimeout(ctx, wait)
 		errE := lp.el.resign(ectx)
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,9 +27,12 @@ import (
 // delete channels (decideDeletions, with the holds decideHold counts),
 // members that bootstrap from a served checkpoint (fetches that stall or
 // fail), wrong liveness depositions, re-seeds, silent links and sessions
-// refused by every server (the core's link check and cut-off probe), and
-// room versions (operator targets, binaries swapped, moves decided on a
-// stale view and rechecked when they land). After every step it checks the
+// refused by every server (the core's link check and cut-off probe), room
+// versions (operator targets, binaries swapped, moves decided on a stale
+// view and rechecked when they land), and ZooKeeper restored from an older
+// copy (rollback: the members audit, those that applied past the copy fail
+// and mark the room lost, takeovers and audits in a marked room fail, and
+// the operator re-seeds from the survivors). After every step it checks the
 // invariants of ../shared/DESIGN.md:
 //
 //  1. one writer per epoch: no two members hold a term of the same epoch,
@@ -47,7 +51,11 @@ import (
 //     and after a calm stretch every connected member serves them; no
 //     member fails as refused unless refused for a session timeout;
 //  8. room versions: a move never lands past a live member; a member on a
-//     room whose channels are beyond it fails; one move at a time.
+//     room whose channels are beyond it fails; one move at a time;
+//  9. a rollback loses nothing acknowledged: from a rollback that lost
+//     entries a running member applied until the re-seed, nothing is
+//     acknowledged (no index the rollback lost is written again), and the
+//     re-seeded log holds every entry acknowledged before it.
 //
 // A failing seed prints its trace; rerun one seed with
 //
@@ -72,6 +80,13 @@ const (
 	simLog      = "/room/log"
 	simEpoch    = "/room/epoch"
 )
+
+// lostPath is logroom.MarkLost's marker: a child of the room's epoch
+// znode (it goes with the incarnation).
+func (s *sim) lostPath() string { return s.epochPath + "/lost" }
+
+// simAuditEvery is the loop's auditInterval.
+const simAuditEvery = 3 * time.Second
 
 // simBugs plants a bug in a decision the simulation uses, to prove that
 // the invariant checks can fail (TestSimulationFindsPlantedBugs).
@@ -196,6 +211,13 @@ type simMember struct {
 	// pending, that found m holding a term whose candidate is gone or
 	// whose fence moved (reset when it holds none).
 	deposedChecks int
+	// The log audit (audit): due at once after a reconnect (auditDue),
+	// else every simAuditEvery since lastAudit. heard is the primary's
+	// applied index as m last read it from member data (with m's own
+	// applies, what it knows was committed: checkCommittedHi).
+	auditDue  bool
+	lastAudit time.Time
+	heard     uint64
 }
 
 // simMove is a room-version move out (the checkpointer's rotation).
@@ -205,9 +227,13 @@ type simMove struct {
 }
 
 type sim struct {
-	fail   func(msg string) // the test's Fatal, or the planted-bug test's recorder
-	admin  int64            // the simulation's own session
-	rnd    *rand.Rand
+	fail  func(msg string) // the test's Fatal, or the planted-bug test's recorder
+	admin int64            // the simulation's own session
+	rnd   *rand.Rand
+	// frnd draws what the rollbacks added (when one comes, the member
+	// data the members read): a stream apart, so that a seed runs as it
+	// did before them until its first rollback.
+	frnd   *rand.Rand
 	bugs   simBugs
 	zk     *simZK
 	now    time.Time
@@ -241,6 +267,45 @@ type sim struct {
 	rvRefused  int // members failed on channels beyond them
 	mistakes   int // old binaries started on a room beyond them (at most one a seed)
 	holdLapses int // holds decideHold found lapsed (stalled, held too long, outrun)
+	// published is the applied index the primary last wrote in its member
+	// data (0: none since the last rollback or re-seed).
+	published uint64
+	// Rollbacks (ZooKeeper restored from an older copy): snap is the copy,
+	// taken at the end of each calm stretch (nil after a re-seed, which
+	// makes another incarnation, or once restored); loss is what the last
+	// rollback lost, until the re-seed (nil: it lost nothing any member
+	// applied, or the room was re-seeded since).
+	snap        *simSnap
+	loss        *simLoss
+	rollbacks   int // rollbacks made
+	lossy       int // of them, those that lost entries a running member applied
+	marks       int // rooms marked lost (aMarkLost carried out)
+	lostRefused int // takeovers refused in a room marked lost
+	lostReseeds int // re-seeds after a lossy rollback
+}
+
+// simSnap is a copy of ZooKeeper (the model's tree) and of the log model
+// it holds.
+type simSnap struct {
+	step       int
+	zk         *simZK
+	hist       []simEntry
+	chans      []simChannel
+	epochPath  string
+	rv         int
+	rvSince    uint64
+	rvLowering bool
+	rvTarget   int
+}
+
+// simLoss is what a rollback lost: the log ended at end after it; before
+// is the history it held until then; acked how many appends had been
+// acknowledged.
+type simLoss struct {
+	step   int
+	end    uint64
+	before []simEntry
+	acked  int
 }
 
 // simLine is one line of the trace, formatted only when printed (a seed
@@ -285,7 +350,7 @@ func (s *sim) fatalf(format string, args ...any) {
 }
 
 func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
-	s := &sim{fail: fail, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), bugs: bugs, zk: newSimZK(), seed: seed,
+	s := &sim{fail: fail, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), frnd: rand.New(rand.NewPCG(seed, 0x10ad)), bugs: bugs, zk: newSimZK(), seed: seed,
 		now: time.Unix(1_000_000, 0), writer: map[uint64]string{}, epochPath: simEpoch}
 	admin := s.zk.open()
 	s.admin = admin
@@ -302,14 +367,19 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 	for i := 0; i < n; i++ {
 		sid := s.zk.open()
 		m := &simMember{id: fmt.Sprintf("m%d", i+1), sid: sid, connected: true, serves: i != 0, tail: true, hi: 1 + s.rnd.IntN(2)}
-		m.c = newCore(m.id, 4*time.Second, sid)
-		m.c.linkBound, m.c.room = simLinkBound, "room"
-		m.c.rv = rvIdentity{Lo: 1, Hi: m.hi, Release: "sim", RoomPath: simRoom}
-		m.c.bugs = bugs.core
+		s.newCore(m)
 		s.ms = append(s.ms, m)
 		s.enter(m)
 	}
 	return s
+}
+
+// newCore gives m a core as Open does, in m's session.
+func (s *sim) newCore(m *simMember) {
+	m.c = newCore(m.id, 4*time.Second, m.sid)
+	m.c.linkBound, m.c.room = simLinkBound, "room"
+	m.c.rv = rvIdentity{Lo: 1, Hi: m.hi, Release: "sim", RoomPath: simRoom}
+	m.c.bugs = s.bugs.core
 }
 
 // enter creates m's candidate (the election recipe's Enter).
@@ -457,6 +527,17 @@ func (s *sim) do(m *simMember, a action) {
 		// when the servers refuse only m's own session, not when the
 		// network cut m off.
 		m.pending = append(m.pending, evProbed{Reached: m.refused})
+	case aConnected:
+		// The loop audits at once on every reconnect (what the ensemble
+		// holds may have changed: restored from an older copy).
+		m.auditDue = true
+	case aMarkLost:
+		if !marksRoomLost(a.Err) {
+			s.fatalf("%s: marks the room lost on %v, not a verdict that the log lost what it applied", m.id, a.Err)
+		}
+		if s.usable(m) {
+			s.markLost(m, a.Err)
+		}
 	case aResign:
 		if m.connected {
 			if m.candidate != "" {
@@ -470,6 +551,11 @@ func (s *sim) do(m *simMember, a action) {
 
 // checkInvariants runs after every step.
 func (s *sim) checkInvariants() {
+	if l := s.loss; l != nil && len(s.acked) > l.acked {
+		e := s.acked[l.acked]
+		s.fatalf("acknowledged while the room was lost: %+v acknowledged (written by %s) after the rollback at step %d to a copy whose log ends at %d; the log held %v there before it",
+			e, s.writer[e.epoch], l.step, l.end, simHistAt(l.before, int(e.index)-1))
+	}
 	byEpoch := map[uint64]string{}
 	for _, m := range s.ms {
 		c := m.c
@@ -500,24 +586,48 @@ func (s *sim) checkInvariants() {
 			}
 			byEpoch[m.term.epoch] = m.id
 		}
-		for i, e := range m.applied {
-			if e.index != uint64(i+1) || i >= len(s.hist) || s.hist[i] != e {
-				s.fatalf("one order, exactly once: %s applied %+v at position %d; history there: %v", m.id, e, i+1, s.histAt(i))
+		// Until the re-seed after a lossy rollback, the history before it
+		// counts too: what the finders applied.
+		if !simPrefix(m.applied, s.hist) && (s.loss == nil || !simPrefix(m.applied, s.loss.before)) {
+			for i, e := range m.applied {
+				if e.index != uint64(i+1) || i >= len(s.hist) || s.hist[i] != e {
+					s.fatalf("one order, exactly once: %s applied %+v at position %d; history there: %v", m.id, e, i+1, s.histAt(i))
+				}
 			}
 		}
 	}
 	for _, e := range s.acked {
-		if e.index == 0 || int(e.index) > len(s.hist) || s.hist[e.index-1] != e {
+		if !simHolds(s.hist, e) && (s.loss == nil || !simHolds(s.loss.before, e)) {
 			s.fatalf("no acknowledgement after a fence: %+v acknowledged, history at %d: %v", e, e.index, s.histAt(int(e.index)-1))
 		}
 	}
 }
 
-func (s *sim) histAt(i int) string {
-	if i < 0 || i >= len(s.hist) {
+// simPrefix: applied is a prefix of hist, entry by entry at its index.
+func simPrefix(applied, hist []simEntry) bool {
+	if len(applied) > len(hist) {
+		return false
+	}
+	for i, e := range applied {
+		if e.index != uint64(i+1) || hist[i] != e {
+			return false
+		}
+	}
+	return true
+}
+
+// simHolds: hist holds e at its index.
+func simHolds(hist []simEntry, e simEntry) bool {
+	return e.index != 0 && int(e.index) <= len(hist) && hist[e.index-1] == e
+}
+
+func (s *sim) histAt(i int) string { return simHistAt(s.hist, i) }
+
+func simHistAt(hist []simEntry, i int) string {
+	if i < 0 || i >= len(hist) {
 		return "none"
 	}
-	return fmt.Sprintf("%+v", s.hist[i])
+	return fmt.Sprintf("%+v", hist[i])
 }
 
 // logEnd is the highest index the log has ever held (sequence of
@@ -591,6 +701,9 @@ func (s *sim) run(n int) {
 			s.watchFire()
 		}
 		s.checkInvariants()
+		if storm && s.snap != nil && s.frnd.IntN(150) == 0 {
+			s.rollback()
+		}
 		if !storm && s.step%150 == 149 {
 			s.settle()
 		}
@@ -687,6 +800,19 @@ func (s *sim) reconcile(m *simMember) {
 			s.do(m, a)
 		}
 		return
+	}
+	if m.auditDue || s.now.Sub(m.lastAudit) >= simAuditEvery {
+		s.audit(m)
+		if m.c.failed {
+			return
+		}
+	}
+	// Member data: the primary publishes its applied index now and then;
+	// the others read it (refreshMembers: noteCommitted).
+	if m.term != nil && s.frnd.IntN(2) == 0 {
+		s.published = uint64(len(m.applied))
+	} else if m.term == nil && s.frnd.IntN(2) == 0 {
+		m.heard = max(m.heard, s.published)
 	}
 	s.checkDeposedTerm(m)
 	if s.rnd.IntN(4) == 0 { // once a second, with the channels: not every reconcile
@@ -949,12 +1075,19 @@ func (s *sim) depose(m *simMember) {
 // survivor that lost nothing (the log stays): the epoch znode is created
 // anew, at version 0, holding an epoch above every one seen, under a
 // fresh name (the reseedSameFence bug: under the old one). Members that
-// lead or take over keep the fence they hold.
+// lead or take over keep the fence they hold. After a rollback that lost
+// entries (s.loss), the operator stopped every member first: the log is
+// restored from the survivors (restoreSurvivors), the marker goes, and
+// every member restarts on its data dir.
 func (s *sim) reseed() {
 	cur := s.epoch()
 	for e := range s.writer {
 		cur = max(cur, e)
 	}
+	if s.loss != nil {
+		cur = max(cur, s.restoreSurvivors())
+	}
+	s.snap = nil // a copy of the previous incarnation is not restored
 	if _, err := s.zk.do(s.admin, simOp{kind: "delete", path: s.epochPath, version: -1}); err != nil {
 		s.fatalf("reseed: delete %s: %v", s.epochPath, err)
 	}
@@ -966,6 +1099,227 @@ func (s *sim) reseed() {
 		s.fatalf("reseed: create %s: %v", s.epochPath, err)
 	}
 	s.logf("room re-seeded: epoch znode %s at epoch %d", s.epochPath, cur+1)
+	if s.loss != nil {
+		s.loss, s.published = nil, 0
+		s.lostReseeds++
+		for _, m := range s.ms {
+			s.restart(m)
+		}
+	}
+}
+
+// restoreSurvivors is Reseed's choice after a lossy rollback: the seed is
+// the longest history any member applied (their data dirs, failed
+// members' included); every other must be a prefix of it (Reseed refuses
+// two histories), and it must hold every entry acknowledged before. The
+// log model gets the seed's history back (the model's shortcut for the
+// new incarnation that starts past the seed, and the bootstraps from the
+// seed's checkpoint: the entries past the rolled-back log's end are
+// written again as they were), and the marker is deleted with the old
+// room. It returns the highest epoch in the seed's history.
+func (s *sim) restoreSurvivors() uint64 {
+	var seed *simMember
+	for _, m := range s.ms {
+		if seed == nil || len(m.applied) > len(seed.applied) {
+			seed = m
+		}
+	}
+	for _, m := range s.ms {
+		if !simPrefix(m.applied, seed.applied) {
+			i := 0
+			for i < len(m.applied) && m.applied[i] == seed.applied[i] {
+				i++
+			}
+			s.fatalf("re-seed after a rollback: %s applied %+v at %d, the seed %s %v: two histories", m.id, m.applied[i], i+1, seed.id, simHistAt(seed.applied, i))
+		}
+	}
+	for _, e := range s.acked {
+		if !simHolds(seed.applied, e) {
+			s.fatalf("acknowledged entry lost across the re-seed: %+v acknowledged, the seed %s (applied %d) has %v there", e, seed.id, len(seed.applied), simHistAt(seed.applied, int(e.index)-1))
+		}
+	}
+	same := 0
+	for same < len(s.hist) && same < len(seed.applied) && s.hist[same] == seed.applied[same] {
+		same++
+	}
+	for i := same; i < len(s.hist); i++ {
+		_, _ = s.zk.do(s.admin, simOp{kind: "delete", path: entryPath(uint64(i + 1)), version: -1})
+	}
+	var top uint64
+	for _, e := range seed.applied {
+		top = max(top, e.epoch)
+	}
+	for _, e := range seed.applied[same:] {
+		if _, err := s.zk.do(s.admin, simOp{kind: "create", path: entryPath(e.index), data: []byte(strconv.FormatUint(e.epoch, 10))}); err != nil {
+			s.fatalf("re-seed: write %+v back: %v", e, err)
+		}
+		if _, ok := s.writer[e.epoch]; !ok {
+			s.writer[e.epoch] = "the seed " + seed.id
+		}
+	}
+	s.hist = append([]simEntry(nil), seed.applied...)
+	_, _ = s.zk.do(s.admin, simOp{kind: "delete", path: s.lostPath(), version: -1})
+	s.logf("re-seed after the rollback: the log restored from %s's history (%d entries)", seed.id, len(s.hist))
+	return top
+}
+
+// restart: m's process is started again on its data dir (applied state
+// and local checkpoint kept): a new session and core, nothing pending.
+func (s *sim) restart(m *simMember) {
+	if s.zk.sessions[m.sid] {
+		s.zk.expire(m.sid)
+	}
+	*m = simMember{id: m.id, sid: s.zk.open(), connected: true, serves: m.serves, tail: true, hi: m.hi, applied: m.applied, ckpt: m.ckpt}
+	s.newCore(m)
+	s.enter(m)
+}
+
+// takeSnap copies ZooKeeper and the log model it holds (an operator's
+// backup, or a server's data dir): what a rollback restores. Rollbacks
+// come in every third seed only: the others explore the rest as they did
+// before rollbacks were modelled (their random streams are unchanged).
+func (s *sim) takeSnap() {
+	if s.loss != nil || s.seed%3 != 0 {
+		return
+	}
+	s.snap = &simSnap{step: s.step, zk: s.zk.clone(), hist: append([]simEntry(nil), s.hist...),
+		chans: append([]simChannel(nil), s.chans...), epochPath: s.epochPath,
+		rv: s.rv, rvSince: s.rvSince, rvLowering: s.rvLowering, rvTarget: s.rvTarget}
+}
+
+// rollback: ZooKeeper restored from the older copy s.snap. The model is a
+// restored 3-server ensemble (a new ZooKeeper epoch, whose zxids pass
+// every old one): no member is refused; every session is expired (the
+// sessions the copy holds are not revived: their ephemerals would only
+// linger until they expire), so every member reconnects in a new session
+// and sees the old tree. The members reconnect and audit within the step
+// that restores (the loop audits at once on every reconnect): the
+// verdicts of those that applied past the copy, and their markers, come
+// before any takeover's election read, NewWriter and catch-up. Not made
+// when a member that has failed applied past the copy: no running member
+// would find the loss (a limit the package doc states).
+func (s *sim) rollback() {
+	sn := s.snap
+	if sn == nil || s.loss != nil {
+		return
+	}
+	end := uint64(len(sn.hist))
+	for _, m := range s.ms {
+		if m.c.failed && uint64(len(m.applied)) > end {
+			return
+		}
+	}
+	// What is queued is handled first (an order the loop may take).
+	for _, m := range s.ms {
+		for len(m.pending) > 0 {
+			s.deliver(m)
+			s.checkInvariants()
+		}
+	}
+	s.rollbacks++
+	for _, m := range s.ms {
+		if uint64(len(m.applied)) > end {
+			s.lossy++
+			s.loss = &simLoss{step: s.step, end: end, before: s.hist, acked: len(s.acked)}
+			break
+		}
+	}
+	was := len(s.hist)
+	z := sn.zk.clone()
+	z.nextSID = s.zk.nextSID
+	z.changes = s.zk.changes
+	z.changes[simElection]++
+	z.sessions = map[int64]bool{s.admin: true}
+	var gone []string
+	for p, n := range z.nodes {
+		if n.owner != 0 && n.owner != s.admin {
+			gone = append(gone, p)
+		}
+	}
+	sort.Strings(gone)
+	for _, p := range gone {
+		z.remove(p)
+	}
+	s.zk = z
+	s.hist = append([]simEntry(nil), sn.hist...)
+	s.chans = append([]simChannel(nil), sn.chans...)
+	s.epochPath, s.rv, s.rvSince, s.rvLowering, s.rvTarget = sn.epochPath, sn.rv, sn.rvSince, sn.rvLowering, sn.rvTarget
+	s.snap, s.published = nil, 0
+	// Epochs raised after the copy are raised again.
+	restored := s.epoch()
+	for e := range s.writer {
+		if e > restored {
+			delete(s.writer, e)
+		}
+	}
+	s.logf("ZooKeeper restored from the copy of step %d: the log ends at %d (was %d), epoch %d; lost: %v", sn.step, end, was, restored, s.loss != nil)
+	for _, m := range s.ms {
+		s.heal(m, zk.ErrConnectionClosed)
+		if m.refused {
+			m.refused, m.refusedUntil = false, s.now
+		}
+		m.connected, m.candidate = true, ""
+		m.sid = s.zk.open()
+		m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateExpired, SessionID: 0},
+			evSession{Now: s.now, State: zk.StateHasSession, SessionID: m.sid})
+		for len(m.pending) > 0 {
+			s.deliver(m)
+		}
+		if s.usable(m) && !m.c.failed {
+			s.audit(m)
+		}
+		s.checkInvariants()
+	}
+}
+
+// audit is the loop's log audit (auditRoom: Room.Audit with matchLog and
+// checkCommittedHi, then checkRoomIdentity, whose finding comes first):
+// a room marked lost, or a log that lost what m applied, fails m.
+func (s *sim) audit(m *simMember) {
+	m.auditDue, m.lastAudit = false, s.now
+	if _, _, err := s.zk.get(m.sid, s.lostPath()); err == nil {
+		s.stepCore(m, evFail{Err: fmt.Errorf("replica: the log audit found: %w: room %q marked lost", logroom.ErrRoomLost, simRoom)})
+		return
+	}
+	if err := s.logHolds(m, "the log audit found"); err != nil {
+		s.stepCore(m, evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})
+	}
+}
+
+// logHolds is the model of matchLog and checkCommittedHi: the log must
+// hold the last entry m applied, at its index, and reach the highest index
+// m knows was committed (its own applies, and the primary's applied index
+// it last read).
+func (s *sim) logHolds(m *simMember, what string) error {
+	n, end := uint64(len(m.applied)), s.logEnd()
+	if n > 0 && (n > end || s.hist[n-1] != m.applied[n-1]) {
+		return fatal(logLost(what, fmt.Errorf("%w: room %q: the log ends at %d or holds another entry at %d, where %s applied %+v",
+			logroom.ErrDiverged, simRoom, end, n, m.id, m.applied[n-1])))
+	}
+	if hi := max(m.heard, n); hi > end {
+		return fatal(logLost(what, fmt.Errorf("%w: room %q: the primary published index %d as applied, but the log ends at %d (%s applied %d)",
+			logroom.ErrDiverged, simRoom, hi, end, m.id, n)))
+	}
+	return nil
+}
+
+// markLost is logroom.MarkLost against the model: the marker and a write
+// of the epoch znode (data unchanged, version checked) in one Multi, so
+// the sitting writer is fenced; a marker already there is left alone.
+func (s *sim) markLost(m *simMember, found error) {
+	if _, _, err := s.zk.get(m.sid, s.lostPath()); err == nil {
+		return
+	}
+	data, ver, err := s.zk.get(m.sid, s.epochPath)
+	if err != nil {
+		return
+	}
+	if err := s.zk.multi(m.sid, simOp{kind: "create", path: s.lostPath(), data: []byte(found.Error())},
+		simOp{kind: "set", path: s.epochPath, data: data, version: ver}); err != nil {
+		return
+	}
+	s.marks++
+	s.logf("%s marked the room lost", m.id)
 }
 
 // oldestFirst is the first index still in the log (0: none deleted yet).
@@ -1077,6 +1431,11 @@ func (s *sim) tailStep(m *simMember) {
 		}
 		return
 	}
+	if n := len(m.applied); n > 0 && (n > len(s.hist) || s.hist[n-1] != m.applied[n-1]) {
+		// The log no longer holds the last entry m applied (a rollback):
+		// the reader's log matching stops it; the audit fails m.
+		return
+	}
 	for k := 0; k < 1+s.rnd.IntN(4); k++ {
 		next := uint64(len(m.applied)) + 1
 		if next > s.logEnd() {
@@ -1154,6 +1513,13 @@ func (s *sim) takeoverStep(m *simMember) {
 		if !s.usable(m) {
 			return
 		}
+		// Before anything is written (startTakeover): matchLog and
+		// checkCommittedHi.
+		if err := s.logHolds(m, "the takeover found"); err != nil {
+			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: err}})
+			tr.fenced, tr.epoch = true, 0
+			return
+		}
 		epochPath := s.epochPath
 		data, ver, err := s.zk.get(m.sid, epochPath)
 		if err != nil {
@@ -1170,6 +1536,13 @@ func (s *sim) takeoverStep(m *simMember) {
 			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: fmt.Errorf("new writer: %w", logroom.ErrFenced)}})
 			tr.fenced = true
 			tr.epoch = 0
+			return
+		}
+		if _, _, err := s.zk.get(m.sid, s.lostPath()); err == nil {
+			// NewWriter refuses a room marked lost after its epoch CAS.
+			s.lostRefused++
+			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: fmt.Errorf("new writer: %w: room marked lost", logroom.ErrRoomLost)}})
+			tr.fenced, tr.epoch = true, 0
 			return
 		}
 		tr.fenced, tr.epoch, tr.version, tr.start, tr.epochPath = true, epoch, ver+1, s.logEnd()+1, epochPath
@@ -1282,29 +1655,17 @@ func (s *sim) settle() {
 	}
 	s.calm = true
 	defer func() { s.calm = false }()
+	if s.loss != nil {
+		// The room is lost: it runs a while as it is (the members that
+		// the older log still satisfies must fail, not lead), then the
+		// operator re-seeds from the survivors.
+		for round := 0; round < 30; round++ {
+			s.calmRound(round)
+		}
+		s.reseed()
+	}
 	for round := 0; round < 400 && !s.settled(); round++ {
-		for _, m := range s.ms {
-			for len(m.pending) > 0 {
-				s.deliver(m)
-				s.checkInvariants()
-			}
-			s.finishEnding(m)
-			s.reconcile(m)
-			for k := 0; k < 8; k++ {
-				s.tailStep(m)
-			}
-			s.takeoverStep(m)
-			s.moveStep(m)
-			if m.term != nil {
-				s.propose(m)
-			}
-			s.checkInvariants()
-		}
-		s.watchFire()
-		if round%4 == 3 {
-			s.tick()
-			s.checkInvariants()
-		}
+		s.calmRound(round)
 	}
 	if !s.settled() {
 		cur := s.epoch()
@@ -1320,6 +1681,34 @@ func (s *sim) settle() {
 		if m.readsRefused && m.connected && !m.c.failed {
 			s.fatalf("after a calm stretch: %s still refuses reads (its link answers again)", m.id)
 		}
+	}
+	s.takeSnap()
+}
+
+// calmRound is one round of a calm stretch: every member handles what is
+// pending, reconciles, tails, takes over, moves and proposes.
+func (s *sim) calmRound(round int) {
+	for _, m := range s.ms {
+		for len(m.pending) > 0 {
+			s.deliver(m)
+			s.checkInvariants()
+		}
+		s.finishEnding(m)
+		s.reconcile(m)
+		for k := 0; k < 8; k++ {
+			s.tailStep(m)
+		}
+		s.takeoverStep(m)
+		s.moveStep(m)
+		if m.term != nil {
+			s.propose(m)
+		}
+		s.checkInvariants()
+	}
+	s.watchFire()
+	if round%4 == 3 {
+		s.tick()
+		s.checkInvariants()
 	}
 }
 
@@ -1507,6 +1896,7 @@ func TestSimulation(t *testing.T) {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
 	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses int
+	var rollbacks, lossy, marks, lostRefused, lostReseeds int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
@@ -1521,6 +1911,11 @@ func TestSimulation(t *testing.T) {
 		rvMoves += s.rvMoves
 		rvRefused += s.rvRefused
 		holdLapses += s.holdLapses
+		rollbacks += s.rollbacks
+		lossy += s.lossy
+		marks += s.marks
+		lostRefused += s.lostRefused
+		lostReseeds += s.lostReseeds
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -1530,8 +1925,10 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
-		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them, %d bootstrap holds lapsed",
-		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses)
+		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them, %d bootstrap holds lapsed, "+
+		"%d rollbacks to an older copy (%d lost what a member applied; %d rooms marked lost, %d takeovers refused in one, %d re-seeds after)",
+		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses,
+		rollbacks, lossy, marks, lostRefused, lostReseeds)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
@@ -1539,6 +1936,9 @@ func TestSimulation(t *testing.T) {
 	require.Positive(t, refusedFailed)
 	require.Positive(t, rvMoves)
 	require.Positive(t, holdLapses)
+	require.Positive(t, lossy)
+	require.Positive(t, marks)
+	require.Positive(t, lostRefused)
 	require.Positive(t, acked)
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
@@ -1574,6 +1974,9 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member"},
 		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move"},
 		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its"},
+		// A member whose state the older copy holds takes over and
+		// acknowledges at the indexes the rollback lost.
+		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged while the room was lost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
