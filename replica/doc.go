@@ -900,8 +900,14 @@
 // the room), a member whose state is within the copy cannot tell, nor can
 // a standby whose last news of the primary's applied index is older than
 // the copy (the primary publishes it about every MemberUpdateInterval);
-// a wipe under a room whose members were all down leaves no tombstone. Keep every member of the room stopped from the
-// first ErrRoomLost until the re-seed.
+// and the mark comes after the finding: a finder that is cut off or slow
+// after the restore (its audit runs on reconnect, its mark before it
+// resigns) leaves a window in which a member whose state is within the
+// copy may be elected and acknowledge at lost indexes (the mark then
+// fences it). A wipe under a room whose members were all down leaves no
+// tombstone. When the mark cannot be made, the finder keeps its candidate
+// (it does not resign) and tries again. Keep every member of the room
+// stopped from the first ErrRoomLost until the re-seed.
 //
 // Re-seed (Reseed; `roomlog reseed ROOM --from DIR,DIR…`): with every
 // member stopped, from their data dirs (opened read-only):

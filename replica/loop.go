@@ -1126,12 +1126,30 @@ func (r *Replica) fail(err error) {
 
 // markLostJob queues the core's aMarkLost: the room is marked lost in
 // ZooKeeper with found (markLost, through our session, within its own
-// bound, markLostWait). A failure is logged (markLost); the core asks
-// again with the next resignation attempt.
+// bound, markLostWait). When the mark may not be in place, the
+// resignation queued behind it in lane 0 is dropped and the core hears
+// that the resignation failed: our candidate stays (a member the older
+// log satisfies must not take over in its stead), and the core asks again
+// for both at a later reconcile.
 func (r *Replica) markLostJob(found error) {
+	lp := r.lp
 	r.enqueue(zkJob{name: "mark-lost", bound: markLostWait, run: func(ctx context.Context) func() {
-		r.markLost(ctx, r.client, found)
-		return nil
+		err := r.markLost(ctx, r.client, found)
+		if err == nil {
+			return nil
+		}
+		return func() {
+			kept := lp.jobs[0][:0]
+			for _, j := range lp.jobs[0] {
+				if j.name == "resign" {
+					lp.pending[j.name]--
+					continue
+				}
+				kept = append(kept, j)
+			}
+			lp.jobs[0] = kept
+			r.step(evResigned{Err: fmt.Errorf("marking the room lost first: %w", err)})
+		}
 	}})
 }
 
@@ -1183,6 +1201,11 @@ func (r *Replica) shutdown() {
 	wait := min(r.cfg.SessionTimeout, 2*time.Second)
 	if !lp.c.connected {
 		wait = 0
+	}
+	if lp.c.lostFound != nil && !lp.c.resigned && wait > 0 {
+		// Failed on a lost log, and Close came before the mark-lost job
+		// (dropped above) could run: mark now, before our candidate goes.
+		_ = r.markLost(context.Background(), r.client, lp.c.lostFound)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	if err := lp.el.resign(ctx); err != nil {

@@ -156,10 +156,14 @@ func marksRoomLost(err error) bool {
 // hold the applied index): that is not ZooKeeper's loss. A failure is
 // logged (the verdict stands either way, and every member that finds the
 // loss tries).
-func (r *Replica) markLost(_ context.Context, c *logroom.Client, found error) {
+//
+// The error is non-nil only when the mark may not be in place (the caller
+// that resigns next must not: a member the older log satisfies could take
+// over in its stead).
+func (r *Replica) markLost(_ context.Context, c *logroom.Client, found error) error {
 	if id, applied := r.appliedBatch(); !id.IsZero() && (id.Count <= 0 || id.First == 0 || applied < id.First || applied > id.Last()) {
 		r.log.Warn("not marking the room lost: this member's own state is inconsistent", "applied", applied, "batch", id)
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.bgCtx, markLostWait)
 	defer cancel()
@@ -171,11 +175,13 @@ func (r *Replica) markLost(_ context.Context, c *logroom.Client, found error) {
 	switch {
 	case err != nil:
 		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+		return err
 	case marked:
 		r.log.Warn("the room is marked lost in ZooKeeper (its log lost what this member applied)", "room", r.cfg.Room)
 	default:
 		r.log.Info("not marking the room lost: ZooKeeper holds another incarnation (or a tombstone) under its name", "room", r.cfg.Room)
 	}
+	return nil
 }
 
 // markLostWait bounds markLost.
@@ -183,7 +189,7 @@ const markLostWait = 3 * time.Second
 
 // markedLost is markLost returning found.
 func (r *Replica) markedLost(ctx context.Context, c *logroom.Client, found error) error {
-	r.markLost(ctx, c, found)
+	_ = r.markLost(ctx, c, found)
 	return found
 }
 
@@ -295,7 +301,7 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 	}
 	if err := room.MatchLog(ctx, id, applied); errors.Is(err, logroom.ErrDiverged) {
 		verdict := logLost(what+" found", err)
-		r.markLost(ctx, c, verdict)
+		_ = r.markLost(ctx, c, verdict)
 		return probeResult{reached: true, verdict: verdict}
 	} else if err != nil {
 		return probeResult{}

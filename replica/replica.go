@@ -336,7 +336,7 @@ func Open(ctx context.Context, cfg Config) (_ *Replica, err error) {
 				// Only when the data dir names this incarnation's epoch
 				// znode: a marker from before they were recorded accepts a
 				// room re-seeded under the same czxid.
-				r.markLost(ctx, r.client, lost)
+				_ = r.markLost(ctx, r.client, lost)
 			}
 			return nil, lost
 		} else if err != nil {
