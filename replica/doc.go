@@ -94,49 +94,61 @@
 // sequential nodes, versions, Multi) with lost replies, expiries,
 // disconnections, events handled in any order (session events among
 // themselves in order), terms that end off the loop, checkpoints,
-// deletions (decideDeletions, with the holds the real decideHold counts)
-// and bootstraps whose fetches stall or fail, wrong depositions, re-seeds,
-// silent links and sessions every server refuses, room versions
-// (targets, binaries swapped, moves decided on a stale view and rechecked
-// when they land), and, in every third seed, ZooKeeper restored from an
-// older copy (the model's tree and log as copied at the end of a calm
-// stretch, restored as a 3-server ensemble would be: every session
-// expires, every member reconnects and audits at once; the members that
+// deletions (decideDeletions, with the holds the real decideHold counts,
+// carried out one write at a time as logroom's fenced deletion does it: the
+// oldest channel only, each write a Multi behind the deciding writer's
+// fence — its epoch znode version and its token — and the channels znode's
+// version the previous write left, never retried across a lost reply; a
+// deletion outlives the term that decided it, as the checkpointer does) and
+// bootstraps whose fetches stall or fail, wrong depositions, re-seeds,
+// silent links and sessions every server refuses, room versions (targets,
+// binaries swapped, moves decided on a stale view and rechecked when they
+// land), and, in every third seed, ZooKeeper restored from an older copy
+// (the model's tree and log as copied at the end of a calm stretch,
+// restored as a 3-server ensemble would be: every session expires, every
+// member reconnects and audits at once; a deletion under way loses its
+// reply or sends its next write to the restored tree; the members that
 // applied past the copy fail and mark the room lost, and the room is
-// re-seeded from the survivors before the next calm stretch) drawn from a
-// seed, checking after every step: one writer per epoch, no
-// acknowledgement after a fence, each member's applied entries a prefix
-// of the committed history, no deletion without a live member serving a
-// covering checkpoint, no member leading in a session that was replaced
-// or after being cut off for a session timeout, no term ended with its
-// door open, no takeover without a standby tail, no lead from a position
-// other than the writer's start, no deposed or fenced primary acting on,
-// no channel deleted that a progressing bootstrap hold needs, no reads
-// served with a link probe out past its bound, no member failed as
-// refused unless refused for a session timeout, no room-version move
-// past a live member, no member running on channels beyond its room
-// versions, nothing acknowledged from a rollback that lost what a running
-// member applied until the re-seed (no lost index written again), no
-// acknowledged entry missing from the re-seeded log, and the core's own
-// invariants; after every calm stretch, exactly one member leads, in the
-// room's epoch, and every connected member serves reads. A failing seed
-// prints a trace and the command that replays it.
+// re-seeded from the survivors before the next calm stretch; rollbacks come
+// more often while a deletion is under way) drawn from a seed, checking
+// after every step: one writer per epoch, no acknowledgement after a fence,
+// each member's applied entries a prefix of the committed history, no
+// deletion without a live member serving a covering checkpoint, no hole in
+// the channel chain (the deleted channels a prefix, followed by at most one
+// being deleted), no deletion write landing after its writer's epoch was
+// superseded (the fence it was decided behind moved, re-seeded or restored
+// past), no member leading in a session that was replaced or after being
+// cut off for a session timeout, no term ended with its door open, no
+// takeover without a standby tail, no lead from a position other than the
+// writer's start, no deposed or fenced primary acting on, no channel
+// deleted that a progressing bootstrap hold needs, no reads served with a
+// link probe out past its bound, no member failed as refused unless refused
+// for a session timeout, no room-version move past a live member, no member
+// running on channels beyond its room versions, nothing acknowledged from a
+// rollback that lost what a running member applied until the re-seed (no
+// lost index written again), no acknowledged entry missing from the
+// re-seeded log, and the core's own invariants; after every calm stretch,
+// exactly one member leads, in the room's epoch, and every connected member
+// serves reads. A failing seed prints a trace and the command that replays
+// it.
 // TestSimulationFindsPlantedBugs plants bugs in the decisions the
 // simulation applies (acknowledge a fenced append, delete without a served
 // checkpoint or under a live hold, call a progressing hold stalled, no term
 // watch, a re-seed reusing the fence, a room-version move landed without
-// deciding again) and in the core (keep leading after expiry, after a
-// session timeout cut off, when fenced or deposed; take over with no tail;
-// end a term with its door open; serve reads with a link probe unanswered;
-// call a session refused early; two room-version moves at once; run on
-// channels beyond our room versions; fail on a lost log without marking
-// the room lost, after which a member whose state the older copy holds
-// takes over and acknowledges at the lost indexes) and requires the
-// simulation to find each. The simulation still models the loop's
-// executor rather than running loop.go (it covers the core and the pure
-// decisions, not the loop's I/O). TestSimZKConformance runs the same
-// random operation sequences on the model and on real ZooKeeper and
-// requires equal results.
+// deciding again; delete any covered channel, not only the oldest, going on
+// after a lost reply; delete without the epoch fence; retry a deletion
+// write across a lost reply on the channels znode's version read again) and
+// in the core (keep leading after expiry, after a session timeout cut off,
+// when fenced or deposed; take over with no tail; end a term with its door
+// open; serve reads with a link probe unanswered; call a session refused
+// early; two room-version moves at once; run on channels beyond our room
+// versions; fail on a lost log without marking the room lost, after which
+// a member whose state the older copy holds takes over and acknowledges at
+// the lost indexes) and requires the simulation to find each. The
+// simulation still models the loop's executor rather than running loop.go
+// (it covers the core and the pure decisions, not the loop's I/O).
+// TestSimZKConformance runs the same random operation sequences on the
+// model and on real ZooKeeper and requires equal results.
 //
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │

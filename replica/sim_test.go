@@ -24,7 +24,8 @@ import (
 // servers' side first, noticed later), connections that drop and come
 // back, appends whose reply is lost after they landed, watch events
 // delivered late and out of order, members that checkpoint, primaries that
-// delete channels (decideDeletions, with the holds decideHold counts),
+// delete channels (decideDeletions, with the holds decideHold counts;
+// carried out as logroom's fenced deletion, simdelete_test.go),
 // members that bootstrap from a served checkpoint (fetches that stall or
 // fail), wrong liveness depositions, re-seeds, silent links and sessions
 // refused by every server (the core's link check and cut-off probe), room
@@ -55,7 +56,11 @@ import (
 //  9. a rollback loses nothing acknowledged: from a rollback that lost
 //     entries a running member applied until the re-seed, nothing is
 //     acknowledged (no index the rollback lost is written again), and the
-//     re-seeded log holds every entry acknowledged before it.
+//     re-seeded log holds every entry acknowledged before it;
+//  10. no hole in the channel chain: the deleted channels are a prefix,
+//     followed by at most one being deleted (only the oldest is deleted);
+//  11. fencing on every deletion write: none lands after its writer's
+//     epoch was superseded.
 //
 // A failing seed prints its trace; rerun one seed with
 //
@@ -79,6 +84,10 @@ const (
 	simElection = "/room/election"
 	simLog      = "/room/log"
 	simEpoch    = "/room/epoch"
+	// simChannels is the channels znode: its data never changes, its
+	// version counts deletion writes (logroom's deletion fence); a
+	// channel's znode is its child (simdelete_test.go).
+	simChannels = "/room/channels"
 )
 
 // lostPath is logroom.MarkLost's marker: a child of the room's epoch
@@ -108,7 +117,18 @@ type simBugs struct {
 	// which may be a checkpoint's wait old, without deciding again on
 	// fresh reads (recheckMove).
 	noMoveRecheck bool
-	core          coreBugs
+	// delAnyChannel: a deletion deletes whichever covered channel it
+	// decided on, not only the oldest (no check that channel N-1 is gone),
+	// and a deletion that lost a reply goes on with the next channel.
+	delAnyChannel bool
+	// delUnfenced: a deletion's writes carry no epoch fence (the writer's
+	// epoch znode version and token).
+	delUnfenced bool
+	// delRetry: a deletion write whose reply was lost is retried, the
+	// channels znode's version read again (not the one its previous write
+	// left), and the deletion goes on.
+	delRetry bool
+	core     coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -116,13 +136,15 @@ type simEntry struct{ epoch, index uint64 }
 type simChannel struct {
 	first, last uint64 // last: 0 while open
 	deleted     bool
-	version     int // the room version it was opened under
+	deleting    bool // marked deleting (its deletion began)
+	version     int  // the room version it was opened under
 }
 
 type simTerm struct {
 	epoch, start, next uint64
 	epochVersion       int32  // the epoch znode's version this writer fenced with
 	epochPath          string // the epoch znode it fenced with (the room's incarnation)
+	token              string // its writer token under the epoch znode
 	accepting          bool
 	stopped            bool  // the writer stopped on an outcome it could not learn
 	sid                int64 // the core's session when it took the lead
@@ -138,6 +160,7 @@ type simTakeover struct {
 	epoch, start uint64
 	version      int32
 	epochPath    string
+	token        string
 	fenced       bool // NewWriter ran (epoch 0: it was refused)
 	reported     bool // its end is queued
 }
@@ -218,6 +241,10 @@ type simMember struct {
 	auditDue  bool
 	lastAudit time.Time
 	heard     uint64
+	// del is the channel deletion the checkpointer carries out (nil:
+	// none): it outlives the term that decided it, as the checkpointer's
+	// goroutine does, behind that term's writer's fence.
+	del *simDeletion
 }
 
 // simMove is a room-version move out (the checkpointer's rotation).
@@ -282,6 +309,11 @@ type sim struct {
 	marks       int // rooms marked lost (aMarkLost carried out)
 	lostRefused int // takeovers refused in a room marked lost
 	lostReseeds int // re-seeds after a lossy rollback
+	tokens      int // writer tokens created
+	// Channel deletion (simdelete_test.go): writes that landed, deletions
+	// refused because channel N-1 still existed, by the epoch fence, by
+	// the channels znode's version, and ended on a lost reply.
+	delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost int
 }
 
 // simSnap is a copy of ZooKeeper (the model's tree) and of the log model
@@ -358,7 +390,8 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 		_, _ = s.zk.do(admin, simOp{kind: "create", path: p})
 	}
 	_, _ = s.zk.do(admin, simOp{kind: "create", path: simEpoch, data: []byte("0")})
-	s.chans = []simChannel{{first: 1, version: 1}}
+	_, _ = s.zk.do(admin, simOp{kind: "create", path: simChannels, data: []byte("channels")})
+	s.openChannel(simChannel{first: 1, version: 1})
 	s.rv = 1
 	if s.rnd.IntN(2) == 0 {
 		s.rvTarget = 2 // an upgrade asked for before the run
@@ -478,7 +511,7 @@ func (s *sim) do(m *simMember, a action) {
 		if uint64(len(m.applied)) != tr.start-1 {
 			s.fatalf("%s leads epoch %d from %d having applied %d: it would write at an index it applied, or skip one", m.id, tr.epoch, tr.start, len(m.applied))
 		}
-		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, epochPath: tr.epochPath, accepting: true, sid: m.c.sessionID}
+		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, epochPath: tr.epochPath, token: tr.token, accepting: true, sid: m.c.sessionID}
 	case aStartTail:
 		m.tail = true
 	case aWriteTransfer:
@@ -551,6 +584,7 @@ func (s *sim) do(m *simMember, a action) {
 
 // checkInvariants runs after every step.
 func (s *sim) checkInvariants() {
+	s.checkChain()
 	if l := s.loss; l != nil && len(s.acked) > l.acked {
 		e := s.acked[l.acked]
 		s.fatalf("acknowledged while the room was lost: %+v acknowledged (written by %s) after the rollback at step %d to a copy whose log ends at %d; the log held %v there before it",
@@ -682,7 +716,7 @@ func (s *sim) run(n int) {
 		case r < 180:
 			s.checkpoint(m)
 		case r < 190:
-			s.deleteChannels(s.primary(m))
+			s.deleteStep(m)
 		case r < 192:
 			s.depose(s.primary(m))
 		case r == 192 && storm:
@@ -701,7 +735,7 @@ func (s *sim) run(n int) {
 			s.watchFire()
 		}
 		s.checkInvariants()
-		if storm && s.snap != nil && s.frnd.IntN(150) == 0 {
+		if storm && s.snap != nil && s.frnd.IntN(s.rollbackOdds()) == 0 {
 			s.rollback()
 		}
 		if !storm && s.step%150 == 149 {
@@ -939,7 +973,7 @@ func (s *sim) moveStep(m *simMember) {
 		end := s.logEnd()
 		if end >= open.first {
 			open.last = end
-			s.chans = append(s.chans, simChannel{first: end + 1, version: mv.to})
+			s.openChannel(simChannel{first: end + 1, version: mv.to})
 		} else {
 			open.version = mv.to // nothing written under it yet
 		}
@@ -1088,6 +1122,12 @@ func (s *sim) reseed() {
 		cur = max(cur, s.restoreSurvivors())
 	}
 	s.snap = nil // a copy of the previous incarnation is not restored
+	// The old epoch znode goes with what is under it (writer tokens, the
+	// marker).
+	kids, _ := s.zk.children(s.admin, s.epochPath)
+	for _, k := range kids {
+		_, _ = s.zk.do(s.admin, simOp{kind: "delete", path: s.epochPath + "/" + k, version: -1})
+	}
 	if _, err := s.zk.do(s.admin, simOp{kind: "delete", path: s.epochPath, version: -1}); err != nil {
 		s.fatalf("reseed: delete %s: %v", s.epochPath, err)
 	}
@@ -1217,6 +1257,7 @@ func (s *sim) rollback() {
 		}
 	}
 	s.rollbacks++
+	s.restartDeletions()
 	for _, m := range s.ms {
 		if uint64(len(m.applied)) > end {
 			s.lossy++
@@ -1265,6 +1306,14 @@ func (s *sim) rollback() {
 		for len(m.pending) > 0 {
 			s.deliver(m)
 		}
+		if m.del != nil {
+			// Its deletion's next request (or the retry of the one
+			// whose reply was lost) goes out on the new connection at
+			// once, ahead of the audits.
+			s.advanceDeletion(m)
+		}
+	}
+	for _, m := range s.ms {
 		if s.usable(m) && !m.c.failed {
 			s.audit(m)
 		}
@@ -1532,7 +1581,11 @@ func (s *sim) takeoverStep(m *simMember) {
 			// write: the version check refuses it.
 			ver--
 		}
-		if err := s.zk.multi(m.sid, simOp{kind: "set", path: epochPath, data: []byte(strconv.FormatUint(epoch, 10)), version: ver}); err != nil {
+		// The writer's token (a name no other writer has) is created with
+		// the epoch: FenceOps checks both.
+		token := fmt.Sprintf("%s/w-%d", epochPath, s.tokens+1)
+		if err := s.zk.multi(m.sid, simOp{kind: "set", path: epochPath, data: []byte(strconv.FormatUint(epoch, 10)), version: ver},
+			simOp{kind: "create", path: token}); err != nil {
 			m.pending = append(m.pending, simTakeoverDone{tr, evTakeoverDone{Now: s.now, Err: fmt.Errorf("new writer: %w", logroom.ErrFenced)}})
 			tr.fenced = true
 			tr.epoch = 0
@@ -1545,7 +1598,8 @@ func (s *sim) takeoverStep(m *simMember) {
 			tr.fenced, tr.epoch = true, 0
 			return
 		}
-		tr.fenced, tr.epoch, tr.version, tr.start, tr.epochPath = true, epoch, ver+1, s.logEnd()+1, epochPath
+		s.tokens++
+		tr.fenced, tr.epoch, tr.version, tr.start, tr.epochPath, tr.token = true, epoch, ver+1, s.logEnd()+1, epochPath, token
 		s.logf("%s new writer epoch %d start %d", m.id, epoch, tr.start)
 		return
 	}
@@ -1700,6 +1754,9 @@ func (s *sim) calmRound(round int) {
 		}
 		s.takeoverStep(m)
 		s.moveStep(m)
+		if m.del != nil {
+			s.advanceDeletion(m)
+		}
 		if m.term != nil {
 			s.propose(m)
 		}
@@ -1792,91 +1849,8 @@ func (s *sim) checkpoint(m *simMember) {
 		open := &s.chans[len(s.chans)-1]
 		if end := s.logEnd(); end >= open.first {
 			open.last = end
-			s.chans = append(s.chans, simChannel{first: end + 1})
+			s.openChannel(simChannel{first: end + 1})
 		}
-	}
-}
-
-// deleteChannels: the primary deletes what decideDeletions picks (with the
-// served checkpoint of live serving members), and the simulation checks
-// the deletion was safe.
-func (s *sim) deleteChannels(m *simMember) {
-	if m.term == nil || !s.usable(m) {
-		return
-	}
-	var infos []logroom.ChannelInfo
-	for i, c := range s.chans {
-		if c.deleted {
-			continue
-		}
-		infos = append(infos, logroom.ChannelInfo{Num: uint64(i), FirstIndex: c.first, LastIndex: c.last, Sealed: c.last != 0})
-	}
-	var served, minApplied uint64
-	minApplied = ^uint64(0)
-	for _, o := range s.ms {
-		if !s.live(o) {
-			continue
-		}
-		if o.serves {
-			served = max(served, o.ckpt)
-		}
-		minApplied = min(minApplied, uint64(len(o.applied)))
-	}
-	if s.bugs.ignoreServed {
-		served = m.ckpt
-	}
-	retain := int64(0)
-	if s.rnd.IntN(3) == 0 {
-		retain = 1 // over the byte bound: deletion may be forced
-	}
-	// The holds: decideHold on the live members' data, with what m saw
-	// before. A hold that progressed within the stall bound (by the
-	// simulation's truth), is not outrun already and has not held for the
-	// maximum must hold the log.
-	oldest := s.oldestFirst()
-	holds := func(o *simMember) bool {
-		return o != m && s.live(o) && o.hold != 0 && (oldest == 0 || o.hold >= oldest) &&
-			s.now.Sub(o.holdChanged) < simHoldStall && s.now.Sub(o.holdSince) < simHoldMax
-	}
-	members := map[string]memberData{}
-	for _, o := range s.ms {
-		if o != m && s.live(o) {
-			members[o.id] = memberData{ID: o.id, Hold: o.hold, HoldProgress: o.holdProgress, Applied: uint64(len(o.applied))}
-		}
-	}
-	if m.holdsSeen == nil {
-		m.holdsSeen = map[string]bootHold{}
-	}
-	stall := simHoldStall
-	if s.bugs.holdStallShort {
-		stall /= 10
-	}
-	hold, lapsed := decideHold(members, m.holdsSeen, s.now, stall, simHoldMax, oldest)
-	s.holdLapses += len(lapsed)
-	if s.bugs.ignoreHold {
-		hold = 0
-	}
-	for _, d := range decideDeletions(infos, m.ckpt, served, minApplied, hold, retain) {
-		c := &s.chans[d.Num]
-		for _, o := range s.ms {
-			if holds(o) && c.last >= o.hold {
-				s.fatalf("never outrun: channel %d (%d-%d) deleted while %s's live bootstrap hold needs %d", d.Num, c.first, c.last, o.id, o.hold)
-			}
-		}
-		covered := false
-		for _, o := range s.ms {
-			if o.serves && s.live(o) && o.ckpt >= c.last {
-				covered = true
-			}
-		}
-		if !covered {
-			s.fatalf("safe deletion: channel %d (%d-%d) deleted, but no live member serves a checkpoint covering it", d.Num, c.first, c.last)
-		}
-		for i := c.first; i <= c.last; i++ {
-			_, _ = s.zk.do(m.sid, simOp{kind: "delete", path: entryPath(i), version: -1})
-		}
-		c.deleted = true
-		s.logf("%s deleted channel %d (%d-%d) forced=%v", m.id, d.Num, c.first, c.last, d.Forced)
 	}
 }
 
@@ -1897,6 +1871,7 @@ func TestSimulation(t *testing.T) {
 	}
 	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses int
 	var rollbacks, lossy, marks, lostRefused, lostReseeds int
+	var delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
 		s.run(*simSteps)
@@ -1916,6 +1891,11 @@ func TestSimulation(t *testing.T) {
 		marks += s.marks
 		lostRefused += s.lostRefused
 		lostReseeds += s.lostReseeds
+		delWrites += s.delWrites
+		delNotOldest += s.delNotOldest
+		delEpochFenced += s.delEpochFenced
+		delVersionFenced += s.delVersionFenced
+		delLost += s.delLost
 		epochs := len(s.writer)
 		leads += epochs
 		for _, c := range s.chans {
@@ -1926,9 +1906,10 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
 		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them, %d bootstrap holds lapsed, "+
-		"%d rollbacks to an older copy (%d lost what a member applied; %d rooms marked lost, %d takeovers refused in one, %d re-seeds after)",
+		"%d rollbacks to an older copy (%d lost what a member applied; %d rooms marked lost, %d takeovers refused in one, %d re-seeds after), "+
+		"%d deletion writes (deletions refused: %d not the oldest, %d by the epoch fence, %d by the channels znode's version; %d ended on a lost reply)",
 		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses,
-		rollbacks, lossy, marks, lostRefused, lostReseeds)
+		rollbacks, lossy, marks, lostRefused, lostReseeds, delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
@@ -1943,6 +1924,10 @@ func TestSimulation(t *testing.T) {
 	require.Positive(t, lost)
 	require.Greater(t, leads, seeds, "more than one epoch wrote per seed on average: failovers happen")
 	require.Positive(t, deleted)
+	require.Positive(t, delNotOldest)
+	require.Positive(t, delEpochFenced)
+	require.Positive(t, delVersionFenced)
+	require.Positive(t, delLost)
 }
 
 // TestSimulationFindsPlantedBugs plants one bug at a time and requires the
@@ -1977,6 +1962,11 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		// A member whose state the older copy holds takes over and
 		// acknowledges at the indexes the rollback lost.
 		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged while the room was lost"},
+		// Channel deletion (simdelete_test.go): the three rules of
+		// logroom's fenced deletion, one at a time.
+		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole"},
+		{"deletion not behind the epoch fence", simBugs{delUnfenced: true}, "deletion after its epoch was superseded"},
+		{"deletion retried across a lost reply without the channels-znode version check", simBugs{delRetry: true}, "the channel chain has a hole"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""

@@ -177,18 +177,59 @@ func (z *simZK) do(sid int64, op simOp) (string, error) { return z.apply(sid, op
 
 // multi runs ops atomically: all or nothing. A failed Multi changes
 // nothing (not even a parent's sequence counter). Its error is the first
-// failing op's.
+// failing op's. The ops apply in order (a later op sees an earlier one's
+// effect); a failure undoes those applied, newest first.
 func (z *simZK) multi(sid int64, ops ...simOp) error {
-	// Dry-run in order on a scratch copy is not needed for the ops the
-	// protocol uses (checks and sets of other nodes before creates), but
-	// a later op may depend on an earlier one: apply to a clone.
-	clone := z.clone()
+	var undo []func()
 	for _, op := range ops {
-		if _, err := clone.apply(sid, op, false); err != nil {
+		p, err := z.apply(sid, op, true)
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
 			return err
 		}
+		if op.kind == "create" {
+			op.path, op.sequence = p, false
+		}
+		if u := z.undoOf(op); u != nil {
+			undo = append(undo, u)
+		}
+		if _, err := z.apply(sid, op, false); err != nil {
+			panic(fmt.Sprintf("simzk: %s %s passed its dry run, then failed: %v", op.kind, op.path, err))
+		}
 	}
-	*z = *clone
+	return nil
+}
+
+// undoOf returns what undoes op, about to be applied (nil: nothing to
+// undo).
+func (z *simZK) undoOf(op simOp) func() {
+	par, name := parentOf(op.path), op.path[strings.LastIndexByte(op.path, '/')+1:]
+	switch op.kind {
+	case "create":
+		return func() {
+			delete(z.nodes, op.path)
+			pn := z.nodes[par]
+			delete(pn.children, name)
+			pn.cversion--
+			pn.seq--
+			z.changes[par]--
+		}
+	case "delete":
+		n := z.nodes[op.path]
+		return func() {
+			z.nodes[op.path] = n
+			pn := z.nodes[par]
+			pn.children[name] = true
+			pn.cversion--
+			z.changes[par]--
+		}
+	case "set":
+		n := z.nodes[op.path]
+		data, version := n.data, n.version
+		return func() { n.data, n.version = data, version }
+	}
 	return nil
 }
 
