@@ -105,12 +105,17 @@
 // binaries swapped, moves decided on a stale view and rechecked when they
 // land), and, in every third seed, ZooKeeper restored from an older copy
 // (the model's tree and log as copied at the end of a calm stretch,
-// restored as a 3-server ensemble would be: every session expires, every
-// member reconnects and audits at once; a deletion under way loses its
-// reply or sends its next write to the restored tree; the members that
-// applied past the copy fail and mark the room lost, and the room is
-// re-seeded from the survivors before the next calm stretch; rollbacks come
-// more often while a deletion is under way) drawn from a seed, checking
+// restored as a 3-server ensemble to which every member reconnects: every
+// session expires, every member reconnects at once and audits at its own
+// pace, at its next reconcile; the case of an ensemble that refuses the
+// sessions, found by the cut-off probe, is not modelled; a deletion under
+// way loses its reply or sends its next write to the restored tree; the
+// members that applied past the copy fail and mark the room lost when they
+// audit; the next calm stretch runs the lost room 30 rounds, then the
+// operator re-seeds from the survivors' data dirs, trusting the finder's
+// history — the most of the history before the restore any member applied
+// — when a member applied another, and the calm stretch goes on; rollbacks
+// come more often while a deletion is under way) drawn from a seed, checking
 // after every step: one writer per epoch, no acknowledgement after a fence,
 // each member's applied entries a prefix of the committed history, no
 // deletion without a live member serving a covering checkpoint, no hole in
@@ -124,13 +129,18 @@
 // deleted that a progressing bootstrap hold needs, no reads served with a
 // link probe out past its bound, no member failed as refused unless refused
 // for a session timeout, no room-version move past a live member, no member
-// running on channels beyond its room versions, nothing acknowledged from a
-// rollback that lost what a running member applied until the re-seed (no
-// lost index written again), no acknowledged entry missing from the
-// re-seeded log, and the core's own invariants; after every calm stretch,
+// running on channels beyond its room versions, nothing acknowledged and no
+// append landing in a room marked lost until the re-seed (the mark fences
+// the primary elected in the finder's window), nothing acknowledged after
+// a connected member reached the verdict that the log lost what it applied
+// (the simulation marks in the step of the verdict), no append
+// acknowledged before a rollback missing from the re-seeded log, and the
+// core's own invariants; after every calm stretch,
 // exactly one member leads, in the room's epoch, and every connected member
-// serves reads. A failing seed prints a trace and the command that replays
-// it.
+// serves reads. Appends acknowledged after a lossy rollback and before the
+// mark (the finder's window, a limit stated under "Disaster recovery") are
+// counted and reported with those the trusted re-seed discards, not
+// failed. A failing seed prints a trace and the command that replays it.
 // TestSimulationFindsPlantedBugs plants bugs in the decisions the
 // simulation applies (acknowledge a fenced append, delete without a served
 // checkpoint or under a live hold, call a progressing hold stalled, no term
@@ -144,7 +154,9 @@
 // early; two room-version moves at once; run on channels beyond our room
 // versions; fail on a lost log without marking the room lost, after which
 // a member whose state the older copy holds takes over and acknowledges at
-// the lost indexes) and requires the simulation to find each. The
+// the lost indexes after the finder's verdict; and a mark that does not
+// fence the sitting writer, whose primary goes on acknowledging in a room
+// marked lost) and requires the simulation to find each. The
 // simulation still models the loop's executor rather than running loop.go
 // (it covers the core and the pure decisions, not the loop's I/O).
 // TestSimZKConformance runs the same random operation sequences on the
@@ -901,9 +913,10 @@
 //     ZooKeeper lane, ahead of the resignation, so the marker is in place
 //     before the member's candidate goes (the probe marks at once through
 //     its own session, since ours is refused; Open at once). The
-//     simulation's rollbacks exercise it; without the mark (a planted
-//     bug) a member whose state the older copy holds takes over and
-//     acknowledges at the lost indexes.
+//     simulation's rollbacks exercise it, the finder auditing at its own
+//     pace after the restore; without the mark (a planted bug) a member
+//     whose state the older copy holds takes over and acknowledges at the
+//     lost indexes after the finder's verdict.
 //
 // A failed member acknowledges nothing more (a disconnected or failed
 // primary stops accepting), so every acknowledged entry is on some

@@ -31,9 +31,11 @@ import (
 // refused by every server (the core's link check and cut-off probe), room
 // versions (operator targets, binaries swapped, moves decided on a stale
 // view and rechecked when they land), and ZooKeeper restored from an older
-// copy (rollback: the members audit, those that applied past the copy fail
+// copy (rollback, as a 3-server ensemble every member reconnects to: the
+// members audit at their own pace, those that applied past the copy fail
 // and mark the room lost, takeovers and audits in a marked room fail, and
-// the operator re-seeds from the survivors). After every step it checks the
+// the operator re-seeds from the survivors, trusting the finder's history
+// over another). After every step it checks the
 // invariants of ../shared/DESIGN.md:
 //
 //  1. one writer per epoch: no two members hold a term of the same epoch,
@@ -53,10 +55,15 @@ import (
 //     member fails as refused unless refused for a session timeout;
 //  8. room versions: a move never lands past a live member; a member on a
 //     room whose channels are beyond it fails; one move at a time;
-//  9. a rollback loses nothing acknowledged: from a rollback that lost
-//     entries a running member applied until the re-seed, nothing is
-//     acknowledged (no index the rollback lost is written again), and the
-//     re-seeded log holds every entry acknowledged before it;
+//  9. after a rollback that lost entries a running member applied: once
+//     the room is marked lost nothing is acknowledged and no append lands
+//     until the re-seed (the mark fences the primary elected in the
+//     finder's window); nothing is acknowledged after a connected member
+//     reached the finder's verdict (the sim marks in that step); the
+//     re-seed, trusting the finder's history, holds every entry
+//     acknowledged before the rollback. Appends acknowledged between the
+//     rollback and the mark (the finder's window, a stated limit) are
+//     counted, with those the re-seed discards, not failed;
 //  10. no hole in the channel chain: the deleted channels are a prefix,
 //     followed by at most one being deleted (only the oldest is deleted);
 //  11. fencing on every deletion write: none lands after its writer's
@@ -117,6 +124,9 @@ type simBugs struct {
 	// which may be a checkpoint's wait old, without deciding again on
 	// fresh reads (recheckMove).
 	noMoveRecheck bool
+	// markNoFence: marking the room lost creates the marker without the
+	// write of the epoch znode (the sitting writer is not fenced).
+	markNoFence bool
 	// delAnyChannel: a deletion deletes whichever covered channel it
 	// decided on, not only the oldest (no check that channel N-1 is gone),
 	// and a deletion that lost a reply goes on with the next channel.
@@ -309,7 +319,13 @@ type sim struct {
 	marks       int // rooms marked lost (aMarkLost carried out)
 	lostRefused int // takeovers refused in a room marked lost
 	lostReseeds int // re-seeds after a lossy rollback
-	tokens      int // writer tokens created
+	// The finder's window (after a lossy rollback, before the mark):
+	windowAcks      int // appends acknowledged in it
+	windowRollbacks int // rollbacks with any
+	trusted         int // re-seeds that found two histories and trusted the finder's
+	windowLost      int // acknowledged appends that trust discarded
+	unmarked        int // lossy rollbacks re-seeded before any mark
+	tokens          int // writer tokens created
 	// Channel deletion (simdelete_test.go): writes that landed, deletions
 	// refused because channel N-1 still existed, by the epoch fence, by
 	// the channels znode's version, and ended on a lost reply.
@@ -338,6 +354,16 @@ type simLoss struct {
 	end    uint64
 	before []simEntry
 	acked  int
+	// found: a member reached the verdict that the log lost what it
+	// applied while connected (its core then emits aMarkLost, carried out
+	// in the same step); foundAcked how many appends had been
+	// acknowledged then. marked: the marker is in place (markAcked,
+	// markHist: the acknowledged appends and the log's length then).
+	found      bool
+	foundAcked int
+	marked     bool
+	markAcked  int
+	markHist   int
 }
 
 // simLine is one line of the trace, formatted only when printed (a seed
@@ -518,6 +544,11 @@ func (s *sim) do(m *simMember, a action) {
 		s.stepCore(m, evTransferWritten{Epoch: a.Epoch, To: a.To})
 	case aFail:
 		m.term, m.takeover, m.tail, m.ending = nil, nil, false, false
+		if l := s.loss; l != nil && !l.found && marksRoomLost(a.Err) && s.usable(m) {
+			// A finder's verdict, reached while connected: its aMarkLost
+			// follows in this step (checkInvariants).
+			l.found, l.foundAcked = true, len(s.acked)
+		}
 		if errors.Is(a.Err, ErrSessionRefused) {
 			// The probe's results may arrive after the refusal ended: what
 			// counts is that it lasted a session timeout.
@@ -585,10 +616,35 @@ func (s *sim) do(m *simMember, a action) {
 // checkInvariants runs after every step.
 func (s *sim) checkInvariants() {
 	s.checkChain()
-	if l := s.loss; l != nil && len(s.acked) > l.acked {
-		e := s.acked[l.acked]
-		s.fatalf("acknowledged while the room was lost: %+v acknowledged (written by %s) after the rollback at step %d to a copy whose log ends at %d; the log held %v there before it",
-			e, s.writer[e.epoch], l.step, l.end, simHistAt(l.before, int(e.index)-1))
+	if l := s.loss; l != nil {
+		// After a lossy rollback the room is lost; what the design keeps
+		// (the window before the mark is a stated limit, counted in
+		// reseed, not a failure here):
+		//  - once marked, nothing is acknowledged and no append lands
+		//    until the re-seed: the mark's write of the epoch znode fences
+		//    every writer, the window's primary among them, and NewWriter
+		//    refuses a marked room;
+		//  - nothing is acknowledged after a connected member reached the
+		//    finder's verdict. In the simulation the core's aMarkLost is
+		//    carried out in the step of the verdict (the mark-lost job
+		//    goes first in its lane, and the sim runs it at once), so the
+		//    mark is in place from then on: an acknowledgement after the
+		//    verdict is one the mark should have fenced (the core that
+		//    never marks). The window this leaves open is the one the
+		//    package doc states: from the restore until a finder audits
+		//    while connected.
+		switch {
+		case l.marked && len(s.acked) > l.markAcked:
+			e := s.acked[l.markAcked]
+			s.fatalf("acknowledged while the room was marked lost: %+v acknowledged (written by %s) after the mark; the rollback at step %d to a copy whose log ends at %d",
+				e, s.writer[e.epoch], l.step, l.end)
+		case l.marked && len(s.hist) > l.markHist:
+			s.fatalf("an append landed in a room marked lost: %+v (written by %s) after the mark", s.hist[l.markHist], s.writer[s.hist[l.markHist].epoch])
+		case l.found && len(s.acked) > l.foundAcked:
+			e := s.acked[l.foundAcked]
+			s.fatalf("acknowledged after a finder's verdict: %+v acknowledged (written by %s) after a connected member found that the log lost what it applied (rollback at step %d to a copy whose log ends at %d; the log held %v there before it); the room should be marked lost",
+				e, s.writer[e.epoch], l.step, l.end, simHistAt(l.before, int(e.index)-1))
+		}
 	}
 	byEpoch := map[uint64]string{}
 	for _, m := range s.ms {
@@ -1148,36 +1204,66 @@ func (s *sim) reseed() {
 	}
 }
 
-// restoreSurvivors is Reseed's choice after a lossy rollback: the seed is
-// the longest history any member applied (their data dirs, failed
-// members' included); every other must be a prefix of it (Reseed refuses
-// two histories), and it must hold every entry acknowledged before. The
-// log model gets the seed's history back (the model's shortcut for the
-// new incarnation that starts past the seed, and the bootstraps from the
-// seed's checkpoint: the entries past the rolled-back log's end are
-// written again as they were), and the marker is deleted with the old
-// room. It returns the highest epoch in the seed's history.
+// restoreSurvivors is Reseed's choice after a lossy rollback, from the
+// members' data dirs (failed members' included). The seed is the finder:
+// the member that applied the most of the history before the rollback
+// (l.before). When every member's history is a prefix of the seed's,
+// Reseed takes it as it is. When a member applied entries written in the
+// finder's window (after the rollback, before the mark), there are two
+// histories: Reseed refuses unless told which to trust, and the operator
+// trusts the finder's (trusted). The members whose data dirs hold the
+// other history are wiped (they bootstrap again), and the acknowledged
+// appends that history alone held are lost (windowLost: the limit the
+// package doc states). Every append acknowledged before the rollback must
+// be in the seed. The log model gets the seed's history back (the model's
+// shortcut for the new incarnation that starts past the seed, and the
+// bootstraps from the seed's checkpoint: the entries past the
+// rolled-back log's end are written again as they were), and the marker
+// is deleted with the old room. It returns the highest epoch in the
+// seed's history.
 func (s *sim) restoreSurvivors() uint64 {
+	l := s.loss
 	var seed *simMember
 	for _, m := range s.ms {
-		if seed == nil || len(m.applied) > len(seed.applied) {
+		if simPrefix(m.applied, l.before) && (seed == nil || len(m.applied) > len(seed.applied)) {
 			seed = m
 		}
 	}
+	if seed == nil || uint64(len(seed.applied)) <= l.end {
+		s.fatalf("re-seed after a rollback: no member holds what the rollback lost (lost past %d)", l.end)
+	}
+	if !l.marked {
+		s.unmarked++
+	}
+	if n := len(s.acked) - l.acked; n > 0 {
+		s.windowAcks += n
+		s.windowRollbacks++
+	}
+	var wiped []string
 	for _, m := range s.ms {
 		if !simPrefix(m.applied, seed.applied) {
-			i := 0
-			for i < len(m.applied) && m.applied[i] == seed.applied[i] {
-				i++
-			}
-			s.fatalf("re-seed after a rollback: %s applied %+v at %d, the seed %s %v: two histories", m.id, m.applied[i], i+1, seed.id, simHistAt(seed.applied, i))
+			m.applied, m.ckpt = nil, 0
+			wiped = append(wiped, m.id)
 		}
 	}
-	for _, e := range s.acked {
-		if !simHolds(seed.applied, e) {
-			s.fatalf("acknowledged entry lost across the re-seed: %+v acknowledged, the seed %s (applied %d) has %v there", e, seed.id, len(seed.applied), simHistAt(seed.applied, int(e.index)-1))
+	if len(wiped) > 0 {
+		s.trusted++
+		s.logf("re-seed after the rollback: two histories; the operator trusts the finder %s's (applied %d); data dirs wiped: %v", seed.id, len(seed.applied), wiped)
+	}
+	kept := s.acked[:0:0]
+	for i, e := range s.acked {
+		switch {
+		case simHolds(seed.applied, e):
+			kept = append(kept, e)
+		case i < l.acked:
+			s.fatalf("acknowledged entry lost across the re-seed: %+v acknowledged before the rollback at step %d, the seed %s (applied %d) has %v there",
+				e, l.step, seed.id, len(seed.applied), simHistAt(seed.applied, int(e.index)-1))
+		default:
+			s.windowLost++
+			s.logf("re-seed after the rollback: %+v, acknowledged in the finder's window, is not in the trusted history", e)
 		}
 	}
+	s.acked = kept
 	same := 0
 	for same < len(s.hist) && same < len(seed.applied) && s.hist[same] == seed.applied[same] {
 		same++
@@ -1227,17 +1313,22 @@ func (s *sim) takeSnap() {
 		rv: s.rv, rvSince: s.rvSince, rvLowering: s.rvLowering, rvTarget: s.rvTarget}
 }
 
-// rollback: ZooKeeper restored from the older copy s.snap. The model is a
-// restored 3-server ensemble (a new ZooKeeper epoch, whose zxids pass
-// every old one): no member is refused; every session is expired (the
-// sessions the copy holds are not revived: their ephemerals would only
-// linger until they expire), so every member reconnects in a new session
-// and sees the old tree. The members reconnect and audit within the step
-// that restores (the loop audits at once on every reconnect): the
-// verdicts of those that applied past the copy, and their markers, come
-// before any takeover's election read, NewWriter and catch-up. Not made
-// when a member that has failed applied past the copy: no running member
-// would find the loss (a limit the package doc states).
+// rollback: ZooKeeper restored from the older copy s.snap. Only one case
+// is modelled: a restored 3-server ensemble (a new ZooKeeper epoch, whose
+// zxids pass every old one) to which every member reconnects: no member
+// is refused; every session is expired (the sessions the copy holds are
+// not revived here: their ephemerals would only linger until they
+// expire), so every member reconnects in a new session and sees the old
+// tree. The case of an ensemble that refuses the sessions (members that
+// find out through the cut-off probe) is not modelled. The members
+// reconnect within the step that restores but audit at their own pace:
+// the loop's audit is due on the reconnect (aConnected: auditDue) and
+// runs at the member's next reconcile, so a finder may be slow or cut off
+// again, and a member within the copy may meanwhile be elected and
+// acknowledge at the indexes the rollback lost (the finder's window, a
+// limit the package doc states; counted, not a failure). Not made when a
+// member that has failed applied past the copy: no running member would
+// find the loss (another stated limit).
 func (s *sim) rollback() {
 	sn := s.snap
 	if sn == nil || s.loss != nil {
@@ -1312,11 +1403,6 @@ func (s *sim) rollback() {
 			// once, ahead of the audits.
 			s.advanceDeletion(m)
 		}
-	}
-	for _, m := range s.ms {
-		if s.usable(m) && !m.c.failed {
-			s.audit(m)
-		}
 		s.checkInvariants()
 	}
 }
@@ -1363,11 +1449,18 @@ func (s *sim) markLost(m *simMember, found error) {
 	if err != nil {
 		return
 	}
-	if err := s.zk.multi(m.sid, simOp{kind: "create", path: s.lostPath(), data: []byte(found.Error())},
-		simOp{kind: "set", path: s.epochPath, data: data, version: ver}); err != nil {
+	ops := []simOp{{kind: "create", path: s.lostPath(), data: []byte(found.Error())},
+		{kind: "set", path: s.epochPath, data: data, version: ver}}
+	if s.bugs.markNoFence {
+		ops = ops[:1]
+	}
+	if err := s.zk.multi(m.sid, ops...); err != nil {
 		return
 	}
 	s.marks++
+	if l := s.loss; l != nil && !l.marked {
+		l.marked, l.markAcked, l.markHist = true, len(s.acked), len(s.hist)
+	}
 	s.logf("%s marked the room lost", m.id)
 }
 
@@ -1870,7 +1963,7 @@ func TestSimulation(t *testing.T) {
 		seeds, _ = strconv.Atoi(os.Getenv("SIM_SEEDS"))
 	}
 	var acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses int
-	var rollbacks, lossy, marks, lostRefused, lostReseeds int
+	var rollbacks, lossy, marks, lostRefused, lostReseeds, windowAcks, windowRollbacks, trusted, windowLost, unmarked int
 	var delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost int
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		s := newSim(fail, seed, simBugs{})
@@ -1891,6 +1984,11 @@ func TestSimulation(t *testing.T) {
 		marks += s.marks
 		lostRefused += s.lostRefused
 		lostReseeds += s.lostReseeds
+		windowAcks += s.windowAcks
+		windowRollbacks += s.windowRollbacks
+		trusted += s.trusted
+		windowLost += s.windowLost
+		unmarked += s.unmarked
 		delWrites += s.delWrites
 		delNotOldest += s.delNotOldest
 		delEpochFenced += s.delEpochFenced
@@ -1906,10 +2004,11 @@ func TestSimulation(t *testing.T) {
 	}
 	t.Logf("%d seeds: %d acknowledged appends, %d lost replies, %d epochs that wrote, %d channels deleted, %d live primaries wrongly deposed, %d re-seeds, "+
 		"%d silent links (%d read refusals), %d sessions refused (%d members failed on it), %d room-version moves, %d members refused a room beyond them, %d bootstrap holds lapsed, "+
-		"%d rollbacks to an older copy (%d lost what a member applied; %d rooms marked lost, %d takeovers refused in one, %d re-seeds after), "+
+		"%d rollbacks to an older copy (%d lost what a member applied; %d rooms marked lost, %d takeovers refused in one, %d re-seeds after, %d of them before any mark; "+
+		"the finder's window: %d appends acknowledged before the mark, in %d rollbacks; %d re-seeds trusted the finder's history over another, discarding %d of those acknowledged appends), "+
 		"%d deletion writes (deletions refused: %d not the oldest, %d by the epoch fence, %d by the channels znode's version; %d ended on a lost reply)",
 		seeds, acked, lost, leads, deleted, deposals, reseeds, silences, linkCuts, refusals, refusedFailed, rvMoves, rvRefused, holdLapses,
-		rollbacks, lossy, marks, lostRefused, lostReseeds, delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost)
+		rollbacks, lossy, marks, lostRefused, lostReseeds, unmarked, windowAcks, windowRollbacks, trusted, windowLost, delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost)
 	// The simulation must exercise what it checks.
 	require.Positive(t, deposals)
 	require.Positive(t, reseeds)
@@ -1961,7 +2060,10 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its"},
 		// A member whose state the older copy holds takes over and
 		// acknowledges at the indexes the rollback lost.
-		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged while the room was lost"},
+		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict"},
+		// The primary elected in the finder's window goes on writing
+		// after the mark.
+		{"mark lost without fencing the writer", simBugs{markNoFence: true}, "marked lost"},
 		// Channel deletion (simdelete_test.go): the three rules of
 		// logroom's fenced deletion, one at a time.
 		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole"},
