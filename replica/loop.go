@@ -82,6 +82,9 @@ type loopState struct {
 	lastAudit    time.Time // when the last log audit was queued
 	auditSoon    bool      // a channel read found a lost batch: audit at once
 	auditFails   int       // consecutive audits that did not complete
+	// markRetryAt: a mark-lost that may not have landed is not tried
+	// again (nor the resignation behind it) before this time.
+	markRetryAt time.Time
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
@@ -402,11 +405,11 @@ func (r *Replica) do(a action) {
 		// Paired with the resignation that follows it (the core emits
 		// both on each attempt): queued when that is, ahead of it in lane
 		// 0, so the marker is in place before our candidate goes.
-		if lp.pending["resign"] == 0 && lp.pending["mark-lost"] == 0 {
+		if lp.pending["resign"] == 0 && lp.pending["mark-lost"] == 0 && !time.Now().Before(lp.markRetryAt) {
 			r.markLostJob(a.Err)
 		}
 	case aResign:
-		if lp.pending["resign"] == 0 {
+		if lp.pending["resign"] == 0 && (lp.pending["mark-lost"] > 0 || !time.Now().Before(lp.markRetryAt)) {
 			r.resignFailed()
 		}
 	case aLog:
@@ -1131,6 +1134,10 @@ func (r *Replica) fail(err error) {
 // that the resignation failed: our candidate stays (a member the older
 // log satisfies must not take over in its stead), and the core asks again
 // for both at a later reconcile.
+// markRetryPause is how long a mark-lost that may not have landed waits
+// before it is tried again (with the resignation behind it).
+const markRetryPause = time.Second
+
 func (r *Replica) markLostJob(found error) {
 	lp := r.lp
 	r.enqueue(zkJob{name: "mark-lost", bound: markLostWait, run: func(ctx context.Context) func() {
@@ -1148,6 +1155,7 @@ func (r *Replica) markLostJob(found error) {
 				kept = append(kept, j)
 			}
 			lp.jobs[0] = kept
+			lp.markRetryAt = time.Now().Add(markRetryPause)
 			r.step(evResigned{Err: fmt.Errorf("marking the room lost first: %w", err)})
 		}
 	}})

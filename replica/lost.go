@@ -173,9 +173,18 @@ func (r *Replica) markLost(_ context.Context, c *logroom.Client, found error) er
 		r.cfg.ID, r.applied.Load(), time.Now().UTC().Format(time.RFC3339), found, r.cfg.Room)
 	marked, err := logroom.MarkLost(ctx, c, r.baseOrDefault(), r.cfg.Room, r.roomCzxid, r.room.EpochZnode(), text)
 	switch {
-	case err != nil:
-		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+	case errors.Is(err, logroom.ErrNoRoom):
+		// The room is gone meanwhile: a tombstone records that.
+		r.tombstone(ctx, c, r.roomGone("marking the room lost found"))
+		return nil
+	case err != nil && (logroom.IsConnLoss(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		r.log.Warn("could not mark the room lost in ZooKeeper (will try again): a member whose state the rolled-back log still holds could take over", "err", err)
 		return err
+	case err != nil:
+		// Not one a retry mends (a corrupt room znode, no access): said
+		// once, and the resignation goes ahead.
+		r.log.Warn("could not mark the room lost in ZooKeeper: a member whose state the rolled-back log still holds could take over", "err", err)
+		return nil
 	case marked:
 		r.log.Warn("the room is marked lost in ZooKeeper (its log lost what this member applied)", "room", r.cfg.Room)
 	default:
