@@ -472,7 +472,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 		if err := sleepCtx(ctx, at); err != nil {
 			return res, interrupted(ctx)
 		}
-		chunks.kill("cs2")
+		chunks.kill(ctx, "cs2")
 		phase1 -= at
 	}
 	if err := sleepCtx(ctx, phase1); err != nil {
@@ -601,7 +601,7 @@ func (p *pair) run(ctx context.Context) (res pairResult, err error) {
 	}
 	res.OK = res.OpsLost == 0 && res.Mismatches == 0 && res.OpsUnknown == 0 && res.HashesEqual && res.Replicas == 2 && res.FailoverMS > 0
 	if chunks != nil {
-		res.OK = res.OK && res.TasksDoneTwice == 0 && res.BlocksUnderReplicated == 0 && res.RereplicationTasks > 0
+		res.OK = res.OK && res.TasksDoneTwice == 0 && res.BlocksUnderReplicated == 0 && (res.RereplicationTasks > 0 || res.BlocksOnKilled == 0)
 	}
 	return res, nil
 }
@@ -954,6 +954,21 @@ func (p *pair) summary(res pairResult) {
 			}
 			if !res.HashesEqual {
 				why = append(why, "the hashes differ")
+			}
+			if res.ChunkServers > 0 {
+				c := res.chunkResult
+				if c.TasksDoneTwice > 0 {
+					why = append(why, fmt.Sprintf("%d re-replication task(s) done twice", c.TasksDoneTwice))
+				}
+				if c.BlocksUnderReplicated > 0 {
+					why = append(why, fmt.Sprintf("%d block(s) under-replicated", c.BlocksUnderReplicated))
+				}
+				if c.RereplicationTasks == 0 && c.BlocksOnKilled > 0 {
+					why = append(why, fmt.Sprintf("no re-replication task done, though the killed chunk server held %d block(s)", c.BlocksOnKilled))
+				}
+			}
+			if len(why) == 0 {
+				why = append(why, fmt.Sprintf("%d replica(s) compared, failover %d ms", res.Replicas, res.FailoverMS))
 			}
 		}
 		verdict = "FAIL: " + strings.Join(why, "; ")

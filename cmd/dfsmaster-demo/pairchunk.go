@@ -44,6 +44,11 @@ type pairChunks struct {
 	// done before and after it.
 	killAt        time.Time
 	before, after int
+	// held: blocks acknowledged on each chunk server; heldAtKill: what
+	// the killed ones held when they were killed (nothing to re-replicate
+	// when 0).
+	held       map[string]int
+	heldAtKill int
 
 	blocks   atomic.Int64 // blocks the block writer added (acknowledged)
 	writeErr atomic.Pointer[error]
@@ -62,12 +67,17 @@ type chunkResult struct {
 	TasksAfterFailover    int `json:"rereplication_tasks_after_failover"`
 	TasksDoneTwice        int `json:"tasks_done_twice"`
 	BlocksUnderReplicated int `json:"blocks_under_replicated"`
+	// BlocksOnKilled: blocks the killed chunk servers held when killed.
+	BlocksOnKilled int `json:"blocks_on_killed"`
 }
+
+// killHoldWait bounds kill's wait for the victim to hold a block.
+const killHoldWait = 5 * time.Second
 
 // startChunks raises the room to room version 2 (placements need every
 // master to read them), starts n chunk servers and the block writer.
 func (p *pair) startChunks(ctx context.Context, n int) (*pairChunks, error) {
-	pc := &pairChunks{p: p, n: n, procs: map[string]*child{}, done: map[string][]string{}, stop: make(chan struct{})}
+	pc := &pairChunks{p: p, n: n, procs: map[string]*child{}, done: map[string][]string{}, held: map[string]int{}, stop: make(chan struct{})}
 	if err := p.raiseRoomVersion(ctx); err != nil {
 		return nil, err
 	}
@@ -200,6 +210,11 @@ func (pc *pairChunks) writeBlocks(ctx context.Context) error {
 			return err
 		}
 		pc.blocks.Add(1)
+		pc.mu.Lock()
+		for _, s := range on {
+			pc.held[s]++
+		}
+		pc.mu.Unlock()
 		if sleepCtx(ctx, 20*time.Millisecond) != nil {
 			return nil
 		}
@@ -241,9 +256,22 @@ func (pc *pairChunks) primaryKilled(at time.Time) {
 	pc.mu.Unlock()
 }
 
-// kill kill -9s chunk server id.
-func (pc *pairChunks) kill(id string) {
+// kill kill -9s chunk server id, once it holds a block (waiting at most
+// killHoldWait: on a loaded machine the block writer may not have placed
+// one there yet, and a server that holds nothing leaves nothing to
+// re-replicate).
+func (pc *pairChunks) kill(ctx context.Context, id string) {
+	deadline := time.Now().Add(killHoldWait)
+	for {
+		pc.mu.Lock()
+		n := pc.held[id]
+		pc.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) || sleepCtx(ctx, 20*time.Millisecond) != nil {
+			break
+		}
+	}
 	pc.mu.Lock()
+	pc.heldAtKill += pc.held[id]
 	pc.live = slices.DeleteFunc(pc.live, func(s string) bool { return s == id })
 	pc.killed = append(pc.killed, id)
 	c := pc.procs[id]
@@ -274,6 +302,9 @@ func (pc *pairChunks) check(ctx context.Context, addr string, minIndex uint64, r
 		return err
 	}
 	r.ChunkServers, r.ChunkServersKilled, r.BlocksPlaced = pc.n, len(pc.killed), pc.blocks.Load()
+	pc.mu.Lock()
+	r.BlocksOnKilled = pc.heldAtKill
+	pc.mu.Unlock()
 	deadline := time.Now().Add(convergeTimeout)
 	var last api.PlacementsResponse
 	for {
