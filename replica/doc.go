@@ -930,8 +930,12 @@
 // resigns) leaves a window in which a member whose state is within the
 // copy may be elected and acknowledge at lost indexes (the mark then
 // fences it). A wipe under a room whose members were all down leaves no
-// tombstone. When the mark cannot be made, the finder keeps its candidate
-// (it does not resign) and tries again. Keep every member of the room
+// tombstone. When the mark's outcome is unknown (a connection loss, its
+// bound), the finder keeps its candidate (it does not resign) and tries
+// again a second later, until it marks, its session ends or it is
+// closed (Close marks first too); an error no retry mends (no access, a
+// corrupt room znode) is logged and the resignation goes ahead, and a
+// room gone meanwhile gets a tombstone. Keep every member of the room
 // stopped from the first ErrRoomLost until the re-seed.
 //
 // Re-seed (Reseed; `roomlog reseed ROOM --from DIR,DIR…`): with every
