@@ -275,8 +275,9 @@
 //     (CAS) and create the writer's token epoch/w-<nonce>, in one Multi.
 //     The writer's fence is version v+1 and its token. A lost reply is
 //     resolved by reading back the nonce. BadVersion → ErrFenced. Once
-//     the writer has taken over, it deletes earlier writers' tokens in
-//     one Multi behind its fence.
+//     the writer runs, it deletes earlier writers' tokens in one Multi
+//     behind its fence, in the background (nothing waits for it; a
+//     failure leaves them to the next takeover).
 //  2. Check the chain again (an older writer may have rotated before our
 //     CAS). None: create ch-1 (first 1), fenced.
 //  3. Last channel sealed (only a foreign write can do that): ErrCorrupt.
@@ -285,6 +286,13 @@
 //     more, so it stays empty until we write.
 //  5. Otherwise list it once, read its named batches in index order
 //     (16 Gets in flight) and stop at the first hole: that is the end E.
+//     Batches a Reader of the same Room delivered from this channel's
+//     first batch on (same channel number, first index and epoch) are
+//     not read again: batch znodes are immutable, the Reader validated
+//     each in order as the scan would, and the chain check of 2 refuses
+//     a channel that lost a batch (ChannelInfo.Removed). A standby
+//     taking over has read the channel it seals up to its applied index,
+//     so its scan reads only what it had not applied.
 //     One fenced Multi seals it (sealed, last E, bytes, batches; version
 //     checked) and creates the next channel with first E+1. A corrupt batch
 //     in the chain fails NewWriter with ErrCorrupt (the log needs an
@@ -301,7 +309,8 @@
 //     writes into a room marked lost after the mark.
 //
 // Close does not seal: the next writer does it at takeover. The takeover
-// reads the whole open channel once (at most MaxChannelBytes).
+// reads the open channel once (at most MaxChannelBytes), less what a
+// Reader of its Room verified (5).
 //
 // # Protocol: append
 //

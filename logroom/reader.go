@@ -64,6 +64,10 @@ type Reader struct {
 	// pipelined counts batches read in the same round trip as the ExistsW
 	// that would have armed their watch (tests).
 	pipelined int
+	// prefix: what this reader verified of the current channel from its
+	// first batch on (Room.read; valid while prefix.num == ch and the
+	// batches delivered started at the channel's first index).
+	prefix readPrefix
 }
 
 // prefetchWindow is how many batch Gets a catching-up reader keeps in flight.
@@ -279,6 +283,7 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 
 func (rd *Reader) setChannel(num uint64, m channelMeta) {
 	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
+	rd.prefix = readPrefix{num: num, first: m.First, next: m.First}
 	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
 	rd.ahead, rd.listed, rd.fetched, rd.behind, rd.lastListed = nil, false, nil, 0, 0
 }
@@ -702,6 +707,14 @@ func (rd *Reader) deliver(path string, data []byte, ctime int64) ([]Entry, error
 	}
 	rd.lastEpoch = b.Epoch
 	rd.bpos = b.First + uint64(b.Count)
+	if p := &rd.prefix; p.num == rd.ch && p.next == b.First && (p.batches == 0 || p.epoch == b.Epoch) {
+		// Contiguous from the channel's first batch: a Writer of this
+		// Room taking over need not read these again.
+		p.epoch, p.next = b.Epoch, rd.bpos
+		p.bytes += int64(len(data))
+		p.batches++
+		rd.room.read.advance(*p)
+	}
 	out := make([]Entry, 0, b.Count)
 	id := b.ID()
 	for i, d := range b.Entries {

@@ -381,6 +381,10 @@ type Room struct {
 	deletions atomic.Uint64
 	// sizes: the open channels' batch sizes UsageOf has measured.
 	sizes openSizes
+	// read: the longest verified prefix of a channel that a Reader of this
+	// Room delivered (readPrefix); a Writer taking over does not read it
+	// again when it seals that channel (scanChain).
+	read readPrefixes
 }
 
 // OpenRoom opens the room name under opts.Base, creating it when absent. The
@@ -1376,4 +1380,43 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 		firsts = firsts[n:]
 	}
 	return pos - 1, bytes, batches, nil
+}
+
+// readPrefix is what a Reader verified of one channel, from the channel's
+// first batch on, as it delivered: the batches [first, next) of channel
+// num, each carrying epoch (the channel's), bytes of batch data in
+// batches znodes. Batch znodes are immutable and every one of these was
+// validated in order (Reader.deliver), so a Writer taking over starts its
+// scan of that channel at next instead of first; a batch removed since is
+// caught by the chain check (ChannelInfo.Removed) that precedes the scan.
+type readPrefix struct {
+	num, first, next, epoch uint64
+	bytes                   int64
+	batches                 int
+}
+
+// readPrefixes holds the newest readPrefix of a Room's readers.
+type readPrefixes struct {
+	mu  sync.Mutex
+	cur readPrefix // guarded by mu
+}
+
+// advance records p when it extends the prefix held (same channel, first
+// and epoch, further) or names a later channel.
+func (rp *readPrefixes) advance(p readPrefix) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	c := rp.cur
+	if p.num > c.num || (p.num == c.num && p.first == c.first && p.epoch == c.epoch && p.next > c.next) {
+		rp.cur = p
+	}
+}
+
+// of returns the prefix held for channel num opened at first by epoch
+// (ok false: none).
+func (rp *readPrefixes) of(num, first, epoch uint64) (readPrefix, bool) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	c := rp.cur
+	return c, c.num == num && c.first == first && c.epoch == epoch && c.next > first
 }

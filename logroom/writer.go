@@ -271,7 +271,10 @@ type Writer struct {
 	// comes back to ours) has no token of ours, so nothing of ours lands.
 	tokenPath string
 	start     uint64
-	maxEntry  int
+	// skippedScan: batches of the channel it sealed at takeover that a
+	// Reader of the Room had verified, so the takeover did not read them.
+	skippedScan int
+	maxEntry    int
 	// maxRaw bounds a batch's uncompressed payload (= its stored payload
 	// bound when not compressing); maxCount its entries.
 	maxRaw, maxCount int
@@ -428,11 +431,16 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if err := w.takeOver(ctx); err != nil {
 		return nil, err
 	}
-	w.dropOldTokens(ctx)
 	w.lastCommitted.Store(w.start - 1)
 	w.ls.sessionID = w.c.SessionID()
 	w.lifeCtx, w.cancelLife = context.WithCancel(context.Background())
 	go w.run()
+	// Earlier writers' tokens go after the writer is running: the delete
+	// is one fenced Multi (it lands only while this writer holds the
+	// epoch) and nothing waits for it, so the first append does not wait
+	// two round trips for housekeeping; what fails is retried at the next
+	// takeover.
+	go w.dropOldTokens(w.lifeCtx)
 	return w, nil
 }
 
@@ -769,7 +777,7 @@ func (w *Writer) takeOver(ctx context.Context) error {
 	sealedBatches += nbatches
 	next := channelMeta{Version: channelFormatVersion, First: end + 1, Epoch: w.epoch, Room: roomField(w.RoomVersion())}
 	w.log.Info("sealing previous writer's channel", "channel", last.Num, "first", m.First, "last", end,
-		"batches", nbatches, "orphans", len(names)-nbatches)
+		"batches", nbatches, "orphans", len(names)-nbatches, "read_before", w.skippedScan)
 	return published(len(infos)+1, w.openChannel(ctx, last.Num+1, next, 0, "seal channel and open next",
 		&zk.SetDataRequest{Path: path, Data: encodeMeta(sealed), Version: ver},
 		&zk.CreateRequest{Path: r.channelPath(last.Num + 1), Data: encodeMeta(next), Acl: w.c.ACL()}))
@@ -825,6 +833,18 @@ func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names
 	}
 	slices.Sort(firsts)
 	pos := first
+	if p, ok := r.read.of(num, first, m.Epoch); ok {
+		// A Reader of this Room delivered [first, p.next) of this channel,
+		// each batch validated as below; the chain check before us found
+		// no batch removed. Read from p.next on.
+		pos, nbytes, nbatches = p.next, p.bytes, p.batches
+		i := 0
+		for i < len(firsts) && firsts[i] < pos {
+			i++
+		}
+		firsts = firsts[i:]
+		w.skippedScan = p.batches
+	}
 	for len(firsts) > 0 && firsts[0] == pos {
 		n := min(len(firsts), scanWindow)
 		datas := make([][]byte, n)
