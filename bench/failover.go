@@ -135,6 +135,38 @@ func firstAck(ctx context.Context, cands []*testnode.Node, entry []byte) (*testn
 // kills and 20 pauses (issue 28: a distribution, not one figure), 5
 // transfers; 1 of each with -quick.
 func runFailover(ctx context.Context, b *bench) ([]Result, error) {
+	var out []Result
+	if b.cfg.failoverRow("kill") || b.cfg.failoverRow("pause") || b.cfg.failoverRow("transfer") {
+		rs, err := b.processFailover(ctx)
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	if !b.cfg.failoverRow("handoff") {
+		return out, nil
+	}
+	// Graceful stop (replica.Shutdown), in-process.
+	em, err := newEntryMaker(replicaEntryBytes, 10_000)
+	if err != nil {
+		return out, err
+	}
+	handoffIters := 10
+	if b.cfg.quick {
+		handoffIters = 1
+	}
+	b.prog.Logf("failover-handoff: 3 in-process replicas, %d Shutdowns of the primary", handoffIters)
+	hr, err := b.runHandoff(ctx, em, handoffIters)
+	if err != nil {
+		return out, fmt.Errorf("failover-handoff: %w", err)
+	}
+	b.emit(hr)
+	return append(out, hr), nil
+}
+
+// processFailover runs the failover rows of three replica processes
+// (-failover-rows kill, pause, transfer).
+func (b *bench) processFailover(ctx context.Context) ([]Result, error) {
 	iters, killIters, pauseIters := 5, 20, 20
 	if b.cfg.quick {
 		iters, killIters, pauseIters = 1, 1, 1
@@ -167,6 +199,9 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 			}
 		}
 		return d, w
+	}
+	if !b.cfg.failoverRow("kill") {
+		killIters = 0
 	}
 	for it := range killIters {
 		victim, err := settled(ctx, c, 60*time.Second)
@@ -225,12 +260,17 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	}
 
 	// SIGSTOP for 2 s, shorter than the session: no takeover.
-	pr, err := b.pauses(ctx, c, em, pauseIters, 2*time.Second)
-	if err != nil {
-		return out, fmt.Errorf("failover-pause: %w", err)
+	if b.cfg.failoverRow("pause") {
+		pr, err := b.pauses(ctx, c, em, pauseIters, 2*time.Second)
+		if err != nil {
+			return out, fmt.Errorf("failover-pause: %w", err)
+		}
+		b.emit(pr)
+		out = append(out, pr)
 	}
-	b.emit(pr)
-	out = append(out, pr)
+	if !b.cfg.failoverRow("transfer") {
+		return out, nil
+	}
 
 	// Graceful transfer.
 	var transfers, calls []time.Duration
@@ -283,20 +323,7 @@ func runFailover(ctx context.Context, b *bench) ([]Result, error) {
 	r.setExtra("transfer_call_ms", callMs)
 	r.Note = "TransferLeadership call -> first acknowledged proposal on the target (p50 = median, p99 = max)"
 	b.emit(r)
-	out = append(out, r)
-
-	// Graceful stop (replica.Shutdown), in-process.
-	handoffIters := 10
-	if b.cfg.quick {
-		handoffIters = 1
-	}
-	b.prog.Logf("failover-handoff: 3 in-process replicas, %d Shutdowns of the primary", handoffIters)
-	hr, err := b.runHandoff(ctx, em, handoffIters)
-	if err != nil {
-		return out, fmt.Errorf("failover-handoff: %w", err)
-	}
-	b.emit(hr)
-	return append(out, hr), nil
+	return append(out, r), nil
 }
 
 // lightLoad runs 4 closed-loop proposers on n until the returned stop is

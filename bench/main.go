@@ -36,6 +36,7 @@ type config struct {
 	jsonPath       string
 	plotPath       string
 	scenarios      map[string]bool
+	failoverRows   map[string]bool // the failover rows to run (-failover-rows); nil: all
 	duration       time.Duration
 	cpuProfile     string
 	heapMB         int
@@ -135,6 +136,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.jsonPath, "json", "", "write every figure as JSON to `FILE`")
 	fs.StringVar(&cfg.plotPath, "plot", "", "draw throughput vs p99 latency as SVG to `FILE.svg`")
 	fs.StringVar(&scen, "scenarios", "all", "comma-separated scenarios to run (see below), or all")
+	fs.Func("failover-rows", "the failover scenario's rows to run, comma-separated: kill, pause, transfer, handoff (default all)", func(v string) error {
+		cfg.failoverRows = map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "kill", "pause", "transfer", "handoff":
+				cfg.failoverRows[f] = true
+			default:
+				return fmt.Errorf("unknown failover row %q (kill, pause, transfer, handoff)", f)
+			}
+		}
+		return nil
+	})
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "measured time per row (default 2s with -quick)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process to `FILE`")
 	fs.IntVar(&cfg.heapMB, "zk-heap-mb", 1024, "heap of each ZooKeeper server, MiB (>= 1024)")
@@ -478,3 +491,7 @@ func loadAvg() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// failoverRow reports whether the failover scenario runs row (kill,
+// pause, transfer, handoff): all unless -failover-rows names some.
+func (c config) failoverRow(row string) bool { return c.failoverRows == nil || c.failoverRows[row] }

@@ -483,7 +483,10 @@
 //
 //  1. to must be a live member. Stop accepting; drain as in StepDown.
 //  2. Wait until to's member data shows role standby and applied >= the
-//     last committed index.
+//     last committed index. Our member data asks for that index
+//     (CatchUp), published at once (not at the loop's next tick); a
+//     standby asked publishes the moment its applied index reaches it
+//     (its loop waits on the applied index while asked, not on the tick).
 //  3. Loop: write transfer {from, to, epoch, deadline = now +
 //     TransferTimeout} (ephemeral), step down (re-queue).
 //  4. Candidates that become lowest re-queue behind to (Election 4); to

@@ -237,6 +237,14 @@ func (r *Replica) run() {
 		if lp.ending != nil {
 			endingDone = lp.ending.done
 		}
+		// A primary handing over waits for our applied index to reach its
+		// CatchUp: publish the moment it does, not at the next tick.
+		var caughtUp <-chan struct{}
+		if asked := r.askedCatchUp(); asked > lp.mem.last.Applied {
+			if ch := r.appliedChanged(); r.applied.Load() < asked { // the channel first: no advance missed
+				caughtUp = ch
+			}
+		}
 		select {
 		case <-r.stopc:
 			r.shutdown()
@@ -286,6 +294,7 @@ func (r *Replica) run() {
 			ev.Now = time.Now()
 			r.step(ev)
 		case <-r.ckptReady.C():
+		case <-caughtUp:
 		case <-tick.C:
 			// A link probe's answer that waited behind a busy loop is taken
 			// first: the tick must not find it out past its bound.

@@ -464,6 +464,7 @@ func (r *Replica) TransferLeadership(ctx context.Context, toID string) error {
 	// Our member data asks for last (CatchUp): members publish as soon as
 	// they reach it instead of at their own pace.
 	r.catchUp.Store(last)
+	r.ckptReady.Notify() // publish the CatchUp now, not at the loop's next tick
 	cctx, ccancel := context.WithTimeout(ctx, r.cfg.TransferTimeout)
 	err := r.waitMember(cctx, toID, func(m MemberStatus) bool { return m.Applied >= last && m.Role == RoleStandby })
 	ccancel()

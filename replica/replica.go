@@ -106,7 +106,7 @@ type Replica struct {
 	heldByBoot      atomic.Uint64       // primary: the hold its last deletion check honoured (0: none)
 	ckptTrig        zkx.Signal          // the policy asks for a checkpoint
 	ckptReq         chan ckptRequest    // on-demand checkpoints
-	ckptReady       zkx.Signal          // tells the loop to publish member data
+	ckptReady       zkx.Signal          // tells the loop to publish member data (a checkpoint, a transfer's CatchUp)
 	committedHi     atomic.Uint64       // highest committed index seen
 	archiver        *archiver           // Config.Archive's state (archive.go); nil without one
 	fatalErr        atomic.Pointer[error]
