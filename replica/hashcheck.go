@@ -87,6 +87,20 @@ type hashCheck struct {
 	// that lags behind every publication under load still compares (each
 	// peer publishes its newest index only).
 	ahead map[string]hashObs
+	// bugs: planted bugs (simhash_test.go); always zero in production.
+	bugs hashBugs
+}
+
+// hashBugs plants a bug in the vote, to prove that the integrity
+// simulation's checks can fail (TestSimulationIntegrityFindsPlantedBugs).
+// Always zero outside that test.
+type hashBugs struct {
+	tieToStandby     bool // a tie goes to the standby's side: the primary fails
+	undecidedAgainst bool // undecided peers counted against us, not as possibly ours
+	keepStale        bool // a peer's comparisons kept when it leaves or comes back on a new chain
+	agreeUnchecked   bool // disagreeing peers joined on any published agreement, one with our history too
+	noJoin           bool // disagreeing peers never joined (their agreement among themselves ignored)
+	recordTie        bool // a tie's verdict recorded as an outvote
 }
 
 func newHashCheck() *hashCheck {
@@ -125,22 +139,22 @@ type hashInput struct {
 // it (Status, metrics, log).
 func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	for id := range hc.state {
-		if _, live := in.Peers[id]; !live {
+		if _, live := in.Peers[id]; !live && !hc.bugs.keepStale {
 			hc.forget(id)
 		}
 	}
 	for id := range hc.done {
-		if _, live := in.Peers[id]; !live {
+		if _, live := in.Peers[id]; !live && !hc.bugs.keepStale {
 			hc.forget(id)
 		}
 	}
 	for id := range hc.ahead {
-		if _, live := in.Peers[id]; !live {
+		if _, live := in.Peers[id]; !live && !hc.bugs.keepStale {
 			hc.forget(id)
 		}
 	}
 	for id, o := range in.Peers {
-		if prev, ok := hc.done[id]; ok && (o.Base != prev.Base || o.At < prev.At) {
+		if prev, ok := hc.done[id]; ok && (o.Base != prev.Base || o.At < prev.At) && !hc.bugs.keepStale {
 			hc.forget(id) // a new chain (restarted without it, or restored)
 		}
 		if o.Hash == "" || o.Base != in.Own.Base {
@@ -210,10 +224,10 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 	// hash too) or one we cannot check proves nothing.
 	for _, id := range disagreeing {
 		for other, ag := range in.Peers[id].Agree {
-			if !isDis[other] {
+			if !isDis[other] || hc.bugs.noJoin {
 				continue
 			}
-			if mine, ok := in.OwnAt(ag.At); ok && mine != ag.Hash {
+			if mine, ok := in.OwnAt(ag.At); hc.bugs.agreeUnchecked || (ok && mine != ag.Hash) {
 				group[find(id)] = find(other)
 			}
 		}
@@ -252,11 +266,14 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 		return v
 	}
 	switch {
-	case largest > ours+len(undecided):
+	case largest > ours+len(undecided) || (hc.bugs.undecidedAgainst && largest+len(undecided) > ours):
 		return fail(fmt.Sprintf("%d members agree with each other against %d on this one's side (itself included)", largest, ours))
 	case len(in.Peers) == 1 && len(undecided) == 0 && !in.Primary && in.Peers[disagreeing[0]].Primary:
-		v.TwoVerdict = true
+		v.TwoVerdict = !hc.bugs.recordTie
 		return fail("the room's two members disagree and the other one is the primary")
+	case hc.bugs.tieToStandby && in.Primary && largest >= ours+len(undecided):
+		v.TwoVerdict = true
+		return fail("the standby's side wins a tie")
 	case primSide > 0 && !in.Primary && primSide >= ours+len(undecided):
 		// A tie at best: the primary's side is at least as large as ours
 		// would be with every undecided peer on it. The log cannot say
@@ -264,7 +281,7 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 		// When most live members disagree with us (the primary's side
 		// and peers whose agreement with it has not arrived yet, or a
 		// third history), we are outvoted all the same: recorded.
-		v.TwoVerdict = len(disagreeing) <= ours+len(undecided)
+		v.TwoVerdict = len(disagreeing) <= ours+len(undecided) && !hc.bugs.recordTie
 		return fail(fmt.Sprintf("%d members on the primary's side (the primary included) agree with each other against %d on this one's side "+
 			"(itself included), %d undecided: at best a tie, and the primary's side wins a tie", primSide, ours, len(undecided)))
 	case largest < ours:
