@@ -279,7 +279,11 @@
 //     behind its fence, in the background (nothing waits for it; a
 //     failure leaves them to the next takeover).
 //  2. Check the chain again (an older writer may have rotated before our
-//     CAS). None: create ch-1 (first 1), fenced.
+//     CAS). None: create ch-1 (first 1), fenced. (The reads of 1 — room
+//     meta, epoch znode, chain — go out at once, and so do those after
+//     the CAS's sync — lost marker, room meta, chain — and, in 4 and 5,
+//     the last channel's meta and listing: none depends on another, and a
+//     takeover's round trips are the failover's.)
 //  3. Last channel sealed (only a foreign write can do that): ErrCorrupt.
 //  4. Last channel open without any child: reuse it (fenced Set of its
 //     meta's epoch with its version). No older writer can add a child any

@@ -463,9 +463,23 @@ func OpenRoom(ctx context.Context, c *Client, name string, opts RoomOptions) (*R
 // go-zookeeper's last zxid, and a follower behind the mark must not make
 // it look absent.
 func (r *Room) checkLost(ctx context.Context) error {
+	if err := r.syncEpoch(ctx); err != nil {
+		return err
+	}
+	return r.refuseLost(ctx)
+}
+
+// syncEpoch syncs the client's server with the leader at the epoch znode
+// (checkLost's sync; a room deleted meanwhile is found by what follows).
+func (r *Room) syncEpoch(ctx context.Context) error {
 	if err := zkx.Sync(ctx, r.c, r.epochPath()); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return zkError("logroom: sync "+r.epochPath(), err)
 	}
+	return nil
+}
+
+// refuseLost is checkLost after its sync.
+func (r *Room) refuseLost(ctx context.Context) error {
 	text, lost, err := readLost(ctx, r.c, r.epochPath())
 	if err != nil {
 		return err

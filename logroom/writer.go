@@ -405,30 +405,67 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if cfg.maxBatchEntries > 0 {
 		w.maxCount = min(w.maxCount, cfg.maxBatchEntries)
 	}
-	// A room this writer may not write is refused before the epoch CAS,
-	// which would fence the sitting primary for nothing (checked again
-	// after it, when nothing else can change it).
-	if m, _, err := r.readRoomMeta(ctx); err != nil {
-		return nil, err
-	} else if err := cfg.checkRoomVersion(m.roomVersion()); err != nil {
-		return nil, fmt.Errorf("logroom: room %q (%s): %w", r.name, r.root, err)
+	// Before the epoch CAS, three reads at once (none depends on another;
+	// a takeover's time is the failover's): the room meta, for a room this
+	// writer may not write is refused before the CAS, which would fence
+	// the sitting primary for nothing (checked again after it, when
+	// nothing else can change it); the epoch znode; and the channel chain,
+	// checked before anything is written (the new epoch lies past every
+	// epoch it records).
+	var (
+		rm          roomMeta
+		em          epochMeta
+		ever        int32
+		infos       []ChannelInfo
+		rmErr, eErr error
+		chainErr    error
+		lostErr     error
+		rvErr       error
+		afterInfos  []ChannelInfo
+		afterErr    error
+	)
+	concurrently(
+		func() { rm, _, rmErr = r.readRoomMeta(ctx) },
+		func() { em, ever, eErr = r.readEpoch(ctx) },
+		func() { infos, chainErr = r.CheckChain(ctx) })
+	switch {
+	case rmErr != nil:
+		return nil, rmErr
+	case cfg.checkRoomVersion(rm.roomVersion()) != nil:
+		return nil, fmt.Errorf("logroom: room %q (%s): %w", r.name, r.root, cfg.checkRoomVersion(rm.roomVersion()))
+	case eErr != nil:
+		return nil, eErr
+	case chainErr != nil:
+		return nil, chainErr
 	}
-	if err := w.takeEpoch(ctx); err != nil {
+	if err := w.takeEpoch(ctx, em, ever, infos); err != nil {
 		return nil, err
 	}
-	// A room marked lost is refused after the epoch CAS: MarkLost sets
-	// the epoch znode in the Multi that creates the marker, so either our
-	// CAS failed, or the marker is there now, or it fences us later.
-	if err := r.checkLost(ctx); err != nil {
+	// After the CAS and a sync, three reads at once: a room marked lost is
+	// refused (MarkLost sets the epoch znode in the Multi that creates the
+	// marker, so either our CAS failed, or the marker is there now, or it
+	// fences us later); the room version, read under our fence (from here
+	// on only this writer changes it: a rotation's fenced Multi); and the
+	// chain again (an older writer may have rotated before our CAS; from
+	// here on nothing but us writes).
+	if err := r.syncEpoch(ctx); err != nil {
 		return nil, err
+	}
+	concurrently(
+		func() { lostErr = r.refuseLost(ctx) },
+		func() { rvErr = w.readRoomVersion(ctx) },
+		func() { afterInfos, afterErr = r.CheckChain(ctx) })
+	if lostErr != nil {
+		return nil, lostErr
 	}
 	w.log = discardLogger(cfg.Logger).With("room", r.name, "epoch", w.epoch)
-	// The room version is read under our fence: from here on only this
-	// writer changes it (a rotation's fenced Multi).
-	if err := w.readRoomVersion(ctx); err != nil {
-		return nil, err
+	if rvErr != nil {
+		return nil, rvErr
 	}
-	if err := w.takeOver(ctx); err != nil {
+	if afterErr != nil {
+		return nil, afterErr
+	}
+	if err := w.takeOver(ctx, afterInfos); err != nil {
 		return nil, err
 	}
 	w.lastCommitted.Store(w.start - 1)
@@ -445,20 +482,12 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 }
 
 // takeEpoch sets the epoch znode to epoch+1 with a version check.
-func (w *Writer) takeEpoch(ctx context.Context) error {
+// m and ver are the epoch znode as read, infos the checked channel chain:
+// the new epoch lies past every epoch they record (a reset epoch znode
+// must not make us reuse an epoch).
+func (w *Writer) takeEpoch(ctx context.Context, m epochMeta, ver int32, infos []ChannelInfo) error {
 	r := w.room
 	nonce := rand.Uint64()
-	m, ver, err := r.readEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	// The channels are checked before anything is written, and the new
-	// epoch lies past every epoch they record (a reset epoch znode must not
-	// make us reuse an epoch).
-	infos, err := r.CheckChain(ctx)
-	if err != nil {
-		return err
-	}
 	epoch, err := r.nextEpoch(m.Epoch, infos)
 	if err != nil {
 		return err
@@ -692,15 +721,12 @@ func (w *Writer) hasData(path string, data []byte) func() (bool, error) {
 	}
 }
 
-// takeOver finds the end of the log and opens this writer's channel.
-func (w *Writer) takeOver(ctx context.Context) error {
+// takeOver finds the end of the log and opens this writer's channel;
+// infos is the chain as checked after the epoch CAS.
+func (w *Writer) takeOver(ctx context.Context, infos []ChannelInfo) error {
 	r := w.room
 	// Re-read after our CAS: an older writer may have rotated meanwhile;
 	// from here on nothing but us can write.
-	infos, err := r.CheckChain(ctx)
-	if err != nil {
-		return err
-	}
 	ls := &w.ls
 	sealedBatches := 0 // for the metrics
 	for _, ci := range infos {
@@ -729,11 +755,21 @@ func (w *Writer) takeOver(ctx context.Context) error {
 			&zk.CreateRequest{Path: r.channelPath(1), Data: encodeMeta(meta), Acl: w.c.ACL()}))
 	}
 	last := infos[len(infos)-1]
-	m, ver, err := r.readChannel(ctx, last.Num)
-	if err != nil {
-		return err
-	}
 	path := r.channelPath(last.Num)
+	// The last channel's meta and its children at once: nothing but us
+	// writes in the room any more, so their order does not matter.
+	var (
+		m            channelMeta
+		ver          int32
+		names        []string
+		mErr, lstErr error
+	)
+	concurrently(
+		func() { m, ver, mErr = r.readChannel(ctx, last.Num) },
+		func() { names, lstErr = zkx.Children(ctx, r.c, path) })
+	if mErr != nil {
+		return mErr
+	}
 	if err := w.checkRoomChannel(last.Num, path, m); err != nil {
 		return err
 	}
@@ -743,9 +779,8 @@ func (w *Writer) takeOver(ctx context.Context) error {
 		return r.corrupt(last.Num, path, fmt.Errorf("%w: the last channel was sealed at index %d without a successor during takeover",
 			ErrCorrupt, m.Last))
 	}
-	names, err := zkx.Children(ctx, r.c, path)
-	if err != nil {
-		return zkError("logroom: list channel "+path, err)
+	if lstErr != nil {
+		return zkError("logroom: list channel "+path, lstErr)
 	}
 	if len(names) == 0 {
 		if err := w.checkApplied(last.Num, m.First-1, path); err != nil {
