@@ -140,6 +140,14 @@ func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
 // to check its link (Config.LinkProbeBound).
 const linkProbeEvery = 100 * time.Millisecond
 
+// reqKind is what an API call asks the primary (evRequest).
+type reqKind int
+
+const (
+	reqStepDown reqKind = iota
+	reqTransfer
+)
+
 // Events. Each carries what the loop observed; none is a request to do
 // I/O.
 type (

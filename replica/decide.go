@@ -10,6 +10,14 @@ import (
 	"github.com/roomlog/roomlog/logroom"
 )
 
+// confirmCorruptTakeovers is how many consecutive takeovers must fail with
+// ErrCorrupt before the replica calls the room damaged and fails.
+const confirmCorruptTakeovers = 3
+
+// appliedQuiet is how long the applied index must stay put to count as
+// settled (published without waiting for MemberUpdateInterval).
+const appliedQuiet = 20 * time.Millisecond
+
 // The replica's decisions, as pure functions of a snapshot of what it
 // knows (etcd-io/raft's model): the core (core.go) calls decideElection
 // and decideTakeover with the facts the loop read (each ZooKeeper read

@@ -133,18 +133,7 @@ const loopZKWait = 300 * time.Millisecond
 // after a new session, a listing, reads of new candidates, a watch).
 const electionZKWait = time.Second
 
-// confirmCorruptTakeovers is how many consecutive takeovers must fail with
-// ErrCorrupt before the replica calls the room damaged and fails.
-const confirmCorruptTakeovers = 3
-
-// Requests from API calls to the loop.
-type reqKind int
-
-const (
-	reqStepDown reqKind = iota
-	reqTransfer
-)
-
+// A request from an API call to the loop (its kind is the core's).
 type loopRequest struct {
 	kind  reqKind
 	term  *term
@@ -637,10 +626,6 @@ func (r *Replica) publishMember(settled bool) {
 func (r *Replica) sessionLive() bool {
 	return r.lp.c.connected && r.client.State() == zk.StateHasSession
 }
-
-// appliedQuiet is how long the applied index must stay put to count as
-// settled (published without waiting for MemberUpdateInterval).
-const appliedQuiet = 20 * time.Millisecond
 
 // publishDue says whether our member data should be rewritten now
 // (decidePublish): no node yet; role or checkpoint changed; the applied
