@@ -273,6 +273,14 @@ func decideLiveness(reqErr error, target livenessTarget, answeredGUID string) li
 	return evidenceNone
 }
 
+// livenessDeposes: a probe's evidence about target calls for deposing
+// target's candidate: it is proof, and target is still the candidate the
+// loop has this member watch (cur, ok: the target now; the line may have
+// moved on while the stream was held and the probe ran).
+func livenessDeposes(ev livenessEvidence, target, cur livenessTarget, ok bool) bool {
+	return ev != evidenceNone && ok && cur == target
+}
+
 // runLiveness is the watcher goroutine: it follows the target the loop
 // sets, holds its stream, and on a broken stream probes; proof that the
 // process is gone deposes the candidate node.
@@ -326,7 +334,7 @@ func (r *Replica) runLiveness(ctx context.Context) {
 			}
 			continue
 		}
-		if cur, ok, _ := r.live.get(); !ok || cur != target {
+		if cur, ok, _ := r.live.get(); !livenessDeposes(ev, target, cur, ok) {
 			continue // the line moved on while we probed
 		}
 		r.depose(ctx, target, fmt.Sprintf("stream to %s broke (%v), then %s", target.Addr, err, detail))
@@ -424,23 +432,88 @@ func (r *Replica) probeLiveness(ctx context.Context, target livenessTarget) (liv
 	return ev, ""
 }
 
+// deposeOps is the deposition's one Multi, for the candidate node the
+// standby observed at path: a version check and a delete of exactly that
+// node at version 0 (candidate nodes are never rewritten). The path is the
+// observed target's node, never looked up again: a node the line holds
+// now (the next primary's, a requeued one) is not the one the proof is
+// about.
+func deposeOps(path string) []any {
+	return []any{&zk.CheckVersionRequest{Path: path, Version: 0}, &zk.DeleteRequest{Path: path, Version: 0}}
+}
+
+// deposeOutcome is what the deposition's Multi reply means.
+type deposeOutcome int
+
+const (
+	deposeDone   deposeOutcome = iota // the observed node was deleted: counted, logged, its verdict due
+	deposeGone                        // the node was already gone (expired, resigned, deposed by another): nothing done
+	deposeFailed                      // refused or not sent (another version, no connection): the session timeout decides
+)
+
+// classifyDepose classifies the deposition Multi's error.
+func classifyDepose(err error) deposeOutcome {
+	switch {
+	case err == nil:
+		return deposeDone
+	case errors.Is(err, zk.ErrNoNode):
+		return deposeGone
+	}
+	return deposeFailed
+}
+
+// deposeDeadline is when a deposition made at now is judged wrong if the
+// deposed session's member node is still there: a dead session's member
+// node goes when ZooKeeper expires it, within the negotiated timeout
+// (which may exceed ours) rounded up to a tick; twice the session and two
+// seconds leave room for both.
+func deposeDeadline(now time.Time, sessionTimeout time.Duration) time.Time {
+	return now.Add(2*sessionTimeout + 2*time.Second)
+}
+
+// deposeVerdict is what a look at the deposed member's node says.
+type deposeVerdict int
+
+const (
+	verdictPending deposeVerdict = iota // the deposed session still holds it; look again
+	verdictRight                        // the session is gone: the process was gone (the evidence was right)
+	verdictWrong                        // still held at the deadline: the process was alive (an unneeded takeover)
+)
+
+// decideDeposeVerdict judges a deposition from one lookup of the deposed
+// member's node: seen (it exists) and owner (its ephemeral owner), at now,
+// against the deposed candidate's session and the deadline
+// (deposeDeadline). A node gone, or held by another session (the member
+// restarted), means the deposed session ended: right. Still held by it
+// after the deadline: wrong.
+func decideDeposeVerdict(seen bool, owner int64, target livenessTarget, now, deadline time.Time) deposeVerdict {
+	switch {
+	case !seen || owner != target.Session:
+		return verdictRight
+	case now.After(deadline):
+		return verdictWrong
+	}
+	return verdictPending
+}
+
 // depose deletes the target's candidate node, exactly the one observed
-// (version 0: candidate nodes are never rewritten; NoNode: already gone),
-// so that the line moves on now instead of at the session's expiry. Every
-// deposition is counted and logged with its evidence; a session-timeout
-// later the member node of the deposed session is looked up: still there
-// means the process was alive after all (counted as wrong).
+// (deposeOps; NoNode: already gone), so that the line moves on now
+// instead of at the session's expiry. Every deposition is counted and
+// logged with its evidence; then the member node of the deposed session
+// is looked up until decideDeposeVerdict decides: still there twice the
+// session timeout later means the process was alive after all (counted
+// as wrong).
 func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence string) {
 	path := r.room.Path(electionDir, target.Node)
 	dctx, cancel := context.WithTimeout(ctx, electionZKWait)
 	err := r.bounded(dctx, func() error {
-		_, err := r.conn.Multi(&zk.CheckVersionRequest{Path: path, Version: 0}, &zk.DeleteRequest{Path: path, Version: 0})
+		_, err := r.conn.Multi(deposeOps(path)...)
 		return err
 	})
 	cancel()
-	switch {
-	case err == nil:
-	case errors.Is(err, zk.ErrNoNode):
+	switch classifyDepose(err) {
+	case deposeDone:
+	case deposeGone:
 		r.log.Debug("liveness: the primary's candidate is already gone", "primary", target.ID, "node", target.Node)
 		return
 	default:
@@ -454,11 +527,7 @@ func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence st
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		// A dead session's member node goes when ZooKeeper expires it:
-		// within the negotiated timeout (which may exceed ours) rounded
-		// up to a tick. Still there twice the session and two seconds
-		// later: the process was alive.
-		deadline := time.Now().Add(2*r.cfg.SessionTimeout + 2*time.Second)
+		deadline := deposeDeadline(time.Now(), r.cfg.SessionTimeout)
 		for {
 			select {
 			case <-r.stopc:
@@ -476,10 +545,14 @@ func (r *Replica) depose(ctx context.Context, target livenessTarget, evidence st
 			if err != nil {
 				continue // no verdict this time
 			}
-			if st == nil || st.EphemeralOwner != target.Session {
-				return // the session is gone: the evidence was right
+			var owner int64
+			if st != nil {
+				owner = st.EphemeralOwner
 			}
-			if time.Now().After(deadline) {
+			switch decideDeposeVerdict(st != nil, owner, target, time.Now(), deadline) {
+			case verdictRight:
+				return // the session is gone: the evidence was right
+			case verdictWrong:
 				r.live.deposedWrong.Add(1)
 				r.log.Warn("liveness: the deposed primary's session is still live twice its timeout later: the evidence was wrong (an unneeded takeover; its writes were fenced)",
 					"primary", target.ID, "session", fmt.Sprintf("0x%x", target.Session), "evidence", evidence)
