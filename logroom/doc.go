@@ -275,9 +275,8 @@
 //     (CAS) and create the writer's token epoch/w-<nonce>, in one Multi.
 //     The writer's fence is version v+1 and its token. A lost reply is
 //     resolved by reading back the nonce. BadVersion → ErrFenced. Once
-//     the writer runs, it deletes earlier writers' tokens in one Multi
-//     behind its fence, in the background (nothing waits for it; a
-//     failure leaves them to the next takeover).
+//     the writer has taken over, it deletes earlier writers' tokens in
+//     one Multi behind its fence (listed with the reads of 2).
 //  2. Check the chain again (an older writer may have rotated before our
 //     CAS). None: create ch-1 (first 1), fenced. (The reads of 1 — room
 //     meta, epoch znode, chain — go out at once, and so do those after
@@ -291,12 +290,21 @@
 //  5. Otherwise list it once, read its named batches in index order
 //     (16 Gets in flight) and stop at the first hole: that is the end E.
 //     Batches a Reader of the same Room delivered from this channel's
-//     first batch on (same channel number, first index and epoch) are
-//     not read again: batch znodes are immutable, the Reader validated
-//     each in order as the scan would, and the chain check of 2 refuses
-//     a channel that lost a batch (ChannelInfo.Removed). A standby
-//     taking over has read the channel it seals up to its applied index,
-//     so its scan reads only what it had not applied.
+//     first batch on are not read again, provided the channel znode is
+//     the one the Reader read (its czxid: channel numbers, indexes and
+//     epochs all restart in a room created again), never lost a child
+//     (its Cversion) and the listing names exactly those batches below
+//     the Reader's end; else the whole channel is read as before. Batch
+//     znodes are immutable and the Reader validated each in order as the
+//     scan would. A standby taking over has read the channel it seals up
+//     to its applied index, so its scan reads only what it had not
+//     applied. (Limit: a foreign client's SetData on a batch already
+//     delivered is not seen by the seal; the next Reader of that batch
+//     refuses it, ErrCorrupt, as it would any forged batch.)
+//     Before writing anything, a channel recording an epoch at or above
+//     the writer's (possible only if a foreign write lowered the epoch
+//     znode under a concurrent writer) fails NewWriter with ErrFenced, so
+//     no epoch is used twice; the next takeover picks one past it.
 //     One fenced Multi seals it (sealed, last E, bytes, batches; version
 //     checked) and creates the next channel with first E+1. A corrupt batch
 //     in the chain fails NewWriter with ErrCorrupt (the log needs an

@@ -210,7 +210,7 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 	for infos[i].FirstIndex > pos {
 		i--
 	}
-	m, _, err := r.readChannel(ctx, infos[i].Num)
+	m, st, err := r.readChannelStat(ctx, infos[i].Num)
 	if errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("%w: room %q: index %d (channel %d deleted)", ErrCompacted, r.name, pos, infos[i].Num)
 	}
@@ -220,7 +220,7 @@ func (rd *Reader) locate(ctx context.Context, wait bool) error {
 	if err != nil {
 		return err
 	}
-	rd.setChannel(infos[i].Num, m)
+	rd.setChannel(infos[i].Num, m, st.Czxid)
 	rd.bpos = m.First
 	if pos > m.First {
 		if err := rd.seek(ctx, pos); err != nil {
@@ -281,9 +281,9 @@ func (rd *Reader) seek(ctx context.Context, pos uint64) error {
 	return nil
 }
 
-func (rd *Reader) setChannel(num uint64, m channelMeta) {
+func (rd *Reader) setChannel(num uint64, m channelMeta, czxid int64) {
 	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
-	rd.prefix = readPrefix{num: num, first: m.First, next: m.First}
+	rd.prefix = readPrefix{num: num, czxid: czxid, first: m.First, next: m.First}
 	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
 	rd.ahead, rd.listed, rd.fetched, rd.behind, rd.lastListed = nil, false, nil, 0, 0
 }
@@ -620,7 +620,7 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 	r := rd.room
 	num := rd.ch + 1
 	path := r.channelPath(num)
-	data, _, err := rd.c.Conn().Get(path)
+	data, st, err := rd.c.Conn().Get(path)
 	if errors.Is(err, zk.ErrNoNode) {
 		// The seal and the successor's create are one transaction, but a
 		// server behind what we read (after a session expiry) may not
@@ -628,7 +628,7 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 		if serr := zkx.Sync(ctx, rd.c, r.Path(channelsNode)); serr != nil {
 			return serr
 		}
-		data, _, err = rd.c.Conn().Get(path)
+		data, st, err = rd.c.Conn().Get(path)
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		nums, lerr := r.channelNums(ctx)
@@ -658,7 +658,7 @@ func (rd *Reader) nextChannel(ctx context.Context) error {
 			ErrCorrupt, m.First, rd.ch, rd.meta.Last))
 	}
 	prev := rd.ch
-	rd.setChannel(num, m)
+	rd.setChannel(num, m, st.Czxid)
 	if rd.bpos < m.First || rd.bpos > m.First {
 		// bpos past the seal only after a Tail beyond the log end.
 		rd.bpos = m.First

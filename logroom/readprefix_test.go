@@ -33,12 +33,19 @@ func TestTakeoverSkipsWhatAReaderVerified(t *testing.T) {
 		tailFrom   uint64 // the standby's reader starts here
 		read       int    // entries it reads (one batch each)
 		removeAt   uint64 // a foreign client deletes this batch (0: none)
+		recreate   bool   // the room is deleted and created again, the same 30 batches written
 		wantSkip   int
 		wantRefuse bool
 	}{
 		{name: "prefix read", tailFrom: 1, read: 20, wantSkip: 20},
 		{name: "reader started mid-channel", tailFrom: 11, read: 10, wantSkip: 0},
 		{name: "batch removed from the prefix", tailFrom: 1, read: 20, removeAt: 7, wantRefuse: true},
+		// The room deleted and created again under the reader's Room:
+		// channel 1, first index 1 and epoch 1 again, and 30 batches of
+		// the same entries, so only the channel znode's czxid tells the
+		// reader's prefix (20 batches of the old incarnation) from them:
+		// it must not be used.
+		{name: "room created again", tailFrom: 1, read: 20, recreate: true, wantSkip: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			room := fmt.Sprintf("readprefix-%d", time.Now().UnixNano())
@@ -56,6 +63,18 @@ func TestTakeoverSkipsWhatAReaderVerified(t *testing.T) {
 			if tc.removeAt != 0 {
 				require.NoError(t, ca.Conn().Delete(ra.batchPath(1, tc.removeAt), -1))
 			}
+			wantLast := uint64(30)
+			if tc.recreate {
+				require.NoError(t, wa.Close())
+				require.NoError(t, DeleteRoom(ctx, ca, testBase(t), room))
+				ra2 := openRoom(t, ca, room)
+				wa2 := newWriter(t, ra2, WriterConfig{Owner: "a2", MaxInFlight: 1})
+				require.Equal(t, uint64(1), wa2.Epoch(), "the new incarnation restarts at epoch 1")
+				for i := 1; i <= 30; i++ {
+					_, err := wa2.Append(ctx, payload(i))
+					require.NoError(t, err)
+				}
+			}
 			wb, err := rb.NewWriter(ctx, WriterConfig{Owner: "b"})
 			if tc.wantRefuse {
 				require.ErrorIs(t, err, ErrCorrupt, "a batch removed from the prefix the reader verified")
@@ -63,14 +82,14 @@ func TestTakeoverSkipsWhatAReaderVerified(t *testing.T) {
 			}
 			require.NoError(t, err)
 			defer wb.Close()
-			require.Equal(t, uint64(31), wb.StartIndex())
+			require.Equal(t, wantLast+1, wb.StartIndex())
 			require.Equal(t, tc.wantSkip, wb.skippedScan, "batches of the sealed channel not read again")
 			m, _, err := rb.readChannel(ctx, 1)
 			require.NoError(t, err)
 			require.True(t, m.Sealed)
-			require.Equal(t, uint64(30), m.Last)
-			require.Equal(t, 30, m.Batches)
-			require.Equal(t, sealedBytes(cb, rb, 1, 30), m.Bytes, "the seal's bytes equal the batches' data")
+			require.Equal(t, wantLast, m.Last)
+			require.Equal(t, int(wantLast), m.Batches)
+			require.Equal(t, sealedBytes(cb, rb, 1, int(wantLast)), m.Bytes, "the seal's bytes equal the batches' data")
 		})
 	}
 }

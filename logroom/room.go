@@ -362,8 +362,10 @@ type RoomOptions struct {
 }
 
 // Room is one replicated log: a znode subtree under base. It is safe for
-// concurrent use; it holds no state but paths, metrics and a deletion
-// counter.
+// concurrent use; it holds no state but paths, metrics, a deletion
+// counter, measured sizes and what its Readers verified (readPrefix: a
+// hint for a takeover's scan, checked against the channel znode's czxid
+// and children, never trusted across incarnations).
 type Room struct {
 	c              *Client
 	name           string
@@ -1398,13 +1400,17 @@ func (r *Room) walkChain(ctx context.Context, num, pos, stop uint64) (end uint64
 
 // readPrefix is what a Reader verified of one channel, from the channel's
 // first batch on, as it delivered: the batches [first, next) of channel
-// num, each carrying epoch (the channel's), bytes of batch data in
-// batches znodes. Batch znodes are immutable and every one of these was
-// validated in order (Reader.deliver), so a Writer taking over starts its
-// scan of that channel at next instead of first; a batch removed since is
-// caught by the chain check (ChannelInfo.Removed) that precedes the scan.
+// num (its znode created at czxid: nothing numeric survives a room
+// deleted and created again, the czxid does), each carrying epoch (the
+// channel's), bytes of batch data in batches znodes. Batch znodes are
+// immutable and every one of these was validated in order
+// (Reader.deliver), so a Writer taking over starts its scan of that
+// channel at next instead of first, provided the channel znode is the
+// same (czxid), never lost a child (its Cversion) and its listing names
+// exactly batches znodes below next (scanChain).
 type readPrefix struct {
 	num, first, next, epoch uint64
+	czxid                   int64
 	bytes                   int64
 	batches                 int
 }
@@ -1415,22 +1421,22 @@ type readPrefixes struct {
 	cur readPrefix // guarded by mu
 }
 
-// advance records p when it extends the prefix held (same channel, first
-// and epoch, further) or names a later channel.
+// advance records p when it is of another channel znode than the prefix
+// held (the reader moved on) or extends it.
 func (rp *readPrefixes) advance(p readPrefix) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	c := rp.cur
-	if p.num > c.num || (p.num == c.num && p.first == c.first && p.epoch == c.epoch && p.next > c.next) {
+	if p.czxid != c.czxid || p.num != c.num || p.first != c.first || p.epoch != c.epoch || p.next > c.next {
 		rp.cur = p
 	}
 }
 
-// of returns the prefix held for channel num opened at first by epoch
-// (ok false: none).
-func (rp *readPrefixes) of(num, first, epoch uint64) (readPrefix, bool) {
+// of returns the prefix held for channel num, whose znode was created at
+// czxid, opened at first by epoch (ok false: none).
+func (rp *readPrefixes) of(num uint64, czxid int64, first, epoch uint64) (readPrefix, bool) {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	c := rp.cur
-	return c, c.num == num && c.first == first && c.epoch == epoch && c.next > first
+	return c, c.num == num && c.czxid == czxid && c.first == first && c.epoch == epoch && c.next > first
 }

@@ -451,10 +451,12 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if err := r.syncEpoch(ctx); err != nil {
 		return nil, err
 	}
+	var tokens []string
 	concurrently(
 		func() { lostErr = r.refuseLost(ctx) },
 		func() { rvErr = w.readRoomVersion(ctx) },
-		func() { afterInfos, afterErr = r.CheckChain(ctx) })
+		func() { afterInfos, afterErr = r.CheckChain(ctx) },
+		func() { tokens, _ = zkx.Children(ctx, r.c, w.epochPath) }) // for dropOldTokens; nil on error
 	if lostErr != nil {
 		return nil, lostErr
 	}
@@ -468,16 +470,11 @@ func (r *Room) NewWriter(ctx context.Context, cfg WriterConfig) (*Writer, error)
 	if err := w.takeOver(ctx, afterInfos); err != nil {
 		return nil, err
 	}
+	w.dropOldTokens(tokens)
 	w.lastCommitted.Store(w.start - 1)
 	w.ls.sessionID = w.c.SessionID()
 	w.lifeCtx, w.cancelLife = context.WithCancel(context.Background())
 	go w.run()
-	// Earlier writers' tokens go after the writer is running: the delete
-	// is one fenced Multi (it lands only while this writer holds the
-	// epoch) and nothing waits for it, so the first append does not wait
-	// two round trips for housekeeping; what fails is retried at the next
-	// takeover.
-	go w.dropOldTokens(w.lifeCtx)
 	return w, nil
 }
 
@@ -635,11 +632,10 @@ func fenceRefused(i int, err error) bool {
 // writer fenced meanwhile deletes nothing (in particular not the token of
 // the writer that fenced it). Best effort: a failure leaves them for the
 // next takeover.
-func (w *Writer) dropOldTokens(ctx context.Context) {
-	kids, err := zkx.Children(ctx, w.c, w.epochPath)
-	if err != nil {
-		return
-	}
+//
+// kids is the epoch znode's listing, read with the takeover's reads after
+// the CAS (nil: it failed, nothing to do).
+func (w *Writer) dropOldTokens(kids []string) {
 	ops := w.fenceOps()
 	own := path.Base(w.tokenPath)
 	for _, k := range kids {
@@ -760,15 +756,32 @@ func (w *Writer) takeOver(ctx context.Context, infos []ChannelInfo) error {
 	// writes in the room any more, so their order does not matter.
 	var (
 		m            channelMeta
-		ver          int32
+		st           *zk.Stat
 		names        []string
 		mErr, lstErr error
 	)
 	concurrently(
-		func() { m, ver, mErr = r.readChannel(ctx, last.Num) },
+		func() { m, st, mErr = r.readChannelStat(ctx, last.Num) },
 		func() { names, lstErr = zkx.Children(ctx, r.c, path) })
 	if mErr != nil {
 		return mErr
+	}
+	ver := st.Version
+	// No channel can carry an epoch at or above ours: the CAS succeeded
+	// on the epoch znode as read with the chain, so every writer that
+	// opened a channel since took its epoch before that read. One that
+	// does means a foreign write lowered the epoch znode meanwhile;
+	// writing on would use its epoch twice. Fenced: the next takeover
+	// picks an epoch past it.
+	for _, ci := range infos {
+		if ci.Epoch >= w.epoch {
+			return fmt.Errorf("%w: room %q: channel %d records epoch %d, not below ours (%d): the epoch znode was lowered under a concurrent writer",
+				ErrFenced, r.name, ci.Num, ci.Epoch, w.epoch)
+		}
+	}
+	if m.Epoch >= w.epoch {
+		return fmt.Errorf("%w: room %q: channel %d records epoch %d, not below ours (%d): the epoch znode was lowered under a concurrent writer",
+			ErrFenced, r.name, last.Num, m.Epoch, w.epoch)
 	}
 	if err := w.checkRoomChannel(last.Num, path, m); err != nil {
 		return err
@@ -798,7 +811,7 @@ func (w *Writer) takeOver(ctx context.Context, infos []ChannelInfo) error {
 		}
 		return published(len(infos), err)
 	}
-	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m, names)
+	end, nbytes, nbatches, err := w.scanChain(ctx, last.Num, m, names, st)
 	if err != nil {
 		return err
 	}
@@ -857,7 +870,7 @@ const scanWindow = 16
 // channel's epoch (a channel is written by the writer that opened or reused
 // it only). Batches past the hole are orphans of a
 // deposed writer (never acknowledged).
-func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names []string) (end uint64, nbytes int64, nbatches int, err error) {
+func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names []string, st *zk.Stat) (end uint64, nbytes int64, nbatches int, err error) {
 	r := w.room
 	first := m.First
 	firsts := make([]uint64, 0, len(names))
@@ -868,17 +881,21 @@ func (w *Writer) scanChain(ctx context.Context, num uint64, m channelMeta, names
 	}
 	slices.Sort(firsts)
 	pos := first
-	if p, ok := r.read.of(num, first, m.Epoch); ok {
-		// A Reader of this Room delivered [first, p.next) of this channel,
-		// each batch validated as below; the chain check before us found
-		// no batch removed. Read from p.next on.
-		pos, nbytes, nbatches = p.next, p.bytes, p.batches
+	if p, ok := r.read.of(num, st.Czxid, first, m.Epoch); ok && childDeletes(st) == 0 {
+		// A Reader of this Room delivered [first, p.next) of this channel
+		// znode (the same czxid), each batch validated as below; the znode
+		// never lost a child, and the listing names exactly those batches
+		// below p.next. Read from p.next on. Otherwise (a name added or
+		// gone in the prefix: a foreign write) scan it all, as before.
 		i := 0
-		for i < len(firsts) && firsts[i] < pos {
+		for i < len(firsts) && firsts[i] < p.next {
 			i++
 		}
-		firsts = firsts[i:]
-		w.skippedScan = p.batches
+		if i == p.batches {
+			pos, nbytes, nbatches = p.next, p.bytes, p.batches
+			firsts = firsts[i:]
+			w.skippedScan = p.batches
+		}
 	}
 	for len(firsts) > 0 && firsts[0] == pos {
 		n := min(len(firsts), scanWindow)
