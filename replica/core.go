@@ -73,6 +73,14 @@ type core struct {
 	// (aMarkLost) before each resignation, so that no member whose own
 	// state the older log still holds takes over. Set only with failed.
 	lostFound error
+	// The resignation's steps, one out at a time: markOut, a mark-lost is
+	// out (aMarkLost; answer evMarked); marked, the marker is in place (or
+	// could never be: the room is gone, or a refusal no retry mends);
+	// markRetryAt, a mark whose outcome is unknown is tried again from
+	// then on (markRetryPause); resignOut, a resignation is out (aResign;
+	// answer evResigned).
+	markOut, marked, resignOut bool
+	markRetryAt                time.Time
 
 	// The link check (reads): while connected, a read on our own session
 	// every linkEvery (aLinkProbe; answer evLinkProbed); one out for
@@ -122,6 +130,7 @@ type coreBugs struct {
 	ignoreChannelRV    bool // keep running on a room whose channels are beyond our room versions
 	refuseEarly        bool // call our session refused on the first probe that reaches the room
 	noMark             bool // fail on a verdict that the log lost what we applied without marking the room lost
+	resignUnmarked     bool // resign while the mark's outcome is unknown (not waiting for evMarked)
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -226,6 +235,15 @@ type (
 	}
 	// evResigned: a failed replica's resignation ended (Err nil: done).
 	evResigned struct{ Err error }
+	// evMarked: a mark-lost (aMarkLost) ended at Now. Err nil: the marker
+	// is in place, or it could never be (the room is gone: a tombstone
+	// was written instead; a refusal no retry mends, logged); else the
+	// outcome is unknown (the connection was lost, the bound passed) and
+	// the mark is tried again after markRetryPause.
+	evMarked struct {
+		Now time.Time
+		Err error
+	}
 	// evLinkProbed: the link probe (aLinkProbe) was answered at Now (Err:
 	// the read failed: the connection was lost, and a session event
 	// follows).
@@ -292,7 +310,7 @@ const (
 	aRoomVersion                    // publish the room's version (RV) and record RV.Record in the data dir's marker
 	aVersionBlocked                 // publish why the room is not where it is going (Reason; logged at warn when Warn)
 	aMoveRoomVersion                // move the room to room version RV.To: a checkpoint whose fenced rotation records it (answer: evRoomVersionMoved)
-	aMarkLost                       // mark the room lost in ZooKeeper with the finding Err (logroom.MarkLost; best effort, before aResign, in its order)
+	aMarkLost                       // mark the room lost in ZooKeeper with the finding Err (logroom.MarkLost; answer: evMarked; aResign waits for it)
 )
 
 var actNames = [...]string{"role", "session-new", "connected", "disconnected", "stop-accepting", "end-term", "abort-takeover",
@@ -432,9 +450,18 @@ func (c *core) Step(ev any) []action {
 	case evHeld:
 		out = c.onHeld(ev)
 	case evResigned:
+		c.resignOut = false
 		if ev.Err == nil {
 			c.resigned = true
 		}
+	case evMarked:
+		c.markOut = false
+		if ev.Err == nil {
+			c.marked = true
+		} else {
+			c.markRetryAt = ev.Now.Add(markRetryPause)
+		}
+		out = c.resignDue(ev.Now)
 	case evLinkProbed:
 		out = c.onLinkProbed(ev)
 	case evProbed:
@@ -816,7 +843,7 @@ func (c *core) fail(err error) []action {
 	c.electionDirty = false
 	out := []action{{Kind: aFail, Err: err}}
 	out = append(out, c.setRole(RoleFailed, err.Error())...)
-	return append(out, c.resignDue()...)
+	return append(out, c.resignDue(time.Time{})...)
 }
 
 // resignDue: a failed replica deletes its candidate and member nodes so
@@ -826,15 +853,35 @@ func (c *core) fail(err error) []action {
 // first, on each attempt (a marker already there is left alone): its
 // candidate must not go before the marker is in place, or a member whose
 // own state the older log still holds could take over in its stead.
-func (c *core) resignDue() []action {
-	if !c.failed || c.resigned || !c.connected {
+//
+// One step is out at a time: the resignation waits for the mark's answer
+// (evMarked), and a mark whose outcome is unknown keeps the candidate in
+// the line (no other member takes over in our stead meanwhile) and is
+// tried again markRetryPause after its answer. now is the time of the
+// caller's event (zero: a failure, which has none; nothing waits then).
+func (c *core) resignDue(now time.Time) []action {
+	if !c.failed || c.resigned || !c.connected || c.markOut || c.resignOut {
 		return nil
 	}
-	if c.lostFound != nil {
-		return []action{{Kind: aMarkLost, Err: c.lostFound}, {Kind: aResign}}
+	if c.lostFound != nil && !c.marked {
+		if now.Before(c.markRetryAt) {
+			return nil
+		}
+		c.markOut = true
+		out := []action{{Kind: aMarkLost, Err: c.lostFound}}
+		if c.bugs.resignUnmarked {
+			c.resignOut = true
+			out = append(out, action{Kind: aResign})
+		}
+		return out
 	}
+	c.resignOut = true
 	return []action{{Kind: aResign}}
 }
+
+// markRetryPause is how long a mark-lost whose outcome is unknown waits
+// before it is tried again (with the resignation behind it).
+const markRetryPause = time.Second
 
 // onHeld: the registration re-creates our member node after an expiry;
 // while another session holds our id it cannot. Our previous session's

@@ -167,7 +167,9 @@ func TestCoreScenarios(t *testing.T) {
 				acts = c.Step(evHeld{Now: at(t, d, base), Persistent: d.HasArg("persistent"), Err: namedErr(t, d)})
 			case "resigned":
 				acts = c.Step(evResigned{Err: namedErr(t, d)})
-				acts = append(acts, c.resignDue()...)
+				acts = append(acts, c.resignDue(at(t, d, base))...)
+			case "marked":
+				acts = c.Step(evMarked{Now: at(t, d, base), Err: namedErr(t, d)})
 			case "link-probed":
 				gen := c.watchGen
 				scanUint(t, d, "gen", &gen)

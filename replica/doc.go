@@ -911,15 +911,19 @@
 //     checkpoint below the copy's end took over in the rolled-back room
 //     (chaos seed 696214916). Reseed reads and replaces a marked room like
 //     any room of ours. The decision is
-//     the core's: a failure that is such a verdict emits aMarkLost before
-//     each aResign, and the loop marks through its session in the same
-//     ZooKeeper lane, ahead of the resignation, so the marker is in place
-//     before the member's candidate goes (the probe marks at once through
-//     its own session, since ours is refused; Open at once). The
-//     simulation's rollbacks exercise it, the finder auditing at its own
-//     pace after the restore; without the mark (a planted bug) a member
-//     whose state the older copy holds takes over and acknowledges at the
-//     lost indexes after the finder's verdict.
+//     the core's: a failure that is such a verdict emits aMarkLost, the
+//     loop marks through its session and answers evMarked, and only a
+//     mark in place (or one no retry can make: the room gone, a refusal)
+//     lets the core emit aResign, so the marker is in place before the
+//     member's candidate goes (the probe marks at once through its own
+//     session, since ours is refused; Open at once). One step is out at a
+//     time; a mark whose outcome is unknown is tried again markRetryPause
+//     (1 s) after its answer. The simulation's rollbacks exercise it, the
+//     finder auditing at its own pace after the restore and a mark's
+//     request or reply lost one time in four; without the mark (a planted
+//     bug) a member whose state the older copy holds takes over and
+//     acknowledges at the lost indexes after the finder's verdict, and a
+//     core that resigns before its mark's answer (another) is named.
 //
 // A failed member acknowledges nothing more (a disconnected or failed
 // primary stops accepting), so every acknowledged entry is on some

@@ -82,9 +82,6 @@ type loopState struct {
 	lastAudit    time.Time // when the last log audit was queued
 	auditSoon    bool      // a channel read found a lost batch: audit at once
 	auditFails   int       // consecutive audits that did not complete
-	// markRetryAt: a mark-lost that may not have landed is not tried
-	// again (nor the resignation behind it) before this time.
-	markRetryAt time.Time
 	// pubSettled: publishDue chose the settled branch for the publish in
 	// progress; settleSpent: the last publish was such a one (the next may
 	// not be: at most one between two interval publishes).
@@ -400,16 +397,9 @@ func (r *Replica) do(a action) {
 	case aFail:
 		r.fail(a.Err)
 	case aMarkLost:
-		// Paired with the resignation that follows it (the core emits
-		// both on each attempt): queued when that is, ahead of it in lane
-		// 0, so the marker is in place before our candidate goes.
-		if lp.pending["resign"] == 0 && lp.pending["mark-lost"] == 0 && !time.Now().Before(lp.markRetryAt) {
-			r.markLostJob(a.Err)
-		}
+		r.markLostJob(a.Err)
 	case aResign:
-		if lp.pending["resign"] == 0 && (lp.pending["mark-lost"] > 0 || !time.Now().Before(lp.markRetryAt)) {
-			r.resignFailed()
-		}
+		r.resignFailed()
 	case aLog:
 		r.log.Warn(a.Reason, "err", a.Err)
 	case aLinkProbe:
@@ -521,7 +511,7 @@ func (r *Replica) onJobDone(res jobResult) {
 func (r *Replica) reconcile() {
 	lp := r.lp
 	if lp.c.failed {
-		for _, a := range lp.c.resignDue() {
+		for _, a := range lp.c.resignDue(time.Now()) {
 			r.do(a)
 		}
 		return
@@ -1121,36 +1111,19 @@ func (r *Replica) fail(err error) {
 	r.signalApplied()
 }
 
-// markLostJob queues the core's aMarkLost: the room is marked lost in
-// ZooKeeper with found (markLost, through our session, within its own
-// bound, markLostWait). When the mark may not be in place, the
-// resignation queued behind it in lane 0 is dropped and the core hears
-// that the resignation failed: our candidate stays (a member the older
-// log satisfies must not take over in its stead), and the core asks again
-// for both at a later reconcile.
-// markRetryPause is how long a mark-lost that may not have landed waits
-// before it is tried again (with the resignation behind it).
-const markRetryPause = time.Second
-
+// markLostJob carries out the core's aMarkLost: the room is marked lost
+// in ZooKeeper with found (markLost, through our session, within its own
+// bound, markLostWait), and the core hears how it went (evMarked; an
+// error means the mark may not be in place, and the core keeps our
+// candidate until a later mark lands).
 func (r *Replica) markLostJob(found error) {
-	lp := r.lp
 	r.enqueue(zkJob{name: "mark-lost", bound: markLostWait, run: func(ctx context.Context) func() {
 		err := r.markLost(ctx, r.client, found)
-		if err == nil {
-			return nil
-		}
 		return func() {
-			kept := lp.jobs[0][:0]
-			for _, j := range lp.jobs[0] {
-				if j.name == "resign" {
-					lp.pending[j.name]--
-					continue
-				}
-				kept = append(kept, j)
+			if err != nil {
+				err = fmt.Errorf("marking the room lost first: %w", err)
 			}
-			lp.jobs[0] = kept
-			lp.markRetryAt = time.Now().Add(markRetryPause)
-			r.step(evResigned{Err: fmt.Errorf("marking the room lost first: %w", err)})
+			r.step(evMarked{Now: time.Now(), Err: err})
 		}
 	}})
 }

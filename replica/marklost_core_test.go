@@ -33,8 +33,8 @@ func TestCoreMarksRoomLost(t *testing.T) {
 		bugs coreBugs
 		want []actKind
 	}{
-		{"the log audit found the log short", audit, coreBugs{}, []actKind{aFail, aRole, aMarkLost, aResign}},
-		{"a takeover found it", fmt.Errorf("takeover: %w", lost), coreBugs{}, []actKind{aFail, aRole, aMarkLost, aResign}},
+		{"the log audit found the log short", audit, coreBugs{}, []actKind{aFail, aRole, aMarkLost}},
+		{"a takeover found it", fmt.Errorf("takeover: %w", lost), coreBugs{}, []actKind{aFail, aRole, aMarkLost}},
 		{"the room already marked lost", fmt.Errorf("replica: the log audit found: %w: room marked lost", logroom.ErrRoomLost), coreBugs{}, []actKind{aFail, aRole, aResign}},
 		{"another failure", fatal(errors.New("apply failed")), coreBugs{}, []actKind{aFail, aRole, aResign}},
 		{"planted: no mark", audit, coreBugs{noMark: true}, []actKind{aFail, aRole, aResign}},
@@ -44,22 +44,37 @@ func TestCoreMarksRoomLost(t *testing.T) {
 			c.bugs = tc.bugs
 			acts := c.Step(evFail{Err: tc.err})
 			require.Equal(t, tc.want, kinds(acts))
+			marking := false
 			for _, a := range acts {
 				if a.Kind == aMarkLost {
 					require.Same(t, tc.err, a.Err, "the finding is what the marker records")
+					marking = true
 				}
 			}
-			// A resignation that failed is tried again, the mark with it.
+			require.Empty(t, c.resignDue(base), "one step out at a time")
+			if marking {
+				// The mark's outcome is unknown: the candidate stays, and
+				// the mark is tried again only after markRetryPause.
+				require.Empty(t, c.Step(evMarked{Now: base, Err: zk.ErrConnectionClosed}))
+				require.Empty(t, c.resignDue(base.Add(markRetryPause/2)))
+				require.Equal(t, []actKind{aMarkLost}, kinds(c.resignDue(base.Add(markRetryPause))))
+				// In place: now the resignation, once.
+				require.Equal(t, []actKind{aResign}, kinds(c.Step(evMarked{Now: base.Add(markRetryPause)})))
+				require.Empty(t, c.resignDue(base.Add(markRetryPause)))
+			}
+			// A resignation that failed is tried again; the mark, once in
+			// place, is not.
 			require.Empty(t, c.Step(evResigned{Err: zk.ErrConnectionClosed}))
-			require.Equal(t, tc.want[2:], kinds(c.resignDue()))
+			require.Equal(t, []actKind{aResign}, kinds(c.resignDue(base.Add(2*markRetryPause))))
+			c.Step(evResigned{Err: zk.ErrConnectionClosed})
 			// Disconnected: nothing is tried.
 			c.Step(evSession{Now: base, State: zk.StateDisconnected, SessionID: 1})
-			require.Empty(t, c.resignDue())
+			require.Empty(t, c.resignDue(base.Add(2*markRetryPause)))
 			c.Step(evSession{Now: base.Add(time.Second), State: zk.StateHasSession, SessionID: 1})
-			require.Equal(t, tc.want[2:], kinds(c.resignDue()))
+			require.Equal(t, []actKind{aResign}, kinds(c.resignDue(base.Add(2*markRetryPause))))
 			// Resigned: done.
 			c.Step(evResigned{})
-			require.Empty(t, c.resignDue())
+			require.Empty(t, c.resignDue(base.Add(2*markRetryPause)))
 		})
 	}
 
@@ -72,5 +87,6 @@ func TestCoreMarksRoomLost(t *testing.T) {
 	require.Equal(t, []actKind{aFail, aRole}, kinds(acts))
 	acts = c.Step(evSession{Now: base.Add(3 * time.Second), State: zk.StateHasSession, SessionID: 1})
 	require.Equal(t, []actKind{aConnected}, kinds(acts))
-	require.Equal(t, []actKind{aMarkLost, aResign}, kinds(c.resignDue()))
+	require.Equal(t, []actKind{aMarkLost}, kinds(c.resignDue(base.Add(3*time.Second))))
+	require.Equal(t, []actKind{aResign}, kinds(c.Step(evMarked{Now: base.Add(3 * time.Second)})))
 }

@@ -280,6 +280,11 @@ type simMember struct {
 	del *simDeletion
 	// lv: its process's identity and liveness watcher (simlive_test.go).
 	lv simLive
+	// The mark-lost protocol as the member's loop sees it: markOut, a
+	// mark (aMarkLost) is out and its answer (evMarked) not yet stepped;
+	// markUnknown, the last answer said the outcome is unknown. Its
+	// candidate must not go (aResign) in either case.
+	markOut, markUnknown bool
 }
 
 // simMove is a room-version move out (the checkpointer's rotation).
@@ -406,6 +411,12 @@ type simLoss struct {
 	marked       bool
 	markAcked    int
 	markHist     int
+	// markPending: a finder's mark did not land (its request was lost);
+	// the finder keeps its candidate and marks again after
+	// markRetryPause, and the window stays open until then (a stated
+	// limit: the strict check after the verdict gives way to the check
+	// after the mark).
+	markPending bool
 }
 
 // simLine is one line of the trace, formatted only when printed (a seed
@@ -520,6 +531,9 @@ func (s *sim) stepCore(m *simMember, ev any) {
 	for len(m.evq) > 0 {
 		ev := m.evq[0]
 		m.evq = m.evq[1:]
+		if mk, ok := ev.(evMarked); ok {
+			m.markOut, m.markUnknown = false, mk.Err != nil
+		}
 		acts := m.c.Step(ev)
 		s.logf("%s <- %s", m.id, evLine{ev})
 		for _, a := range acts {
@@ -644,10 +658,39 @@ func (s *sim) do(m *simMember, a action) {
 		if !marksRoomLost(a.Err) {
 			s.fatalf("%s: marks the room lost on %v, not a verdict that the log lost what it applied", m.id, a.Err)
 		}
-		if s.usable(m) {
+		m.markOut = true
+		// The mark-lost job: it lands, or its request is lost (not
+		// landed), or its reply is lost (landed); the last two answer
+		// that the outcome is unknown. Answered at once or later (the
+		// loop's job queue).
+		landed, replied := s.usable(m), s.usable(m)
+		if landed {
+			switch s.rnd.IntN(8) {
+			case 0:
+				landed, replied = false, false
+			case 1:
+				replied = false
+			}
+		}
+		if landed {
 			s.markLost(m, a.Err)
+		} else if l := s.loss; l != nil && !l.marked {
+			l.markPending = true
+		}
+		ev := evMarked{Now: s.now}
+		if !replied {
+			ev.Err = zk.ErrConnectionClosed
+		}
+		if s.rnd.IntN(2) == 0 {
+			s.stepCore(m, ev)
+		} else {
+			m.pending = append(m.pending, ev)
 		}
 	case aResign:
+		if m.markOut || m.markUnknown {
+			s.fatalf("%s resigned while its mark-lost was out or its outcome unknown (out %v, unknown %v): its candidate goes before the marker is in place, and a member the older log satisfies may take over in its stead",
+				m.id, m.markOut, m.markUnknown)
+		}
 		if m.connected {
 			if m.candidate != "" {
 				_, _ = s.zk.do(m.sid, simOp{kind: "delete", path: m.candidate, version: -1})
@@ -689,7 +732,7 @@ func (s *sim) checkInvariants() {
 			e := s.acked[l.skippedAcked]
 			s.fatalf("acknowledged in the finder's window after a finder's first reconcile since it reconnected: %+v acknowledged (written by %s) after %s, which applied what the rollback at step %d lost (the log ends at %d), did its ZooKeeper work without auditing; the audit is due at once on a reconnect",
 				e, s.writer[e.epoch], l.skipped, l.step, l.end)
-		case l.found && len(s.acked) > l.foundAcked:
+		case l.found && !l.markPending && len(s.acked) > l.foundAcked:
 			e := s.acked[l.foundAcked]
 			s.fatalf("acknowledged after a finder's verdict: %+v acknowledged (written by %s) after a connected member found that the log lost what it applied (rollback at step %d to a copy whose log ends at %d; the log held %v there before it); the room should be marked lost",
 				e, s.writer[e.epoch], l.step, l.end, simHistAt(l.before, int(e.index)-1))
@@ -935,7 +978,7 @@ func (s *sim) reconcile(m *simMember) {
 		return
 	}
 	if m.c.failed {
-		for _, a := range m.c.resignDue() {
+		for _, a := range m.c.resignDue(s.now) {
 			s.do(m, a)
 		}
 		return
@@ -2182,6 +2225,9 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		// The finder's window stays open past the finder's first
 		// reconcile after the rollback (TestSimulationReconnectAudit).
 		{"loop: no audit on reconnect", simBugs{noReconnectAudit: true}, "after a finder's first reconcile since it reconnected", simAuditSeed},
+		// The mark's request or reply is lost (one in four) and the
+		// finder resigns all the same.
+		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
