@@ -224,9 +224,10 @@ func (r *Replica) run() {
 			endingDone = lp.ending.done
 		}
 		// A primary handing over waits for our applied index to reach its
-		// CatchUp: publish the moment it does, not at the next tick.
+		// CatchUp: publish the moment it does, not at the next tick (an
+		// observer is never the target: it waits for no one).
 		var caughtUp <-chan struct{}
-		if asked := r.askedCatchUp(); asked > lp.mem.last.Applied {
+		if asked := r.askedCatchUp(); asked > lp.mem.last.Applied && !r.cfg.Observer {
 			if ch := r.appliedChanged(); r.applied.Load() < asked { // the channel first: no advance missed
 				caughtUp = ch
 			}
