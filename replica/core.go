@@ -131,6 +131,7 @@ type coreBugs struct {
 	refuseEarly        bool // call our session refused on the first probe that reaches the room
 	noMark             bool // fail on a verdict that the log lost what we applied without marking the room lost
 	resignUnmarked     bool // resign while the mark's outcome is unknown (not waiting for evMarked)
+	noMarkRetry        bool // never mark again after a mark whose outcome is unknown
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -850,7 +851,7 @@ func (c *core) fail(err error) []action {
 // that failover proceeds without it, retried while it has not succeeded
 // (a lowest candidate that never takes over would block every other one).
 // A member that found the log lost what it applied marks the room lost
-// first, on each attempt (a marker already there is left alone): its
+// first, until a mark lands (a marker already there is left alone): its
 // candidate must not go before the marker is in place, or a member whose
 // own state the older log still holds could take over in its stead.
 //
@@ -864,7 +865,7 @@ func (c *core) resignDue(now time.Time) []action {
 		return nil
 	}
 	if c.lostFound != nil && !c.marked {
-		if now.Before(c.markRetryAt) {
+		if now.Before(c.markRetryAt) || (c.bugs.noMarkRetry && !c.markRetryAt.IsZero()) {
 			return nil
 		}
 		c.markOut = true

@@ -133,7 +133,9 @@
 // append landing in a room marked lost until the re-seed (the mark fences
 // the primary elected in the finder's window), nothing acknowledged after
 // a connected member reached the verdict that the log lost what it applied
-// (the simulation marks in the step of the verdict), no append
+// (unless that member's mark did not land: it marks again markRetryPause
+// later, which the simulation checks), no member resigning while its
+// mark is out or of unknown outcome, no append
 // acknowledged before a rollback missing from the re-seeded log, and the
 // core's own invariants; after every calm stretch,
 // exactly one member leads, in the room's epoch, and every connected member

@@ -1178,7 +1178,7 @@ func (r *Replica) shutdown() {
 	if !lp.c.connected {
 		wait = 0
 	}
-	if lp.c.lostFound != nil && !lp.c.resigned && wait > 0 {
+	if lp.c.lostFound != nil && !lp.c.marked && !lp.c.resigned && wait > 0 {
 		// Failed on a lost log, and Close came before the mark-lost job
 		// (dropped above) could run: mark now, before our candidate goes.
 		_ = r.markLost(context.Background(), r.client, lp.c.lostFound)

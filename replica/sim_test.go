@@ -285,6 +285,8 @@ type simMember struct {
 	// markUnknown, the last answer said the outcome is unknown. Its
 	// candidate must not go (aResign) in either case.
 	markOut, markUnknown bool
+	// markRetryDue: when a mark of unknown outcome must go out again.
+	markRetryDue time.Time
 }
 
 // simMove is a room-version move out (the checkpointer's rotation).
@@ -533,6 +535,7 @@ func (s *sim) stepCore(m *simMember, ev any) {
 		m.evq = m.evq[1:]
 		if mk, ok := ev.(evMarked); ok {
 			m.markOut, m.markUnknown = false, mk.Err != nil
+			m.markRetryDue = s.now.Add(markRetryPause)
 		}
 		acts := m.c.Step(ev)
 		s.logf("%s <- %s", m.id, evLine{ev})
@@ -677,7 +680,7 @@ func (s *sim) do(m *simMember, a action) {
 		} else if l := s.loss; l != nil && !l.marked {
 			l.markPending = true
 		}
-		ev := evMarked{Now: s.now}
+		ev := evMarked{Now: s.now} // a later answer is stamped when delivered
 		if !replied {
 			ev.Err = zk.ErrConnectionClosed
 		}
@@ -697,6 +700,9 @@ func (s *sim) do(m *simMember, a action) {
 				m.candidate = ""
 			}
 			s.stepCore(m, evResigned{})
+		} else {
+			// The resign job's requests fail on the lost connection.
+			s.stepCore(m, evResigned{Err: zk.ErrConnectionClosed})
 		}
 	}
 }
@@ -714,11 +720,13 @@ func (s *sim) checkInvariants() {
 		//    refuses a marked room;
 		//  - nothing is acknowledged after a connected member reached the
 		//    finder's verdict. In the simulation the core's aMarkLost is
-		//    carried out in the step of the verdict (the mark-lost job
-		//    goes first in its lane, and the sim runs it at once), so the
-		//    mark is in place from then on: an acknowledgement after the
-		//    verdict is one the mark should have fenced (the core that
-		//    never marks). The window this leaves open is the one the
+		//    carried out in the step of the verdict, so unless its
+		//    request is lost (markPending) the mark is in place from then
+		//    on: an acknowledgement after the verdict is one the mark
+		//    should have fenced (the core that never marks). A lost
+		//    request extends the window until the retry lands, and the
+		//    retry is due markRetryPause after the answer (checked in
+		//    reconcile). The window this leaves open is the one the
 		//    package doc states: from the restore until a finder audits
 		//    while connected.
 		switch {
@@ -941,6 +949,9 @@ func (s *sim) deliver(m *simMember) {
 	case evProbed:
 		e.Now = s.now
 		ev = e
+	case evMarked:
+		e.Now = s.now
+		ev = e
 	}
 	if d, ok := ev.(evDeposed); ok {
 		m.deposedTold = d.Epoch
@@ -980,6 +991,12 @@ func (s *sim) reconcile(m *simMember) {
 	if m.c.failed {
 		for _, a := range m.c.resignDue(s.now) {
 			s.do(m, a)
+		}
+		// A mark whose outcome is unknown goes out again once its pause
+		// is over (the finder's window stays open until it lands).
+		if m.c.lostFound != nil && m.markUnknown && !m.markOut && !s.now.Before(m.markRetryDue) {
+			s.fatalf("%s: its mark of the room lost had an unknown outcome at %v and is not tried again at %v (pause %v): the finder's window stays open",
+				m.id, m.markRetryDue.Add(-markRetryPause), s.now, markRetryPause)
 		}
 		return
 	}
@@ -2228,6 +2245,7 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		// The mark's request or reply is lost (one in four) and the
 		// finder resigns all the same.
 		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0},
+		{"core: never retry a mark of unknown outcome", simBugs{core: coreBugs{noMarkRetry: true}}, "is not tried again", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
