@@ -701,9 +701,27 @@
 // replaces it (moves it away; the member then bootstraps from a peer's
 // checkpoint). A peer that comes back on a healthy chain (a repaired
 // member) counts by its latest comparison; a peer that leaves no longer
-// votes. Known limit: a member that bootstraps from a divergent member's
-// checkpoint inherits its chain and then agrees with it, so it votes with
-// it as if it were an independent witness.
+// votes. A peer whose store was replaced without a departure this member
+// saw (a bootstrap in place, a quick restart) is on a new chain of the
+// same base, and what was compared with its old one is dropped (the peer
+// is undecided until its new chain is compared) when its publication goes
+// back to a lower index or carries another hash at the same index (also
+// a publication kept from when it was ahead of us), or when it publishes
+// an agreement (hash_agree, with any peer), at or past the index where it
+// disagreed with us, whose hash is ours at that index: the chain is
+// cumulative, so the chain that made that agreement equals ours through
+// the disagreement and is not the one compared. Only a chain equal to
+// ours there carries our hash past it, so a divergent peer cannot clear
+// a real disagreement this way (an agreement from before it is our hash
+// too and does not count); dropping one can delay a verdict, never cause
+// one, and a chain that still differs is compared again at its next
+// publication we reach. Known limits: a member that bootstraps from a
+// divergent member's checkpoint inherits its chain and then agrees with
+// it, so it votes with it as if it were an independent witness; and a
+// peer repaired in place whose new chain this member cannot check (its
+// publications and agreements past the disagreement all 16384 entries or
+// more behind our applied index) keeps the old chain's disagreement
+// until one it can check arrives.
 //
 // What it catches: members whose Applier made different writes for the
 // same entry — an Applier that is not deterministic (a map iteration, a

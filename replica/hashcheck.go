@@ -80,13 +80,21 @@ type hashCheck struct {
 	// state: per live peer, its latest comparison. The chain is
 	// cumulative, so a peer that disagreed keeps disagreeing; one that
 	// agrees again replaced its chain (a repaired member bootstrapped from
-	// a healthy one), and only its latest comparison counts.
+	// a healthy one), and only its latest comparison counts. A
+	// disagreement is dropped when the peer publishes an agreement that
+	// proves its chain was replaced (replacedInPlace).
 	state map[string]peerState
 	// ahead: per peer, the oldest publication seen ahead of our applied
 	// index and not compared yet: compared once we reach it, so a member
 	// that lags behind every publication under load still compares (each
 	// peer publishes its newest index only).
 	ahead map[string]hashObs
+	// last: per peer, the publication seen at the last evaluation. A
+	// member's applied index only grows on one chain, so a publication of
+	// another base, a lower index, or another hash at the same index is a
+	// new chain (its store was replaced), whether or not we compared the
+	// earlier one.
+	last map[string]hashObs
 	// bugs: planted bugs (simhash_test.go); always zero in production.
 	bugs hashBugs
 }
@@ -101,10 +109,12 @@ type hashBugs struct {
 	agreeUnchecked   bool // disagreeing peers joined on any published agreement, one with our history too
 	noJoin           bool // disagreeing peers never joined (their agreement among themselves ignored)
 	recordTie        bool // a tie's verdict recorded as an outvote
+	keepReplaced     bool // a disagreement kept after the peer's chain was replaced in place
+	onlyCompared     bool // a new chain told only from the publication last compared (one kept ahead survives it)
 }
 
 func newHashCheck() *hashCheck {
-	return &hashCheck{done: map[string]hashObs{}, state: map[string]peerState{}, ahead: map[string]hashObs{}}
+	return &hashCheck{done: map[string]hashObs{}, state: map[string]peerState{}, ahead: map[string]hashObs{}, last: map[string]hashObs{}}
 }
 
 // hashInput is one evaluation's facts.
@@ -153,12 +163,28 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 			hc.forget(id)
 		}
 	}
-	for id, o := range in.Peers {
-		if prev, ok := hc.done[id]; ok && (o.Base != prev.Base || o.At < prev.At) && !hc.bugs.keepStale {
-			hc.forget(id) // a new chain (restarted without it, or restored)
+	for id := range hc.last {
+		if _, live := in.Peers[id]; !live {
+			delete(hc.last, id)
 		}
+	}
+	for id, o := range in.Peers {
+		// A new chain (restarted without it, restored, or bootstrapped
+		// in place behind where it was): what we compared or kept ahead
+		// was the old one's.
+		prev, ok := hc.last[id]
+		if hc.bugs.onlyCompared {
+			prev, ok = hc.done[id]
+		}
+		if ok && (o.Base != prev.Base || o.At < prev.At || (o.At == prev.At && o.Hash != prev.Hash)) && !hc.bugs.keepStale {
+			hc.forget(id)
+		}
+		hc.last[id] = o
 		if o.Hash == "" || o.Base != in.Own.Base {
 			continue // not comparable
+		}
+		if hc.replacedInPlace(id, o, in) && !hc.bugs.keepReplaced {
+			hc.forget(id) // a new chain of the same base, past where the old one was
 		}
 		// A publication kept from when it was ahead of us, once we got
 		// there; then the newest, or keep it until we get there.
@@ -313,6 +339,40 @@ func (hc *hashCheck) compare(id string, o hashObs, in hashInput) {
 		hc.mismatches++
 	}
 	hc.state[id] = st
+}
+
+// replacedInPlace reports whether peer id, recorded as disagreeing with us
+// at index st.at, publishes (o.Agree) an agreement at an index at or past
+// st.at whose hash is ours there. Each agreement carries the publisher's
+// own hash at that index, so its chain equalled ours there; chains are
+// cumulative, so that chain equals ours at st.at too and is not the one we
+// compared: it was replaced by one of the same base at a later index (a
+// bootstrap in place, or a quick restart we did not see it leave), which
+// the new-chain check in evaluate cannot tell. Forgetting it is safe: it
+// only turns a peer that votes against us into an undecided one, so it
+// can delay a verdict, never cause one; and a chain that does differ from
+// ours is compared again at its next publication we reach and disagrees
+// there (cumulative again). A divergent peer cannot clear a real
+// disagreement this way: only a chain equal to ours through st.at carries
+// our hash past it (short of a SHA-256 collision); an agreement from
+// before the disagreement is our hash too and is not taken. A publication
+// that carries agreements from the peer's previous store (published in
+// the moment between its bootstrap and its next vote) can at worst drop
+// the disagreement until we compare its current chain.
+func (hc *hashCheck) replacedInPlace(id string, o hashObs, in hashInput) bool {
+	st, ok := hc.state[id]
+	if !ok || st.agree {
+		return false
+	}
+	for _, ag := range o.Agree {
+		if ag.At < st.at {
+			continue
+		}
+		if mine, ok := in.OwnAt(ag.At); ok && mine == ag.Hash {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops what was recorded about peer id.

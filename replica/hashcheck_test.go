@@ -163,6 +163,73 @@ func TestHashCheckVotes(t *testing.T) {
 		require.Empty(t, v.Report)
 		require.Contains(t, v.Agree, "x")
 	})
+	t.Run("a peer repaired in place is not held to its old chain", func(t *testing.T) {
+		// A room of two (the integrity simulation's seed 29): we compared
+		// the peer's divergent chain at 6. It then got a healthy store
+		// without us seeing it leave (a bootstrap in place, or a quick
+		// restart): same chain base, a later index, so nothing says its
+		// chain is new. We are held at 12 and miss its publications up
+		// to there; the next one is ahead of us, it is the primary, and
+		// it publishes that it agreed with us at 11 with our own hash.
+		// Its chain equals ours at 11, so (cumulative) at 6 too: the
+		// disagreement was with a chain it no longer has.
+		hc := newHashCheck()
+		v := evalAt(hc, 10, true, map[string]hashObs{"p": bad(6)})
+		require.Contains(t, v.Report, "primary of a room of two stays")
+		repaired := agreeing(good(15), "me", "h", 11)
+		repaired.Primary = true
+		v = evalAt(hc, 12, false, map[string]hashObs{"p": repaired})
+		require.NoError(t, v.Fail, "a healthy standby failed against the repaired primary")
+		require.Empty(t, v.Report)
+		require.NotContains(t, hc.state, "p", "undecided until we reach its publication")
+		v = evalAt(hc, 15, false, map[string]hashObs{"p": repaired})
+		require.NoError(t, v.Fail)
+		require.Equal(t, map[string]hashAgreement{"p": {At: 15, Hash: "h15"}}, v.Agree)
+
+		// What does not clear a disagreement: an agreement from before it
+		// (our hash there too), or one on the peer's own history.
+		for name, ag := range map[string]hashObs{
+			"before the disagreement": agreeing(bad(15), "me", "h", 5),
+			"on its own history":      agreeing(bad(15), "q", "x", 11),
+		} {
+			hc := newHashCheck()
+			evalAt(hc, 10, true, map[string]hashObs{"p": bad(6)})
+			ag.Primary = true
+			v := evalAt(hc, 12, false, map[string]hashObs{"p": ag})
+			require.ErrorIs(t, v.Fail, ErrDiverged, name)
+			require.Contains(t, v.Fail.Error(), "index 6: member me has h6, member p has x6", name)
+		}
+	})
+	t.Run("a publication kept ahead is dropped when the peer's chain goes back", func(t *testing.T) {
+		// The simulation's seed 14075: we keep the peer's divergent
+		// publication at 15, ahead of us. It is then bootstrapped in place
+		// behind it (same base, index 10): a new chain, even though we
+		// never compared the old one. Our store opened at 11, so we cannot
+		// check it at 10; when we reach 15, the old chain's publication
+		// must not be compared.
+		opened := func(i uint64) (string, bool) {
+			if i < 11 {
+				return "", false
+			}
+			return own(i)
+		}
+		at := func(hc *hashCheck, ownAt uint64, primary bool, p hashObs) hashVerdict {
+			return hc.evaluate(hashInput{Self: "me", Primary: primary, Own: hashObs{At: ownAt, Hash: h("h", ownAt)}, OwnAt: opened, Peers: map[string]hashObs{"p": p}})
+		}
+		hc := newHashCheck()
+		require.Equal(t, hashVerdict{}, at(hc, 12, true, bad(15)))
+		repaired := good(10)
+		repaired.Primary = true
+		require.Equal(t, hashVerdict{}, at(hc, 12, false, repaired))
+		v := at(hc, 15, false, repaired)
+		require.NoError(t, v.Fail, "the old chain's publication kept ahead was compared")
+		require.Equal(t, hashVerdict{}, v, "undecided: nothing of its new chain we can check yet")
+		// The same index with another hash is a new chain too.
+		hc = newHashCheck()
+		at(hc, 12, true, bad(15))
+		at(hc, 12, false, good(15))
+		require.Equal(t, good(15), hc.ahead["p"])
+	})
 	t.Run("a peer that left no longer votes", func(t *testing.T) {
 		hc := newHashCheck()
 		eval(hc, true, map[string]hashObs{"x": bad(6), "a": good(7)})
