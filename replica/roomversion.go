@@ -207,23 +207,30 @@ func ReadRoomVersion(ctx context.Context, c *logroom.Client, base, room string) 
 		}
 		st.MaxChannelVersion = max(st.MaxChannelVersion, ch.RoomVersion)
 	}
+	st.Blocked, st.Complete = roomVersionVerdict(st)
+	return st, nil
+}
+
+// roomVersionVerdict is ReadRoomVersion's Blocked and Complete for what
+// it read (st's other fields): no I/O.
+func roomVersionVerdict(st RoomVersionStatus) (blocked string, complete bool) {
 	f := versionFacts{Current: st.Version, Lowering: st.Lowering, Since: st.Since, Target: st.Target,
 		Members: map[string]memberVersions{}, MaxChannel: st.MaxChannelVersion}
 	for _, m := range st.Members {
 		f.Members[m.ID] = memberVersions{Lo: m.RoomVersionMin, Hi: m.RoomVersionMax, Applied: m.Applied}
 		f.Primary = f.Primary || m.Role == RolePrimary
 	}
-	_, st.Blocked = decideRoomVersion(f)
-	if !f.Primary && st.Blocked != "" && !strings.Contains(st.Blocked, "not supported") {
-		st.Blocked = "no live member is primary (only a primary moves the room): " + st.Blocked
+	_, blocked = decideRoomVersion(f)
+	if !f.Primary && blocked != "" && !strings.Contains(blocked, "not supported") {
+		blocked = "no live member is primary (only a primary moves the room): " + blocked
 	}
-	st.Complete = (st.Target == 0 || st.Target == st.Version) && !st.Lowering && st.MaxChannelVersion <= st.Version
+	complete = (st.Target == 0 || st.Target == st.Version) && !st.Lowering && st.MaxChannelVersion <= st.Version
 	for _, m := range st.Members {
 		if st.Since > 0 && m.Applied+1 < st.Since {
-			st.Complete = false
+			complete = false
 		}
 	}
-	return st, nil
+	return blocked, complete
 }
 
 // SetRoomVersionTarget records v as the room's target version. The
@@ -317,12 +324,18 @@ func (r *Replica) roomVersionEvent(rv logroom.RoomVersion, metaErr error, target
 // rvIdentity is what the core needs of this member's binary and room for
 // its room-version decisions and messages.
 func (r *Replica) rvIdentity() rvIdentity {
-	lo, hi := r.roomVersions()
+	return rvIdentityFor(r.cfg.MaxRoomVersion, r.room.Path())
+}
+
+// rvIdentityFor is rvIdentity for a binary capped by capVersion
+// (Config.MaxRoomVersion, 0: no cap) in the room at roomPath.
+func rvIdentityFor(capVersion int, roomPath string) rvIdentity {
+	lo, hi := advertisedRange(capVersion)
 	capped := ""
-	if r.cfg.MaxRoomVersion > 0 && r.cfg.MaxRoomVersion < version.RoomMax {
-		capped = fmt.Sprintf(", capped by Config.MaxRoomVersion %d", r.cfg.MaxRoomVersion)
+	if capVersion > 0 && capVersion < version.RoomMax {
+		capped = fmt.Sprintf(", capped by Config.MaxRoomVersion %d", capVersion)
 	}
-	return rvIdentity{Lo: lo, Hi: hi, Release: version.Release, CapNote: capped, RoomPath: r.room.Path()}
+	return rvIdentity{Lo: lo, Hi: hi, Release: version.Release, CapNote: capped, RoomPath: roomPath}
 }
 
 // moveRoomVersion carries out the core's aMoveRoomVersion off the loop: a
@@ -349,14 +362,21 @@ func (r *Replica) moveRoomVersion(from, to int) {
 // version, the target, the members' data and the channels (Primary is
 // the caller's to set).
 func (r *Replica) versionFacts(rv logroom.RoomVersion, target int, members map[string]memberData, maxChannel int) versionFacts {
+	lo, hi := r.roomVersions()
+	return buildVersionFacts(rv, target, members, maxChannel, r.cfg.ID, memberVersions{Lo: lo, Hi: hi, Applied: r.applied.Load()})
+}
+
+// buildVersionFacts is versionFacts with this member's own id and
+// versions given (self overrides what members holds for selfID: its own
+// range and applied index are known first hand): no I/O.
+func buildVersionFacts(rv logroom.RoomVersion, target int, members map[string]memberData, maxChannel int, selfID string, self memberVersions) versionFacts {
 	f := versionFacts{Current: rv.Version, Lowering: rv.Lowering, Since: rv.Since, Target: target,
 		Members: map[string]memberVersions{}, MaxChannel: maxChannel}
 	for id, d := range members {
 		lo, hi := d.roomVersions()
 		f.Members[id] = memberVersions{Lo: lo, Hi: hi, Applied: d.Applied}
 	}
-	lo, hi := r.roomVersions()
-	f.Members[r.cfg.ID] = memberVersions{Lo: lo, Hi: hi, Applied: r.applied.Load()}
+	f.Members[selfID] = self
 	return f
 }
 
@@ -385,7 +405,12 @@ func (r *Replica) recheckMove(ctx context.Context, v int) error {
 	if err != nil {
 		return err
 	}
-	f := r.versionFacts(rv, target, members, maxChannelVersion(chans))
+	return recheckVerdict(r.versionFacts(rv, target, members, maxChannelVersion(chans)), v)
+}
+
+// recheckVerdict is recheckMove's decision on facts read afresh: nil when
+// the primary would move the room to v now.
+func recheckVerdict(f versionFacts, v int) error {
 	f.Primary = true
 	if move, blocked := decideRoomVersion(f); move != v {
 		return fmt.Errorf("replica: move to room version %d no longer decided (now: %d): %s", v, move, blocked)

@@ -161,7 +161,13 @@ type simBugs struct {
 	// noReconnectAudit: the loop does not audit at once on a reconnect
 	// (only every simAuditEvery).
 	noReconnectAudit bool
-	core             coreBugs
+	// Room versions (roomversion.go): ReadRoomVersion's Complete judged
+	// on the room meta's version and the target alone (neither the
+	// lowering nor the channels' versions read); the move's recheck
+	// decides on the loop's cached membership view instead of the member
+	// data read afresh.
+	rvCompleteOnMeta, rvRecheckCachedView bool
+	core                                  coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -260,9 +266,13 @@ type simMember struct {
 	// (1: a binary from before room versions; the lowest is always 1);
 	// view the membership view the loop decides on (refreshed now and
 	// then: stale in between); moving the move it carries out (nil: none).
-	hi     int
-	view   map[string]memberVersions
-	moving *simMove
+	// oldOnComplete: the operator put m on a binary of room version 1
+	// because ReadRoomVersion called the downgrade complete (cleared when
+	// the room moves beyond m while m is not live to refuse it).
+	hi            int
+	view          map[string]memberData
+	moving        *simMove
+	oldOnComplete bool
 	// deposedChecks counts the reconciles, while usable and with nothing
 	// pending, that found m holding a term whose candidate is gone or
 	// whose fence moved (reset when it holds none).
@@ -296,9 +306,12 @@ type simMove struct {
 }
 
 type sim struct {
-	fail  func(msg string) // the test's Fatal, or the planted-bug test's recorder
-	admin int64            // the simulation's own session
-	rnd   *rand.Rand
+	fail func(msg string) // the test's Fatal, or the planted-bug test's recorder
+	// rvDrill: the operator upgrades and downgrades room versions often
+	// (newRVDrillSim); off in the main run.
+	rvDrill bool
+	admin   int64 // the simulation's own session
+	rnd     *rand.Rand
 	// frnd draws what the rollbacks added (when one comes, the member
 	// data the members read): a stream apart, so that a seed runs as it
 	// did before them until its first rollback.
@@ -346,8 +359,11 @@ type sim struct {
 	rvTarget   int
 	rvMoves    int // moves that landed
 	rvRefused  int // members failed on channels beyond them
-	mistakes   int // old binaries started on a room beyond them (at most one a seed)
-	holdLapses int // holds decideHold found lapsed (stalled, held too long, outrun)
+	// rvDowngrades: members put on a binary of room version 1 on a
+	// complete downgrade.
+	rvDowngrades int
+	mistakes     int // old binaries started on a room beyond them (at most one a seed)
+	holdLapses   int // holds decideHold found lapsed (stalled, held too long, outrun)
 	// published is the applied index the primary last wrote in its member
 	// data (0: none since the last rollback or re-seed).
 	published uint64
@@ -458,8 +474,12 @@ func (e evLine) String() string { return evString(e.ev) }
 
 func (s *sim) fatalf(format string, args ...any) {
 	tail := s.lines(*simTrace)
-	s.fail(fmt.Sprintf("seed %d step %d: %s\n(replay: go test ./replica -run 'TestSimulation$' -sim.seed=%d -v)\ntrace (last %d lines):\n%s",
-		s.seed, s.step, fmt.Sprintf(format, args...), s.seed, len(tail), strings.Join(tail, "\n")))
+	test := "TestSimulation$"
+	if s.rvDrill {
+		test = "TestSimulationRoomVersionDrill"
+	}
+	s.fail(fmt.Sprintf("seed %d step %d: %s\n(replay: go test ./replica -run '%s' -sim.seed=%d -v)\ntrace (last %d lines):\n%s",
+		s.seed, s.step, fmt.Sprintf(format, args...), test, s.seed, len(tail), strings.Join(tail, "\n")))
 }
 
 func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
@@ -494,7 +514,7 @@ func newSim(fail func(string), seed uint64, bugs simBugs) *sim {
 func (s *sim) newCore(m *simMember) {
 	m.c = newCore(m.id, 4*time.Second, m.sid)
 	m.c.linkBound, m.c.room = simLinkBound, "room"
-	m.c.rv = rvIdentity{Lo: 1, Hi: m.hi, Release: "sim", RoomPath: simRoom}
+	m.c.rv = rvIdentityFor(m.hi, simRoom) // Config.MaxRoomVersion caps the binary at hi
 	m.c.bugs = s.bugs.core
 	m.lv = simLive{guid: s.newGUID(), listenAt: s.now}
 }
@@ -839,6 +859,9 @@ func (s *sim) run(n int) {
 		// write.
 		idle := (s.step/150)%3 == 2
 		r := s.rnd.IntN(200)
+		if s.rvDrill && s.rnd.IntN(8) == 0 {
+			r = 197 + s.rnd.IntN(3) // the operator at work on room versions
+		}
 		if !storm && r >= 152 && r < 169 {
 			s.reconnect(m)
 			s.checkInvariants()
@@ -1072,27 +1095,72 @@ func (s *sim) reconcile(m *simMember) {
 	s.stepCore(m, evElection{Facts: f})
 }
 
-// liveVersions is what the live members advertise now (a fresh read of
-// the member nodes).
-func (s *sim) liveVersions() map[string]memberVersions {
-	out := map[string]memberVersions{}
+// memberData is m's member node as its loop publishes it: a binary from
+// before room versions (hi 1) advertises none, a newer one its range
+// (advertisedRange, capped at hi).
+func (s *sim) memberData(m *simMember) memberData {
+	d := memberData{V: formatVersion1, ID: m.id, Role: roleStrStandby, Applied: uint64(len(m.applied))}
+	if m.c.role == RolePrimary {
+		d.Role = roleStrPrimary
+	}
+	if m.hi > 1 {
+		d.RVMin, d.RVMax = advertisedRange(m.hi)
+	}
+	return d
+}
+
+// liveMembers is every live member's data now (a fresh read of the
+// member nodes: readMembers).
+func (s *sim) liveMembers() map[string]memberData {
+	out := map[string]memberData{}
 	for _, o := range s.ms {
 		if s.live(o) {
-			out[o.id] = memberVersions{Lo: 1, Hi: o.hi, Applied: uint64(len(o.applied))}
+			out[o.id] = s.memberData(o)
 		}
 	}
 	return out
 }
 
-// maxChannelVersion is the highest room version among the channels left.
+// selfVersions is what m's loop knows first hand of itself.
+func (s *sim) selfVersions(m *simMember) memberVersions {
+	lo, hi := advertisedRange(m.hi)
+	return memberVersions{Lo: lo, Hi: hi, Applied: uint64(len(m.applied))}
+}
+
+// roomVersion is the room meta's version.
+func (s *sim) roomVersion() logroom.RoomVersion {
+	return logroom.RoomVersion{Version: s.rv, Since: s.rvSince, Lowering: s.rvLowering}
+}
+
+// maxChannelVersion is the highest room version among the channels left
+// (roomversion.go's maxChannelVersion on the channel listing).
 func (s *sim) maxChannelVersion() int {
-	v := 0
+	var chans []logroom.ChannelInfo
 	for _, c := range s.chans {
 		if !c.deleted {
-			v = max(v, c.version)
+			chans = append(chans, logroom.ChannelInfo{FirstIndex: c.first, LastIndex: c.last, RoomVersion: c.version})
 		}
 	}
-	return v
+	return maxChannelVersion(chans)
+}
+
+// roomVersionStatus is what ReadRoomVersion reads now, Blocked and
+// Complete judged by roomVersionVerdict.
+func (s *sim) roomVersionStatus() RoomVersionStatus {
+	st := RoomVersionStatus{Room: "room", Version: s.rv, Since: s.rvSince, Target: s.rvTarget, Lowering: s.rvLowering,
+		MaxChannelVersion: s.maxChannelVersion()}
+	for _, o := range s.ms {
+		if s.live(o) {
+			st.Members = append(st.Members, s.memberData(o).memberStatus())
+		}
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	read := st
+	if s.bugs.rvCompleteOnMeta {
+		read.Lowering, read.MaxChannelVersion = false, 0
+	}
+	st.Blocked, st.Complete = roomVersionVerdict(read)
+	return st
 }
 
 // readRoomVersion is the loop's once-a-second read of the room version
@@ -1100,18 +1168,19 @@ func (s *sim) maxChannelVersion() int {
 // a member that joined or changed its binary since).
 func (s *sim) readRoomVersion(m *simMember) {
 	if m.view == nil || s.rnd.IntN(3) == 0 {
-		m.view = s.liveVersions()
+		m.view = s.liveMembers()
 	}
-	members := map[string]memberVersions{}
-	for id, v := range m.view {
-		members[id] = v
-	}
-	members[m.id] = memberVersions{Lo: 1, Hi: m.hi, Applied: uint64(len(m.applied))}
 	maxCh := s.maxChannelVersion()
-	s.stepCore(m, evRoomVersion{Meta: logroom.RoomVersion{Version: s.rv, Since: s.rvSince, Lowering: s.rvLowering},
-		Target: s.rvTarget, MaxChannel: maxCh, Members: members})
+	// roomVersionEvent: the facts from the cached view, m's own range
+	// and applied index first hand.
+	f := buildVersionFacts(s.roomVersion(), s.rvTarget, m.view, maxCh, m.id, s.selfVersions(m))
+	s.stepCore(m, evRoomVersion{Meta: s.roomVersion(), Target: s.rvTarget, MaxChannel: maxCh, Members: f.Members})
 	if maxCh > m.hi && !m.c.failed {
 		s.fatalf("room version: %s runs on a room whose channels are at room version %d, beyond its %d", m.id, maxCh, m.hi)
+	}
+	if maxCh > m.hi && m.oldOnComplete {
+		s.fatalf("room version: %s was put on a binary of room versions 1..%d when ReadRoomVersion called the downgrade complete, "+
+			"yet channels of room version %d remain", m.id, m.hi, maxCh)
 	}
 	if maxCh > m.hi {
 		s.rvRefused++
@@ -1140,16 +1209,20 @@ func (s *sim) moveStep(m *simMember) {
 		err = errors.New("fenced")
 	}
 	if err == nil && !s.bugs.noMoveRecheck {
-		f := versionFacts{Primary: true, Current: s.rv, Lowering: s.rvLowering, Since: s.rvSince, Target: s.rvTarget,
-			Members: s.liveVersions(), MaxChannel: s.maxChannelVersion()}
-		if move, blocked := decideRoomVersion(f); move != mv.to {
-			err = fmt.Errorf("no longer decided (now %d): %s", move, blocked)
+		// recheckMove: the member data read afresh (readMembers).
+		members := s.liveMembers()
+		if s.bugs.rvRecheckCachedView && m.view != nil {
+			members = m.view
 		}
+		err = recheckVerdict(buildVersionFacts(s.roomVersion(), s.rvTarget, members, s.maxChannelVersion(), m.id, s.selfVersions(m)), mv.to)
 	}
 	if err == nil {
-		for id, v := range s.liveVersions() {
-			if mv.to > v.Hi {
-				s.fatalf("room version: moved the room to room version %d past live member %s (supports 1..%d)", mv.to, id, v.Hi)
+		for _, o := range s.ms {
+			if s.live(o) && mv.to > o.hi {
+				s.fatalf("room version: moved the room to room version %d past live member %s (supports 1..%d)", mv.to, o.id, o.hi)
+			}
+			if mv.to > o.hi {
+				o.oldOnComplete = false // not live: it refuses the room when it comes back
 			}
 		}
 		open := &s.chans[len(s.chans)-1]
@@ -1197,7 +1270,18 @@ func (s *sim) fenceMoved(t *simTerm) bool {
 // setTarget: the operator sets the room version target.
 func (s *sim) setTarget() {
 	s.rvTarget = 1 + s.rnd.IntN(2)
+	if s.rvDrill {
+		s.rvTarget = 3 - s.rv // the other one
+	}
 	s.logf("operator: room version target %d", s.rvTarget)
+}
+
+// downgradeComplete: what the operator reads before putting a member on
+// a binary from before room versions (the package doc's procedure): the
+// room at room version 1 and ReadRoomVersion's Complete.
+func (s *sim) downgradeComplete() bool {
+	st := s.roomVersionStatus()
+	return st.Version == 1 && st.Complete
 }
 
 // swapBinary: the operator restarts m on another binary (in place): a
@@ -1208,8 +1292,11 @@ func (s *sim) swapBinary(m *simMember) {
 	switch {
 	case m.hi == 1:
 		m.hi = 2
-	case s.rvTarget <= 1 && s.rv == 1 && !s.rvLowering && s.maxChannelVersion() <= 1:
+		m.oldOnComplete = false
+	case s.downgradeComplete():
 		m.hi = 1 // the downgrade is complete (ReadRoomVersion's Complete)
+		m.oldOnComplete = true
+		s.rvDowngrades++
 	case s.rnd.IntN(4) == 0 && s.mistakes == 0:
 		// An operator's mistake: an old binary on a room with channels
 		// beyond it. It must refuse to run (fail), never break the room.
@@ -1218,7 +1305,7 @@ func (s *sim) swapBinary(m *simMember) {
 	default:
 		return
 	}
-	m.c.rv.Hi = m.hi
+	m.c.rv = rvIdentityFor(m.hi, simRoom)
 	s.logf("%s now runs a binary of room versions 1..%d", m.id, m.hi)
 }
 
@@ -2195,57 +2282,65 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		bugs simBugs
 		want string
 		seed uint64
+		// drill: run newRVDrillSim (the operator at work on room
+		// versions) instead of the main run's mix.
+		drill bool
 	}{
-		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence", 0},
-		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion", 0},
-		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun", 0},
+		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence", 0, false},
+		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion", 0, false},
+		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun", 0, false},
 		// Met by about one seed in two thousand (as before the liveness
 		// faults: 3 of the first 6000).
-		{"call a progressing hold stalled", simBugs{holdStallShort: true}, "never outrun", 2791},
-		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, "", 0},
-		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, "", 0},
-		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, "", 0},
-		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary", 0},
-		{"loop: no term watch", simBugs{noTermWatch: true}, "a deposed primary keeps acting as primary", 0},
+		{"call a progressing hold stalled", simBugs{holdStallShort: true}, "never outrun", 2791, false},
+		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, "", 0, false},
+		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, "", 0, false},
+		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, "", 0, false},
+		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary", 0, false},
+		{"loop: no term watch", simBugs{noTermWatch: true}, "a deposed primary keeps acting as primary", 0, false},
 		// Found as a ghost write of the old incarnation's primary, or as
 		// that primary holding its term in the re-seeded room.
-		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, "", 0},
-		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, "", 0},
-		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, "", 0},
-		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition", 0},
-		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session", 0},
-		{"core: never serve reads again after a link probe went unanswered", simBugs{core: coreBugs{stickyLinkCut: true}}, "still refuses reads", 0},
-		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member", 0},
-		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move", 0},
-		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its", 0},
+		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, "", 0, false},
+		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, "", 0, false},
+		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, "", 0, false},
+		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition", 0, false},
+		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session", 0, false},
+		{"core: never serve reads again after a link probe went unanswered", simBugs{core: coreBugs{stickyLinkCut: true}}, "still refuses reads", 0, false},
+		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member", 0, false},
+		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move", 0, false},
+		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its", 0, false},
+		// roomversion.go's verdicts, run by the simulation: the operator
+		// downgrades a binary on a Complete judged without the lowering;
+		// the move's recheck decides on the cached view.
+		{"room version: Complete judged on the room meta alone", simBugs{rvCompleteOnMeta: true}, "called the downgrade complete", 0, true},
+		{"room version: the move rechecked on the cached view", simBugs{rvRecheckCachedView: true}, "past live member", 0, false},
 		// A member whose state the older copy holds takes over and
 		// acknowledges at the indexes the rollback lost.
-		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict", 0},
+		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict", 0, false},
 		// The primary elected in the finder's window goes on writing
 		// after the mark.
-		{"mark lost without fencing the writer", simBugs{markNoFence: true}, "marked lost", 0},
+		{"mark lost without fencing the writer", simBugs{markNoFence: true}, "marked lost", 0, false},
 		// Channel deletion (simdelete_test.go): the three rules of
 		// logroom's fenced deletion, one at a time.
-		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole", 0},
-		{"deletion not behind the epoch fence", simBugs{delUnfenced: true}, "deletion after its epoch was superseded", 0},
-		{"deletion retried across a lost reply without the channels-znode version check", simBugs{delRetry: true}, "the channel chain has a hole", 0},
+		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole", 0, false},
+		{"deletion not behind the epoch fence", simBugs{delUnfenced: true}, "deletion after its epoch was superseded", 0, false},
+		{"deletion retried across a lost reply without the channels-znode version check", simBugs{delRetry: true}, "the channel chain has a hole", 0, false},
 		// Crash detection (simlive_test.go), through liveness.go's
 		// decisions: a paused or partitioned live primary deposed; a
 		// deposition that deletes the head of the line as it is by then
 		// (the successor's node, once the observed one expired); nobody
 		// watching the primary (a killed one waits for its session); the
 		// verdict on a deposition inverted.
-		{"liveness: a timeout counted as proof", simBugs{liveTimeoutProof: true}, "on a proof no proxy forged", 0},
-		{"liveness: depose the line's head, not the observed node", simBugs{liveDeposeCurrent: true}, "not the candidate it observed", 0},
-		{"liveness: watch the primary's successor", simBugs{liveWatchSuccessor: true}, "no standby deposed it", 0},
-		{"liveness: the wrong-deposition verdict inverted", simBugs{liveVerdictInverted: true}, "liveness: the deposition of", 0},
+		{"liveness: a timeout counted as proof", simBugs{liveTimeoutProof: true}, "on a proof no proxy forged", 0, false},
+		{"liveness: depose the line's head, not the observed node", simBugs{liveDeposeCurrent: true}, "not the candidate it observed", 0, false},
+		{"liveness: watch the primary's successor", simBugs{liveWatchSuccessor: true}, "no standby deposed it", 0, false},
+		{"liveness: the wrong-deposition verdict inverted", simBugs{liveVerdictInverted: true}, "liveness: the deposition of", 0, false},
 		// The finder's window stays open past the finder's first
 		// reconcile after the rollback (TestSimulationReconnectAudit).
-		{"loop: no audit on reconnect", simBugs{noReconnectAudit: true}, "after a finder's first reconcile since it reconnected", simAuditSeed},
+		{"loop: no audit on reconnect", simBugs{noReconnectAudit: true}, "after a finder's first reconcile since it reconnected", simAuditSeed, false},
 		// The mark's request or reply is lost (one in four) and the
 		// finder resigns all the same.
-		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0},
-		{"core: never retry a mark of unknown outcome", simBugs{core: coreBugs{noMarkRetry: true}}, "is not tried again", 0},
+		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0, false},
+		{"core: never retry a mark of unknown outcome", simBugs{core: coreBugs{noMarkRetry: true}}, "is not tried again", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
@@ -2263,7 +2358,11 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 							panic(r)
 						}
 					}()
-					s := newSim(func(msg string) { found = msg; panic(errPlantedFound) }, seed, tc.bugs)
+					mk := newSim
+					if tc.drill {
+						mk = newRVDrillSim
+					}
+					s := mk(func(msg string) { found = msg; panic(errPlantedFound) }, seed, tc.bugs)
 					s.run(*simSteps)
 				}()
 			}
