@@ -467,11 +467,22 @@ func laneOf(name string) int {
 
 // enqueue queues j behind the jobs already queued in its lane (their
 // order is the order of their effects in ZooKeeper) and starts it when
-// the lane's worker is free.
+// the lane's worker is free. The one exception: an election read goes
+// ahead of member-data writes still queued (a publish's effect does not
+// depend on the election's, nor the election read on our member data),
+// so a takeover's first read does not wait behind the publishes a role
+// change sets off among the members.
 func (r *Replica) enqueue(j zkJob) {
 	lp := r.lp
 	l := laneOf(j.name)
-	lp.jobs[l] = append(lp.jobs[l], j)
+	q := lp.jobs[l]
+	at := len(q)
+	if j.name == "election" {
+		for at > 0 && q[at-1].name == "publish" {
+			at--
+		}
+	}
+	lp.jobs[l] = append(q[:at], append([]zkJob{j}, q[at:]...)...)
 	lp.pending[j.name]++
 	r.startJob(l)
 }
