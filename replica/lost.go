@@ -321,9 +321,8 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 		if err != nil {
 			return probeResult{}
 		}
-		if end < hi {
-			return probeResult{reached: true, verdict: r.markedLost(ctx, c, logLost(what+" found", fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
-				logroom.ErrDiverged, r.cfg.Room, hi, end, applied)))}
+		if lost := committedLoss(what+" found", r.cfg.Room, hi, applied, end); lost != nil {
+			return probeResult{reached: true, verdict: r.markedLost(ctx, c, lost)}
 		}
 	}
 	return probeResult{reached: true}
@@ -335,33 +334,64 @@ func (r *Replica) probe(ctx context.Context, id logroom.BatchID, applied uint64)
 // when ZooKeeper did not answer.
 func (r *Replica) checkRoomIdentity(ctx context.Context) error {
 	info, err := logroom.ReadRoomInfo(ctx, r.client, r.baseOrDefault(), r.cfg.Room)
-	switch {
-	case errors.Is(err, logroom.ErrNoRoom):
+	switch classifyRoomIdentity(info, err, r.roomCzxid, r.room.EpochZnode()) {
+	case roomIsGone:
 		lost := r.roomGone("the log audit found")
 		r.tombstone(ctx, r.client, lost)
 		return lost
-	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid == r.roomCzxid:
-		// Marked lost by a member that found the log short, or a
-		// tombstone in a room of ours (a room re-created as a tombstone
-		// has another czxid: replaced, below).
+	case roomIsMarked:
 		return fmt.Errorf("replica: the log audit found: %w", err)
-	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid != 0:
+	case roomIsReplaced:
 		return r.roomReplaced("the log audit found", info.Czxid)
-	case errors.Is(err, logroom.ErrCorrupt):
+	case roomIsCorrupt:
 		// Not a room meta: a znode created in its place is another
 		// incarnation (czxid); our own corrupted meta is named elsewhere.
 		if ok, st, e := r.conn.Exists(r.room.Path()); e == nil && ok && st.Czxid != r.roomCzxid {
 			return r.roomReplaced("the log audit found", st.Czxid)
 		}
 		return nil
-	case err != nil:
-		return nil
-	case info.Czxid != r.roomCzxid:
-		return r.roomReplaced("the log audit found", info.Czxid)
-	case info.EpochZnode != r.room.EpochZnode():
+	case roomFenceReplaced:
 		return r.fenceReplaced("the log audit found", info.EpochZnode)
 	}
 	return nil
+}
+
+// roomIdentity is what checkRoomIdentity finds of the room znode.
+type roomIdentity int
+
+const (
+	roomIsOurs        roomIdentity = iota // the incarnation joined, or no answer
+	roomIsGone                            // no room znode
+	roomIsMarked                          // ours, marked lost (or a tombstone of ours)
+	roomIsReplaced                        // another incarnation (info.Czxid)
+	roomIsCorrupt                         // not a room meta: whose znode it is decides
+	roomFenceReplaced                     // our czxid, another epoch znode (re-seeded)
+)
+
+// classifyRoomIdentity is checkRoomIdentity's verdict on one
+// ReadRoomInfo (info, err) for a member that joined the incarnation
+// created at czxid with the epoch znode epochZnode: no I/O.
+func classifyRoomIdentity(info logroom.RoomInfo, err error, czxid int64, epochZnode string) roomIdentity {
+	switch {
+	case errors.Is(err, logroom.ErrNoRoom):
+		return roomIsGone
+	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid == czxid:
+		// Marked lost by a member that found the log short, or a
+		// tombstone in a room of ours (a room re-created as a tombstone
+		// has another czxid: replaced, below).
+		return roomIsMarked
+	case errors.Is(err, logroom.ErrRoomLost) && info.Czxid != 0:
+		return roomIsReplaced
+	case errors.Is(err, logroom.ErrCorrupt):
+		return roomIsCorrupt
+	case err != nil:
+		return roomIsOurs
+	case info.Czxid != czxid:
+		return roomIsReplaced
+	case info.EpochZnode != epochZnode:
+		return roomFenceReplaced
+	}
+	return roomIsOurs
 }
 
 // checkRoomAtOpen runs in Open for a member holding state, before the
@@ -422,9 +452,22 @@ func (r *Replica) checkCommittedHi(ctx context.Context, what string) error {
 		return nil
 	}
 	end, err := r.room.CommittedIndex(ctx, applied)
-	if err != nil || end >= hi {
+	if err != nil {
 		return nil
 	}
-	return fatal(logLost(what, fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
-		logroom.ErrDiverged, r.cfg.Room, hi, end, applied)))
+	if lost := committedLoss(what, r.cfg.Room, hi, applied, end); lost != nil {
+		return fatal(lost)
+	}
+	return nil
+}
+
+// committedLoss is the verdict of checkCommittedHi and the probe on a log
+// that ends at end, for a member of room that applied applied and knows
+// hi committed: logLost when the log ends below hi, else nil. No I/O.
+func committedLoss(what, room string, hi, applied, end uint64) error {
+	if hi <= applied || end >= hi {
+		return nil
+	}
+	return logLost(what, fmt.Errorf("%w: room %q: the primary published index %d as applied (so it was committed), but the log ends at %d (this member applied %d)",
+		logroom.ErrDiverged, room, hi, end, applied))
 }

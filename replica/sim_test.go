@@ -80,6 +80,12 @@ import (
 //     it reconnects (its audit is due at once): nothing is acknowledged
 //     after a member whose audit would find the loss reconciled without
 //     finding it.
+//  14. lost.go's verdicts (classifyRoomIdentity, committedLoss): a
+//     member's audit that reads a room marked lost fails it; no takeover
+//     leads from below an index it read published as applied before it
+//     fenced; room versions (roomversion.go's verdicts, and the drill of
+//     simrv_test.go): a binary put on room version 1 on a complete
+//     downgrade never finds channels beyond it.
 //
 // A failing seed prints its trace; rerun one seed with
 //
@@ -110,6 +116,9 @@ const (
 	// channel's znode is its child (simdelete_test.go).
 	simChannels = "/room/channels"
 )
+
+// simCzxid is the room znode's czxid (the model never re-creates it).
+const simCzxid = 0x100
 
 // lostPath is logroom.MarkLost's marker: a child of the room's epoch
 // znode (it goes with the incarnation).
@@ -167,7 +176,12 @@ type simBugs struct {
 	// decides on the loop's cached membership view instead of the member
 	// data read afresh.
 	rvCompleteOnMeta, rvRecheckCachedView bool
-	core                                  coreBugs
+	// lost.go's verdicts: the audit's read of the room misses the
+	// marker (ReadRoomInfo as it was before marks); checkCommittedHi
+	// judged on the member's own applies alone (not the primary's
+	// published applied index).
+	auditMissesMark, committedHiOwn bool
+	core                            coreBugs
 }
 
 type simEntry struct{ epoch, index uint64 }
@@ -202,6 +216,9 @@ type simTakeover struct {
 	token        string
 	fenced       bool // NewWriter ran (epoch 0: it was refused)
 	reported     bool // its end is queued
+	// heard: the highest index the member had read published as applied
+	// (so committed) when it fenced.
+	heard uint64
 }
 
 type simMember struct {
@@ -618,6 +635,9 @@ func (s *sim) do(m *simMember, a action) {
 		m.takeover = nil
 		if uint64(len(m.applied)) != tr.start-1 {
 			s.fatalf("%s leads epoch %d from %d having applied %d: it would write at an index it applied, or skip one", m.id, tr.epoch, tr.start, len(m.applied))
+		}
+		if tr.heard >= tr.start {
+			s.fatalf("%s leads epoch %d from %d having read index %d published as applied before it fenced: it writes again at indexes that were committed", m.id, tr.epoch, tr.start, tr.heard)
 		}
 		m.term = &simTerm{epoch: tr.epoch, start: tr.start, next: tr.start, epochVersion: tr.version, epochPath: tr.epochPath, token: tr.token, accepting: true, sid: m.c.sessionID}
 	case aStartTail:
@@ -1621,9 +1641,26 @@ func (s *sim) rollback() {
 // a room marked lost, or a log that lost what m applied, fails m.
 func (s *sim) audit(m *simMember) {
 	m.auditDue, m.lastAudit = false, s.now
-	if _, _, err := s.zk.get(m.sid, s.lostPath()); err == nil {
-		s.stepCore(m, evFail{Err: fmt.Errorf("replica: the log audit found: %w: room %q marked lost", logroom.ErrRoomLost, simRoom)})
+	// ReadRoomInfo on m's session, judged by classifyRoomIdentity. The
+	// model's room znode is never re-created (one czxid), and a member
+	// joined the incarnation the room is at now: the model does not run
+	// members through a re-seed's new epoch znode (a lossy re-seed
+	// restarts them all).
+	info := logroom.RoomInfo{Name: "room", Path: simRoom, Czxid: simCzxid, EpochZnode: s.epochPath}
+	var err error
+	if _, _, e := s.zk.get(m.sid, s.lostPath()); e == nil && !s.bugs.auditMissesMark {
+		err = fmt.Errorf("%w: room %q (znode %s) is marked lost", logroom.ErrRoomLost, "room", s.lostPath())
+	}
+	switch k := classifyRoomIdentity(info, err, simCzxid, s.epochPath); k {
+	case roomIsMarked:
+		s.stepCore(m, evFail{Err: fmt.Errorf("replica: the log audit found: %w", err)})
 		return
+	case roomIsOurs:
+	default:
+		s.fatalf("%s: the log audit calls the room %d (not ours), yet it is the incarnation %s joined", m.id, k, m.id)
+	}
+	if _, _, e := s.zk.get(m.sid, s.lostPath()); e == nil && !m.c.failed {
+		s.fatalf("%s audited a room marked lost and keeps running", m.id)
 	}
 	if err := s.logHolds(m, "the log audit found"); err != nil {
 		s.stepCore(m, evFail{Err: fmt.Errorf("replica: the room's log changed under a running member: %w", err)})
@@ -1640,9 +1677,12 @@ func (s *sim) logHolds(m *simMember, what string) error {
 		return fatal(logLost(what, fmt.Errorf("%w: room %q: the log ends at %d or holds another entry at %d, where %s applied %+v",
 			logroom.ErrDiverged, simRoom, end, n, m.id, m.applied[n-1])))
 	}
-	if hi := max(m.heard, n); hi > end {
-		return fatal(logLost(what, fmt.Errorf("%w: room %q: the primary published index %d as applied, but the log ends at %d (%s applied %d)",
-			logroom.ErrDiverged, simRoom, hi, end, m.id, n)))
+	hi := max(m.heard, n)
+	if s.bugs.committedHiOwn {
+		hi = n
+	}
+	if lost := committedLoss(what, simRoom, hi, n, end); lost != nil {
+		return fatal(lost) // checkCommittedHi
 	}
 	return nil
 }
@@ -1902,6 +1942,7 @@ func (s *sim) takeoverStep(m *simMember) {
 		}
 		s.tokens++
 		tr.fenced, tr.epoch, tr.version, tr.start, tr.epochPath, tr.token = true, epoch, ver+1, s.logEnd()+1, epochPath, token
+		tr.heard = m.heard
 		s.logf("%s new writer epoch %d start %d", m.id, epoch, tr.start)
 		return
 	}
@@ -2313,6 +2354,8 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		// the move's recheck decides on the cached view.
 		{"room version: Complete judged on the room meta alone", simBugs{rvCompleteOnMeta: true}, "called the downgrade complete", 0, true},
 		{"room version: the move rechecked on the cached view", simBugs{rvRecheckCachedView: true}, "past live member", 0, false},
+		{"lost: the audit misses the mark", simBugs{auditMissesMark: true}, "", 0, false},
+		{"lost: the committed index judged on our own applies", simBugs{committedHiOwn: true}, "", 0, false},
 		// A member whose state the older copy holds takes over and
 		// acknowledges at the indexes the rollback lost.
 		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict", 0, false},
