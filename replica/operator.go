@@ -331,15 +331,21 @@ func (r *Replica) runOperatorRequests(ctx context.Context) {
 // outcome. It returns the watch (nil: none armed).
 func (r *Replica) operatorStep(ctx context.Context, p string, t *term) <-chan zk.Event {
 	epoch := t.epoch
-	var (
+	// What the read found travels back through read (sent before the
+	// request returns): bounded gives up on its ctx while the request may
+	// still run, and nothing the request writes may be read after that.
+	type found struct {
 		data  []byte
 		st    *zk.Stat
 		watch <-chan zk.Event
-	)
+	}
+	read := make(chan found, 1)
 	err := r.bounded(ctx, func() error {
+		var f found
+		defer func() { read <- f }()
 		for range 3 {
 			var err error
-			data, st, watch, err = r.conn.GetW(p)
+			f.data, f.st, f.watch, err = r.conn.GetW(p)
 			if !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
@@ -347,15 +353,21 @@ func (r *Replica) operatorStep(ctx context.Context, p string, t *term) <-chan zk
 			// (ExistsW finds it): read it, or it would wait for a change
 			// that may never come.
 			var ok bool
-			ok, _, watch, err = r.conn.ExistsW(p)
-			data, st = nil, nil
+			ok, _, f.watch, err = r.conn.ExistsW(p)
+			f.data, f.st = nil, nil
 			if err != nil || !ok {
 				return err
 			}
 		}
-		watch = nil // created and deleted again and again: the next tick reads it
+		f.watch = nil // created and deleted again and again: the next tick reads it
 		return nil
 	})
+	var f found
+	select {
+	case f = <-read: // the request returned (err is its own)
+	default: // bounded gave up on ctx: nothing read, no watch armed for us
+	}
+	data, st, watch := f.data, f.st, f.watch
 	if err != nil || st == nil {
 		return watch
 	}
