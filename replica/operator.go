@@ -520,12 +520,19 @@ func (r *Replica) setOperator(ctx context.Context, p string, t *term, o operator
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.SessionTimeout)
 	defer cancel()
 	fence := t.w.FenceOps()
-	var res []zk.MultiResponse
+	// The responses travel back through a channel: bounded may give up on
+	// wctx while the request still runs (see operatorStep).
+	resc := make(chan []zk.MultiResponse, 1)
 	err := r.bounded(wctx, func() error {
-		var err error
-		res, err = r.conn.Multi(append(fence, &zk.SetDataRequest{Path: p, Data: encode(o), Version: *version})...)
+		rs, err := r.conn.Multi(append(fence, &zk.SetDataRequest{Path: p, Data: encode(o), Version: *version})...)
+		resc <- rs
 		return err
 	})
+	var res []zk.MultiResponse
+	select {
+	case res = <-resc:
+	default:
+	}
 	if err != nil {
 		switch {
 		case logroom.FenceRefused(res, err):
