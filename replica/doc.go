@@ -721,7 +721,13 @@
 // peer repaired in place whose new chain this member cannot check (its
 // publications and agreements past the disagreement all 16384 entries or
 // more behind our applied index) keeps the old chain's disagreement
-// until one it can check arrives.
+// until one it can check arrives; and a publication kept from when the
+// peer was ahead is compared when we reach it unless the peer's current
+// publication proves its chain replaced at or past that index (an
+// agreement carrying our hash there): proof only from below it cannot
+// tell the two chains apart. A member publishes agreements only for the
+// store its hash comes from (none between a bootstrap and its first
+// comparison).
 //
 // What it catches: members whose Applier made different writes for the
 // same entry — an Applier that is not deterministic (a map iteration, a

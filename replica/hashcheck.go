@@ -192,6 +192,13 @@ func (hc *hashCheck) evaluate(in hashInput) hashVerdict {
 			delete(hc.ahead, id)
 			if a.Base == o.Base {
 				hc.compare(id, a, in)
+				// The kept publication may be the old chain's: one the
+				// current publication proves replaced (an agreement
+				// carrying our hash at or past where it disagreed) is
+				// dropped at once, before the vote.
+				if hc.replacedInPlace(id, o, in) && !hc.bugs.keepReplaced {
+					hc.forget(id)
+				}
 			}
 		}
 		if o.At > in.Own.At {

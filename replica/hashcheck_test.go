@@ -200,6 +200,23 @@ func TestHashCheckVotes(t *testing.T) {
 			require.Contains(t, v.Fail.Error(), "index 6: member me has h6, member p has x6", name)
 		}
 	})
+	t.Run("a publication kept ahead is dropped when the peer's new chain jumps past it", func(t *testing.T) {
+		// From a review of the fix above: we (a lagging standby at 12)
+		// keep the divergent primary's publication at 15. It is repaired
+		// in place onto a chain that starts past 15 and publishes 18 with
+		// an agreement at 16 carrying our hash: its chain is ours through
+		// 15. When we reach 16, the kept publication must not be compared
+		// as if it were the current chain (before: ErrDiverged, the room
+		// of two's tie rule).
+		hc := newHashCheck()
+		old := bad(15)
+		old.Primary = true
+		require.Equal(t, hashVerdict{}, evalAt(hc, 12, false, map[string]hashObs{"p": old}))
+		repaired := agreeing(good(18), "me", "h", 16)
+		repaired.Primary = true
+		require.NoError(t, evalAt(hc, 12, false, map[string]hashObs{"p": repaired}).Fail)
+		require.NoError(t, evalAt(hc, 16, false, map[string]hashObs{"p": repaired}).Fail)
+	})
 	t.Run("a publication kept ahead is dropped when the peer's chain goes back", func(t *testing.T) {
 		// The simulation's seed 14075: we keep the peer's divergent
 		// publication at 15, ahead of us. It is then bootstrapped in place

@@ -686,7 +686,10 @@ func (r *Replica) ownMemberData() memberData {
 	if rh.Index == 0 {
 		d.Hash = "" // nothing applied: nothing to compare
 	}
-	if r.lp != nil {
+	if r.lp != nil && r.lp.hashStore == r.stRun.Load() {
+		// The agreements of the store the hash comes from: after a
+		// bootstrap swapped it, none until checkHashes compared the new
+		// chain (the old store's would vouch for a chain they never saw).
 		d.HashAgree = r.lp.hashAgree
 	}
 	if r.lp != nil {
