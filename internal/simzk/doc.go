@@ -36,19 +36,32 @@
 //     pings answer with the last zxid.
 //  3. Znodes: Stat's czxid, mzxid, pzxid, ctime, mtime, version,
 //     cversion, aversion, ephemeralOwner, dataLength and numChildren kept
-//     as ZooKeeper keeps them. A sequential name is the path followed by
-//     the parent's cversion, %010d; cversion counts the creates under the
-//     parent; a delete moves the parent's pzxid but not its cversion.
-//     Errors and their order of precedence are PrepRequestProcessor's:
-//     BadArguments for an invalid path or a special path ("/",
-//     "/zookeeper..."), InvalidACL, NoNode, NodeExists,
+//     as ZooKeeper keeps them: cversion counts the creates and the deletes
+//     under a znode, but a sequential name is the path followed by the
+//     number of earlier creates under the parent (every create counts,
+//     sequential or not, and a failed multi none), %010d; a delete moves
+//     the parent's pzxid. Data keeps nil and empty apart. "/zookeeper"
+//     (cversion -2, as 3.8 leaves it), "/zookeeper/config" and
+//     "/zookeeper/quota" exist and cannot be deleted. Errors and their
+//     order of precedence are PrepRequestProcessor's: BadArguments for an
+//     invalid or special path, InvalidACL, NoNode, NoAuth, NodeExists,
 //     NoChildrenForEphemerals, BadVersion, NotEmpty.
-//  4. Multi: the ops apply in order, each seeing the earlier ones; on the
+//  4. ACLs: validated as ZooKeeper's fixupACL does (an empty list, an
+//     unknown scheme, world with an id other than anyone, and "auth"
+//     without an authenticated id are InvalidACL; "auth" stands for the
+//     session's digest ids) and enforced as checkACL does: create needs
+//     CREATE on the parent, delete DELETE on the parent, setData WRITE,
+//     getData, getChildren and a multi's check READ, setACL ADMIN, getACL
+//     READ or ADMIN (without ADMIN digest hashes read "user:x"); exists
+//     and sync need nothing. A session's ids are the digest ids it added
+//     with setAuth plus ip:127.0.0.1; the "super" digest, x509 and sasl
+//     identities are not modelled (an ACL naming them grants nothing).
+//  5. Multi: the ops apply in order, each seeing the earlier ones; on the
 //     first failure nothing is applied and every op's result is an error
 //     result: 0 (ok) for the ops before, the failure's code for the
 //     failing op, RuntimeInconsistency for the ops after; the reply
 //     header's error is 0 and the client reports the first op error.
-//  5. Watches (one-shot, per connection, as ZooKeeper's server keeps
+//  6. Watches (one-shot, per connection, as ZooKeeper's server keeps
 //     them): exists and getData set a data watch (exists also on a
 //     missing node, fired by its create); getChildren sets a child watch;
 //     getData and getChildren on a missing node set none. A create fires
@@ -61,7 +74,7 @@
 //     is past the client's relative zxid; an exist watch fires
 //     NodeCreated if the node exists; a child watch fires NodeDeleted or,
 //     if the pzxid moved, NodeChildrenChanged; otherwise the watch is set).
-//  6. Sessions: a session expires when nothing (ping or request) was
+//  7. Sessions: a session expires when nothing (ping or request) was
 //     heard from it for its timeout, checked every Tick; closeSession
 //     ends it at once. The end of a session is one transaction that
 //     deletes its ephemeral znodes (their watches fire) and closes its
@@ -76,11 +89,8 @@
 //
 // No quorum, followers, leader election or observers (use
 // internal/infra/zkensemble for those); no persistence (Snapshot and
-// Restore stand in for it); no ACL enforcement: ACLs are validated and
-// stored as ZooKeeper does (an empty list and "auth" without an
-// authenticated id are InvalidACL) and getACL returns them, but no
-// request is ever refused with NoAuth; setAuth records digest ids (for
-// "auth" ACLs) and always succeeds. No TLS, SASL, quotas, containers,
+// Restore stand in for it). setAuth always succeeds (a digest without a
+// colon is ignored rather than failing the session). No TLS, SASL, quotas, containers,
 // TTL nodes, persistent or recursive watches (addWatch), removeWatches,
 // reconfig, multiRead, getEphemerals, or four-letter words other than
 // ruok, srvr and stat. Children are listed in name order (ZooKeeper's
