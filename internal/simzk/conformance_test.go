@@ -32,6 +32,52 @@ func TestConformance(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	backends := []backend{{"zookeeper", ens.Addrs()}, {"simzk", []string{sim.Addr()}}}
+	byName := map[string]scenario{}
+	for _, sc := range scenarios() {
+		byName[sc.name] = sc
+	}
+	t.Run("planted", func(t *testing.T) {
+		// Each planted bug makes some scenario's transcript differ.
+		for _, pb := range []struct {
+			name      string
+			bugs      bugs
+			scenarios []string
+		}{
+			{"seqFromCversion", bugs{seqFromCversion: true}, []string{"sequential"}},
+			{"deleteKeepsCversion", bugs{deleteKeepsCversion: true}, []string{"stat-and-zxids"}},
+			{"multiNoRollback", bugs{multiNoRollback: true}, []string{"multi-results"}},
+			{"failedWriteNoZxid", bugs{failedWriteNoZxid: true}, []string{"stat-and-zxids"}},
+			{"noACLCheck", bugs{noACLCheck: true}, []string{"acl-and-misc"}},
+			{"existsNoWatchMissing", bugs{existsNoWatchMissing: true}, []string{"watches"}},
+			{"multiNoRollback/random", bugs{multiNoRollback: true}, []string{"random-seed1"}},
+		} {
+			t.Run(pb.name, func(t *testing.T) {
+				bad, err := Start(Options{Tick: zkensemble.DefaultTickTime, MaxSessionTimeout: zkensemble.MaxSessionTimeout, bugs: pb.bugs})
+				require.NoError(t, err)
+				defer bad.Close()
+				for _, name := range pb.scenarios {
+					var out [2][]string
+					for i, b := range []backend{backends[0], {"simzk with " + pb.name, []string{bad.Addr()}}} {
+						r := newRun(t, b)
+						byName[name].run(r)
+						r.close()
+						out[i] = r.lines
+					}
+					i := firstDiff(out[0], out[1])
+					if i < 0 {
+						t.Fatalf("planted bug %s: scenario %s did not notice", pb.name, name)
+					}
+					line := func(l []string) string {
+						if i < len(l) {
+							return l[i]
+						}
+						return "<end>"
+					}
+					t.Logf("%s caught by %s at line %d:\n  zookeeper: %s\n  simzk:     %s", pb.name, name, i, line(out[0]), line(out[1]))
+				}
+			})
+		}
+	})
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			var out [2][]string
@@ -56,10 +102,20 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// firstDiff returns the first line where the transcripts differ, -1 if
+// none.
+func firstDiff(real, sim []string) int {
+	for i := 0; i < max(len(real), len(sim)); i++ {
+		if i >= len(real) || i >= len(sim) || real[i] != sim[i] {
+			return i
+		}
+	}
+	return -1
+}
+
 func compareTranscripts(t *testing.T, real, sim []string) {
 	t.Helper()
-	n := max(len(real), len(sim))
-	for i := 0; i < n; i++ {
+	if i := firstDiff(real, sim); i >= 0 {
 		var a, b string
 		if i < len(real) {
 			a = real[i]
@@ -67,7 +123,7 @@ func compareTranscripts(t *testing.T, real, sim []string) {
 		if i < len(sim) {
 			b = sim[i]
 		}
-		if a != b {
+		{
 			lo := max(0, i-30)
 			t.Fatalf("simzk differs from ZooKeeper at line %d:\n  zookeeper: %s\n  simzk:     %s\nzookeeper transcript (lines %d..%d):\n%s\nsimzk transcript:\n%s",
 				i, a, b, lo, i, strings.Join(real[lo:min(i+1, len(real))], "\n"), strings.Join(sim[lo:min(i+1, len(sim))], "\n"))

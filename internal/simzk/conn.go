@@ -33,6 +33,7 @@ type conn struct {
 	out        [][]byte // framed packets to write, in order
 	closeAfter bool     // close once out is written
 	watched    map[string]struct{}
+	late       [][]byte // events held back by the planted bug eventsLate
 }
 
 func (c *conn) enqueueLocked(pkt []byte) {
@@ -45,6 +46,17 @@ func (c *conn) enqueueLocked(pkt []byte) {
 
 func (c *conn) sendEventLocked(typ int32, path string) {
 	if c.closed {
+		return
+	}
+	if c.s.opts.bugs.eventsLate {
+		var e enc
+		e.i32(xidWatchEvent)
+		e.i64(-1)
+		e.i32(errOK)
+		e.i32(typ)
+		e.i32(3)
+		e.str(path)
+		c.late = append(c.late, e.b)
 		return
 	}
 	var e enc
@@ -401,6 +413,10 @@ func (c *conn) request(pkt []byte) bool {
 	if reply != nil {
 		c.enqueueLocked(reply)
 	}
+	for _, ev := range c.late {
+		c.enqueueLocked(ev)
+	}
+	c.late = nil
 	if r.code == opClose {
 		c.closeLater()
 	}
@@ -421,8 +437,16 @@ func (c *conn) handleLocked(r parsed) []byte {
 	t := s.tree
 	ss := c.sess
 	errReply := func(zxid int64, code int32) []byte { e := header(r.xid, zxid, code); return e.b }
+	bugs := s.opts.bugs
 	newTxn := func() *txn {
-		return &txn{t: t, sid: ss.id, ids: ss.ids, zxid: s.nextZxidLocked(), now: time.Now().UnixMilli()}
+		return &txn{t: t, sid: ss.id, ids: ss.ids, zxid: s.nextZxidLocked(), now: time.Now().UnixMilli(), bugs: bugs}
+	}
+	failedZxid := func(x *txn) int64 {
+		if bugs.failedWriteNoZxid {
+			s.tree.zxid--
+			return s.tree.zxid
+		}
+		return x.zxid
 	}
 	switch r.code {
 	case opPing:
@@ -439,7 +463,7 @@ func (c *conn) handleLocked(r parsed) []byte {
 		x := newTxn()
 		res := x.apply(r.op)
 		if res.err != errOK {
-			return errReply(x.zxid, res.err)
+			return errReply(failedZxid(x), res.err)
 		}
 		s.fireLocked(x.triggers)
 		e := header(r.xid, x.zxid, errOK)
@@ -466,7 +490,12 @@ func (c *conn) handleLocked(r parsed) []byte {
 		}
 		e := header(r.xid, x.zxid, errOK)
 		if failed >= 0 {
-			x.rollback()
+			if bugs.multiNoRollback {
+				s.fireLocked(x.triggers)
+			} else {
+				x.rollback()
+			}
+			e = header(r.xid, failedZxid(x), errOK)
 			for i := range r.multi {
 				code := errOK
 				switch {
@@ -506,7 +535,7 @@ func (c *conn) handleLocked(r parsed) []byte {
 			return errReply(t.zxid, errBadArguments)
 		}
 		n := t.nodes[r.path]
-		if r.code == opExists && r.watch {
+		if r.code == opExists && r.watch && (n != nil || !bugs.existsNoWatchMissing) {
 			s.addWatchLocked(s.dataW, r.path, c)
 		}
 		if n == nil {
@@ -578,6 +607,9 @@ func (c *conn) handleLocked(r parsed) []byte {
 		return e.b
 	case opSetWatches:
 		rel := r.setW.rel
+		if bugs.setWatchesRearmAll {
+			rel = 1<<63 - 1
+		}
 		for _, p := range r.setW.data {
 			switch n := t.nodes[p]; {
 			case n == nil:
@@ -589,7 +621,7 @@ func (c *conn) handleLocked(r parsed) []byte {
 			}
 		}
 		for _, p := range r.setW.exist {
-			if t.nodes[p] != nil {
+			if t.nodes[p] != nil && !bugs.setWatchesRearmAll {
 				c.sendEventLocked(evCreated, p)
 			} else {
 				s.addWatchLocked(s.dataW, p, c)

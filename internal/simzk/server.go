@@ -36,6 +36,22 @@ type Options struct {
 	AcceptStaleClients bool
 	// Logger receives the server's logs (nil: discard).
 	Logger *slog.Logger
+
+	// bugs are planted by this package's tests only.
+	bugs bugs
+}
+
+// bugs are deliberate deviations from ZooKeeper that the tests plant to
+// show they catch them; all false outside those tests.
+type bugs struct {
+	seqFromCversion      bool // a sequence number is the parent's cversion (counting deletes)
+	deleteKeepsCversion  bool // a delete does not move the parent's cversion
+	multiNoRollback      bool // a failed multi keeps the ops before the failing one
+	failedWriteNoZxid    bool // a failed write takes no zxid
+	noACLCheck           bool // ACLs are not enforced
+	existsNoWatchMissing bool // exists on a missing node sets no watch
+	setWatchesRearmAll   bool // setWatches re-arms every watch and fires none
+	eventsLate           bool // a watch event is queued after the next reply on its connection
 }
 
 // Request is what Options.Intercept sees of a request.

@@ -203,11 +203,20 @@ func TestReconnectRearmsWatches(t *testing.T) {
 }
 
 // TestSetWatchesRules: each setWatches rule on its own, through the
-// client's re-send after a disconnect with changes made meanwhile.
+// client's re-send after a disconnect with changes made meanwhile; with
+// the planted bug setWatchesRearmAll the changes go unnoticed.
 func TestSetWatchesRules(t *testing.T) {
+	want := []zk.EventType{zk.EventNodeDeleted, zk.EventNodeChildrenChanged, zk.EventNodeDeleted, zk.EventNodeCreated}
+	require.Equal(t, want, setWatchesRules(t, bugs{}))
+	require.NotEqual(t, want, setWatchesRules(t, bugs{setWatchesRearmAll: true}), "planted bug setWatchesRearmAll")
+}
+
+// setWatchesRules returns the event each watch saw (EventNotWatching:
+// none within a second of the re-attach).
+func setWatchesRules(t *testing.T, b bugs) []zk.EventType {
 	var sid atomic.Int64
 	var during func()
-	s := startServer(t, Options{Intercept: func(r Request) Fault {
+	s := startServer(t, Options{bugs: b, Intercept: func(r Request) Fault {
 		if r.Op == "setWatches" && r.Session == sid.Load() && during != nil {
 			during()
 		}
@@ -237,10 +246,20 @@ func TestSetWatchesRules(t *testing.T) {
 	}
 	sid.Store(c.SessionID())
 	s.Disconnect(c.SessionID())
-	require.Equal(t, zk.EventNodeDeleted, waitEvent(t, wgone, 5*time.Second).Type)
-	require.Equal(t, zk.EventNodeChildrenChanged, waitEvent(t, wkids, 5*time.Second).Type)
-	require.Equal(t, zk.EventNodeDeleted, waitEvent(t, wkg, 5*time.Second).Type)
-	require.Equal(t, zk.EventNodeCreated, waitEvent(t, wborn, 5*time.Second).Type)
+	require.Eventually(t, func() bool {
+		_, _, err := c.Exists("/")
+		return err == nil
+	}, 5*time.Second, 5*time.Millisecond)
+	var got []zk.EventType
+	for _, ch := range []<-chan zk.Event{wgone, wkids, wkg, wborn} {
+		select {
+		case ev := <-ch:
+			got = append(got, ev.Type)
+		case <-time.After(time.Second):
+			got = append(got, zk.EventNotWatching)
+		}
+	}
+	return got
 }
 
 func TestExpire(t *testing.T) {

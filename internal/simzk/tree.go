@@ -202,6 +202,7 @@ type txn struct {
 	ids      []zk.ACL // the session's authenticated ids (Perms unused)
 	zxid     int64
 	now      int64
+	bugs     bugs
 	undo     []func()
 	triggers []trigger
 }
@@ -248,6 +249,10 @@ func allowed(acl []zk.ACL, ids []zk.ACL, perm int32) bool {
 		}
 	}
 	return false
+}
+
+func (x *txn) allowed(acl []zk.ACL, perm int32) bool {
+	return x.bugs.noACLCheck || allowed(acl, x.ids, perm)
 }
 
 func ipMatches(pattern, ip string) bool {
@@ -329,12 +334,15 @@ func (x *txn) apply(o op) result {
 		if par == nil {
 			return result{err: errNoNode}
 		}
-		if !allowed(par.acl, x.ids, zk.PermCreate) {
+		if !x.allowed(par.acl, zk.PermCreate) {
 			return result{err: errNoAuth}
 		}
 		p := o.path
 		if seq {
 			p = fmt.Sprintf("%s%010d", o.path, par.seq)
+			if x.bugs.seqFromCversion {
+				p = fmt.Sprintf("%s%010d", o.path, par.stat.Cversion)
+			}
 		}
 		if t.nodes[p] != nil {
 			return result{err: errNodeExists}
@@ -366,7 +374,7 @@ func (x *txn) apply(o op) result {
 		if par == nil {
 			return result{err: errNoNode}
 		}
-		if !allowed(par.acl, x.ids, zk.PermDelete) {
+		if !x.allowed(par.acl, zk.PermDelete) {
 			return result{err: errNoAuth}
 		}
 		n := t.nodes[o.path]
@@ -389,7 +397,7 @@ func (x *txn) apply(o op) result {
 		if n == nil {
 			return result{err: errNoNode}
 		}
-		if !allowed(n.acl, x.ids, zk.PermWrite) {
+		if !x.allowed(n.acl, zk.PermWrite) {
 			return result{err: errNoAuth}
 		}
 		if o.version != -1 && o.version != n.stat.Version {
@@ -412,7 +420,7 @@ func (x *txn) apply(o op) result {
 		if n == nil {
 			return result{err: errNoNode}
 		}
-		if !allowed(n.acl, x.ids, zk.PermRead) {
+		if !x.allowed(n.acl, zk.PermRead) {
 			return result{err: errNoAuth}
 		}
 		if o.version != -1 && o.version != n.stat.Version {
@@ -431,7 +439,7 @@ func (x *txn) apply(o op) result {
 		if n == nil {
 			return result{err: errNoNode}
 		}
-		if !allowed(n.acl, x.ids, zk.PermAdmin) {
+		if !x.allowed(n.acl, zk.PermAdmin) {
 			return result{err: errNoAuth}
 		}
 		if o.version != -1 && o.version != n.stat.Aversion {
@@ -460,16 +468,12 @@ func (x *txn) remove(p string) {
 	if x.zxid > par.stat.Pzxid {
 		par.stat.Pzxid = x.zxid
 	}
-	if bumpCversionOnDelete {
+	if !x.bugs.deleteKeepsCversion {
 		par.stat.Cversion++
 	}
 	x.undo = append(x.undo, func() { t.nodes[p] = n; par.children[name] = struct{}{} })
 	x.triggers = append(x.triggers, trigger{p, evDeleted, true}, trigger{pp, evChildrenChanged, false})
 }
-
-// bumpCversionOnDelete: whether a delete moves the parent's cversion
-// (and so the next sequence number).
-const bumpCversionOnDelete = true
 
 // ephemeralsOf lists the paths of sid's ephemeral znodes, deepest and
 // then in reverse order first (an ephemeral has no children, so any order
