@@ -664,13 +664,30 @@ func (c *core) onProbed(ev evProbed) []action {
 			return nil
 		}
 	}
-	if c.bugs.refuseEarly || (ev.Now.Sub(c.probeOKSince) >= c.sessionTimeout && ev.Now.Sub(c.discSince) >= c.sessionTimeout) {
+	if c.bugs.refuseEarly || (ev.Now.Sub(c.probeOKSince) >= c.refusedAfter() && ev.Now.Sub(c.discSince) >= c.sessionTimeout) {
 		return c.fail(fmt.Errorf("%w: disconnected for %v while new sessions reached the ensemble for %v and found room %q intact: "+
 			"every server refuses this member's session (it saw a newer zxid than the ensemble holds: the ensemble was restored from an older copy?); "+
 			"the log still holds everything this member applied; restart the member",
 			ErrSessionRefused, ev.Now.Sub(c.discSince).Round(time.Millisecond), ev.Now.Sub(c.probeOKSince).Round(time.Millisecond), c.room))
 	}
 	return nil
+}
+
+// zkReconnectPause is go-zookeeper's pause after each pass over the
+// servers (third_party/zk, Conn.connect): with one server, every
+// reconnect waits it.
+const zkReconnectPause = time.Second
+
+// refusedAfter is how long new sessions must reach an intact room while
+// ours stays disconnected before the core calls our session refused. A
+// session timeout is not enough: a client whose session expired while it
+// was cut off learns the expiry on its first connection after the cut
+// and opens a new session on the next, with go-zookeeper's pause before
+// each (two pauses with a single server), while probes already reach the
+// room; at a session timeout under two seconds that renewal alone looked
+// like a refusal and failed a healthy member for good.
+func (c *core) refusedAfter() time.Duration {
+	return c.sessionTimeout + 2*zkReconnectPause
 }
 
 // electionDue says whether the loop should read the election now.

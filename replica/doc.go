@@ -889,7 +889,10 @@
 //     to run `roomlog reseed`. Measured (TestZooKeeperDataLoss): 0.26–0.44 s
 //     after ZooKeeper serves again with the older copy, 0.06–1.04 s after
 //     it serves again empty. A probe that finds the room intact while the
-//     member's own session stays refused for a whole session timeout fails
+//     member's own session stays refused for a whole session timeout and
+//     two of go-zookeeper's reconnect pauses (a client renewing an expired
+//     session needs up to that: it learns the expiry on one connection and
+//     opens a session on the next, a second apart with one server) fails
 //     it with ErrSessionRefused ("restart the member"): never suspended
 //     forever with nothing said. A probe that cannot reach ZooKeeper is
 //     no verdict (a partition: the member stays disconnected, and says so).

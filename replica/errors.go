@@ -87,8 +87,9 @@ var (
 	// with it by logroom too).
 	ErrRoomLost = logroom.ErrRoomLost
 	// ErrSessionRefused: the member has been cut off from ZooKeeper for
-	// longer than its session timeout while new sessions reach the
-	// ensemble and find the room intact: every server refuses this
+	// longer than its session timeout (and two of go-zookeeper's
+	// reconnect pauses) while new sessions reach the ensemble and find
+	// the room intact: every server refuses this
 	// member's session (ZooKeeper refuses a client that has seen a newer
 	// zxid than the ensemble holds, which happens when the ensemble was
 	// restored from an older copy). The member fails; restart it (a new
