@@ -387,6 +387,13 @@ func (c *conn) request(pkt []byte) bool {
 		}
 		fault = s.opts.Intercept(req)
 	}
+	if fault == Delay {
+		select {
+		case <-time.After(s.opts.FaultDelay):
+		case <-c.done:
+			return false
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.closed || c.sess == nil {

@@ -29,6 +29,9 @@ type Options struct {
 	// held (it may call the Server's methods). Its Fault says what
 	// happens to the request.
 	Intercept func(Request) Fault
+	// FaultDelay is how long a request Intercept answers Delay for waits
+	// before it is applied (default 10*Tick).
+	FaultDelay time.Duration
 	// AcceptStaleClients turns off ZooKeeper's refusal of a client that has
 	// seen a zxid newer than the server's (after Restore or Wipe, a client
 	// whose session went on would otherwise be refused until the zxid
@@ -80,6 +83,11 @@ const (
 	// DropAfter: the request is applied, then the connection is closed
 	// instead of answering (a lost reply).
 	DropAfter
+	// Delay: the request waits Options.FaultDelay, then is applied and
+	// answered; the connection's later requests (pings too) wait behind
+	// it, as behind a slow server, and the session is not touched
+	// meanwhile.
+	Delay
 )
 
 // session is a ZooKeeper session. Guarded by Server.mu.
@@ -130,6 +138,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.MaxSessionTimeout <= 0 {
 		opts.MaxSessionTimeout = 20 * opts.Tick
+	}
+	if opts.FaultDelay <= 0 {
+		opts.FaultDelay = 10 * opts.Tick
 	}
 	if opts.MaxSessionTimeout < opts.MinSessionTimeout {
 		return nil, fmt.Errorf("simzk: MaxSessionTimeout %v < MinSessionTimeout %v", opts.MaxSessionTimeout, opts.MinSessionTimeout)

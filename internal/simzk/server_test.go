@@ -381,6 +381,25 @@ func TestDropBeforeAndAfter(t *testing.T) {
 	require.Equal(t, sid.Load(), c.SessionID(), "a dropped connection keeps the session")
 }
 
+func TestDelay(t *testing.T) {
+	var sid atomic.Int64
+	s := startServer(t, Options{FaultDelay: 300 * time.Millisecond, Intercept: func(r Request) Fault {
+		if r.Session == sid.Load() && r.Op == "create" {
+			return Delay
+		}
+		return None
+	}})
+	c := dialAddrs(t, []string{s.Addr()}, 2*time.Second)
+	sid.Store(c.SessionID())
+	start := time.Now()
+	_, err := c.Create("/slow", nil, 0, openACL)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+	ok, _, err := c.Exists("/slow")
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
 func TestSnapshotRestore(t *testing.T) {
 	s := startServer(t, Options{})
 	c := dialAddrs(t, []string{s.Addr()}, 2*time.Second)
