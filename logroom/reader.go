@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/roomlog/roomlog/third_party/zk"
 
@@ -48,15 +49,15 @@ type Reader struct {
 	err    error
 	closed bool
 
-	// Catch-up: while behind, the channel is listed once and the next
-	// batches are read prefetchWindow at a time, concurrently. Batch znodes
-	// are immutable, so an early read is as good as a late one; every batch
-	// is still validated in order when delivered.
-	behind  int                     // consecutive batches found without waiting
-	ahead   []uint64                // listed batch names > bpos not yet fetched, ascending
-	listed  bool                    // the current channel was listed since we last waited
-	fetched map[uint64]fetchedBatch // prefetched batches by first index
-	// lastListed is how many new names the last listing found.
+	// Catch-up: while behind, the channel is listed and the listed
+	// batches are read ahead, prefetchWindow reads in flight at a time.
+	// Batch znodes are immutable, so an early read is as good as a late
+	// one; every batch is still validated in order when delivered.
+	behind     int                      // consecutive batches found without waiting
+	ahead      []uint64                 // listed batch names >= bpos not yet read, ascending
+	listedOnce bool                     // the current channel was listed since we last waited
+	fetched    map[uint64]*fetchedBatch // reads ahead (in flight or done) by first index
+	// lastListed is how many new names past bpos the last listing found.
 	lastListed int
 	// prefetched counts batches read ahead, listings the listings (tests).
 	prefetched int
@@ -81,11 +82,14 @@ const prefetchWindow = 16
 // reader more than it saves.
 const listAfter = 16
 
-// fetchedBatch is a batch read ahead: its data and its znode's ctime
-// (ZooKeeper's commit time, unix ms).
+// fetchedBatch is a read ahead: once done is closed, the batch's data
+// and its znode's ctime (ZooKeeper's commit time, unix ms), or the read's
+// error.
 type fetchedBatch struct {
+	done  chan struct{}
 	data  []byte
 	ctime int64
+	err   error
 }
 
 // Tail returns a Reader whose first entry delivered has Index == from
@@ -285,73 +289,123 @@ func (rd *Reader) setChannel(num uint64, m channelMeta, czxid int64) {
 	rd.ch, rd.chPath, rd.meta = num, rd.room.channelPath(num), m
 	rd.prefix = readPrefix{num: num, czxid: czxid, first: m.First, next: m.First}
 	rd.chWatch, rd.exWatch, rd.exPath = nil, nil, ""
-	rd.ahead, rd.listed, rd.fetched, rd.behind, rd.lastListed = nil, false, nil, 0, 0
+	rd.ahead, rd.listedOnce, rd.fetched, rd.behind, rd.lastListed = nil, false, nil, 0, 0
 }
 
-// prefetch fills rd.fetched with the next listed batches after bpos when the
-// reader is behind: the channel is listed once, then read prefetchWindow
-// names at a time.
+// prefetch keeps up to prefetchWindow reads of listed batches from bpos
+// on in flight while the reader is behind: a sliding window, in which
+// each batch is delivered as soon as it is in (not when the whole window
+// is) and a new read goes out for each one taken. It lists the channel
+// first when needList says so.
 func (rd *Reader) prefetch() error {
-	if _, ok := rd.fetched[rd.bpos]; ok || rd.behind < listAfter {
-		return nil
-	}
-	// List when nothing listed is left: the first time since we waited,
-	// and again as long as the last listing found batches (the writer may
-	// have added many meanwhile; without a new listing we would read one
-	// batch per round trip while behind).
-	if len(rd.ahead) == 0 && (!rd.listed || rd.lastListed > 0) {
-		rd.listed = true
-		rd.listings++
-		rd.m.listed()
+	rd.trimAhead()
+	if rd.needList() {
 		names, _, err := rd.c.Conn().Children(rd.chPath)
 		if err != nil {
 			return err
 		}
-		for _, n := range names {
-			if f, ok := parseNum(n, batchPrefix); ok && f > rd.bpos {
-				if _, done := rd.fetched[f]; !done {
-					rd.ahead = append(rd.ahead, f)
-				}
-			}
+		rd.listed(names)
+	}
+	rd.topUp()
+	return nil
+}
+
+// trimAhead drops listed names and reads ahead below bpos (not on the
+// chain: never delivered).
+func (rd *Reader) trimAhead() {
+	for f := range rd.fetched {
+		if f < rd.bpos {
+			delete(rd.fetched, f)
 		}
-		slices.Sort(rd.ahead)
-		rd.lastListed = len(rd.ahead)
 	}
 	for len(rd.ahead) > 0 && rd.ahead[0] < rd.bpos {
 		rd.ahead = rd.ahead[1:]
 	}
-	n := min(len(rd.ahead), prefetchWindow)
-	if n == 0 {
-		return nil
-	}
-	window := rd.ahead[:n]
-	rd.ahead = rd.ahead[n:]
-	got := make([]fetchedBatch, n)
-	rd.m.catchupReads(n)
-	err := parallel(n, n, func(i int) error {
-		d, st, err := rd.c.Conn().Get(rd.room.batchPath(rd.ch, window[i]))
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
+}
+
+// needList says whether to list the channel now: nothing listed is left,
+// the reader has read listAfter batches in a row without waiting, and
+// this is the first listing since it last waited or the last one found
+// batches (the writer may have added many meanwhile; without a new
+// listing we would read one batch per round trip while behind).
+func (rd *Reader) needList() bool {
+	return len(rd.ahead) == 0 && rd.behind >= listAfter && (!rd.listedOnce || rd.lastListed > 0)
+}
+
+// topUp sends reads of the next listed names until prefetchWindow are in
+// flight or done.
+func (rd *Reader) topUp() {
+	for len(rd.fetched) < prefetchWindow && len(rd.ahead) > 0 {
+		f := rd.ahead[0]
+		rd.ahead = rd.ahead[1:]
+		if _, ok := rd.fetched[f]; ok || f < rd.bpos {
+			continue
 		}
-		got[i].data = d
-		if st != nil {
-			got[i].ctime = st.Ctime
+		fb := &fetchedBatch{done: make(chan struct{})}
+		if rd.fetched == nil {
+			rd.fetched = make(map[uint64]*fetchedBatch, prefetchWindow)
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+		rd.fetched[f] = fb
+		rd.prefetched++
+		rd.m.catchupReads(1)
+		go func(path string) {
+			defer close(fb.done)
+			var st *zk.Stat
+			fb.data, st, fb.err = rd.c.Conn().Get(path)
+			if st != nil {
+				fb.ctime = st.Ctime
+			}
+		}(rd.room.batchPath(rd.ch, f))
 	}
-	if rd.fetched == nil {
-		rd.fetched = make(map[uint64]fetchedBatch, n)
-	}
-	for i, fb := range got {
-		if fb.data != nil {
-			rd.fetched[window[i]] = fb
-			rd.prefetched++
+}
+
+// listed takes a listing of the current channel made at bpos: the batch
+// names from bpos on (the next batch is read in the window too) go to
+// rd.ahead; past a seal only orphans of a deposed writer, never read.
+func (rd *Reader) listed(names []string) {
+	rd.listedOnce = true
+	rd.listings++
+	rd.m.listed()
+	rd.lastListed = 0
+	for _, n := range names {
+		f, ok := parseNum(n, batchPrefix)
+		if !ok || f < rd.bpos || rd.meta.Sealed && f > rd.meta.Last {
+			continue
+		}
+		if _, done := rd.fetched[f]; !done {
+			rd.ahead = append(rd.ahead, f)
+			if f > rd.bpos {
+				rd.lastListed++ // new names beyond the next batch
+			}
 		}
 	}
-	return nil
+	slices.Sort(rd.ahead)
+}
+
+// takeFetched waits for the read ahead of the batch at bpos, if one is in
+// flight or done, and returns it (nil: none, or the batch was not there:
+// read it the usual way). A failed read drops every read ahead (the
+// connection is in trouble); Next retries from bpos.
+func (rd *Reader) takeFetched(ctx context.Context) (*fetchedBatch, error) {
+	fb, ok := rd.fetched[rd.bpos]
+	if !ok {
+		return nil, nil
+	}
+	select {
+	case <-fb.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	delete(rd.fetched, rd.bpos)
+	switch {
+	case fb.err == nil:
+		return fb, nil
+	case errors.Is(fb.err, zk.ErrNoNode):
+		return nil, nil
+	default:
+		rd.fetched, rd.ahead, rd.listedOnce = nil, nil, false
+		return nil, fb.err
+	}
 }
 
 // step makes one unit of progress: it returns entries, or nil after moving
@@ -361,21 +415,53 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, rd.locate(ctx, true)
 	}
 	path := rd.room.batchPath(rd.ch, rd.bpos)
-	if fb, ok := rd.fetched[rd.bpos]; ok {
-		delete(rd.fetched, rd.bpos)
+	if len(rd.fetched) > 0 {
+		// Reading ahead: keep the window full (a listing it needs goes
+		// out while the reads in flight come in).
+		if err := rd.prefetch(); err != nil {
+			return nil, err
+		}
+	}
+	fb, err := rd.takeFetched(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fb != nil {
 		rd.behind++
 		return rd.deliver(path, fb.data, fb.ctime)
 	}
 	if !rd.arm || rd.fired {
 		viaWatch := rd.fired
 		rd.fired = false
-		if err := rd.prefetch(); err != nil {
-			return nil, err
+		rd.trimAhead()
+		list := rd.needList()
+		if !list {
+			rd.topUp()
+			if _, ok := rd.fetched[rd.bpos]; ok {
+				return nil, nil // deliver from the reads ahead
+			}
 		}
-		if _, ok := rd.fetched[rd.bpos]; ok {
-			return nil, nil // deliver from the prefetched batches
+		// A listing goes out beside the read of the next batch: the
+		// batch need not wait a round trip for the listing.
+		var (
+			names []string
+			lerr  error
+			lwg   sync.WaitGroup
+		)
+		if list {
+			lwg.Add(1)
+			go func() {
+				defer lwg.Done()
+				names, _, lerr = rd.c.Conn().Children(rd.chPath)
+			}()
 		}
 		data, st, err := rd.c.Conn().Get(path)
+		lwg.Wait()
+		if list && lerr == nil {
+			rd.listed(names)
+		}
+		// A failed listing is made again at the next step (the read's
+		// own outcome says what to do now).
 		if err == nil {
 			// Arrived through a watch: we are caught up, so the next batch
 			// is most likely absent too; arm its watch instead of reading.
@@ -392,7 +478,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		}
 	}
 	// Caught up: forget the catch-up state (a later lag lists afresh).
-	rd.arm, rd.behind, rd.ahead, rd.listed, rd.fetched, rd.lastListed = true, 0, nil, false, nil, 0
+	rd.arm, rd.behind, rd.ahead, rd.listedOnce, rd.fetched, rd.lastListed = true, 0, nil, false, nil, 0
 	// The next batch is absent (or we are caught up and have not armed its
 	// watch yet). First make sure the channel is not finished.
 	if rd.chWatch == nil {
