@@ -285,6 +285,20 @@ type Config struct {
 	// room the same archive, so a new primary continues where the last
 	// one stopped. nil: no archive.
 	Archive archive.Archive
+
+	// bugs plants wrong decisions for the whole-replica simulation
+	// (simreplica_test.go), which must catch each; always zero outside
+	// that test.
+	bugs plantedBugs
+}
+
+// plantedBugs are wrong decisions the whole-replica simulation must catch:
+// the core's, and the replica's own.
+type plantedBugs struct {
+	core coreBugs
+	// unknownNotSent: an append whose writer died with its outcome
+	// unknown is reported as never sent (ErrNotPrimary).
+	unknownNotSent bool
 }
 
 // takeoverLagBound is the bound decideElection applies (0: none).

@@ -108,6 +108,7 @@ func newLoopState(r *Replica) (*loopState, error) {
 	el.observer = r.cfg.Observer
 	c := newCore(r.cfg.ID, r.cfg.SessionTimeout, r.client.SessionID())
 	c.room, c.linkBound, c.rv = r.cfg.Room, r.cfg.LinkProbeBound, r.rvIdentity()
+	c.bugs = r.cfg.bugs.core
 	return &loopState{
 		c:         c,
 		el:        el,

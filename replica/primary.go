@@ -332,6 +332,9 @@ func (r *Replica) appendError(ctx context.Context, t *term, err error) error {
 		return r.notPrimary()
 	case appendUnknownWriterDead:
 		r.writerFailed(t, err)
+		if r.cfg.bugs.unknownNotSent {
+			return r.notPrimary()
+		}
 		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	case appendNotSentClosed:
 		if r.closing.Load() {

@@ -1,0 +1,772 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roomlog/roomlog/internal/infra/faultnet"
+	"github.com/roomlog/roomlog/internal/simzk"
+	"github.com/roomlog/roomlog/store"
+	"github.com/stretchr/testify/require"
+)
+
+// The whole-replica simulation: real replicas (Open, the loop and its
+// workers, the election, logroom's writer and readers, checkpoints served
+// and fetched over HTTP, the liveness stream) run in one process against
+// simzk, an in-memory ZooKeeper that speaks the wire protocol, with faults
+// drawn from a seed: lost requests and replies, dropped connections,
+// expired sessions, partitions that hold bytes, crashes and restarts,
+// members wiped and re-bootstrapped, transfers, step-downs, checkpoints.
+// Clients propose unique entries through ProposeRequest and record what
+// was acknowledged; the checks are DESIGN.md's:
+//
+//   - nothing acknowledged is lost: after the faults heal, every member
+//     holds every acknowledged entry at its acknowledged index;
+//   - one entry per index: no two acknowledgements name the same index
+//     with different entries;
+//   - members agree: equal applied indexes have equal run hashes;
+//   - one primary: no two members act as primary of the room for longer
+//     than the session timeout (plus slack for a loaded machine);
+//   - no member fails in a run where ZooKeeper loses nothing.
+//
+// Unlike the core's simulation (sim_test.go) this one is not replayable
+// step by step: goroutines interleave as the Go scheduler decides. The
+// seed fixes the fault schedule and the clients' choices; a failure
+// prints the seed, the faults as they happened and the members' logs.
+var (
+	simRepSeeds = flag.Int("simrep.seeds", 2, "TestSimulationReplicas: seeds to run")
+	simRepSeed  = flag.Uint64("simrep.seed", 0, "TestSimulationReplicas: run this seed only")
+	simRepDur   = flag.Duration("simrep.dur", 6*time.Second, "TestSimulationReplicas: how long faults run per seed")
+
+	simRepLost         = flag.Float64("simrep.lost", 0, "TestSimulationReplicas: share of ZooKeeper writes whose reply is lost (0: 2 %)")
+	simRepPlantedSeeds = flag.Int("simrep.planted", 3, "TestSimulationReplicasFindsPlantedBugs: seeds to try per bug")
+)
+
+func TestSimulationReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole-replica simulation runs real replicas for seconds")
+	}
+	first, last := uint64(1), uint64(*simRepSeeds)
+	if *simRepSeed != 0 {
+		first, last = *simRepSeed, *simRepSeed
+	}
+	for seed := first; seed <= last; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			s := newRepSim(t, seed, repSimOptions{lostReplies: *simRepLost})
+			if msg := s.run(*simRepDur); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
+
+type repSimOptions struct {
+	members int         // default 3
+	bugs    plantedBugs // planted in every member
+	// lostReplies is the share of ZooKeeper writes whose reply is lost
+	// while faults run (default 2 %; as many requests are lost before
+	// they apply, at most 1 %).
+	lostReplies float64
+}
+
+type repSim struct {
+	t    testing.TB
+	seed uint64
+	opts repSimOptions
+	srv  *simzk.Server
+	room string
+	root string
+	st   time.Duration // session timeout
+
+	rmu sync.Mutex // guards rng
+	rng *rand.Rand
+
+	mu      sync.Mutex // guards the fields below
+	members []*repMember
+	acked   map[uint64]string // index → entry acknowledged there
+	// notSent are entries every attempt of which was answered "not
+	// committed" (ErrNotPrimary, ErrQueueFull, ErrFenced): none may be
+	// applied anywhere.
+	notSent  map[string]error
+	trace    []string
+	failures []string
+	dropping bool // faults on ZooKeeper requests are on
+	counts   map[string]int
+
+	logs *syncBuffer
+	t0   time.Time
+}
+
+type repMember struct {
+	id  string
+	dir string
+	// px is the member's network path to ZooKeeper (every session it
+	// opens, its cut-off probes' too): a partition holds its bytes.
+	px *faultnet.Proxy
+	// r is nil while the member is down. Guarded by repSim.mu; the
+	// replica's own methods are called outside it.
+	r    *Replica
+	down bool
+}
+
+// syncBuffer collects the members' logs for a failure report.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := strings.Split(b.buf.String(), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func newRepSim(t testing.TB, seed uint64, opts repSimOptions) *repSim {
+	if opts.members == 0 {
+		opts.members = 3
+	}
+	if opts.lostReplies == 0 {
+		opts.lostReplies = 0.02
+	}
+	s := &repSim{
+		t: t, seed: seed, opts: opts,
+		room:    fmt.Sprintf("sim%d", seed),
+		root:    t.TempDir(),
+		st:      1500 * time.Millisecond,
+		rng:     rand.New(rand.NewPCG(seed, 0x5eed)),
+		acked:   map[uint64]string{},
+		notSent: map[string]error{},
+		counts:  map[string]int{},
+		logs:    &syncBuffer{},
+		t0:      time.Now(),
+	}
+	srv, err := simzk.Start(simzk.Options{
+		Tick:      100 * time.Millisecond,
+		Intercept: s.intercept,
+	})
+	if err != nil {
+		t.Fatalf("start simzk: %v", err)
+	}
+	s.srv = srv
+	t.Cleanup(srv.Close)
+	for i := 0; i < opts.members; i++ {
+		id := fmt.Sprintf("m%d", i)
+		px, err := faultnet.New(faultnet.Config{Targets: []string{srv.Addr()}, Seed: seed})
+		if err != nil {
+			t.Fatalf("proxy: %v", err)
+		}
+		t.Cleanup(func() { _ = px.Close() })
+		s.members = append(s.members, &repMember{id: id, dir: filepath.Join(s.root, id), px: px, down: true})
+	}
+	return s
+}
+
+func (s *repSim) intn(n int) int {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.rng.IntN(n)
+}
+
+func (s *repSim) float() float64 {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	return s.rng.Float64()
+}
+
+func (s *repSim) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trace = append(s.trace, fmt.Sprintf("%7.3fs ", time.Since(s.t0).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func (s *repSim) count(what string) {
+	s.mu.Lock()
+	s.counts[what]++
+	s.mu.Unlock()
+}
+
+func (s *repSim) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.failures = append(s.failures, msg)
+	s.mu.Unlock()
+	s.logf("VIOLATION: %s", msg)
+}
+
+// intercept loses ZooKeeper writes and their replies while faults run.
+func (s *repSim) intercept(req simzk.Request) simzk.Fault {
+	s.mu.Lock()
+	on := s.dropping
+	s.mu.Unlock()
+	if !on {
+		return simzk.None
+	}
+	switch req.Op {
+	case "create", "delete", "setData", "multi":
+	default:
+		return simzk.None
+	}
+	switch p := s.float(); {
+	case p < min(s.opts.lostReplies, 0.01):
+		s.count("lost request")
+		return simzk.DropBefore
+	case p < min(s.opts.lostReplies, 0.01)+s.opts.lostReplies:
+		s.count("lost reply")
+		return simzk.DropAfter
+	}
+	return simzk.None
+}
+
+// simApplier writes entry e at key "e/<index>", and its index at
+// "v/<entry>", and answers with its index.
+type simApplier struct{}
+
+func simEntryKey(index uint64) []byte { return fmt.Appendf(nil, "e/%020d", index) }
+func simValueKey(entry string) []byte { return []byte("v/" + entry) }
+
+func (simApplier) Apply(b store.Batch, e store.Entry) ([]byte, error) {
+	if err := b.Set(simEntryKey(e.Index), e.Data); err != nil {
+		return nil, err
+	}
+	at := fmt.Appendf(nil, "%d", e.Index)
+	if err := b.Set(simValueKey(string(e.Data)), at); err != nil {
+		return nil, err
+	}
+	return at, nil
+}
+
+func (s *repSim) config(m *repMember) Config {
+	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("m", m.id)
+	return Config{
+		Servers:                []string{m.px.Addr()},
+		AnyServer:              true,
+		SessionTimeout:         s.st,
+		Room:                   s.room,
+		ID:                     m.id,
+		DataDir:                m.dir,
+		ListenAddr:             "127.0.0.1:0",
+		Applier:                simApplier{},
+		CheckpointEveryEntries: 400,
+		KeepCheckpoints:        2,
+		MemberUpdateInterval:   200 * time.Millisecond,
+		Logger:                 log,
+		bugs:                   s.opts.bugs,
+	}
+}
+
+// start opens m (bounded); a failure to open is retried by the fault loop.
+func (s *repSim) start(m *repMember) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := Open(ctx, s.config(m))
+	if err != nil {
+		s.logf("%s: open: %v", m.id, err)
+		return
+	}
+	s.mu.Lock()
+	m.r, m.down = r, false
+	s.mu.Unlock()
+	s.logf("%s: up (session %#x)", m.id, r.client.SessionID())
+}
+
+// stop closes m. crash: its ZooKeeper sessions are held first, so nothing
+// it does on the way down reaches ZooKeeper (a process killed), and it
+// leaves its sessions to expire.
+func (s *repSim) stop(m *repMember, crash bool) {
+	s.mu.Lock()
+	r := m.r
+	m.r, m.down = nil, true
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	var held []int64
+	if crash {
+		held = s.sessionsOf(r)
+		m.px.Blackhole()
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Close() }()
+	select {
+	case err := <-done:
+		if err != nil && !crash {
+			s.logf("%s: close: %v", m.id, err)
+		}
+	case <-time.After(30 * time.Second):
+		s.violation("%s: Close did not return within 30s", m.id)
+	}
+	for _, sid := range held {
+		s.srv.Expire(sid) // the killed process's sessions end with their timeout; do not wait for it
+	}
+	if crash {
+		m.px.Heal()
+	}
+	s.logf("%s: down (crash=%v)", m.id, crash)
+}
+
+// sessionsOf returns the ZooKeeper sessions r holds (its main client's).
+func (s *repSim) sessionsOf(r *Replica) []int64 {
+	if sid := r.client.SessionID(); sid != 0 {
+		return []int64{sid}
+	}
+	return nil
+}
+
+func (s *repSim) live() []*repMember {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*repMember
+	for _, m := range s.members {
+		if m.r != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (s *repSim) pick() (*repMember, *Replica) {
+	l := s.live()
+	if len(l) == 0 {
+		return nil, nil
+	}
+	m := l[s.intn(len(l))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m, m.r
+}
+
+func (s *repSim) replicaOf(id string) *Replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.members {
+		if m.id == id {
+			return m.r
+		}
+	}
+	return nil
+}
+
+// ack records entry acknowledged at index.
+func (s *repSim) ack(index uint64, entry string) {
+	s.mu.Lock()
+	prev, ok := s.acked[index]
+	if !ok {
+		s.acked[index] = entry
+	}
+	s.mu.Unlock()
+	if ok && prev != entry {
+		s.violation("two entries acknowledged at index %d: %q and %q", index, prev, entry)
+	}
+}
+
+// client proposes unique entries until stop, each through ProposeRequest
+// retried with its id on an unknown outcome.
+func (s *repSim) client(c int, stop <-chan struct{}) {
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		entry := fmt.Sprintf("c%d-%d", c, n)
+		id := NewRequestID()
+		_, r := s.pick()
+		if r == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		// maybe: an attempt may have committed the entry.
+		maybe, acked := false, false
+		var last error
+		for try := 0; try < 4; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			res, err := r.ProposeRequest(ctx, id, []byte(entry))
+			cancel()
+			if err == nil {
+				s.ack(res.Index, entry)
+				s.count("acked")
+				acked = true
+				break
+			}
+			last = err
+			s.count("err: " + simErrClass(err))
+			if !errors.Is(err, ErrNotPrimary) && !errors.Is(err, ErrQueueFull) && !errors.Is(err, ErrFenced) {
+				maybe = true
+			}
+			var np *NotPrimaryError
+			if errors.As(err, &np) && np.PrimaryID != "" {
+				if p := s.replicaOf(np.PrimaryID); p != nil {
+					r = p
+					continue
+				}
+			}
+			if errors.Is(err, ErrClosed) || errors.Is(err, ErrNotPrimary) {
+				time.Sleep(10 * time.Millisecond) // no primary known now: an election is under way
+				break
+			}
+			s.count("unknown")
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !acked {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !acked && !maybe && last != nil {
+			s.mu.Lock()
+			s.notSent[entry] = last
+			s.mu.Unlock()
+		}
+	}
+}
+
+// watchPrimaries checks that no two members act as primary for long.
+func (s *repSim) watchPrimaries(stop <-chan struct{}) {
+	grace := 3*s.st + 2*time.Second
+	var since time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		var prim []string
+		for _, m := range s.live() {
+			s.mu.Lock()
+			r := m.r
+			s.mu.Unlock()
+			if r != nil && r.Status().Role == RolePrimary {
+				prim = append(prim, m.id)
+			}
+		}
+		if len(prim) < 2 {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) > grace {
+			s.violation("members %v all act as primary for %v", prim, time.Since(since).Round(time.Millisecond))
+			since = time.Time{}
+		}
+	}
+}
+
+// fault runs one fault drawn from the seed.
+func (s *repSim) fault() {
+	m, r := s.pick()
+	p := s.intn(100)
+	switch {
+	case r == nil || p < 8:
+		// Bring a member that is down back.
+		for _, m := range s.members {
+			s.mu.Lock()
+			down := m.down
+			s.mu.Unlock()
+			if down {
+				s.logf("%s: restart", m.id)
+				s.start(m)
+				return
+			}
+		}
+	case p < 20:
+		sid := r.client.SessionID()
+		s.logf("%s: drop the connection of session %#x", m.id, sid)
+		s.count("disconnect")
+		s.srv.Disconnect(sid)
+	case p < 28:
+		s.logf("%s: reset every connection to ZooKeeper", m.id)
+		s.count("reset")
+		m.px.Reset()
+	case p < 38:
+		sid := r.client.SessionID()
+		s.logf("%s: expire session %#x", m.id, sid)
+		s.count("expire")
+		s.srv.Expire(sid)
+	case p < 50:
+		d := time.Duration(float64(s.st) * (0.3 + 2*s.float()))
+		s.logf("%s: partition from ZooKeeper for %v", m.id, d.Round(time.Millisecond))
+		s.count("partition")
+		m.px.Blackhole()
+		time.AfterFunc(d, func() { m.px.Heal(); s.logf("%s: partition healed", m.id) })
+	case p < 58:
+		s.logf("%s: crash", m.id)
+		s.count("crash")
+		s.stop(m, true)
+	case p < 62:
+		s.logf("%s: crash and lose the data directory", m.id)
+		s.count("wipe")
+		s.stop(m, true)
+		if err := os.RemoveAll(m.dir); err != nil {
+			s.violation("remove %s: %v", m.dir, err)
+		}
+	case p < 66:
+		s.logf("%s: graceful close", m.id)
+		s.count("close")
+		s.stop(m, false)
+	case p < 76:
+		st := r.Status()
+		if st.Role != RolePrimary {
+			return
+		}
+		var to string
+		for _, o := range st.Members {
+			if o.ID != m.id && s.intn(2) == 0 {
+				to = o.ID
+			}
+		}
+		s.logf("%s: transfer leadership to %q", m.id, to)
+		s.count("transfer")
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := r.TransferLeadership(ctx, to)
+			s.logf("%s: transfer to %q: %v", m.id, to, err)
+		}()
+	case p < 80:
+		if r.Status().Role != RolePrimary {
+			return
+		}
+		s.logf("%s: step down", m.id)
+		s.count("stepdown")
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.logf("%s: step down: %v", m.id, r.StepDown(ctx))
+		}()
+	case p < 90:
+		s.count("checkpoint")
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := r.Checkpoint(ctx)
+			s.logf("%s: checkpoint: %v", m.id, err)
+		}()
+	}
+}
+
+// run starts the members, runs clients and faults for d, heals, and
+// checks. It returns "" or the failure report.
+func (s *repSim) run(d time.Duration) string {
+	for _, m := range s.members {
+		s.start(m)
+	}
+	s.mu.Lock()
+	s.dropping = true
+	s.mu.Unlock()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := 0; c < 3; c++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.client(c, stop) }()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.watchPrimaries(stop) }()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(100+s.intn(300)) * time.Millisecond)
+		s.fault()
+	}
+	// Heal: no more lost requests or partitions; every member up.
+	s.mu.Lock()
+	s.dropping = false
+	s.mu.Unlock()
+	for _, m := range s.members {
+		m.px.Heal()
+	}
+	for _, m := range s.members {
+		for try := 0; try < 3; try++ {
+			s.mu.Lock()
+			down := m.down
+			s.mu.Unlock()
+			if !down {
+				break
+			}
+			s.start(m)
+		}
+	}
+	// Let the clients go on for a while in the healed room: a primary
+	// must be elected and acknowledge again.
+	s.mu.Lock()
+	before := s.counts["acked"]
+	s.mu.Unlock()
+	healed := time.Now().Add(20 * time.Second)
+	for time.Now().Before(healed) {
+		s.mu.Lock()
+		n := s.counts["acked"]
+		s.mu.Unlock()
+		if n >= before+20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	s.mu.Lock()
+	if s.counts["acked"] < before+20 {
+		s.failures = append(s.failures, fmt.Sprintf("the healed room acknowledged %d proposals in 20s (want 20)", s.counts["acked"]-before))
+	}
+	s.mu.Unlock()
+	s.check()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.t.Logf("seed %d: %v, %d indexes acknowledged", s.seed, s.counts, len(s.acked))
+	if len(s.failures) == 0 {
+		return ""
+	}
+	full := "(not written)"
+	if f, err := os.CreateTemp("", fmt.Sprintf("simrep-seed%d-*.log", s.seed)); err == nil {
+		s.logs.mu.Lock()
+		_, _ = f.Write(s.logs.buf.Bytes())
+		s.logs.mu.Unlock()
+		_ = f.Close()
+		full = f.Name()
+	}
+	return fmt.Sprintf("whole-replica simulation failed (replay: go test ./replica -run TestSimulationReplicas -simrep.seed=%d):\n%s\n--- faults:\n%s\n--- logs (tail; all of them in %s):\n%s",
+		s.seed, strings.Join(s.failures, "\n"), strings.Join(s.trace, "\n"), full, s.logs.tail(100))
+}
+
+// check waits for every member to apply everything acknowledged, then
+// compares.
+func (s *repSim) check() {
+	s.mu.Lock()
+	var hi uint64
+	idx := make([]uint64, 0, len(s.acked))
+	for i := range s.acked {
+		idx = append(idx, i)
+		hi = max(hi, i)
+	}
+	acked := make(map[uint64]string, len(s.acked))
+	for k, v := range s.acked {
+		acked[k] = v
+	}
+	s.mu.Unlock()
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	live := s.live()
+	if len(live) != len(s.members) {
+		s.violation("%d of %d members are up after healing", len(live), len(s.members))
+	}
+	for _, m := range live {
+		s.mu.Lock()
+		r := m.r
+		s.mu.Unlock()
+		// A member cut off a moment ago refuses reads at once (ErrUnavailable):
+		// ask again until it has reconnected and caught up.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = r.WaitApplied(ctx, hi)
+			cancel()
+			if err == nil || time.Now().After(deadline) || r.Status().Role == RoleFailed {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			st := r.Status()
+			s.violation("%s: did not apply %d: %v (role %v applied %d err %v tail %v)", m.id, hi, err, st.Role, st.Applied, st.Err, st.TailErr)
+			continue
+		}
+		if st := r.Status(); st.Role == RoleFailed {
+			s.violation("%s failed: %v", m.id, st.Err)
+		}
+		for _, i := range idx {
+			v, err := r.Get(simEntryKey(i))
+			if err != nil || string(v) != acked[i] {
+				s.violation("%s: index %d holds %q (%v), acknowledged %q", m.id, i, v, err, acked[i])
+				break
+			}
+		}
+		s.mu.Lock()
+		notSent := make(map[string]error, len(s.notSent))
+		for k, v := range s.notSent {
+			notSent[k] = v
+		}
+		s.mu.Unlock()
+		for entry, why := range notSent {
+			if at, err := r.Get(simValueKey(entry)); err == nil {
+				s.violation("%s: entry %q applied at %s, though every proposal of it was answered as not committed (last: %v)", m.id, entry, at, why)
+				break
+			}
+		}
+	}
+	// Members agree where they overlap.
+	for i := 1; i < len(live); i++ {
+		a, b := live[0].r, live[i].r
+		if a == nil || b == nil {
+			continue
+		}
+		ha, ia, erra := a.StateHash()
+		hb, ib, errb := b.StateHash()
+		if erra == nil && errb == nil && ia == ib && ha != hb {
+			s.violation("%s and %s differ at index %d: %s vs %s", live[0].id, live[i].id, ia, ha, hb)
+		}
+	}
+	for _, m := range live {
+		s.stop(m, false)
+	}
+}
+
+// TestSimulationReplicasFindsPlantedBugs plants one wrong decision at a
+// time in every member's core and requires the whole-replica simulation
+// to notice within a few seeds: real replicas must turn each into a
+// violation of an invariant it checks.
+func TestSimulationReplicasFindsPlantedBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole-replica simulation runs real replicas for seconds")
+	}
+	for _, tc := range []struct {
+		name        string
+		bugs        plantedBugs
+		want        string
+		lostReplies float64
+	}{
+		{"core: call the session refused on the first probe", plantedBugs{core: coreBugs{refuseEarly: true}}, "refuses this member's session", 0},
+		// Lost replies leave writers with outcomes they cannot resolve.
+		{"an append of unknown outcome reported as not sent", plantedBugs{unknownNotSent: true}, "answered as not committed", 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var found string
+			for seed := uint64(1); seed <= uint64(*simRepPlantedSeeds) && found == ""; seed++ {
+				s := newRepSim(t, seed, repSimOptions{bugs: tc.bugs, lostReplies: tc.lostReplies})
+				found = s.run(*simRepDur)
+			}
+			require.NotEmpty(t, found, "the planted bug was not found")
+			line := strings.SplitN(found, "\n", 3)[1]
+			if tc.want != "" {
+				require.Contains(t, line, tc.want)
+			}
+			t.Logf("found: %s", line)
+		})
+	}
+}
+
+// simErrClass names a proposal's error by the sentinels it wraps.
+func simErrClass(err error) string {
+	for _, e := range []error{ErrNotPrimary, ErrQueueFull, ErrFenced, ErrOutcomeUnknown, ErrNoResponse, ErrClosed, ErrUnavailable, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "other"
+}
