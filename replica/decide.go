@@ -366,16 +366,25 @@ func decideHold(members map[string]memberData, seen map[string]bootHold, now tim
 	return hold, lapsed
 }
 
-// offerCheckpoint decides whether the primary takes a checkpoint now,
+// offerCheckpoint decides whether this member takes a checkpoint now,
 // without waiting for the policy: the log no longer holds the entries
 // before oldestFirst (the room was re-seeded or restored at oldestFirst-1,
 // or channels were deleted under another member's checkpoint), its store
-// covers them, and no local checkpoint of its own does. A member started
-// on an empty disk then finds a source at once; before, a restored seed
-// offered none until something was written and a checkpoint came due, and
-// standbys started empty sat at index 0.
-func offerCheckpoint(primary bool, oldestFirst, localCkpt, applied uint64) bool {
-	return primary && oldestFirst > 1 && localCkpt < oldestFirst-1 && applied >= oldestFirst-1
+// covers them, and no local checkpoint of its own does. The primary
+// offers one so; a standby only when no live member serves a checkpoint
+// covering them (served: the newest the members advertise). A member
+// started on an empty disk then finds a source at once; before, a
+// restored seed offered none until something was written and a
+// checkpoint came due, and standbys started empty sat at index 0. After a
+// re-seed the seed may be a standby while a member whose store is a
+// prefix of it is elected: that member cannot take over until it
+// bootstraps, nothing is written meanwhile, and without the standby's
+// offer the room stayed without a primary.
+func offerCheckpoint(primary bool, oldestFirst, localCkpt, applied, served uint64) bool {
+	if oldestFirst <= 1 || localCkpt >= oldestFirst-1 || applied < oldestFirst-1 {
+		return false
+	}
+	return primary || served < oldestFirst-1
 }
 
 // primaryOf is the one rule for "who is primary" by the members' data:

@@ -1310,7 +1310,11 @@ func (r *Replica) refreshChannels() {
 			if decide {
 				r.step(r.roomVersionEvent(rd.rv, rd.err, rd.target, rd.targetErr, rd.maxChannel))
 			}
-			if offerCheckpoint(r.currentTerm() != nil, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load()) && lp.offeredFor != lp.oldestFirst {
+			var served uint64
+			for _, m := range r.snap.Load().members {
+				served = max(served, m.Checkpoint)
+			}
+			if offerCheckpoint(r.currentTerm() != nil, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load(), served) && lp.offeredFor != lp.oldestFirst {
 				lp.offeredFor = lp.oldestFirst
 				r.log.Info("the log starts past our last checkpoint: taking one now, so members started empty have a source", "oldest_first", lp.oldestFirst)
 				r.ckptTrig.Notify()

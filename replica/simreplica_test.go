@@ -54,6 +54,26 @@ var (
 	simRepPlantedSeeds = flag.Int("simrep.planted", 3, "TestSimulationReplicasFindsPlantedBugs: seeds to try per bug")
 )
 
+// TestSimulationReplicasLoseTheRoom: ZooKeeper restored from an older
+// copy under live replicas, then re-seeded (runLoss).
+func TestSimulationReplicasLoseTheRoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole-replica simulation runs real replicas for seconds")
+	}
+	first, last := uint64(1), uint64(max(*simRepSeeds/2, 1))
+	if *simRepSeed != 0 {
+		first, last = *simRepSeed, *simRepSeed
+	}
+	for seed := first; seed <= last; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			s := newRepSim(t, seed, repSimOptions{lostReplies: *simRepLost})
+			if msg := s.runLoss(*simRepDur / 2); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
+
 func TestSimulationReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole-replica simulation runs real replicas for seconds")
@@ -104,6 +124,7 @@ type repSim struct {
 	failures []string
 	dropping bool // faults on ZooKeeper requests are on
 	counts   map[string]int
+	entries  int // entries proposed: each client's entries are named by it
 
 	logs *syncBuffer
 	t0   time.Time
@@ -368,6 +389,15 @@ func (s *repSim) replicaOf(id string) *Replica {
 	return nil
 }
 
+// nextEntry numbers a new entry: unique across the clients of every load
+// phase.
+func (s *repSim) nextEntry() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries++
+	return s.entries
+}
+
 // ack records entry acknowledged at index.
 func (s *repSim) ack(index uint64, entry string) {
 	s.mu.Lock()
@@ -390,7 +420,7 @@ func (s *repSim) client(c int, stop <-chan struct{}) {
 			return
 		default:
 		}
-		entry := fmt.Sprintf("c%d-%d", c, n)
+		entry := fmt.Sprintf("c%d-%d", c, s.nextEntry())
 		id := NewRequestID()
 		_, r := s.pick()
 		if r == nil {
@@ -568,26 +598,50 @@ func (s *repSim) fault() {
 // run starts the members, runs clients and faults for d, heals, and
 // checks. It returns "" or the failure report.
 func (s *repSim) run(d time.Duration) string {
+	s.startAll()
+	stopLoad := s.load()
+	s.faults(d)
+	s.heal()
+	s.awaitAcks(20, 20*time.Second, "the healed room")
+	stopLoad()
+	s.check()
+	return s.report("TestSimulationReplicas")
+}
+
+func (s *repSim) startAll() {
 	for _, m := range s.members {
 		s.start(m)
 	}
-	s.mu.Lock()
-	s.dropping = true
-	s.mu.Unlock()
-	stop := make(chan struct{})
+}
+
+// load starts the clients and the primaries' watch; the func stops them.
+func (s *repSim) load() (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := 0; c < 3; c++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.client(c, stop) }()
+		go func() { defer wg.Done(); s.client(c, done) }()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); s.watchPrimaries(stop) }()
+	go func() { defer wg.Done(); s.watchPrimaries(done) }()
+	return func() { close(done); wg.Wait() }
+}
+
+// faults runs faults drawn from the seed for d.
+func (s *repSim) faults(d time.Duration) {
+	s.mu.Lock()
+	s.dropping = true
+	s.mu.Unlock()
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		time.Sleep(time.Duration(100+s.intn(300)) * time.Millisecond)
 		s.fault()
 	}
-	// Heal: no more lost requests or partitions; every member up.
+}
+
+// heal ends the faults: no more lost requests or partitions; every
+// member up.
+func (s *repSim) heal() {
 	s.mu.Lock()
 	s.dropping = false
 	s.mu.Unlock()
@@ -605,29 +659,29 @@ func (s *repSim) run(d time.Duration) string {
 			s.start(m)
 		}
 	}
-	// Let the clients go on for a while in the healed room: a primary
-	// must be elected and acknowledge again.
+}
+
+func (s *repSim) ackedCount() int {
 	s.mu.Lock()
-	before := s.counts["acked"]
-	s.mu.Unlock()
-	healed := time.Now().Add(20 * time.Second)
-	for time.Now().Before(healed) {
-		s.mu.Lock()
-		n := s.counts["acked"]
-		s.mu.Unlock()
-		if n >= before+20 {
-			break
+	defer s.mu.Unlock()
+	return s.counts["acked"]
+}
+
+// awaitAcks lets the clients go on until n more proposals are
+// acknowledged (a primary must be elected and serve), within d.
+func (s *repSim) awaitAcks(n int, d time.Duration, what string) {
+	before := s.ackedCount()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if s.ackedCount() >= before+n {
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	s.mu.Lock()
-	if s.counts["acked"] < before+20 {
-		s.failures = append(s.failures, fmt.Sprintf("the healed room acknowledged %d proposals in 20s (want 20)", s.counts["acked"]-before))
-	}
-	s.mu.Unlock()
-	s.check()
+	s.violation("%s acknowledged %d proposals in %v (want %d)", what, s.ackedCount()-before, d, n)
+}
+
+// report returns "" or the failure report (the members' logs go to a
+// file).
+func (s *repSim) report(test string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.t.Logf("seed %d: %v, %d indexes acknowledged", s.seed, s.counts, len(s.acked))
@@ -642,8 +696,75 @@ func (s *repSim) run(d time.Duration) string {
 		_ = f.Close()
 		full = f.Name()
 	}
-	return fmt.Sprintf("whole-replica simulation failed (replay: go test ./replica -run TestSimulationReplicas -simrep.seed=%d):\n%s\n--- faults:\n%s\n--- logs (tail; all of them in %s):\n%s",
-		s.seed, strings.Join(s.failures, "\n"), strings.Join(s.trace, "\n"), full, s.logs.tail(100))
+	return fmt.Sprintf("whole-replica simulation failed (replay: go test ./replica -run %s -simrep.seed=%d):\n%s\n--- faults:\n%s\n--- logs (tail; all of them in %s):\n%s",
+		test, s.seed, strings.Join(s.failures, "\n"), strings.Join(s.trace, "\n"), full, s.logs.tail(100))
+}
+
+// runLoss: faults for d; then ZooKeeper is restored from a copy taken
+// before the last acknowledgements. Every member must refuse the room
+// (fail with ErrRoomLost or ErrSessionRefused) and acknowledge nothing
+// the copy lacks at an index it holds; then the operator's re-seed from
+// the members' data dirs must bring the room back with everything that
+// was acknowledged, and the room must serve again.
+func (s *repSim) runLoss(d time.Duration) string {
+	s.startAll()
+	stopLoad := s.load()
+	s.faults(d)
+	s.heal()
+	s.awaitAcks(10, 20*time.Second, "the healed room")
+	snap := s.srv.Snapshot()
+	s.logf("ZooKeeper's data copied (%d acknowledged so far)", s.ackedCount())
+	s.awaitAcks(20, 20*time.Second, "the room after the copy")
+	s.srv.Restore(snap)
+	s.logf("ZooKeeper restored from the copy")
+	s.count("restore")
+	// Every member must find the loss and stop serving the room.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range s.members {
+		s.mu.Lock()
+		r := m.r
+		s.mu.Unlock()
+		if r == nil {
+			s.violation("%s is down after healing", m.id)
+			continue
+		}
+		for r.Status().Role != RoleFailed && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		st := r.Status()
+		switch {
+		case st.Role != RoleFailed:
+			s.violation("%s still %v (applied %d) 30s after ZooKeeper lost the room", m.id, st.Role, st.Applied)
+		case !errors.Is(st.Err, ErrRoomLost) && !errors.Is(st.Err, ErrSessionRefused):
+			s.violation("%s failed with %v, not ErrRoomLost or ErrSessionRefused", m.id, st.Err)
+		default:
+			s.logf("%s refuses the room: %v", m.id, st.Err)
+		}
+	}
+	stopLoad()
+	// The operator stops every member and re-seeds from their data dirs.
+	var dirs []string
+	for _, m := range s.members {
+		s.stop(m, false)
+		dirs = append(dirs, m.dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	res, err := Reseed(ctx, ReseedConfig{
+		Servers: []string{s.srv.Addr()}, SessionTimeout: s.st, Room: s.room, DataDirs: dirs,
+		Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("m", "reseed"),
+	})
+	cancel()
+	if err != nil {
+		s.violation("re-seed: %v", err)
+		return s.report("TestSimulationReplicasLoseTheRoom")
+	}
+	s.logf("re-seeded from %s at %d (epoch %d)", res.From, res.Seed.Index, res.Epoch)
+	s.startAll()
+	stopLoad = s.load()
+	s.awaitAcks(20, 30*time.Second, "the re-seeded room")
+	stopLoad()
+	s.check()
+	return s.report("TestSimulationReplicasLoseTheRoom")
 }
 
 // check waits for every member to apply everything acknowledged, then
