@@ -258,7 +258,7 @@ func (c *conn) connect(pkt []byte) bool {
 			e.boolean(false)
 			c.enqueueLocked(e.b)
 			c.closeLater()
-			return true // the writer closes after the reply; the reader reads on until then
+			return true // the writer closes the connection after this reply
 		}
 		if ss.conn != nil && ss.conn != c {
 			s.closeConnLocked(ss.conn)

@@ -110,7 +110,7 @@
 //
 // Expire, Disconnect and Hold act on a session; Options.Intercept sees
 // every request (not pings) before it is applied and may lose it
-// (DropBefore), lose its reply (DropAfter) or hold it up (Delay); Snapshot, Restore and Wipe
-// act on the tree. All are safe to call concurrently, from Intercept
-// too.
+// (DropBefore), lose its reply (DropAfter) or hold it up (Delay);
+// Snapshot, Restore and Wipe act on the tree. All are safe to call
+// concurrently, from Intercept too.
 package simzk

@@ -214,8 +214,7 @@ func (x *txn) rollback() {
 	x.undo, x.triggers = nil, nil
 }
 
-// saveNode records what restores the znode at p (nil: absent) and, for
-// a present one, the parent's stat and children entry.
+// saveStat records what restores n's Stat.
 func (x *txn) saveStat(n *node) {
 	st := n.stat
 	x.undo = append(x.undo, func() { n.stat = st })

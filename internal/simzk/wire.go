@@ -9,7 +9,6 @@ import (
 
 // Opcodes of the ZooKeeper client protocol (zookeeper.jute, ZooDefs.OpCode).
 const (
-	opNotify       = 0
 	opCreate       = 1
 	opDelete       = 2
 	opExists       = 3
@@ -34,7 +33,6 @@ const (
 const (
 	errOK                      int32 = 0
 	errRuntimeInconsistency    int32 = -2
-	errMarshalling             int32 = -5
 	errUnimplemented           int32 = -6
 	errBadArguments            int32 = -8
 	errNoNode                  int32 = -101
