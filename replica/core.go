@@ -101,6 +101,12 @@ type core struct {
 	probeOut     bool
 	probeLast    time.Time
 	probeOKSince time.Time // probes have reached an intact room since (zero: not so)
+	// renewing: told StateExpired since the last disconnect, so
+	// go-zookeeper is opening a new session. No server refuses that: a
+	// refused client is never told its session expired (the server closes
+	// the connection in the handshake), and after the expiry the client
+	// presents no zxid to refuse. Not a refusal however long it takes.
+	renewing bool
 
 	// Room versions (roomversion.go): this member's advertised range, and
 	// what the core decided last. versionMoving: a move (aMoveRoomVersion)
@@ -132,6 +138,7 @@ type coreBugs struct {
 	noMark             bool // fail on a verdict that the log lost what we applied without marking the room lost
 	resignUnmarked     bool // resign while the mark's outcome is unknown (not waiting for evMarked)
 	noMarkRetry        bool // never mark again after a mark whose outcome is unknown
+	refuseRenewing     bool // call a session refused while go-zookeeper renews it after an expiry
 }
 
 func newCore(id string, sessionTimeout time.Duration, sessionID int64) *core {
@@ -537,6 +544,9 @@ func (c *core) onSession(ev evSession) []action {
 	if ev.State == zk.StateExpired && (c.role == RolePrimary || c.role == RoleTakingOver) {
 		out = append(out, c.sessionLost()...)
 	}
+	if ev.State == zk.StateExpired && !c.bugs.refuseRenewing {
+		c.renewing, c.probeOKSince = true, time.Time{}
+	}
 	if ok && ev.SessionID != c.sessionID {
 		out = append(out, action{Kind: aSessionNew, Old: c.sessionID, New: ev.SessionID})
 		out = append(out, c.sessionLost()...)
@@ -547,7 +557,7 @@ func (c *core) onSession(ev evSession) []action {
 			c.watchGen++
 			c.electionDirty = true
 			c.discSince = time.Time{}
-			c.probeOKSince = time.Time{}
+			c.probeOKSince, c.renewing = time.Time{}, false
 			out = append(out, action{Kind: aConnected})
 			// A probe out on the old connection is abandoned (go-zookeeper
 			// fails it; its answer is ignored): the new one gets its own.
@@ -654,7 +664,7 @@ func (c *core) onProbed(ev evProbed) []action {
 	if ev.Verdict != nil {
 		return c.fail(ev.Verdict)
 	}
-	if !ev.Reached || c.connected || c.discSince.IsZero() {
+	if !ev.Reached || c.connected || c.discSince.IsZero() || c.renewing {
 		c.probeOKSince = time.Time{}
 		return nil
 	}
