@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
 
@@ -54,6 +55,8 @@ type Reader struct {
 	// Batch znodes are immutable, so an early read is as good as a late
 	// one; every batch is still validated in order when delivered.
 	behind     int                      // consecutive batches found without waiting
+	sinceList  int                      // of them, found since the last listing
+	listAt     time.Time                // when the run or the last listing began
 	ahead      []uint64                 // listed batch names >= bpos not yet read, ascending
 	listedOnce bool                     // the current channel was listed since we last waited
 	fetched    map[uint64]*fetchedBatch // reads ahead (in flight or done) by first index
@@ -81,6 +84,16 @@ const prefetchWindow = 16
 // 664 times for 3,143 batches at a threshold of 2) costs ZooKeeper and the
 // reader more than it saves.
 const listAfter = 16
+
+// listSlow and listSlowAfter: a reader that has read listSlowAfter batches
+// in a row without waiting (since it last listed), taking at least
+// listSlow, lists before listAfter: reads that slow (ZooKeeper busy) put it
+// further behind at every one, while reads pipelined behind a listing
+// share one wait.
+const (
+	listSlowAfter = 4
+	listSlow      = 20 * time.Millisecond
+)
 
 // fetchedBatch is a read ahead: once done is closed, the batch's data
 // and its znode's ctime (ZooKeeper's commit time, unix ms), or the read's
@@ -324,12 +337,29 @@ func (rd *Reader) trimAhead() {
 }
 
 // needList says whether to list the channel now: nothing listed is left,
-// the reader has read listAfter batches in a row without waiting, and
-// this is the first listing since it last waited or the last one found
-// batches (the writer may have added many meanwhile; without a new
-// listing we would read one batch per round trip while behind).
+// and either the last listing found at least two batches past the next
+// one (the writer is well ahead: without a new listing we would read one
+// batch per round trip while behind), or since the run of batches found
+// without waiting began (or the last listing, if later) the reader has
+// found listAfter batches, or listSlowAfter taking listSlow or longer.
 func (rd *Reader) needList() bool {
-	return len(rd.ahead) == 0 && rd.behind >= listAfter && (!rd.listedOnce || rd.lastListed > 0)
+	switch {
+	case len(rd.ahead) > 0:
+		return false
+	case rd.listedOnce && rd.lastListed >= 2:
+		return true // the last listing paid: the writer is well ahead
+	default:
+		return rd.sinceList >= listAfter || rd.sinceList >= listSlowAfter && time.Since(rd.listAt) >= listSlow
+	}
+}
+
+// found counts a batch found without waiting.
+func (rd *Reader) found() {
+	rd.behind++
+	rd.sinceList++
+	if rd.behind == 1 {
+		rd.sinceList, rd.listAt = 1, time.Now()
+	}
 }
 
 // topUp sends reads of the next listed names until prefetchWindow are in
@@ -366,7 +396,7 @@ func (rd *Reader) listed(names []string) {
 	rd.listedOnce = true
 	rd.listings++
 	rd.m.listed()
-	rd.lastListed = 0
+	rd.lastListed, rd.sinceList, rd.listAt = 0, 0, time.Now()
 	for _, n := range names {
 		f, ok := parseNum(n, batchPrefix)
 		if !ok || f < rd.bpos || rd.meta.Sealed && f > rd.meta.Last {
@@ -427,7 +457,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 		return nil, err
 	}
 	if fb != nil {
-		rd.behind++
+		rd.found()
 		return rd.deliver(path, fb.data, fb.ctime)
 	}
 	if !rd.arm || rd.fired {
@@ -469,7 +499,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			if viaWatch {
 				rd.behind = 0
 			} else {
-				rd.behind++
+				rd.found()
 			}
 			return rd.deliver(path, data, st.Ctime)
 		}
@@ -548,7 +578,7 @@ func (rd *Reader) step(ctx context.Context) ([]Entry, error) {
 			// behind. ExistsW left a data watch on an immutable node; it
 			// fires when the channel is deleted.
 			rd.arm = false
-			rd.behind++
+			rd.found()
 			rd.pipelined++
 			return rd.deliver(path, data, st.Ctime)
 		}
