@@ -16,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/roomlog/roomlog/archive"
 	"github.com/roomlog/roomlog/internal/infra/faultnet"
 	"github.com/roomlog/roomlog/internal/simzk"
+	"github.com/roomlog/roomlog/logroom"
 	"github.com/roomlog/roomlog/store"
 	"github.com/stretchr/testify/require"
 )
@@ -60,7 +64,7 @@ func TestSimulationReplicasLoseTheRoom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole-replica simulation runs real replicas for seconds")
 	}
-	first, last := uint64(1), uint64(max(*simRepSeeds/2, 1))
+	first, last := uint64(1), uint64(*simRepSeeds) // 1: restored, 2: wiped
 	if *simRepSeed != 0 {
 		first, last = *simRepSeed, *simRepSeed
 	}
@@ -133,6 +137,11 @@ type repSim struct {
 
 	logs *syncBuffer
 	t0   time.Time
+	// arch is the room's archive (even seeds; nil otherwise): every
+	// sealed channel and checkpoint is copied there before deletion.
+	arch archive.Archive
+	// op is the operator's own ZooKeeper session (operator requests).
+	op *logroom.Client
 }
 
 type repMember struct {
@@ -198,6 +207,13 @@ func newRepSim(t testing.TB, seed uint64, opts repSimOptions) *repSim {
 	}
 	s.srv = srv
 	t.Cleanup(srv.Close)
+	if seed%2 == 0 {
+		d, err := archive.OpenDir(filepath.Join(s.root, "archive"))
+		if err != nil {
+			t.Fatalf("archive: %v", err)
+		}
+		s.arch = d
+	}
 	for i := 0; i < opts.members; i++ {
 		id := fmt.Sprintf("m%d", i)
 		px, err := faultnet.New(faultnet.Config{Targets: []string{srv.Addr()}, Seed: seed})
@@ -302,6 +318,8 @@ func (s *repSim) config(m *repMember) Config {
 		KeepCheckpoints:        2,
 		MemberUpdateInterval:   200 * time.Millisecond,
 		Logger:                 log,
+		Registerer:             prometheus.NewRegistry(),
+		Archive:                s.arch,
 		bugs:                   s.opts.bugs,
 	}
 }
@@ -582,9 +600,17 @@ func (s *repSim) fault() {
 		if err := os.RemoveAll(m.dir); err != nil {
 			s.violation("remove %s: %v", m.dir, err)
 		}
-	case p < 66:
+	case p < 64:
 		s.logf("%s: graceful close", m.id)
 		s.count("close")
+		s.stop(m, false)
+	case p < 66:
+		s.logf("%s: shutdown (a primary hands over first)", m.id)
+		s.count("shutdown")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.Shutdown(ctx)
+		cancel()
+		s.logf("%s: shutdown: %v", m.id, err)
 		s.stop(m, false)
 	case p < 76:
 		st := r.Status()
@@ -616,7 +642,25 @@ func (s *repSim) fault() {
 			defer cancel()
 			s.logf("%s: step down: %v", m.id, r.StepDown(ctx))
 		}()
-	case p < 90:
+	case p < 84:
+		lo, hi := r.roomVersions()
+		v := lo + s.intn(hi-lo+1)
+		s.logf("%s: room version target %d", m.id, v)
+		s.count("room version")
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s.logf("%s: room version %d: %v", m.id, v, r.SetRoomVersion(ctx, v))
+		}()
+	case p < 87:
+		kind := RequestTransfer
+		if s.intn(2) == 0 {
+			kind = RequestCheckpoint
+		}
+		s.logf("operator: request %s", kind)
+		s.count("operator " + kind)
+		go s.operatorRequest(kind)
+	case p < 92:
 		s.count("checkpoint")
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -733,7 +777,7 @@ func (s *repSim) report(test string) string {
 }
 
 // runLoss: faults for d; then ZooKeeper is restored from a copy taken
-// before the last acknowledgements. Every member must refuse the room
+// before the last acknowledgements (odd seeds) or wiped (even seeds). Every member must refuse the room
 // (fail with ErrRoomLost or ErrSessionRefused) and acknowledge nothing
 // the copy lacks at an index it holds; then the operator's re-seed from
 // the members' data dirs must bring the room back with everything that
@@ -750,8 +794,14 @@ func (s *repSim) runLoss(d time.Duration) string {
 	s.mu.Lock()
 	s.lossy = true
 	s.mu.Unlock()
-	s.srv.Restore(snap)
-	s.logf("ZooKeeper restored from the copy")
+	if s.seed%2 == 0 {
+		// Its data lost altogether: ZooKeeper starts empty.
+		s.srv.Wipe()
+		s.logf("ZooKeeper wiped")
+	} else {
+		s.srv.Restore(snap)
+		s.logf("ZooKeeper restored from the copy")
+	}
 	s.count("restore")
 	// Every member must find the loss and stop serving the room.
 	deadline := time.Now().Add(30 * time.Second)
@@ -964,4 +1014,45 @@ func simErrClass(err error) string {
 		}
 	}
 	return "other"
+}
+
+// operatorRequest submits an operator request through the operator's own
+// session and waits (bounded) for its answer.
+func (s *repSim) operatorRequest(kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	op := s.op
+	s.mu.Unlock()
+	if op == nil {
+		c, err := logroom.Dial(ctx, logroom.DialConfig{Servers: []string{s.srv.Addr()}, SessionTimeout: 4 * time.Second, AnyServer: true})
+		if err != nil {
+			s.logf("operator: dial: %v", err)
+			return
+		}
+		s.mu.Lock()
+		if s.op == nil {
+			s.op = c
+			s.t.Cleanup(c.Close)
+		} else {
+			c.Close()
+		}
+		op = s.op
+		s.mu.Unlock()
+	}
+	req, err := SubmitRequest(ctx, op, "", s.room, OperatorRequest{Kind: kind})
+	if err != nil {
+		s.logf("operator: submit %s: %v", kind, err)
+		return
+	}
+	for ctx.Err() == nil {
+		got, ok, err := ReadRequest(ctx, op, "", s.room)
+		if err == nil && ok && got.ID == req.ID && got.Finished(time.Now()) {
+			s.logf("operator: %s %s: %s %s", kind, got.ID, got.State, got.Error)
+			_ = ClearRequest(ctx, op, "", s.room, got.ID)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.logf("operator: %s %s: no answer in 8s", kind, req.ID)
 }
