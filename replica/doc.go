@@ -164,6 +164,31 @@
 // TestSimZKConformance runs the same random operation sequences on the
 // model and on real ZooKeeper and requires equal results.
 //
+// The whole-replica simulation (simreplica_test.go) runs the real code
+// instead: three replicas (Open, the loop and its workers, the election,
+// logroom's writer and readers, checkpoints served and fetched over HTTP,
+// liveness, archive, operator requests, metrics) against internal/simzk,
+// an in-memory ZooKeeper that speaks the client protocol (its own
+// conformance test runs the same sequences on ZooKeeper 3.8), each member
+// behind its own TCP proxy, with faults drawn from a seed: lost requests
+// and replies, dropped connections, expired sessions, partitions that hold
+// bytes, crashes (sessions expired at once or left to linger) with and
+// without the data directory, closes and shutdowns, transfers, step-downs,
+// checkpoints, room-version targets, operator requests; and, in
+// TestSimulationReplicasLoseTheRoom, ZooKeeper restored from an older copy
+// or wiped, then the operator's re-seed. Checked: nothing acknowledged is
+// lost (across the re-seed too); one entry per index; no entry applied
+// whose every proposal was answered as not committed; no acknowledged
+// request applied twice; members settle on one applied index and one
+// state hash; no two members say primary for longer than the session
+// timeout and 1.5 s; no member fails or cannot open, except that every
+// member must refuse a lost room with ErrRoomLost or ErrSessionRefused;
+// the room serves again after healing. Goroutines interleave as the Go
+// scheduler decides: a seed replays its fault schedule, not its run.
+// TestSimulationReplicasFindsPlantedBugs plants a wrong decision in every
+// member (the core calling a session refused on the first probe; an append
+// of unknown outcome reported as never sent) and requires a violation.
+//
 //	standby ──(lowest candidate)──▶ takingover ──(writer + caught up)──▶ primary
 //	   ▲                                │                                   │
 //	   └──── session expired / fenced / step down / transfer / lost lowest ─┘
@@ -1008,7 +1033,11 @@
 //     to the new incarnation: the seed and those at its position resume
 //     there; those behind need index < seed + 1, below the log, so they
 //     bootstrap from a peer's checkpoint (the seed's member, started
-//     first, drops its old-incarnation checkpoints and takes a new one).
+//     first, drops its old-incarnation checkpoints and takes a new one;
+//     and any member whose store holds the log's start takes one when no
+//     live member serves a checkpoint covering it, offerCheckpoint: the
+//     seed's member may be a standby while a member behind it is elected,
+//     and that member cannot take over before it bootstraps).
 //     The request table travels in the store and in checkpoints, so
 //     exactly-once holds across the recovery. A data dir left out, or not
 //     given, is refused at Open (ErrRoomLost and ErrWrongDataDir, naming
