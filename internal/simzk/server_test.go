@@ -306,6 +306,9 @@ func TestHold(t *testing.T) {
 	s := startServer(t, Options{Tick: 20 * time.Millisecond})
 	c := dialAddrs(t, []string{s.Addr()}, 600*time.Millisecond)
 	o := dialAddrs(t, []string{s.Addr()}, 5*time.Second)
+	// The create is heard after sent, so the session cannot expire
+	// before sent + its timeout.
+	sent := time.Now()
 	_, err := c.Create("/eph", nil, zk.FlagEphemeral, openACL)
 	require.NoError(t, err)
 	sid := c.SessionID()
@@ -319,8 +322,8 @@ func TestHold(t *testing.T) {
 		return err == nil && !ok
 	}, 3*time.Second, 10*time.Millisecond, "the held session expires")
 	require.NotContains(t, s.Sessions(), sid)
-	// Last heard at most a ping interval (timeout/3) before the hold.
-	require.GreaterOrEqual(t, time.Since(start), 600*time.Millisecond-200*time.Millisecond)
+	require.Equal(t, 400*time.Millisecond, c.NegotiatedSessionTimeout(), "20 ticks")
+	require.GreaterOrEqual(t, time.Since(sent), c.NegotiatedSessionTimeout())
 	require.False(t, c.sawState(zk.StateExpired), "held: the client hears nothing yet")
 	require.NotEqual(t, zk.StateHasSession, c.State())
 	s.Hold(sid, false)
@@ -365,10 +368,17 @@ func TestDropBeforeAndAfter(t *testing.T) {
 	c := dialAddrs(t, []string{s.Addr()}, 2*time.Second)
 	o := dialAddrs(t, []string{s.Addr()}, 2*time.Second)
 	sid.Store(c.SessionID())
+	// After each drop the client reconnects before the next request (one
+	// sent while go-zookeeper waits to retry fails with ErrNoServer).
+	reconnected := func() {
+		require.Eventually(t, func() bool { return c.State() == zk.StateHasSession }, 5*time.Second, 5*time.Millisecond)
+	}
 	_, err := c.Create("/before", nil, 0, openACL)
 	require.ErrorIs(t, err, zk.ErrConnectionClosed)
+	reconnected()
 	_, err = c.Create("/after", nil, 0, openACL)
 	require.ErrorIs(t, err, zk.ErrConnectionClosed)
+	reconnected()
 	_, err = c.Multi(&zk.CreateRequest{Path: "/multi", Acl: openACL})
 	require.ErrorIs(t, err, zk.ErrConnectionClosed)
 	for p, want := range map[string]bool{"/before": false, "/after": true, "/multi": true} {
