@@ -79,6 +79,12 @@ type ReseedConfig struct {
 	// go, deleting it, creating the room, rewriting markers), so a tool
 	// can say what a long re-seed waits for. It must not block.
 	Progress func(step string)
+
+	// seedLowest plants a wrong choice for the whole-replica simulation,
+	// which must catch it: seed from the survivor that applied the least,
+	// and take the others for its history unchecked. Always false outside
+	// that test.
+	seedLowest bool
 }
 
 // step tells cfg.Progress, if set, what Reseed does now.
@@ -442,6 +448,9 @@ func chooseSeed(cfg ReseedConfig, survivors []*survivorStore) (*survivorStore, e
 			return compareU(b.Position.Index, a.Position.Index)
 		})
 		seed = sorted[0]
+		if cfg.seedLowest {
+			seed = sorted[len(sorted)-1]
+		}
 	}
 	seed.Role = "seed"
 	var problems []error
@@ -449,7 +458,7 @@ func chooseSeed(cfg ReseedConfig, survivors []*survivorStore) (*survivorStore, e
 		if s == seed {
 			continue
 		}
-		if err := comparePrefix(seed, s); err != nil {
+		if err := comparePrefix(seed, s); err != nil && !cfg.seedLowest {
 			if cfg.Trust == "" {
 				problems = append(problems, err)
 			}

@@ -103,6 +103,8 @@ type repSimOptions struct {
 	// while faults run (default 2 %; as many requests are lost before
 	// they apply, at most 1 %).
 	lostReplies float64
+	// seedLowest plants a wrong re-seed (ReseedConfig.seedLowest).
+	seedLowest bool
 }
 
 type repSim struct {
@@ -441,6 +443,14 @@ func (s *repSim) nextEntry() int {
 	return s.entries
 }
 
+// plantedFound: a run with a planted bug has its violation; waiting on
+// would only make the test slower.
+func (s *repSim) plantedFound() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return (s.opts.bugs != plantedBugs{} || s.opts.seedLowest) && len(s.failures) > 0
+}
+
 // ack records entry acknowledged at index.
 func (s *repSim) ack(index uint64, entry string) {
 	s.mu.Lock()
@@ -748,7 +758,7 @@ func (s *repSim) ackedCount() int {
 func (s *repSim) awaitAcks(n int, d time.Duration, what string) {
 	before := s.ackedCount()
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if s.ackedCount() >= before+n {
+		if s.ackedCount() >= before+n || s.plantedFound() {
 			return
 		}
 	}
@@ -836,7 +846,8 @@ func (s *repSim) runLoss(d time.Duration) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	res, err := Reseed(ctx, ReseedConfig{
 		Servers: []string{s.srv.Addr()}, SessionTimeout: s.st, Room: s.room, DataDirs: dirs,
-		Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("m", "reseed"),
+		Logger:     slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("m", "reseed"),
+		seedLowest: s.opts.seedLowest,
 	})
 	cancel()
 	if err != nil {
@@ -985,16 +996,25 @@ func TestSimulationReplicasFindsPlantedBugs(t *testing.T) {
 		bugs        plantedBugs
 		want        string
 		lostReplies float64
+		seedLowest  bool // run the lost-room scenario with a wrong re-seed
 	}{
-		{"core: call the session refused on the first probe", plantedBugs{core: coreBugs{refuseEarly: true}}, "refuses this member's session", 0},
+		// Lost replies drop connections: members reconnect often, probing
+		// meanwhile.
+		{"core: call the session refused on the first probe", plantedBugs{core: coreBugs{refuseEarly: true}}, "refuses this member's session", 0.1, false},
 		// Lost replies leave writers with outcomes they cannot resolve.
-		{"an append of unknown outcome reported as not sent", plantedBugs{unknownNotSent: true}, "answered as not committed", 0.1},
+		{"an append of unknown outcome reported as not sent", plantedBugs{unknownNotSent: true}, "answered as not committed", 0.1, false},
+		// The re-seed seeds from the survivor that applied the least.
+		{"re-seed: from the survivor that applied the least", plantedBugs{}, "", 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var found string
 			for seed := uint64(1); seed <= uint64(*simRepPlantedSeeds) && found == ""; seed++ {
-				s := newRepSim(t, seed, repSimOptions{bugs: tc.bugs, lostReplies: tc.lostReplies})
-				found = s.run(*simRepDur)
+				s := newRepSim(t, seed, repSimOptions{bugs: tc.bugs, lostReplies: tc.lostReplies, seedLowest: tc.seedLowest})
+				if tc.seedLowest {
+					found = s.runLoss(*simRepDur / 2)
+				} else {
+					found = s.run(*simRepDur)
+				}
 			}
 			require.NotEmpty(t, found, "the planted bug was not found")
 			line := strings.SplitN(found, "\n", 3)[1]
