@@ -54,7 +54,9 @@ import (
 //     hold progresses (within the stall bound, under the maximum);
 //  7. reads: no member serves reads with a link probe out past its bound,
 //     and after a calm stretch every connected member serves them; no
-//     member fails as refused unless refused for a session timeout;
+//     member fails as refused unless refused for a session timeout, nor
+//     once told its session expired since it was cut off (go-zookeeper
+//     renews it; simrenew_test.go makes renewals take time);
 //  8. room versions: a move never lands past a live member; a member on a
 //     room whose channels are beyond it fails; one move at a time;
 //  9. after a rollback that lost entries a running member applied: once
@@ -314,6 +316,14 @@ type simMember struct {
 	markOut, markUnknown bool
 	// markRetryDue: when a mark of unknown outcome must go out again.
 	markRetryDue time.Time
+	// The session renewal (simrenew_test.go, the renewal mode only):
+	// renewing, go-zookeeper learned that m's session expired and opens a
+	// new one at renewAt (nothing of m reaches ZooKeeper until then; its
+	// cut-off probes reach the room); renewProbeAt, the first such probe
+	// of this renewal. toldExpired (every mode): the core was told
+	// StateExpired since the last StateDisconnected it was told.
+	renewing, toldExpired bool
+	renewAt, renewProbeAt time.Time
 }
 
 // simMove is a room-version move out (the checkpointer's rotation).
@@ -407,6 +417,14 @@ type sim struct {
 	// refused because channel N-1 still existed, by the epoch fence, by
 	// the channels znode's version, and ended on a lost reply.
 	delWrites, delNotOldest, delEpochFenced, delVersionFenced, delLost int
+
+	// renew: the session renewal mode (newRenewSim): a member whose
+	// session expired gets its new session only after a delay drawn from
+	// rnrnd. renewals counts them, renewLong those whose probes reached
+	// the room for the core's refusal bound (refusedAfter) or longer.
+	renew               bool
+	rnrnd               *rand.Rand
+	renewals, renewLong int
 }
 
 // simSnap is a copy of ZooKeeper (the model's tree) and of the log model
@@ -495,6 +513,9 @@ func (s *sim) fatalf(format string, args ...any) {
 	if s.rvDrill {
 		test = "TestSimulationRoomVersionDrill"
 	}
+	if s.renew {
+		test = "TestSimulationSessionRenewal"
+	}
 	s.fail(fmt.Sprintf("seed %d step %d: %s\n(replay: go test ./replica -run '%s' -sim.seed=%d -v)\ntrace (last %d lines):\n%s",
 		s.seed, s.step, fmt.Sprintf(format, args...), test, s.seed, len(tail), strings.Join(tail, "\n")))
 }
@@ -574,6 +595,11 @@ func (s *sim) stepCore(m *simMember, ev any) {
 			m.markOut, m.markUnknown = false, mk.Err != nil
 			m.markRetryDue = s.now.Add(markRetryPause)
 		}
+		if se, ok := ev.(evSession); ok && se.State == zk.StateDisconnected {
+			m.toldExpired = false
+		} else if ok && se.State == zk.StateExpired {
+			m.toldExpired = true
+		}
 		acts := m.c.Step(ev)
 		s.logf("%s <- %s", m.id, evLine{ev})
 		for _, a := range acts {
@@ -651,6 +677,9 @@ func (s *sim) do(m *simMember, a action) {
 			// follows in this step (checkInvariants).
 			l.found, l.foundAcked = true, len(s.acked)
 		}
+		if errors.Is(a.Err, ErrSessionRefused) && m.toldExpired {
+			s.fatalf("refused session: %s failed as refused by every server while renewing its expired session (cut off at %v and told StateExpired since; now %v): go-zookeeper is opening a new session, which no server refuses", m.id, m.discAt, s.now)
+		}
 		if errors.Is(a.Err, ErrSessionRefused) {
 			// The probe's results may arrive after the refusal ended: what
 			// counts is that it lasted a session timeout.
@@ -692,7 +721,11 @@ func (s *sim) do(m *simMember, a action) {
 		// A new session from the member's host: it reaches the ensemble
 		// when the servers refuse only m's own session, not when the
 		// network cut m off.
-		m.pending = append(m.pending, evProbed{Reached: m.refused})
+		// So does it while go-zookeeper renews m's expired session.
+		if m.renewing {
+			s.renewProbe(m)
+		}
+		m.pending = append(m.pending, evProbed{Reached: m.refused || m.renewing})
 	case aConnected:
 		// The loop audits at once on every reconnect (what the ensemble
 		// holds may have changed: restored from an older copy).
@@ -1612,7 +1645,7 @@ func (s *sim) rollback() {
 		if m.refused {
 			m.refused, m.refusedUntil = false, s.now
 		}
-		m.connected, m.candidate = true, ""
+		m.connected, m.candidate, m.renewing = true, "", false
 		m.sid = s.zk.open()
 		m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateExpired, SessionID: 0},
 			evSession{Now: s.now, State: zk.StateHasSession, SessionID: m.sid})
@@ -1970,6 +2003,7 @@ func (s *sim) tick() {
 	s.expireGhosts()
 	s.judgeDeposals()
 	for _, m := range s.ms {
+		s.renewDue(m)
 		// The servers expire a session whose client has been away for the
 		// session timeout.
 		if !m.connected && s.zk.sessions[m.sid] && s.now.Sub(m.discAt) >= 4*time.Second {
@@ -2176,7 +2210,11 @@ func (s *sim) disconnect(m *simMember) {
 // client learns the expiry and opens a new session.
 func (s *sim) reconnect(m *simMember) {
 	s.heal(m, nil)
-	if m.connected || m.refused {
+	if m.connected || m.refused || m.renewing {
+		return
+	}
+	if s.renew && !s.zk.sessions[m.sid] {
+		s.startRenewal(m)
 		return
 	}
 	m.connected = true
@@ -2199,6 +2237,13 @@ func (s *sim) expire(m *simMember) {
 	s.logf("%s session 0x%x expired by the servers", m.id, m.sid)
 	s.heal(m, zk.ErrConnectionClosed) // the client's next connection is a new one
 	s.zk.expire(m.sid)
+	if s.renew {
+		// The servers close the connection; the client reconnects,
+		// learns the expiry and renews (startRenewal).
+		s.disconnect(m)
+		s.startRenewal(m)
+		return
+	}
 	m.sid = s.zk.open()
 	m.candidate = ""
 	m.pending = append(m.pending, evSession{Now: s.now, State: zk.StateExpired, SessionID: 0},
@@ -2323,67 +2368,71 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 		bugs simBugs
 		want string
 		seed uint64
-		// drill: run newRVDrillSim (the operator at work on room
-		// versions) instead of the main run's mix.
-		drill bool
+		// mk: the simulation to run (nil: newSim, the main run's mix;
+		// newRVDrillSim, the operator at work on room versions;
+		// newRenewSim, sessions renewed after a delay).
+		mk func(fail func(string), seed uint64, bugs simBugs) *sim
 	}{
-		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence", 0, false},
-		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion", 0, false},
-		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun", 0, false},
+		{"acknowledge after a fence", simBugs{ackFenced: true}, "no acknowledgement after a fence", 0, nil},
+		{"delete without a served checkpoint", simBugs{ignoreServed: true}, "safe deletion", 0, nil},
+		{"delete what a bootstrap holds", simBugs{ignoreHold: true}, "never outrun", 0, nil},
 		// Met by about one seed in two thousand (as before the liveness
 		// faults: 3 of the first 6000).
-		{"call a progressing hold stalled", simBugs{holdStallShort: true}, "never outrun", 2791, false},
-		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, "", 0, false},
-		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, "", 0, false},
-		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, "", 0, false},
-		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary", 0, false},
-		{"loop: no term watch", simBugs{noTermWatch: true}, "a deposed primary keeps acting as primary", 0, false},
+		{"call a progressing hold stalled", simBugs{holdStallShort: true}, "never outrun", 2791, nil},
+		{"core: keep leading after the session expired", simBugs{core: coreBugs{ignoreExpiry: true}}, "", 0, nil},
+		{"core: keep leading when cut off past the session timeout", simBugs{core: coreBugs{ignoreLost: true}}, "", 0, nil},
+		{"core: keep leading when fenced", simBugs{core: coreBugs{ignoreFence: true}}, "", 0, nil},
+		{"core: keep leading when wrongly deposed", simBugs{core: coreBugs{ignoreDeposed: true}}, "a deposed primary keeps acting as primary", 0, nil},
+		{"loop: no term watch", simBugs{noTermWatch: true}, "a deposed primary keeps acting as primary", 0, nil},
 		// Found as a ghost write of the old incarnation's primary, or as
 		// that primary holding its term in the re-seeded room.
-		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, "", 0, false},
-		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, "", 0, false},
-		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, "", 0, false},
-		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition", 0, false},
-		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session", 0, false},
-		{"core: never serve reads again after a link probe went unanswered", simBugs{core: coreBugs{stickyLinkCut: true}}, "still refuses reads", 0, false},
-		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member", 0, false},
-		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move", 0, false},
-		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its", 0, false},
+		{"re-seed: the epoch znode under its old name", simBugs{reseedSameFence: true}, "", 0, nil},
+		{"core: take over with no standby tail", simBugs{core: coreBugs{ignoreApplierReady: true}}, "", 0, nil},
+		{"core: end a term with its door open", simBugs{core: coreBugs{acceptWhileEnding: true}}, "", 0, nil},
+		{"core: serve reads while a link probe goes unanswered", simBugs{core: coreBugs{ignoreLinkCut: true}}, "silent partition", 0, nil},
+		{"core: call the session refused on the first probe", simBugs{core: coreBugs{refuseEarly: true}}, "refused session", 0, nil},
+		{"core: never serve reads again after a link probe went unanswered", simBugs{core: coreBugs{stickyLinkCut: true}}, "still refuses reads", 0, nil},
+		{"loop: land a room-version move without deciding again", simBugs{noMoveRecheck: true}, "past live member", 0, nil},
+		{"core: a second room-version move while one is out", simBugs{core: coreBugs{moveWhileMoving: true}}, "second room-version move", 0, nil},
+		{"core: run on channels beyond our room versions", simBugs{core: coreBugs{ignoreChannelRV: true}}, "beyond its", 0, nil},
 		// roomversion.go's verdicts, run by the simulation: the operator
 		// downgrades a binary on a Complete judged without the lowering;
 		// the move's recheck decides on the cached view.
-		{"room version: Complete judged on the room meta alone", simBugs{rvCompleteOnMeta: true}, "called the downgrade complete", 0, true},
-		{"room version: the move rechecked on the cached view", simBugs{rvRecheckCachedView: true}, "past live member", 0, false},
-		{"lost: the audit misses the mark", simBugs{auditMissesMark: true}, "", 0, false},
-		{"lost: the committed index judged on our own applies", simBugs{committedHiOwn: true}, "", 0, false},
+		{"room version: Complete judged on the room meta alone", simBugs{rvCompleteOnMeta: true}, "called the downgrade complete", 0, newRVDrillSim},
+		{"room version: the move rechecked on the cached view", simBugs{rvRecheckCachedView: true}, "past live member", 0, nil},
+		{"lost: the audit misses the mark", simBugs{auditMissesMark: true}, "", 0, nil},
+		{"lost: the committed index judged on our own applies", simBugs{committedHiOwn: true}, "", 0, nil},
 		// A member whose state the older copy holds takes over and
 		// acknowledges at the indexes the rollback lost.
-		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict", 0, false},
+		{"core: no mark when the log lost what we applied", simBugs{core: coreBugs{noMark: true}}, "acknowledged after a finder's verdict", 0, nil},
 		// The primary elected in the finder's window goes on writing
 		// after the mark.
-		{"mark lost without fencing the writer", simBugs{markNoFence: true}, "marked lost", 0, false},
+		{"mark lost without fencing the writer", simBugs{markNoFence: true}, "marked lost", 0, nil},
 		// Channel deletion (simdelete_test.go): the three rules of
 		// logroom's fenced deletion, one at a time.
-		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole", 0, false},
-		{"deletion not behind the epoch fence", simBugs{delUnfenced: true}, "deletion after its epoch was superseded", 0, false},
-		{"deletion retried across a lost reply without the channels-znode version check", simBugs{delRetry: true}, "the channel chain has a hole", 0, false},
+		{"delete any covered channel, not only the oldest", simBugs{delAnyChannel: true}, "the channel chain has a hole", 0, nil},
+		{"deletion not behind the epoch fence", simBugs{delUnfenced: true}, "deletion after its epoch was superseded", 0, nil},
+		{"deletion retried across a lost reply without the channels-znode version check", simBugs{delRetry: true}, "the channel chain has a hole", 0, nil},
 		// Crash detection (simlive_test.go), through liveness.go's
 		// decisions: a paused or partitioned live primary deposed; a
 		// deposition that deletes the head of the line as it is by then
 		// (the successor's node, once the observed one expired); nobody
 		// watching the primary (a killed one waits for its session); the
 		// verdict on a deposition inverted.
-		{"liveness: a timeout counted as proof", simBugs{liveTimeoutProof: true}, "on a proof no proxy forged", 0, false},
-		{"liveness: depose the line's head, not the observed node", simBugs{liveDeposeCurrent: true}, "not the candidate it observed", 0, false},
-		{"liveness: watch the primary's successor", simBugs{liveWatchSuccessor: true}, "no standby deposed it", 0, false},
-		{"liveness: the wrong-deposition verdict inverted", simBugs{liveVerdictInverted: true}, "liveness: the deposition of", 0, false},
+		{"liveness: a timeout counted as proof", simBugs{liveTimeoutProof: true}, "on a proof no proxy forged", 0, nil},
+		{"liveness: depose the line's head, not the observed node", simBugs{liveDeposeCurrent: true}, "not the candidate it observed", 0, nil},
+		{"liveness: watch the primary's successor", simBugs{liveWatchSuccessor: true}, "no standby deposed it", 0, nil},
+		{"liveness: the wrong-deposition verdict inverted", simBugs{liveVerdictInverted: true}, "liveness: the deposition of", 0, nil},
 		// The finder's window stays open past the finder's first
 		// reconcile after the rollback (TestSimulationReconnectAudit).
-		{"loop: no audit on reconnect", simBugs{noReconnectAudit: true}, "after a finder's first reconcile since it reconnected", simAuditSeed, false},
+		{"loop: no audit on reconnect", simBugs{noReconnectAudit: true}, "after a finder's first reconcile since it reconnected", simAuditSeed, nil},
 		// The mark's request or reply is lost (one in four) and the
 		// finder resigns all the same.
-		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0, false},
-		{"core: never retry a mark of unknown outcome", simBugs{core: coreBugs{noMarkRetry: true}}, "is not tried again", 0, false},
+		{"core: resign while the mark's outcome is unknown", simBugs{core: coreBugs{resignUnmarked: true}}, "resigned while its mark-lost was out", 0, nil},
+		{"core: never retry a mark of unknown outcome", simBugs{core: coreBugs{noMarkRetry: true}}, "is not tried again", 0, nil},
+		// A member renewing its expired session (simrenew_test.go)
+		// while its probes reach the room past the refusal bound.
+		{"core: call a renewing session refused", simBugs{core: coreBugs{refuseRenewing: true}}, "renewing", 0, newRenewSim},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			found := ""
@@ -2401,9 +2450,9 @@ func TestSimulationFindsPlantedBugs(t *testing.T) {
 							panic(r)
 						}
 					}()
-					mk := newSim
-					if tc.drill {
-						mk = newRVDrillSim
+					mk := tc.mk
+					if mk == nil {
+						mk = newSim
 					}
 					s := mk(func(msg string) { found = msg; panic(errPlantedFound) }, seed, tc.bugs)
 					s.run(*simSteps)
