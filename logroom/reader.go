@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/roomlog/roomlog/third_party/zk"
 
@@ -56,7 +55,6 @@ type Reader struct {
 	// one; every batch is still validated in order when delivered.
 	behind     int                      // consecutive batches found without waiting
 	sinceList  int                      // of them, found since the last listing
-	listAt     time.Time                // when the run or the last listing began
 	ahead      []uint64                 // listed batch names >= bpos not yet read, ascending
 	listedOnce bool                     // the current channel was listed since we last waited
 	fetched    map[uint64]*fetchedBatch // reads ahead (in flight or done) by first index
@@ -84,16 +82,6 @@ const prefetchWindow = 16
 // 664 times for 3,143 batches at a threshold of 2) costs ZooKeeper and the
 // reader more than it saves.
 const listAfter = 16
-
-// listSlow and listSlowAfter: a reader that has read listSlowAfter batches
-// in a row without waiting (since it last listed), taking at least
-// listSlow, lists before listAfter: reads that slow (ZooKeeper busy) put it
-// further behind at every one, while reads pipelined behind a listing
-// share one wait.
-const (
-	listSlowAfter = 4
-	listSlow      = 20 * time.Millisecond
-)
 
 // fetchedBatch is a read ahead: once done is closed, the batch's data
 // and its znode's ctime (ZooKeeper's commit time, unix ms), or the read's
@@ -339,9 +327,9 @@ func (rd *Reader) trimAhead() {
 // needList says whether to list the channel now: nothing listed is left,
 // and either the last listing found at least two batches past the next
 // one (the writer is well ahead: without a new listing we would read one
-// batch per round trip while behind), or since the run of batches found
-// without waiting began (or the last listing, if later) the reader has
-// found listAfter batches, or listSlowAfter taking listSlow or longer.
+// batch per round trip while behind), or the reader has found listAfter
+// batches without waiting since the run began or it last listed (a
+// listing that found nothing does not stop it for the rest of the run).
 func (rd *Reader) needList() bool {
 	switch {
 	case len(rd.ahead) > 0:
@@ -349,7 +337,7 @@ func (rd *Reader) needList() bool {
 	case rd.listedOnce && rd.lastListed >= 2:
 		return true // the last listing paid: the writer is well ahead
 	default:
-		return rd.sinceList >= listAfter || rd.sinceList >= listSlowAfter && time.Since(rd.listAt) >= listSlow
+		return rd.sinceList >= listAfter
 	}
 }
 
@@ -358,7 +346,7 @@ func (rd *Reader) found() {
 	rd.behind++
 	rd.sinceList++
 	if rd.behind == 1 {
-		rd.sinceList, rd.listAt = 1, time.Now()
+		rd.sinceList = 1
 	}
 }
 
@@ -396,7 +384,7 @@ func (rd *Reader) listed(names []string) {
 	rd.listedOnce = true
 	rd.listings++
 	rd.m.listed()
-	rd.lastListed, rd.sinceList, rd.listAt = 0, 0, time.Now()
+	rd.lastListed, rd.sinceList = 0, 0
 	for _, n := range names {
 		f, ok := parseNum(n, batchPrefix)
 		if !ok || f < rd.bpos || rd.meta.Sealed && f > rd.meta.Last {
