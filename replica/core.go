@@ -101,8 +101,10 @@ type core struct {
 	probeOut     bool
 	probeLast    time.Time
 	probeOKSince time.Time // probes have reached an intact room since (zero: not so)
-	// renewing: told StateExpired since the last disconnect, so
-	// go-zookeeper is opening a new session. No server refuses that: a
+	// renewing: told StateExpired since the last disconnect (or shown
+	// session id 0 while disconnected, which go-zookeeper keeps from the
+	// expiry to the new session), so go-zookeeper is opening a new
+	// session. No server refuses that: a
 	// refused client is never told its session expired (the server closes
 	// the connection in the handshake), and after the expiry the client
 	// presents no zxid to refuse. Not a refusal however long it takes.
@@ -544,7 +546,11 @@ func (c *core) onSession(ev evSession) []action {
 	if ev.State == zk.StateExpired && (c.role == RolePrimary || c.role == RoleTakingOver) {
 		out = append(out, c.sessionLost()...)
 	}
-	if ev.State == zk.StateExpired && !c.bugs.refuseRenewing {
+	// Renewing: told StateExpired, or disconnected with session id 0 —
+	// go-zookeeper keeps the id 0 from the expiry until the new session is
+	// made, and the loop steps the state it reads when woken, which may be
+	// StateConnecting already (the expiry's event coalesced).
+	if (ev.State == zk.StateExpired || (!ok && ev.SessionID == 0 && c.sessionID != 0)) && !c.bugs.refuseRenewing {
 		c.renewing, c.probeOKSince = true, time.Time{}
 	}
 	if ok && ev.SessionID != c.sessionID {

@@ -1310,11 +1310,17 @@ func (r *Replica) refreshChannels() {
 			if decide {
 				r.step(r.roomVersionEvent(rd.rv, rd.err, rd.target, rd.targetErr, rd.maxChannel))
 			}
+			// served: the newest checkpoint another member could serve a
+			// bootstrap (ckptSources' rule: it advertises an address).
 			var served uint64
 			for _, m := range r.snap.Load().members {
-				served = max(served, m.Checkpoint)
+				if m.ID != r.cfg.ID && m.Addr != "" {
+					served = max(served, m.Checkpoint)
+				}
 			}
-			if offerCheckpoint(r.currentTerm() != nil, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load(), served) && lp.offeredFor != lp.oldestFirst {
+			// A standby's checkpoint helps only if it can serve it.
+			primary, canServe := r.currentTerm() != nil, r.cfg.AdvertiseAddr != ""
+			if (primary || canServe) && offerCheckpoint(primary, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load(), served) && lp.offeredFor != lp.oldestFirst {
 				lp.offeredFor = lp.oldestFirst
 				r.log.Info("the log starts past our last checkpoint: taking one now, so members started empty have a source", "oldest_first", lp.oldestFirst)
 				r.ckptTrig.Notify()
