@@ -50,9 +50,10 @@ import (
 // seed fixes the fault schedule and the clients' choices; a failure
 // prints the seed, the faults as they happened and the members' logs.
 var (
-	simRepSeeds = flag.Int("simrep.seeds", 2, "TestSimulationReplicas: seeds to run")
-	simRepSeed  = flag.Uint64("simrep.seed", 0, "TestSimulationReplicas: run this seed only")
-	simRepDur   = flag.Duration("simrep.dur", 6*time.Second, "TestSimulationReplicas: how long faults run per seed")
+	simRepSeeds     = flag.Int("simrep.seeds", 2, "TestSimulationReplicas: seeds to run")
+	simRepLossSeeds = flag.Int("simrep.lossseeds", 0, "TestSimulationReplicasLoseTheRoom: seeds 1..N (0: seed 3 only)")
+	simRepSeed      = flag.Uint64("simrep.seed", 0, "TestSimulationReplicas: run this seed only")
+	simRepDur       = flag.Duration("simrep.dur", 4*time.Second, "TestSimulationReplicas: how long faults run per seed")
 
 	simRepLost         = flag.Float64("simrep.lost", 0, "TestSimulationReplicas: share of ZooKeeper writes whose reply is lost (0: 2 %)")
 	simRepPlantedSeeds = flag.Int("simrep.planted", 3, "TestSimulationReplicasFindsPlantedBugs: seeds to try per bug")
@@ -64,7 +65,13 @@ func TestSimulationReplicasLoseTheRoom(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the whole-replica simulation runs real replicas for seconds")
 	}
-	first, last := uint64(1), uint64(*simRepSeeds) // 1: restored, 2: wiped
+	// Seed 3 by default: ZooKeeper restored from the older copy, and the
+	// re-seed leaves a data dir out. Odd seeds restore, even ones wipe;
+	// every third leaves the least advanced member's data dir out.
+	first, last := uint64(3), uint64(3)
+	if *simRepLossSeeds > 0 {
+		first, last = 1, uint64(*simRepLossSeeds)
+	}
 	if *simRepSeed != 0 {
 		first, last = *simRepSeed, *simRepSeed
 	}
@@ -328,20 +335,27 @@ func (s *repSim) config(m *repMember) Config {
 
 // start opens m (bounded); a failure to open is retried by the fault loop.
 func (s *repSim) start(m *repMember) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	r, err := Open(ctx, s.config(m))
-	if err != nil {
+	if err := s.open(m); err != nil {
 		// Nothing in these runs makes a member unable to rejoin: its
 		// previous process's nodes go with their session, and a room lost
 		// is re-seeded before anyone opens.
 		s.violation("%s: open: %v", m.id, err)
-		return
+	}
+}
+
+// open opens m (bounded).
+func (s *repSim) open(m *repMember) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := Open(ctx, s.config(m))
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	m.r, m.down = r, false
 	s.mu.Unlock()
 	s.logf("%s: up (session %#x)", m.id, r.client.SessionID())
+	return nil
 }
 
 // stop closes m. crash: its ZooKeeper sessions are held first, so nothing
@@ -837,11 +851,26 @@ func (s *repSim) runLoss(d time.Duration) string {
 		}
 	}
 	stopLoad()
-	// The operator stops every member and re-seeds from their data dirs.
+	// The operator stops every member and re-seeds from their data dirs;
+	// on every third seed it forgets the one that applied the least.
 	var dirs []string
+	var left *repMember
+	if s.seed%3 == 0 {
+		var least uint64
+		for _, m := range s.members {
+			s.mu.Lock()
+			r := m.r
+			s.mu.Unlock()
+			if r != nil && (left == nil || r.Status().Applied < least) {
+				left, least = m, r.Status().Applied
+			}
+		}
+	}
 	for _, m := range s.members {
 		s.stop(m, false)
-		dirs = append(dirs, m.dir)
+		if m != left {
+			dirs = append(dirs, m.dir)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	res, err := Reseed(ctx, ReseedConfig{
@@ -858,7 +887,29 @@ func (s *repSim) runLoss(d time.Duration) string {
 	s.mu.Lock()
 	s.lossy = false
 	s.mu.Unlock()
-	s.startAll()
+	for _, m := range s.members {
+		if m != left {
+			s.start(m)
+			continue
+		}
+		// The data dir the re-seed did not check: adopted when it is at
+		// the seed's position, else refused naming the re-seed, and the
+		// operator moves it away so that the member bootstraps.
+		err := s.open(m)
+		switch {
+		case err == nil:
+			s.logf("%s: its data dir, left out of the re-seed, was adopted", m.id)
+		case errors.Is(err, ErrWrongDataDir):
+			s.logf("%s: refused, as it must be: %v", m.id, err)
+			s.count("left out refused")
+			if err := os.RemoveAll(m.dir); err != nil {
+				s.violation("remove %s: %v", m.dir, err)
+			}
+			s.start(m)
+		default:
+			s.violation("%s: open after the re-seed left its data dir out: %v (want ErrWrongDataDir or adoption)", m.id, err)
+		}
+	}
 	stopLoad = s.load()
 	s.awaitAcks(20, 30*time.Second, "the re-seeded room")
 	stopLoad()
