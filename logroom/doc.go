@@ -415,9 +415,17 @@
 //     together): a batch already written is delivered at once, an absent
 //     one is waited for by watch. Then, while batches are there, one Get
 //     per batch. Behind (16 batches in a row found without waiting), it
-//     lists the channel once and reads the listed names 16 at a time
-//     concurrently; batch znodes are immutable, so this changes nothing but
-//     speed: each batch is still validated in order.
+//     lists the channel (the listing sent beside the next read) and keeps
+//     up to 16 reads of the listed names in flight, a sliding window: each
+//     batch is delivered, in order, as soon as it is in, and a new read
+//     goes out for each one taken; it lists again when the names run out
+//     and the last listing found at least two batches past the next one,
+//     or after another 16 found without waiting. Batch znodes are
+//     immutable, so this changes nothing but speed: each batch is still
+//     validated in order. A read ahead that finds no node falls back to
+//     the ordinary read of step 2 (so do a listing that finds the channel
+//     gone, and a failed read, which empties the window); reads still in
+//     flight at Close end by themselves.
 //  3. Connection loss and session expiry are retried with backoff from
 //     the same position; watches lost with the session are re-armed.
 //  4. A channel deleted under the reader → ErrCompacted if a later channel
@@ -529,7 +537,8 @@
 //     fast as the writer commits?
 //   - roomlog_reader_listings_total (counter): listings of a channel's
 //     batch znodes: a Tail that starts inside a batch, and catch-up (when
-//     a reader falls behind, and again while listings find new batches).
+//     a reader falls behind, and again while listings find new batches,
+//     or after 16 more batches found without waiting).
 //     Are readers listing large channels too often?
 //   - roomlog_reader_catchup_reads_total (counter): batch reads made ahead,
 //     up to 16 concurrently, while behind. Is a reader catching up?

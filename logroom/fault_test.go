@@ -193,8 +193,15 @@ func TestSessionExpiry(t *testing.T) {
 	wg.Wait()
 	require.Empty(t, a.fenced)
 	require.Positive(t, w.stats.resolutions.Load())
-	end := w.LastCommitted()
+	// The target is the index of a sentinel appended after it is set: a
+	// reader already through the load (it may be, a reader reading ahead
+	// is quick) waits in Next and takes the sentinel, instead of waiting
+	// for a target it passed before it was set.
+	end := w.LastCommitted() + 1
 	readTarget.Store(end)
+	idx, err := w.Append(ctx, []byte("sentinel"))
+	require.NoError(t, err)
+	require.Equal(t, end, idx)
 	select {
 	case <-readDone:
 	case <-time.After(30 * time.Second):

@@ -192,3 +192,30 @@ func TestReaderListsAgainAfterFruitlessListing(t *testing.T) {
 	require.GreaterOrEqual(t, rd.listings, 2, "listed again listAfter batches after the fruitless listing")
 	require.GreaterOrEqual(t, rd.prefetched, more-listAfter-1)
 }
+
+// TestReaderReadAheadChannelDeletedWindowEnd: the channel deleted while
+// every name the last listing found is already being read, so that the
+// reader lists again: the listing's NoNode is the channel gone, which
+// reads as ErrCompacted (the reading protocol), never as a bare error.
+func TestReaderReadAheadChannelDeletedWindowEnd(t *testing.T) {
+	e := sharedZK(t)
+	c := dial(t, e.Addrs())
+	r := openRoom(t, c, "aheaddeletedend")
+	ctx := testCtx(t, 60*time.Second)
+	w := newWriter(t, r, WriterConfig{})
+	appendBatches(t, ctx, w, 1, 30)
+	_, err := w.Rotate(ctx)
+	require.NoError(t, err)
+	appendBatches(t, ctx, w, 31, 40)
+
+	rd, err := r.Tail(ctx, 1)
+	require.NoError(t, err)
+	defer rd.Close()
+	got := readN(t, ctx, rd, listAfter+1)
+	require.NoError(t, w.DeleteChannel(ctx, 1))
+
+	rest, err := readUntilErr(t, ctx, rd)
+	require.ErrorIs(t, err, ErrCompacted)
+	got = append(got, rest...)
+	checkDense(t, got, 1)
+}

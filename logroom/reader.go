@@ -302,10 +302,17 @@ func (rd *Reader) prefetch() error {
 	rd.trimAhead()
 	if rd.needList() {
 		names, _, err := rd.c.Conn().Children(rd.chPath)
-		if err != nil {
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			// The channel is gone: say so as the ordinary read of the next
+			// batch does (channelGone: ErrCompacted, or a hole), not with
+			// the listing's bare error.
+			rd.listed(nil)
+		case err != nil:
 			return err
+		default:
+			rd.listed(names)
 		}
-		rd.listed(names)
 	}
 	rd.topUp()
 	return nil
