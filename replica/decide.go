@@ -380,11 +380,13 @@ func decideHold(members map[string]memberData, seen map[string]bootHold, now tim
 // prefix of it is elected: that member cannot take over until it
 // bootstraps, nothing is written meanwhile, and without the standby's
 // offer the room stayed without a primary.
-func offerCheckpoint(primary bool, oldestFirst, localCkpt, applied, served uint64) bool {
+// A standby that advertises no address (canServe false) never offers:
+// its checkpoint would help nobody.
+func offerCheckpoint(primary, canServe bool, oldestFirst, localCkpt, applied, served uint64) bool {
 	if oldestFirst <= 1 || localCkpt >= oldestFirst-1 || applied < oldestFirst-1 {
 		return false
 	}
-	return primary || served < oldestFirst-1
+	return primary || canServe && served < oldestFirst-1
 }
 
 // primaryOf is the one rule for "who is primary" by the members' data:

@@ -320,25 +320,27 @@ func TestDecideDeletions(t *testing.T) {
 func TestOfferCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name                               string
-		primary                            bool
+		primary, canServe                  bool
 		oldestFirst, ckpt, applied, served uint64
 		want                               bool
 	}{
-		{"restored seed: log starts at 91, no checkpoint", true, 91, 0, 90, 0, true},
-		{"restored seed with an older checkpoint", true, 91, 40, 95, 40, true},
-		{"covered by our checkpoint", true, 91, 90, 95, 90, false},
-		{"nothing deleted", true, 1, 0, 95, 0, false},
-		{"not known yet", true, 0, 0, 95, 0, false},
-		{"the primary offers although another member serves the start", true, 91, 0, 95, 95, true},
-		{"a standby does not while another member serves the start", false, 91, 0, 95, 90, false},
+		{"restored seed: log starts at 91, no checkpoint", true, true, 91, 0, 90, 0, true},
+		{"restored seed with an older checkpoint", true, true, 91, 40, 95, 40, true},
+		{"covered by our checkpoint", true, true, 91, 90, 95, 90, false},
+		{"nothing deleted", true, true, 1, 0, 95, 0, false},
+		{"not known yet", true, true, 0, 0, 95, 0, false},
+		{"the primary offers although another member serves the start", true, true, 91, 0, 95, 95, true},
+		{"a standby does not while another member serves the start", false, true, 91, 0, 95, 90, false},
 		// A re-seed's seed left a standby while a member behind it is
 		// elected: nobody serves what the log no longer holds.
-		{"a standby offers when no member serves the start", false, 91, 0, 95, 80, true},
-		{"store behind the log's start", true, 91, 0, 80, 0, false},
-		{"a standby's store behind the log's start", false, 91, 0, 80, 0, false},
+		{"a standby offers when no member serves the start", false, true, 91, 0, 95, 80, true},
+		{"store behind the log's start", true, true, 91, 0, 80, 0, false},
+		{"a standby's store behind the log's start", false, true, 91, 0, 80, 0, false},
+		{"a standby with no address never offers", false, false, 91, 0, 95, 80, false},
+		{"a primary with no address offers", true, false, 91, 0, 95, 80, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, offerCheckpoint(tc.primary, tc.oldestFirst, tc.ckpt, tc.applied, tc.served))
+			require.Equal(t, tc.want, offerCheckpoint(tc.primary, tc.canServe, tc.oldestFirst, tc.ckpt, tc.applied, tc.served))
 		})
 	}
 }

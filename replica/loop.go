@@ -1318,9 +1318,7 @@ func (r *Replica) refreshChannels() {
 					served = max(served, m.Checkpoint)
 				}
 			}
-			// A standby's checkpoint helps only if it can serve it.
-			primary, canServe := r.currentTerm() != nil, r.cfg.AdvertiseAddr != ""
-			if (primary || canServe) && offerCheckpoint(primary, lp.oldestFirst, r.localCkpt.Load(), r.applied.Load(), served) && lp.offeredFor != lp.oldestFirst {
+			if offerCheckpoint(r.currentTerm() != nil, r.cfg.AdvertiseAddr != "", lp.oldestFirst, r.localCkpt.Load(), r.applied.Load(), served) && lp.offeredFor != lp.oldestFirst {
 				lp.offeredFor = lp.oldestFirst
 				r.log.Info("the log starts past our last checkpoint: taking one now, so members started empty have a source", "oldest_first", lp.oldestFirst)
 				r.ckptTrig.Notify()
